@@ -1,0 +1,77 @@
+"""Benchmark: time per step click on every stepping page, as a browser sees it.
+
+Starts a fresh `streamlit run`, opens each page, presses Right N times and measures from the key
+press until the rerun it caused has finished (the app's script state back to notRunning). This is
+an upper bound on server time (it includes the websocket round trip and the browser's drawing).
+It also reports the server time alone: each page's step fragment is wrapped in
+``kvviz.ui.perf.timed``, which logs its duration when KVVIZ_TIMING_LOG is set.
+
+usage: python bench/step_clicks.py [--clicks 15]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from tests.conftest import CHROME_ARGS, CHROMIUM, Page, server  # noqa: E402
+
+# (URL path, key to press, timing label of its step fragment) for every page that steps
+PAGES = [("ABC_miniature", "ArrowRight", "abc.step")]
+
+WATCH = """() => { window.__kv = []; const app = document.querySelector("[data-testid='stApp']");
+  new MutationObserver(() => window.__kv.push([performance.now(), app.getAttribute('data-test-script-state')]))
+    .observe(app, {attributes: true, attributeFilter: ['data-test-script-state']}); }"""
+
+
+def time_clicks(tab: Page, key: str, clicks: int) -> list[float]:
+    out = []
+    tab.page.locator("h1").first.click()
+    for _ in range(clicks):
+        tab.page.evaluate(WATCH)
+        t0 = tab.page.evaluate("() => performance.now()")
+        tab.page.keyboard.press(key)
+        tab.settle()
+        done = [t for t, s in tab.page.evaluate("() => window.__kv") if s == "notRunning"]
+        if done:
+            out.append(done[-1] - t0)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--clicks", type=int, default=15)
+    a = ap.parse_args()
+    log = Path(tempfile.mkdtemp()) / "timing.csv"
+    os.environ["KVVIZ_TIMING_LOG"] = str(log)     # inherited by the streamlit server
+    gen = server.__wrapped__()          # the same fixture the browser tests use
+    base = next(gen)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+        for path, key, label in PAGES:
+            tab = Page(browser)
+            tab.goto(f"{base}/{path}")
+            log.write_text("")
+            ms = time_clicks(tab, key, a.clicks)
+            server_ms = [float(line.split(",")[1]) for line in log.read_text().splitlines()
+                         if line.startswith(label + ",")]
+            print(f"{path:20s} clicks={len(ms):3d}  server median {statistics.median(server_ms):6.1f} ms "
+                  f"max {max(server_ms):6.1f} ms | browser round trip median {statistics.median(ms):6.1f} ms "
+                  f"p90 {sorted(ms)[int(0.9 * (len(ms) - 1))]:6.1f} ms")
+            tab.close()
+        browser.close()
+    try:
+        next(gen)
+    except StopIteration:
+        pass
+
+
+if __name__ == "__main__":
+    main()

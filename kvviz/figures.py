@@ -1,0 +1,84 @@
+"""Plotly figure builders: plain data from a step record in, a figure out (no streamlit).
+
+One visual language for every page: a colour-blind-safe sequential scale for attention (cividis)
+and fixed colours for prompt / processed / pending tokens and for prefill / decode rows
+(Okabe-Ito palette).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import plotly.graph_objects as go
+import torch
+
+ATTENTION_SCALE = "Cividis"
+COLORS = {
+    "prompt": "#0072B2",      # blue
+    "processed": "#009E73",   # green
+    "pending": "#E69F00",     # orange
+    "prefill": "#0072B2",
+    "decode": "#009E73",
+    "removed": "#BBBBBB",
+    "bar": "#56B4E9",
+    "chosen": "#D55E00",      # vermillion
+}
+FONT = dict(size=16)
+
+
+def _base_layout(fig: go.Figure, title: str, height: int) -> go.Figure:
+    fig.update_layout(title=dict(text=title, font=dict(size=18)), height=height,
+                      margin=dict(l=10, r=10, t=50, b=10), font=FONT)
+    fig.update_xaxes(tickfont=FONT)
+    fig.update_yaxes(tickfont=FONT)
+    return fig
+
+
+def attention_heatmap(weights: torch.Tensor, query_labels: Sequence[str], key_labels: Sequence[str],
+                      title: str, zmax: float = 1.0, show_scale: bool = True) -> go.Figure:
+    """weights: [N queries, T keys] after the causal mask; masked cells (exact 0 above the diagonal)
+    are left blank so the triangle of the causal mask is visible."""
+    n, t = weights.shape
+    z = weights.tolist()
+    first_q = t - n  # absolute position of the first query
+    text = []
+    for i in range(n):
+        row = []
+        for j in range(t):
+            if j > first_q + i:
+                z[i][j] = None  # future key: masked
+                row.append("")
+            else:
+                row.append(f"{weights[i, j]:.3f}")
+        text.append(row)
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(key_labels), y=list(query_labels), zmin=0.0, zmax=zmax,
+        colorscale=ATTENTION_SCALE, showscale=show_scale, text=text, texttemplate="%{text}",
+        textfont=dict(size=15), xgap=2, ygap=2,
+        hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>",
+        colorbar=dict(title="weight"),
+    ))
+    fig.update_yaxes(autorange="reversed", title="query (new position)")
+    fig.update_xaxes(title="key (cached position)", side="bottom")
+    return _base_layout(fig, title, height=max(260, 140 + 45 * n))
+
+
+def logits_bar(logits: Sequence[float], tokens: Sequence[str], chosen: int | None,
+               title: str, kept: Sequence[int] | None = None) -> go.Figure:
+    """Bars of logits; the chosen token highlighted, tokens outside ``kept`` greyed."""
+    colors = []
+    for i in range(len(tokens)):
+        if kept is not None and i not in kept:
+            colors.append(COLORS["removed"])
+        elif i == chosen:
+            colors.append(COLORS["chosen"])
+        else:
+            colors.append(COLORS["bar"])
+    fig = go.Figure(go.Bar(
+        x=list(tokens), y=list(logits), marker_color=colors,
+        text=[f"{v:.3f}" for v in logits], textposition="outside", textfont=dict(size=15),
+        hovertemplate="%{x}: logit %{y:.4f}<extra></extra>",
+    ))
+    lo, hi = min(0.0, min(logits)), max(0.0, max(logits))
+    pad = 0.2 * (hi - lo or 1.0)
+    fig.update_yaxes(title="logit", range=[lo - pad, hi + pad], zeroline=True)
+    return _base_layout(fig, title, height=340)

@@ -1,0 +1,1 @@
+"""Models that run behind one protocol: ``forward(token_ids, cache, start_pos) -> PassRecord``."""

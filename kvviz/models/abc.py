@@ -1,0 +1,43 @@
+"""The A/B/C miniature model of the seeds (DESIGN.md §1.1).
+
+Three tokens with 2-d vectors; Q = K = V = the token's vector; one layer, one head, no positions,
+attention scale 1/sqrt(2). From h = (h0, h1) the logits over [A, B, C] are [h1, h0, -h0-h1].
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+
+from kvviz.cache import KVCache
+from kvviz.models.base import PassRecord, causal_softmax
+
+VECTORS = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]], dtype=torch.float64)  # [3, 2]
+
+
+class ABCModel:
+    name = "abc"
+    vocab = ["A", "B", "C"]
+    logit_tokens = ["A", "B", "C"]
+    n_layers = 1
+    n_heads = 1
+    output_labels = ["h0", "h1"]
+
+    def forward(self, token_ids: Sequence[int], cache: KVCache | None, start_pos: int) -> PassRecord:
+        x = VECTORS[list(token_ids)]                    # [N, 2]
+        q = k = v = x.view(1, 1, -1, 2)                 # [batch=1, heads=1, N, 2]
+        if cache is not None:
+            k_all, v_all = cache.update(0, k, v)        # [1, 1, T, 2]
+        else:
+            k_all, v_all = k, v
+        scores = q @ k_all.transpose(-2, -1) / math.sqrt(2.0)   # [1, 1, N, T]
+        att = causal_softmax(scores, start_pos)
+        h = (att @ v_all)[0, 0]                          # [N, 2]
+        logits = torch.stack([h[:, 1], h[:, 0], -h[:, 0] - h[:, 1]], dim=-1)  # [N, 3]
+        return PassRecord(
+            positions=list(range(start_pos, start_pos + len(token_ids))),
+            q=q, k=k, v=v,                               # [L=1, H=1, N, 2] (batch axis doubles as L)
+            attention=att,                               # [L=1, H=1, N, T]
+            output=h, logits=logits,
+        )

@@ -1,0 +1,16 @@
+"""Cached, read-only runs: pure computations keyed on their inputs, shared between visitors.
+
+Records are frozen dataclasses and are never mutated, so sharing them through st.cache_resource is
+safe; every visitor's own position (step, prompt) lives in st.session_state.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from kvviz.generation import Run, run_generation
+from kvviz.registry import get_model
+
+
+@st.cache_resource(max_entries=256, ttl=3600, show_spinner=False)
+def cached_run(model_name: str, prompt: tuple[str, ...], new_tokens: int) -> Run:
+    return run_generation(get_model(model_name), list(prompt), new_tokens)

@@ -1,0 +1,10 @@
+"""A/B/C miniature: the seeds' three-token model, stepped event by event (DESIGN.md §1.1)."""
+import streamlit as st
+
+from kvviz.ui.nav import page_setup
+
+page_setup("abc.title")
+
+from kvviz.ui import abc_page  # noqa: E402  (after set_page_config)
+
+abc_page.render()

@@ -1,0 +1,121 @@
+"""Shared fixtures: AppTest helpers and a real `streamlit run` server for browser tests."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def open_page(page: str | None = None, query: dict | None = None, timeout: int = 60):
+    """An AppTest of app.py switched to ``page`` (as a user clicking the nav link), already run."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
+    for k, v in (query or {}).items():
+        at.query_params[k] = v
+    if page:
+        at.switch_page(page)
+    return at.run()
+
+
+def no_exception(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def plotly_specs(at) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def server():
+    """A fresh `streamlit run app.py` on localhost; yields its base URL."""
+    port = _free_port()
+    log = open(ROOT / "tests" / ".server.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                             "--server.address", "127.0.0.1", "--server.headless", "true"],
+                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    t0 = time.time()
+    while True:
+        try:
+            if urllib.request.urlopen(base + "/_stcore/health", timeout=1).read() == b"ok":
+                break
+        except OSError:
+            pass
+        if time.time() - t0 > 90 or proc.poll() is not None:
+            proc.kill()
+            pytest.fail(f"streamlit did not start; see {log.name}")
+        time.sleep(0.1)
+    yield base
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's chromium through Playwright. Skipped only outside CI when chromium is missing."""
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail("chromium is required in CI: apt-get install -y chromium")
+        pytest.skip("chromium not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+        yield b
+        b.close()
+
+
+class Page:
+    """A browser tab on the app that records page errors and knows when a rerun has finished."""
+
+    def __init__(self, browser, width: int = 1400, height: int = 900):
+        self.ctx = browser.new_context(viewport={"width": width, "height": height})
+        self.page = self.ctx.new_page()
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+    def settle(self, timeout: int = 60_000) -> None:
+        self.page.wait_for_timeout(200)
+        self.page.locator("[data-testid='stApp'][data-test-script-state='notRunning']").wait_for(
+            state="attached", timeout=timeout)
+        self.page.wait_for_timeout(250)
+
+    def goto(self, url: str) -> None:
+        self.page.goto(url, timeout=90_000)
+        self.page.locator("[data-testid='stApp']").wait_for(timeout=90_000)
+        self.settle()
+
+    def assert_clean(self) -> None:
+        assert self.page.locator("[data-testid='stException']").count() == 0, \
+            self.page.locator("[data-testid='stException']").first.inner_text()
+        assert not self.errors, self.errors
+
+    def close(self) -> None:
+        self.ctx.close()
+
+
+@pytest.fixture
+def tab(browser):
+    t = Page(browser)
+    yield t
+    t.close()

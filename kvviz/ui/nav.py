@@ -16,12 +16,30 @@ PAGES = [
 ]
 
 
+def _lang_to_url() -> None:
+    if st.session_state.lang == "en":
+        st.query_params.pop("lang", None)
+    else:
+        st.query_params["lang"] = st.session_state.lang
+
+
+def _pick_lang() -> None:
+    st.session_state.lang = st.session_state.lang_select
+    _lang_to_url()
+
+
 def page_setup(title_key: str) -> None:
     """Call first on every page: config, sidebar navigation, language."""
     st.set_page_config(page_title=f"kvviz · {t(title_key)}", page_icon=":material/memory:", layout="wide")
+    # ?lang=es in the URL (a bound selectbox would put "Español" there); the URL wins on first load
+    if "lang" not in st.session_state:          # a new session: the address decides
+        url_lang = st.query_params.get("lang", "en")
+        st.session_state.lang = url_lang if url_lang in LANGS else "en"
     with st.sidebar:
-        st.selectbox(t("nav.language"), list(LANGS), format_func=LANGS.get, key="lang",
-                     bind="query-params", persist_state="session")
+        # "lang" is plain session state (it survives page switches); the widget only edits it
+        st.selectbox(t("nav.language"), list(LANGS), index=list(LANGS).index(st.session_state.lang),
+                     format_func=LANGS.get, key="lang_select", on_change=_pick_lang)
+        _lang_to_url()   # keep the address shareable after page switches
         st.markdown(f"**{t('nav.title')}**")
         for path, label, icon in PAGES:
             st.page_link(path, label=t(label), icon=icon)

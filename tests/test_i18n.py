@@ -1,0 +1,24 @@
+"""Every language has every interface string, with the same {placeholders}."""
+import re
+
+import pytest
+
+from kvviz.ui.i18n import LANGS, strings
+
+
+@pytest.mark.parametrize("lang", [lang for lang in LANGS if lang != "en"])
+def test_every_key_translated_with_same_placeholders(lang):
+    en, other = strings("en"), strings(lang)
+    missing = sorted(set(en) - set(other))
+    assert not missing, f"{lang} lacks {missing}"
+    assert not sorted(set(other) - set(en)), "keys that English lacks"
+    for k, text in en.items():
+        assert set(re.findall(r"{(\w+)}", text)) == set(re.findall(r"{(\w+)}", other[k])), k
+
+
+def test_pages_render_in_every_language():
+    from tests.conftest import no_exception, open_page
+    for lang in LANGS:
+        at = open_page("pages/1_ABC_miniature.py", {"lang": lang})
+        no_exception(at)
+        assert at.title[0].value == strings(lang)["abc.title"]

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from kvviz.ui import presenter
 from kvviz.ui.i18n import LANGS, t
+from kvviz.ui.share import copy_link
 
 # (script path, i18n key of its label, icon) in teaching order
 PAGES = [
@@ -30,7 +32,9 @@ def _pick_lang() -> None:
 
 def page_setup(title_key: str) -> None:
     """Call first on every page: config, sidebar navigation, language."""
-    st.set_page_config(page_title=f"kvviz · {t(title_key)}", page_icon=":material/memory:", layout="wide")
+    presenter.init_from_url()
+    st.set_page_config(page_title=f"kvviz · {t(title_key)}", page_icon=":material/memory:", layout="wide",
+                       initial_sidebar_state="collapsed" if presenter.presenting() else "auto")
     # ?lang=es in the URL (a bound selectbox would put "Español" there); the URL wins on first load
     if "lang" not in st.session_state:          # a new session: the address decides
         url_lang = st.query_params.get("lang", "en")
@@ -40,6 +44,8 @@ def page_setup(title_key: str) -> None:
         st.selectbox(t("nav.language"), list(LANGS), index=list(LANGS).index(st.session_state.lang),
                      format_func=LANGS.get, key="lang_select", on_change=_pick_lang)
         _lang_to_url()   # keep the address shareable after page switches
+        presenter.toggle()
+        copy_link()
         st.markdown(f"**{t('nav.title')}**")
         for path, label, icon in PAGES:
             st.page_link(path, label=t(label), icon=icon)

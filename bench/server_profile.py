@@ -1,0 +1,89 @@
+"""Benchmark: a fresh server's start-up, its memory per page, and a soak of many reruns.
+
+- time from `streamlit run` to the home page drawn in the browser (first visit, cold);
+- the server's resident memory (VmRSS) after opening each page in turn;
+- a soak: SOAK reruns (Right / Home key presses across the stepping pages); RSS sampled every
+  50 reruns, to show that memory settles instead of growing without bound.
+
+usage: python bench/server_profile.py [--soak 300]
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from tests.conftest import CHROME_ARGS, CHROMIUM, Page, _free_port  # noqa: E402
+from kvviz.ui.nav import PAGES  # noqa: E402
+
+STEPPING = ["ABC_miniature"]   # pages that step with the Right key
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def url_path(script: str) -> str:
+    name = Path(script).stem
+    return "" if script == "app.py" else name.split("_", 1)[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--soak", type=int, default=300)
+    a = ap.parse_args()
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                             "--server.address", "127.0.0.1", "--server.headless", "true"], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+            tab = Page(browser)
+            while True:
+                try:
+                    urllib.request.urlopen(base + "/_stcore/health", timeout=1)
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            health = time.perf_counter() - t0
+            tab.goto(base)
+            tab.page.locator("h1").first.wait_for()
+            first = time.perf_counter() - t0
+            print(f"start-up: server healthy after {health:.2f} s, home page drawn after {first:.2f} s")
+            print(f"RSS after home page: {rss_mb(proc.pid):.0f} MB")
+            for script, _, _ in PAGES[1:]:
+                tab.goto(f"{base}/{url_path(script)}")
+                print(f"RSS after {url_path(script):20s}: {rss_mb(proc.pid):.0f} MB")
+            samples = []
+            pages = [f"{base}/{name}" for name in STEPPING]
+            for i in range(a.soak):
+                if i % 25 == 0:
+                    tab.goto(pages[(i // 25) % len(pages)])
+                    tab.page.locator("h1").first.click()
+                tab.page.keyboard.press("Home" if i % 10 == 9 else "ArrowRight")
+                tab.settle()
+                if i % 50 == 49:
+                    samples.append(rss_mb(proc.pid))
+            print(f"soak of {a.soak} reruns, RSS every 50 (MB): " + ", ".join(f"{s:.0f}" for s in samples))
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()

@@ -4,10 +4,10 @@ from __future__ import annotations
 import streamlit as st
 
 from kvviz.generation import Event, Run
-from kvviz.limits import MAX_NEW_TOKENS, LimitError
+from kvviz.limits import MAX_NEW_TOKENS, LimitError, check_int
 from kvviz.models.abc import ABCModel
 from kvviz.models.base import split_prompt
-from kvviz.ui import stepper
+from kvviz.ui import stepper, urlstate
 from kvviz.ui.i18n import t
 from kvviz.ui.perf import timed
 from kvviz.ui.runs import cached_run
@@ -34,11 +34,14 @@ def _inputs() -> Run | None:
     c = st.columns([3, 1])
     text = c[0].text_input(t("abc.prompt"), value="A B", key="prompt", bind="query-params",
                            max_chars=200, help=t("abc.prompt_help"))
-    new = c[1].number_input(t("abc.new_tokens"), 1, MAX_NEW_TOKENS, value=6, key="new",
-                            bind="query-params", help=t("abc.new_tokens_help", cap=MAX_NEW_TOKENS))
+    urlstate.int_param("new", 6, 1, MAX_NEW_TOKENS)
+    new = c[1].number_input(t("abc.new_tokens"), 1, MAX_NEW_TOKENS, key="new",
+                            on_change=urlstate.sync, args=("new", 6),
+                            help=t("abc.new_tokens_help", cap=MAX_NEW_TOKENS))
+    urlstate.show_notices()
     try:
         tokens = [tok.upper() for tok in split_prompt(text or "")]
-        return cached_run("abc", tuple(tokens), int(new))
+        return cached_run("abc", tuple(tokens), check_int(t("abc.new_tokens"), new, 1, MAX_NEW_TOKENS))
     except (LimitError, ValueError) as e:
         st.error(t("abc.bad_prompt", reason=str(e)), icon=":material/error:")
         return None

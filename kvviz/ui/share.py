@@ -18,7 +18,8 @@ export default function(component) {
   const button = root.querySelector('button');
   const box = root.querySelector('input');
   const note = root.querySelector('span');
-  button.textContent = data.label;
+  button.innerHTML = '<svg width="16" height="16" viewBox="0 0 24 24" aria-hidden="true" style="vertical-align:-3px;margin-right:.4em"><path fill="currentColor" d="M3.9 12a3.1 3.1 0 0 1 3.1-3.1h4V7H7a5 5 0 0 0 0 10h4v-1.9H7A3.1 3.1 0 0 1 3.9 12M8 13h8v-2H8zm9-6h-4v1.9h4a3.1 3.1 0 0 1 0 6.2h-4V17h4a5 5 0 0 0 0-10"/></svg>';
+  button.appendChild(document.createTextNode(data.label));
   button.title = data.help;
   button.onclick = async () => {
     box.value = window.location.href;
@@ -43,5 +44,5 @@ _component = st.components.v2.component("kvviz_copy_link", html=_HTML, css=_CSS,
 
 def copy_link() -> None:
     """A button that copies the current address (page, step, prompt, settings, language)."""
-    _component(key="kvviz_copy_link", data={"label": "🔗 " + t("share.copy"), "help": t("share.copy_help"),
+    _component(key="kvviz_copy_link", data={"label": t("share.copy"), "help": t("share.copy_help"),
                                             "copied": t("share.copied"), "manual": t("share.manual")})

@@ -40,6 +40,11 @@ class SelectionRule(Protocol):
         ...
 
     def describe(self) -> dict:
+        """JSON-ready name and settings (recorded in the trace)."""
+        ...
+
+    def settings(self) -> dict:
+        """Keyword arguments of ``make_rule`` that rebuild this rule (hashable values, for caches)."""
         ...
 
 

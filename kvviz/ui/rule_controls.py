@@ -31,7 +31,7 @@ def rule_controls(key_prefix: str) -> tuple[SelectionRule, int]:
 
     default_mode = "sample" if key_prefix in SAMPLE_BY_DEFAULT else "greedy"
     seed_from_url(key("rule"), MODES, default_mode)      # ?<prefix>_rule=sample, whatever the language
-    c = st.columns([1.5, 1.4, 1.0, 1.4, 1.0], vertical_alignment="bottom")
+    c = st.columns([1.5, 1.4, 1.1, 1.4, 1.0], vertical_alignment="bottom")
     mode = c[0].segmented_control(
         t("rule.mode"), MODES, required=True, format_func=lambda m: t(f"rule.mode_{m}"), key=key("rule"),
         on_change=value_to_url, args=(key("rule"), default_mode), help=t("rule.mode_help"), width="stretch")

@@ -138,7 +138,8 @@ def _stages(stages: list[Stage], tokens: list[str]) -> None:
     st.markdown(f"**{t('sampling.entropy_heading')}**")
     cols = st.columns(len(stages))
     for i, (col, s) in enumerate(zip(cols, stages)):
-        delta = None if i == 0 else f"{s.entropy_bits - stages[i - 1].entropy_bits:+.3f}"
+        change = 0.0 if i == 0 else s.entropy_bits - stages[i - 1].entropy_bits
+        delta = f"{change:+.3f}" if abs(change) >= 5e-4 else None        # no arrow for "unchanged"
         col.metric(t(f"sampling.stage_{s.name.replace('-', '_')}"), t("sampling.bits", h=f"{s.entropy_bits:.3f}"),
                    delta=delta, delta_color="off", help=t("sampling.entropy_help"))
 

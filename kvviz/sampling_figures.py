@@ -15,7 +15,8 @@ from kvviz.figures import COLORS, FONT
 from kvviz.sampling import Stage
 
 OUTLINE = "#0B3954"      # dark blue outline of kept bars and of the kept-set box
-THRESHOLD = "#CC79A7"    # reddish purple (Okabe-Ito): the top-p line and its mass-before steps
+THRESHOLD = "#CC79A7"    # reddish purple (Okabe-Ito): the top-p line and the mass-before diamonds
+MAX_LABELLED = 16        # bars with a number printed above them; more tokens: numbers on hover only
 
 
 def display_order(stages: Sequence[Stage]) -> list[int]:
@@ -58,10 +59,12 @@ def stage_bars(stage: Stage, ghost: Sequence[float], tokens: Sequence[str], orde
     """
     kept = set(stage.kept)
     xs = [tokens[i] for i in order]
+    numbers = len(order) <= MAX_LABELLED      # beyond that, values only on hover (labels would overlap)
     traces = [
         go.Bar(x=xs, y=[stage.probs[i] if i in kept else None for i in order], name=labels["kept"],
                marker=dict(color=COLORS["bar"], line=dict(color=OUTLINE, width=2)),
-               text=[f"{stage.probs[i]:.3f}" if i in kept else "" for i in order], textposition="outside",
+               text=[f"{stage.probs[i]:.3f}" if i in kept and numbers else "" for i in order],
+               textposition="outside",
                textfont=dict(size=14), cliponaxis=False,
                hovertemplate="%{x}: p = %{y:.4f}<extra></extra>"),
         go.Bar(x=xs, y=[None if i in kept else ghost[i] for i in order], name=labels["removed"],
@@ -104,9 +107,10 @@ def draws_histogram(counts: Sequence[int], probs: Sequence[float], tokens: Seque
     """
     n = sum(counts) or 1
     xs = [tokens[i] for i in order]
+    numbers = len(order) <= MAX_LABELLED
     traces = [
         go.Bar(x=xs, y=[counts[i] / n for i in order], name=labels["observed"], marker_color=COLORS["chosen"],
-               text=[f"{counts[i]:,}" for i in order], textposition="outside", textfont=dict(size=13),
+               text=[f"{counts[i]:,}" if numbers else "" for i in order], textposition="outside", textfont=dict(size=13),
                cliponaxis=False, customdata=[counts[i] for i in order],
                hovertemplate="%{x}: %{customdata:,} draws (%{y:.4f})<extra></extra>"),
         go.Bar(x=xs, y=[probs[i] for i in order], name=labels["expected"],

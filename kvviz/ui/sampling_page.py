@@ -29,8 +29,15 @@ TYPED_DEFAULTS = {"logits": "A 2.0, B 1.0, C 0.5, D -1.0", "probs": "A 0.5, B 0.
 QUIZ_P = 0.8                        # the seed's question: top-p 0.8 on the quiz distribution
 
 
+def _names(tokens: list[str], cap: int = 10) -> str:
+    """“A, B, C”; long lists shortened to the first ``cap`` names and a count."""
+    if len(tokens) <= cap:
+        return ", ".join(tokens)
+    return ", ".join(tokens[:cap]) + f", … (+{len(tokens) - cap})"
+
+
 def _set_list(tokens: list[str]) -> str:
-    return "{" + ", ".join(tokens) + "}"
+    return "{" + _names(tokens) + "}"
 
 
 # ---------------------------------------------------------------- 1. where the logits come from
@@ -88,7 +95,7 @@ def _source() -> LogitSource | None:
 # ---------------------------------------------------------------- 3. the stages
 
 def _stage_caption(i: int, s: Stage, stages: list[Stage], tokens: list[str]) -> str:
-    names = lambda idx: ", ".join(tokens[j] for j in idx)                          # noqa: E731
+    names = lambda idx: _names([tokens[j] for j in idx])                           # noqa: E731
     if s.name == "input":
         gone = len(tokens) - len(s.kept)
         return t("sampling.cap_input", n=len(s.kept), v=len(tokens)) + \

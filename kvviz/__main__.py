@@ -1,4 +1,9 @@
-"""Command line: ``python -m kvviz trace MODEL --prompt "A B" --new-tokens 4`` prints the trace JSON."""
+"""Command line: ``python -m kvviz trace MODEL --prompt "A B" --new-tokens 4`` prints the trace JSON.
+
+Greedy by default; ``--temperature/--top-k/--top-p`` sample instead (temperature 0 is greedy, and a
+filter without a temperature samples at 1), ``--seed`` fixes the draws: the same command prints the
+same trace.
+"""
 from __future__ import annotations
 
 import argparse
@@ -6,8 +11,9 @@ import json
 import sys
 
 from kvviz.generation import run_generation
-from kvviz.limits import MAX_NEW_TOKENS, LimitError
+from kvviz.limits import MAX_NEW_TOKENS, MAX_SEED, LimitError
 from kvviz.registry import MODELS, get_model
+from kvviz.sampling import make_rule
 from kvviz.trace import run_dict
 
 
@@ -24,10 +30,18 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("model", choices=sorted(MODELS), help="which model to run")
     t.add_argument("--prompt", required=True, help='space-separated tokens, e.g. "A B"')
     t.add_argument("--new-tokens", type=int, default=4, help=f"tokens to generate (1..{MAX_NEW_TOKENS})")
+    t.add_argument("--temperature", type=float, default=None,
+                   help="sample with this temperature (0 = greedy; default: greedy, or 1 with --top-k/--top-p)")
+    t.add_argument("--top-k", type=int, default=None, help="keep only the k most likely tokens (k >= 1)")
+    t.add_argument("--top-p", type=float, default=None, help="keep the smallest top set reaching mass p (0 < p <= 1)")
+    t.add_argument("--seed", type=int, default=0, help=f"seed of the draws (0..{MAX_SEED}; default 0)")
     a = p.parse_args(argv)
     model = get_model(a.model)
     try:
-        run = run_generation(model, a.prompt.split(), a.new_tokens)
+        sampling = a.top_k is not None or a.top_p is not None
+        temperature = a.temperature if a.temperature is not None else (1.0 if sampling else 0.0)
+        rule = make_rule(temperature, a.top_k, a.top_p)
+        run = run_generation(model, a.prompt.split(), a.new_tokens, rule=rule, seed=a.seed)
     except (LimitError, ValueError) as e:
         p.error(str(e))
     json.dump(run_dict(run, model.logit_tokens), sys.stdout, indent=1)

@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 import torch
 
 from kvviz.cache import CacheSnapshot, KVCache
-from kvviz.limits import MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, LimitError, check_int
+from kvviz.limits import MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, MAX_SEED, LimitError, check_int
 from kvviz.models.base import Model, PassRecord, encode
 from kvviz.sampling import Choice, Greedy, SelectionRule
 
@@ -64,6 +64,7 @@ class Run:
     prompt: list[str]
     events: list[Event]
     rule: dict
+    seed: int = 0                  # the draws' torch.Generator seed (same seed, same tokens)
 
 
 # A hook a model may provide to fix its cache before a decode pass (the weather seed's repair).
@@ -92,9 +93,10 @@ def run_generation(model: Model, prompt: Sequence[str], new_tokens: int,
         raise LimitError("The prompt is empty: give at least one token.")
     check_int("Prompt length", len(prompt), 1, max_prompt)
     new_tokens = check_int("New tokens", new_tokens, 1, max_new)
+    seed = check_int("Seed", seed, 0, MAX_SEED)
     ids = encode(model, prompt)
     rule = rule or Greedy()
-    generator = torch.Generator().manual_seed(int(seed))
+    generator = torch.Generator().manual_seed(seed)   # one stream per run: same seed, same draws
     cache = KVCache(model.n_layers)
     events: list[Event] = []
     sequence = list(prompt)
@@ -130,4 +132,4 @@ def run_generation(model: Model, prompt: Sequence[str], new_tokens: int,
         pos = len(sequence) - 1
         do_pass("decode", [sequence[pos]], pos)
         do_choose()
-    return Run(model.name, prompt, events, rule.describe())
+    return Run(model.name, prompt, events, rule.describe(), seed)

@@ -6,6 +6,10 @@ Widgets use the same numbers, but the engine checks them again: a URL or a scrip
 MAX_PROMPT_TOKENS = 64      # toy models: tokens in a prompt
 MAX_NEW_TOKENS = 32         # toy models: tokens generated per run
 MAX_PROMPT_CHARS = 2_000    # raw prompt text accepted before tokenising
+MAX_SEED = 2**32 - 1        # sampling seeds: 0..MAX_SEED
+MAX_DRAWS = 100_000         # "Draw N times" on the sampling page
+MAX_TYPED_TOKENS = 50       # logits a user types on the sampling page
+MAX_TYPED_CHARS = 4_000     # raw text of those logits
 
 
 class LimitError(ValueError):

@@ -53,7 +53,7 @@ def event_dict(ev: Event, logit_tokens: list[str]) -> dict:
 
 
 def run_dict(run: Run, logit_tokens: list[str]) -> dict:
-    return {"model": run.model_name, "prompt": run.prompt, "rule": run.rule,
+    return {"model": run.model_name, "prompt": run.prompt, "rule": run.rule, "seed": run.seed,
             "events": [event_dict(e, logit_tokens) for e in run.events]}
 
 

@@ -10,6 +10,7 @@ from kvviz.models.base import split_prompt
 from kvviz.ui import stepper, urlstate
 from kvviz.ui.i18n import t
 from kvviz.ui.perf import timed
+from kvviz.ui.rule_controls import rule_controls
 from kvviz.ui.runs import cached_run
 
 MODEL = ABCModel()
@@ -24,8 +25,13 @@ def _sentences(ev: Event, run: Run) -> tuple[str, str]:
                   h0=f"{h[0]:.3f}", h1=f"{h[1]:.3f}"),
                 t("abc.not_yet_prefill"))
     if ev.phase == "choose":
-        return (t("abc.did_choose", tok=ev.chosen, logit=f"{ev.logits[ev.choice.index]:.3f}", seq=seq),
-                t("abc.not_yet_choose", tok=ev.chosen, n=ev.cache_len, pos=ev.positions[0]))
+        c = ev.choice
+        if c.rule.get("name") == "greedy":
+            did = t("abc.did_choose", tok=ev.chosen, logit=f"{ev.logits[c.index]:.3f}", seq=seq)
+        else:
+            did = t("abc.did_draw", tok=ev.chosen, p=f"{c.probs[c.index]:.3f}", seq=seq,
+                    kept=", ".join(MODEL.logit_tokens[i] for i in c.kept))
+        return did, t("abc.not_yet_choose", tok=ev.chosen, n=ev.cache_len, pos=ev.positions[0])
     return (t("abc.did_decode", tok=ev.tokens[0], pos=ev.positions[0], n=ev.cache_len),
             t("abc.not_yet_decode"))
 
@@ -38,10 +44,12 @@ def _inputs() -> Run | None:
     new = c[1].number_input(t("abc.new_tokens"), 1, MAX_NEW_TOKENS, key="new",
                             on_change=urlstate.sync, args=("new", 6),
                             help=t("abc.new_tokens_help", cap=MAX_NEW_TOKENS))
-    urlstate.show_notices()
+    rule, seed = rule_controls("abc")
+    st.caption(t("abc.rule_caption"))
     try:
         tokens = [tok.upper() for tok in split_prompt(text or "")]
-        return cached_run("abc", tuple(tokens), check_int(t("abc.new_tokens"), new, 1, MAX_NEW_TOKENS))
+        n = check_int(t("abc.new_tokens"), new, 1, MAX_NEW_TOKENS)
+        return cached_run("abc", tuple(tokens), n, **rule.settings(), seed=seed)
     except (LimitError, ValueError) as e:
         st.error(t("abc.bad_prompt", reason=str(e)), icon=":material/error:")
         return None

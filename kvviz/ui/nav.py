@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kvviz.ui import presenter
+from kvviz.ui import presenter, urlstate
 from kvviz.ui.i18n import LANGS, t
 from kvviz.ui.share import copy_link
 
@@ -15,6 +15,7 @@ from kvviz.ui.share import copy_link
 PAGES = [
     ("app.py", "nav.home", ":material/home:"),
     ("pages/1_ABC_miniature.py", "nav.abc", ":material/looks_one:"),
+    ("pages/3_Sampling.py", "nav.sampling", ":material/casino:"),
 ]
 
 
@@ -49,3 +50,4 @@ def page_setup(title_key: str) -> None:
         st.markdown(f"**{t('nav.title')}**")
         for path, label, icon in PAGES:
             st.page_link(path, label=t(label), icon=icon)
+    urlstate.notice_slot()

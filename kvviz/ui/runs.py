@@ -9,8 +9,13 @@ import streamlit as st
 
 from kvviz.generation import Run, run_generation
 from kvviz.registry import get_model
+from kvviz.sampling import make_rule
 
 
 @st.cache_resource(max_entries=256, ttl=3600, show_spinner=False)
-def cached_run(model_name: str, prompt: tuple[str, ...], new_tokens: int) -> Run:
-    return run_generation(get_model(model_name), list(prompt), new_tokens)
+def cached_run(model_name: str, prompt: tuple[str, ...], new_tokens: int, temperature: float = 0.0,
+               top_k: int | None = None, top_p: float | None = None, seed: int = 0) -> Run:
+    """The rule comes as plain settings (``**rule.settings()``) so the cache key is hashable;
+    temperature 0 is greedy (the default)."""
+    return run_generation(get_model(model_name), list(prompt), new_tokens,
+                          rule=make_rule(temperature, top_k, top_p), seed=seed)

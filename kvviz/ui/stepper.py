@@ -14,6 +14,7 @@ import streamlit as st
 from kvviz.figures import COLORS, attention_heatmap, logits_bar
 from kvviz.generation import Event, Run
 from kvviz.trace import cache_table, run_dict
+from kvviz.ui import urlstate
 from kvviz.ui.i18n import t
 
 STEP_KEY = "step"
@@ -37,7 +38,7 @@ def url_step_notice(n_events: int) -> None:
     except ValueError:
         ok = False
     if not ok:
-        st.warning(t("stepper.bad_step", raw=raw[:40], last=n_events - 1), icon=":material/link_off:")
+        urlstate.notice(t("stepper.bad_step", raw=raw[:40], last=n_events - 1))
 
 
 def step_controls(n_events: int) -> int:
@@ -133,8 +134,15 @@ def logits_view(ev: Event, logit_tokens: list[str], next_choice: Event | None) -
     """Logits of the last processed position; the choice (this event's or the next one's) highlighted."""
     choice = ev.choice or (next_choice.choice if next_choice is not None else None)
     chosen = choice.index if choice is not None else None
-    fig = logits_bar(ev.logits.tolist(), logit_tokens, chosen, t("stepper.logits_title"))
+    sampled = choice is not None and choice.rule.get("name") != "greedy"
+    fig = logits_bar(ev.logits.tolist(), logit_tokens, chosen, t("stepper.logits_title"),
+                     kept=choice.kept if sampled else None)        # sampling: removed tokens greyed
     st.plotly_chart(fig, width="stretch", alt=t("stepper.logits_alt"))
+    if sampled:   # the distribution the draw used, most likely first (at most 8 tokens named)
+        ranked = sorted(choice.kept, key=lambda i: -choice.probs[i])
+        probs = " · ".join(f"{logit_tokens[i]} {choice.probs[i]:.3f}" for i in ranked[:8])
+        more = t("stepper.draw_more", n=len(ranked) - 8) if len(ranked) > 8 else ""
+        st.caption(t("stepper.draw_probs", probs=probs + more))
 
 
 def downloads(run: Run, ev: Event, logit_tokens: list[str], stem: str, table: pd.DataFrame) -> None:

@@ -1,4 +1,4 @@
-"""Settings that live in the address (``?new=6``) without Streamlit's ``bind`` for numbers.
+"""Settings that live in the address (``?new=6``, ``?abc_rule=sample``) without Streamlit's ``bind``.
 
 A bound ``st.number_input`` raises inside Streamlit on ``?new=-inf`` or ``?new=nan`` (seen on
 1.67), so numeric settings are parsed here: a new session takes the address's value when it is
@@ -7,19 +7,23 @@ valid, and otherwise keeps the default and says so on the page.
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import streamlit as st
 
 from kvviz.ui.i18n import t
 
 
-def int_param(key: str, default: int, low: int, high: int) -> None:
-    """Initialise ``st.session_state[key]`` from ``?key=`` once per session (valid ints in range)."""
+def int_param(key: str, default: int | None, low: int, high: int) -> None:
+    """Initialise ``st.session_state[key]`` from ``?key=`` once per session (valid ints in range).
+
+    ``default=None`` is an optional field (empty): ``?key=`` empty or absent keeps it empty.
+    """
     if key in st.session_state:
         return
     raw = st.query_params.get(key)
     value = default
-    if raw is not None:
+    if raw:
         try:
             f = float(raw)
             ok = math.isfinite(f) and f.is_integer() and low <= f <= high
@@ -28,9 +32,20 @@ def int_param(key: str, default: int, low: int, high: int) -> None:
         if ok:
             value = int(f)
         else:
-            st.session_state.setdefault("_url_notices", []).append(
-                t("url.bad_value", name=key, raw=raw[:40], low=low, high=high, default=default))
+            notice(t("url.bad_value", name=key, raw=raw[:40], low=low, high=high,
+                     default=t("url.empty") if default is None else default))
     st.session_state[key] = value
+
+
+def choice_param(key: str, options: Sequence[str], default: str) -> None:
+    """Initialise a choice widget's state from ``?key=`` (its value, not its translated label).
+
+    ``bind="query-params"`` on a widget with a ``format_func`` writes the formatted label to the URL
+    (``?abc_rule=Muestrear``), so a link would depend on the language.
+    """
+    if key not in st.session_state:
+        raw = st.query_params.get(key)
+        st.session_state[key] = raw if raw in options else default
 
 
 def sync(key: str, default: object) -> None:
@@ -42,7 +57,12 @@ def sync(key: str, default: object) -> None:
         st.query_params[key] = str(value)
 
 
-def show_notices() -> None:
-    """Tell the user which address values were ignored (once)."""
-    for msg in st.session_state.pop("_url_notices", []):
-        st.warning(msg, icon=":material/link_off:")
+def notice_slot() -> None:
+    """Reserve the place at the top of the page where address notices appear (nav.page_setup)."""
+    st.session_state["_notice_slot"] = st.container()
+
+
+def notice(message: str) -> None:
+    """Show that a value in the address was ignored, at the top of the page."""
+    slot = st.session_state.get("_notice_slot")
+    (slot if slot is not None else st).warning(message, icon=":material/link_off:")

@@ -1,0 +1,70 @@
+"""Benchmark: time per slider key press on the sampling page, as a browser sees it.
+
+Starts a fresh `streamlit run`, opens /Sampling, focuses a slider and presses a key N times (each
+press moves the slider one step and reruns the page: every stage, the entropy, N draws and the
+charts). Reports the browser round trip and the server time of the page body
+(``kvviz.ui.perf.timed("sampling.render")``, logged when KVVIZ_TIMING_LOG is set).
+
+usage: python bench/sampling_controls.py [--presses 15] [--draws 100000]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from bench.step_clicks import WATCH  # noqa: E402
+from tests.conftest import CHROME_ARGS, CHROMIUM, Page, server  # noqa: E402
+
+# (slider label, key, query string)
+CASES = [("Top-p", "ArrowLeft", "sampling_top_p=0.9"), ("Temperature τ", "ArrowRight", "sampling_tau=0.5")]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--presses", type=int, default=15)
+    ap.add_argument("--draws", type=int, default=100_000)
+    a = ap.parse_args()
+    log = Path(tempfile.mkdtemp()) / "timing.csv"
+    os.environ["KVVIZ_TIMING_LOG"] = str(log)
+    gen = server.__wrapped__()
+    base = next(gen)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+        for label, key, query in CASES:
+            tab = Page(browser)
+            tab.goto(f"{base}/Sampling?{query}&sampling_n={a.draws}")
+            log.write_text("")
+            ms = []
+            slider = tab.page.get_by_role("slider", name=label)
+            for _ in range(a.presses):
+                slider.focus()
+                tab.page.evaluate(WATCH)
+                t0 = tab.page.evaluate("() => performance.now()")
+                tab.page.keyboard.press(key)
+                tab.settle()
+                done = [t for t, s in tab.page.evaluate("() => window.__kv") if s == "notRunning"]
+                if done:
+                    ms.append(done[-1] - t0)
+            server_ms = [float(line.split(",")[1]) for line in log.read_text().splitlines()
+                         if line.startswith("sampling.render,")]
+            print(f"{label:14s} presses={len(ms):3d} draws={a.draws:,}  server median "
+                  f"{statistics.median(server_ms):6.1f} ms max {max(server_ms):6.1f} ms | browser round trip "
+                  f"median {statistics.median(ms):6.1f} ms")
+            tab.close()
+        browser.close()
+    try:
+        next(gen)
+    except StopIteration:
+        pass
+
+
+if __name__ == "__main__":
+    main()

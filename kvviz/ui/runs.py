@@ -12,5 +12,9 @@ from kvviz.registry import get_model
 
 
 @st.cache_resource(max_entries=256, ttl=3600, show_spinner=False)
-def cached_run(model_name: str, prompt: tuple[str, ...], new_tokens: int) -> Run:
-    return run_generation(get_model(model_name), list(prompt), new_tokens)
+def cached_run(model_name: str, prompt: tuple[str, ...], new_tokens: int,
+               model_options: tuple[tuple[str, object], ...] = (), repair: bool = False) -> Run:
+    """``model_options``: hashable constructor arguments, e.g. (("values", (("so", 5.0), ...)),);
+    ``repair``: pass the model's own ``repair`` hook to the stepper (the weather model has one)."""
+    model = get_model(model_name, **dict(model_options))
+    return run_generation(model, list(prompt), new_tokens, repair=model.repair if repair else None)

@@ -34,7 +34,7 @@ def _base_layout(fig: go.Figure, title: str, height: int) -> go.Figure:
     return fig
 
 
-def _masked_cells(weights: torch.Tensor) -> tuple[list[list[float | None]], list[list[str]]]:
+def _masked_cells(weights: torch.Tensor, digits: int = 3) -> tuple[list[list[float | None]], list[list[str]]]:
     """weights [N queries, T keys], the queries being the last N positions: z with future keys
     blanked (None) and the cell texts."""
     n, t = weights.shape
@@ -48,7 +48,7 @@ def _masked_cells(weights: torch.Tensor) -> tuple[list[list[float | None]], list
                 z[i][j] = None  # future key: masked
                 row.append("")
             else:
-                row.append(f"{weights[i, j]:.3f}")
+                row.append(f"{weights[i, j]:.{digits}f}")
         text.append(row)
     return z, text
 
@@ -105,7 +105,7 @@ def attention_heads_figure(weights: torch.Tensor, query_labels: Sequence[str], k
     fig = make_subplots(rows=1, cols=h, subplot_titles=list(head_titles), shared_yaxes=True,
                         horizontal_spacing=0.025)
     for i in range(h):
-        z, text = _masked_cells(weights[i])
+        z, text = _masked_cells(weights[i], digits=2)    # narrow panels: 0.50, exact value on hover
         fig.add_trace(go.Heatmap(
             z=z, x=list(key_labels), y=list(query_labels), coloraxis="coloraxis", name=head_titles[i],
             text=text, texttemplate="%{text}" if t <= max_text_keys else None, textfont=dict(size=13),
@@ -116,7 +116,7 @@ def attention_heads_figure(weights: torch.Tensor, query_labels: Sequence[str], k
                                      colorbar=dict(title="weight", thickness=14)))
     fig.update_yaxes(autorange="reversed")
     fig.update_yaxes(title="query", row=1, col=1)
-    fig.update_xaxes(tickangle=-45 if t > 4 else 0)
+    fig.update_xaxes(tickangle=-40)   # narrow panels: slanted "position:token" labels don't collide
     fig.update_annotations(font=dict(size=15))   # the subplot titles
     fig = _base_layout(fig, title, height=max(250, 170 + 42 * n))
     fig.update_xaxes(tickfont=dict(size=13))

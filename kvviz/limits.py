@@ -36,13 +36,13 @@ def check_float(name: str, value: object, low: float, high: float) -> float:
     Accepts numbers and numeric text; empty cells (None, NaN), text, inf and huge numbers are refused.
     """
     if value is None or isinstance(value, bool):
-        raise LimitError(f"{name} is empty: enter a number.")
+        raise LimitError(f"{name} is empty.")
     try:
         as_float = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise LimitError(f"{name} must be a number, got {str(value)[:40]!r}.") from None
     if as_float != as_float:
-        raise LimitError(f"{name} is empty or not a number: enter a number.")
+        raise LimitError(f"{name} is empty or not a number.")
     if as_float in (float("inf"), float("-inf")):
         raise LimitError(f"{name} must be a finite number, got {as_float}.")
     if not low <= as_float <= high:

@@ -38,12 +38,18 @@ def _short_heads() -> list[str]:
 
 
 def _num(x: float) -> str:
-    """Numbers in sentences: 12.5, 10.33, 6 (the tables carry 4 decimals)."""
-    return f"{x:.4g}"
+    """Numbers in sentences: 12.5, 10.33, 6.0 (the tables carry 4 decimals)."""
+    text = f"{x:.4g}"
+    return text if any(c in text for c in ".e") else text + ".0"
 
 
 def _pos(p: int, tokens: list[str]) -> str:
     return f"{p + BASE} ({tokens[p]})"
+
+
+def _reads_text(att_row, tokens: list[str]) -> str:
+    """'2:weather 0.50 · 4:so 0.50' from one attention row [T] (labels as on the heatmaps)."""
+    return " · ".join(f"{r.position + BASE}:{r.token} {r.weight:.2f}" for r in reads(att_row, tokens))
 
 
 # ---------------------------------------------------------------- inputs
@@ -94,7 +100,7 @@ def _prompt_inputs() -> tuple[list[str] | None, int, bool]:
 def _prompt_view(tokens: list[str], values: dict[str, float]) -> None:
     """The prompt as positions, tokens and values, and its causal mask."""
     st.markdown(f"**{t('weather.prompt_table')}**")
-    table = pd.DataFrame([[w for w in tokens], [_num(values[w]) for w in tokens]],
+    table = pd.DataFrame([[w for w in tokens], [f"{values[w]:g}" for w in tokens]],
                          index=[t("weather.col_token"), t("weather.col_value")],
                          columns=[str(p + BASE) for p in range(len(tokens))])
     st.dataframe(table, width="stretch")
@@ -148,7 +154,7 @@ def _reads_lines(src: Event) -> None:
     lines = []
     for h in range(len(HEADS)):
         att = src.record.attention[0, h, -1]                   # [T] the last query's row
-        read = " · ".join(f"{r.position + BASE} {r.token} {r.weight:.2f}" for r in reads(att, tokens))
+        read = _reads_text(att, tokens)
         where = ", ".join(str(p + BASE) for p in plus[h]) or t("weather.nowhere")
         lines.append(t("weather.reads_line", head=_head_title(h), where=where, pos=_pos(q, tokens),
                        reads=read, ctx=_num(float(src.record.output[-1, h]))))
@@ -215,10 +221,8 @@ def _decode_comparison(src: Event, diag: Diagnosis) -> None:
                     + "\n\n" + t("weather.why_body"))
         for d in diag.differing():
             h = d.component
-            cached = " · ".join(f"{r.position + BASE} {r.token} {r.weight:.2f}"
-                                for r in reads(src.record.attention[0, h, -1], tokens))
-            fresh = " · ".join(f"{r.position + BASE} {r.token} {r.weight:.2f}"
-                               for r in reads(diag.recomputed_attention[0, h], tokens))
+            cached = _reads_text(src.record.attention[0, h, -1], tokens)
+            fresh = _reads_text(diag.recomputed_attention[0, h], tokens)
             st.markdown(t("weather.reads_compare", head=heads[h], cached=cached, recomputed=fresh,
                           c=_num(d.cached), r=_num(d.recomputed)))
         st.info(t("weather.repair_hint"), icon=":material/build:")

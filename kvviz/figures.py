@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 import torch
 
 ATTENTION_SCALE = "Cividis"
@@ -100,28 +99,36 @@ def attention_heads_figure(weights: torch.Tensor, query_labels: Sequence[str], k
     weights: [H, N queries, T keys] after the causal mask; future keys are left blank, as in
     ``attention_heatmap``. Cell texts are drawn while there are at most ``max_text_keys`` keys
     (beyond that they would overlap); the exact weight is always on hover.
+
+    The subplot layout is written out (x axes side by side, y axes sharing the first one) and
+    validated once: make_subplots plus per-axis updates cost several times more, on every step click.
     """
     h, n, t = weights.shape
-    fig = make_subplots(rows=1, cols=h, subplot_titles=list(head_titles), shared_yaxes=True,
-                        horizontal_spacing=0.025)
+    gap = 0.025
+    width = (1.0 - gap * (h - 1)) / h
+    tick = dict(tickfont=dict(size=13))
+    traces, layout = [], {}
+    annotations = []
     for i in range(h):
         z, text = _masked_cells(weights[i], digits=2)    # narrow panels: 0.50, exact value on hover
-        fig.add_trace(go.Heatmap(
+        sfx = "" if i == 0 else str(i + 1)
+        traces.append(go.Heatmap(
             z=z, x=list(key_labels), y=list(query_labels), coloraxis="coloraxis", name=head_titles[i],
             text=text, texttemplate="%{text}" if t <= max_text_keys else None, textfont=dict(size=13),
-            xgap=2, ygap=2,
+            xgap=2, ygap=2, xaxis=f"x{sfx}", yaxis=f"y{sfx}",
             hovertemplate=f"{head_titles[i]}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4g}}<extra></extra>",
-        ), row=1, col=i + 1)
-    fig.update_layout(coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0.0, cmax=1.0,
-                                     colorbar=dict(title="weight", thickness=14)))
-    fig.update_yaxes(autorange="reversed")
-    fig.update_yaxes(title="query", row=1, col=1)
-    fig.update_xaxes(tickangle=-40)   # narrow panels: slanted "position:token" labels don't collide
-    fig.update_annotations(font=dict(size=15))   # the subplot titles
-    fig = _base_layout(fig, title, height=max(250, 170 + 42 * n))
-    fig.update_xaxes(tickfont=dict(size=13))
-    fig.update_yaxes(tickfont=dict(size=13))
-    return fig
+        ))
+        x0 = i * (width + gap)
+        layout[f"xaxis{sfx}"] = dict(domain=[x0, x0 + width], anchor=f"y{sfx}", tickangle=-40, **tick)
+        layout[f"yaxis{sfx}"] = dict(anchor=f"x{sfx}", autorange="reversed", **tick,
+                                     **({"title": "query"} if i == 0 else {"matches": "y", "showticklabels": False}))
+        annotations.append(dict(text=head_titles[i], x=x0 + width / 2, y=1.0, xref="paper", yref="paper",
+                                xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=15)))
+    return go.Figure(data=traces, layout=dict(
+        **layout, annotations=annotations,
+        coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0.0, cmax=1.0, colorbar=dict(title="weight", thickness=14)),
+        title=dict(text=title, font=dict(size=18)), height=max(250, 170 + 42 * n),
+        margin=dict(l=10, r=10, t=50, b=10), font=FONT))
 
 
 def causal_mask_figure(labels: Sequence[str], title: str, allowed_text: str = "✓",

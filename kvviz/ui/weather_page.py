@@ -7,7 +7,7 @@ import streamlit as st
 
 from kvviz.figures import COLORS, causal_mask_figure
 from kvviz.generation import Event, Run
-from kvviz.limits import MAX_ABS_TOKEN_VALUE, MAX_NEW_TOKENS, LimitError
+from kvviz.limits import MAX_ABS_TOKEN_VALUE, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, LimitError
 from kvviz.models.base import split_prompt
 from kvviz.models.weather import (D_K, DEFAULT_VALUES, HEADS, SEED_PROMPT, VOCAB, W_VOCAB, WeatherModel,
                                   check_values)
@@ -84,7 +84,7 @@ def _values_editor() -> dict[str, float] | None:
 def _prompt_inputs() -> tuple[list[str] | None, int, bool]:
     c = st.columns([3, 1, 1.6], vertical_alignment="bottom")
     text = c[0].text_input(t("weather.prompt"), value=" ".join(SEED_PROMPT), key="prompt",
-                           bind="query-params", max_chars=200,
+                           bind="query-params", max_chars=MAX_PROMPT_CHARS,
                            help=t("weather.prompt_help", vocab=", ".join(VOCAB)))
     new = c[1].number_input(t("weather.new_tokens"), 1, MAX_NEW_TOKENS, value=3, key="new",
                             bind="query-params", help=t("weather.new_tokens_help", cap=MAX_NEW_TOKENS))

@@ -22,8 +22,9 @@ def click(at, label: str):
     next(b for b in at.button if b.label == label).click().run()
 
 
-def edit_value(at, row: int, value):
-    at.session_state[EDITOR] = {"edited_rows": {row: {"value": value}}, "added_rows": [], "deleted_rows": []}
+def edit_value(at, row: int, value, editor: str = EDITOR):
+    """Seed a cell edit the way the browser sends it (AppTest cannot type into the grid)."""
+    at.session_state[editor] = {"edited_rows": {row: {"value": value}}, "added_rows": [], "deleted_rows": []}
     at.run()
 
 
@@ -82,7 +83,9 @@ def test_invalid_values_and_prompts_get_a_message_then_edits_take_effect():
         no_exception(at)
         assert any(words in e.value and "'weather'" in e.value for e in at.error), (bad, [e.value for e in at.error])
         assert not at.subheader                       # nothing runs on a bad table
-    edit_value(at, 1, 40)
+    click(at, "Seed values")                          # a fresh table with the seed's values
+    assert not at.error and frame_with(at, "4:so").round(4).values.tolist()[0] == [10, 20, 20, 12.5]
+    edit_value(at, 1, 40, editor="weather_values_1")  # the reset gave the editor a new key
     assert not at.error and heading(at).startswith("Event 0")
     assert frame_with(at, "4:so").round(4).values.tolist()[0] == [10, 40, 40, 22.5]
     for bad in ("Today sunny", "", "so " * 100):

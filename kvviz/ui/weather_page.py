@@ -58,8 +58,8 @@ def _bump_editor() -> None:
     st.session_state[EDITOR_VERSION] = st.session_state.get(EDITOR_VERSION, 0) + 1
 
 
-def _values_editor() -> dict[str, float] | None:
-    """The editable value table; None (with a message) when an entry is not a usable number."""
+def _values_editor() -> tuple[dict[str, float] | None, str | None]:
+    """The editable value table: (values, None), or (None, message) when an entry is not a usable number."""
     st.markdown(f"**{t('weather.values_heading')}**")
     base = pd.DataFrame({"token": VOCAB, "value": [DEFAULT_VALUES[w] for w in VOCAB]})   # stable input
     edited = st.data_editor(
@@ -75,10 +75,9 @@ def _values_editor() -> dict[str, float] | None:
               help=t("weather.values_reset_help"))
     st.caption(t("weather.values_caption"))
     try:
-        return check_values(dict(zip(edited["token"], edited["value"])))
+        return check_values(dict(zip(edited["token"], edited["value"]))), None
     except LimitError as e:
-        st.error(t("weather.bad_value", reason=str(e), cap=f"{MAX_ABS_TOKEN_VALUE:g}"), icon=":material/error:")
-        return None
+        return None, t("weather.bad_value", reason=str(e))
 
 
 def _prompt_inputs() -> tuple[list[str] | None, int, bool]:
@@ -116,7 +115,9 @@ def render() -> None:
     tokens, new, repair = _prompt_inputs()
     left, right = st.columns([1, 2], gap="large")
     with left:
-        values = _values_editor()
+        values, problem = _values_editor()
+    if problem:                                # beside the table, where the prompt view would be
+        right.error(problem, icon=":material/error:")
     if tokens is None or values is None:
         return
     try:   # the engine checks the words and the caps (a URL can bypass the widgets)

@@ -274,5 +274,6 @@ def _stepper(run: Run, model: WeatherModel) -> None:
                for r in diag.stale]
     table = stepper.cache_view(ev, _short_heads(), position_base=BASE, flagged=flagged)
     stepper.downloads(run, ev, model.logit_tokens, "weather", table)
-    if src.phase == "prefill":
-        st.caption(t("weather.decode_hint"))
+    first_decode = next((e.index for e in run.events if e.phase == "decode"), None)
+    if src.phase == "prefill" and first_decode is not None:
+        st.caption(t("weather.decode_hint", i=first_decode))

@@ -42,13 +42,19 @@ def test_typing_a_value_into_the_table_changes_the_logits(server, tab):
     assert "15.300" in bars.inner_text()
     editor = tab.page.locator("[data-testid='stDataFrame']").first
     editor.scroll_into_view_if_needed()
-    box = editor.bounding_box()
+    cell_input = tab.page.locator("input.gdg-input")
     # the grid is a canvas: header row, then one row per token; row 2 is "weather", value in column 2
-    row_h = box["height"] / 8
-    tab.page.mouse.dblclick(box["x"] + box["width"] * 0.8, box["y"] + row_h * 2.5)
-    tab.page.keyboard.press("Control+A")
-    tab.page.keyboard.type("40")
-    tab.page.keyboard.press("Enter")
+    for _ in range(3):                 # the canvas may still be laying out: retry the double-click
+        box = editor.bounding_box()
+        tab.page.mouse.dblclick(box["x"] + box["width"] * 0.8, box["y"] + box["height"] / 8 * 2.5)
+        try:
+            cell_input.wait_for(timeout=3_000)
+            break
+        except Exception:
+            tab.page.wait_for_timeout(500)
+    assert cell_input.input_value() == "20"          # the weather cell opened for editing
+    cell_input.fill("40")
+    cell_input.press("Enter")
     tab.settle()
     # weather = 40: contexts at position 4 become [22.5, 5, 10, 14], so nice = 18 + 2.5 + 1 + 2.8
     charts(tab).nth(2).wait_for()

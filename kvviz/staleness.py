@@ -104,15 +104,11 @@ def diagnose(model: Model, ev: Event, tol: float = TOLERANCE) -> Diagnosis | Non
     return Diagnosis(ev.index, ev.positions[-1], outputs, stale, full.attention[:, :, -1, :].clone())
 
 
-COMPARISON_HEADERS = ("output", "cached pass", "recomputed", "|Δ|")
-
-
-def comparison_table(diag: Diagnosis, labels: list[str] | None = None, digits: int = 4,
-                     headers: tuple[str, str, str, str] = COMPARISON_HEADERS) -> pd.DataFrame:
+def comparison_table(diag: Diagnosis, labels: list[str] | None = None, digits: int = 4) -> pd.DataFrame:
     """Cached vs recomputed output of the last new position, one row per component."""
     return pd.DataFrame({
-        headers[0]: labels or [d.label for d in diag.outputs],
-        headers[1]: [round(d.cached, digits) for d in diag.outputs],
-        headers[2]: [round(d.recomputed, digits) for d in diag.outputs],
-        headers[3]: [round(d.abs_diff, digits) for d in diag.outputs],
+        "output": labels or [d.label for d in diag.outputs],
+        "cached pass": [round(d.cached, digits) for d in diag.outputs],
+        "recomputed": [round(d.recomputed, digits) for d in diag.outputs],
+        "|Δ|": [round(d.abs_diff, digits) for d in diag.outputs],
     })

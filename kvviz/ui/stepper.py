@@ -164,10 +164,12 @@ def logits_view(ev: Event, logit_tokens: list[str], next_choice: Event | None) -
 
 
 def downloads(run: Run, ev: Event, logit_tokens: list[str], stem: str, table: pd.DataFrame) -> None:
+    """Trace JSON and cache CSV. The files are built only when clicked (callables): building the
+    whole run's JSON on every step click cost more than drawing a chart."""
     c = st.columns(2)
-    c[0].download_button(t("stepper.dl_trace"), json.dumps(run_dict(run, logit_tokens), indent=1),
+    c[0].download_button(t("stepper.dl_trace"), lambda: json.dumps(run_dict(run, logit_tokens), indent=1),
                          file_name=f"{stem}_trace.json", mime="application/json",
                          icon=":material/download:", on_click="ignore")
-    c[1].download_button(t("stepper.dl_cache"), table.to_csv(index=False),
+    c[1].download_button(t("stepper.dl_cache"), lambda: table.to_csv(index=False),
                          file_name=f"{stem}_cache_step{ev.index}.csv", mime="text/csv",
                          icon=":material/table:", on_click="ignore")

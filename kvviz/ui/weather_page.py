@@ -121,17 +121,27 @@ def render() -> None:
     if tokens is None or values is None:
         return
     try:   # the engine checks the words and the caps (a URL can bypass the widgets)
-        run = cached_run("weather", tuple(tokens), new, (("values", tuple(values.items())),), repair)
+        key = (tuple(tokens), new, tuple(values.items()), repair)       # everything the run depends on
+        run = cached_run("weather", key[0], new, (("values", key[2]),), repair)
     except (LimitError, ValueError) as e:
         st.error(t("weather.bad_prompt", reason=str(e), vocab=" ".join(VOCAB)), icon=":material/error:")
         return
     with right:
         _prompt_view(run.prompt, values)
     stepper.url_step_notice(len(run.events))
-    _stepper(run, WeatherModel(values))
+    _stepper(run, WeatherModel(values), key)
 
 
 # ---------------------------------------------------------------- one event
+
+@st.cache_resource(max_entries=512, ttl=3600, show_spinner=False)
+def _diagnosis(key: tuple, index: int) -> Diagnosis | None:
+    """diagnose() of one event of the run ``key`` = (prompt, new, values, repair), computed once:
+    it reruns the whole prefix, and every step click needs it. Read-only (frozen) records."""
+    prompt, new, values, repair = key
+    run = cached_run("weather", prompt, new, (("values", values),), repair)
+    return diagnose(WeatherModel(values), run.events[index])
+
 
 def _sentences(ev: Event, run: Run) -> tuple[str, str]:
     """What just happened, and what has not happened yet, in plain words."""
@@ -197,17 +207,26 @@ def _logits_formula(src: Event) -> None:
     st.markdown(t("weather.logits_formula", pos=src.positions[-1] + BASE) + "  \n" + "  \n".join(parts))
 
 
+def _comparison_markdown(table: pd.DataFrame, bad: set[int]) -> str:
+    """Cached vs recomputed as a markdown table, differing rows in red (cheaper than a styled frame,
+    which matters on every step click)."""
+    head = [t("weather.col_head"), t("weather.col_cached"), t("weather.col_recomputed"), t("weather.col_diff")]
+    lines = ["| " + " | ".join(h.replace("|", "\\|") for h in head) + " |", "|---|---:|---:|---:|"]
+    for i, row in enumerate(table.itertuples(index=False)):
+        cells = [f"{x:.4f}" for x in row[1:]]
+        if i in bad:
+            cells = [f":red-background[**{c}**]" for c in cells]
+        lines.append(f"| {row[0]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _decode_comparison(src: Event, diag: Diagnosis) -> None:
     """Cached vs recomputed contexts, which heads differ and why, the repair, the BERT question."""
     heads = _head_titles()
-    table = comparison_table(diag, heads, headers=(t("weather.col_head"), t("weather.col_cached"),
-                                                   t("weather.col_recomputed"), t("weather.col_diff")))
+    table = comparison_table(diag, heads)
     bad = {d.component for d in diag.differing()}
-    styled = table.style.format({c: "{:.4f}" for c in table.columns[1:]}).apply(
-        lambda r: [f"background-color:{COLORS['chosen']}44;font-weight:bold" if r.name in bad else ""] * len(r),
-        axis=1)
     st.markdown(f"**{t('weather.compare_heading', pos=_pos(diag.position, src.sequence))}**")
-    st.dataframe(styled, hide_index=True, width="stretch")
+    st.markdown(_comparison_markdown(table, bad))
     tokens = src.sequence
     if bad:
         for d in diag.differing():
@@ -241,7 +260,7 @@ def _decode_comparison(src: Event, diag: Diagnosis) -> None:
 
 @st.fragment
 @timed("weather.step")
-def _stepper(run: Run, model: WeatherModel) -> None:
+def _stepper(run: Run, model: WeatherModel, key: tuple) -> None:
     step = stepper.step_controls(len(run.events))
     ev = run.events[step]
     nxt = run.events[step + 1] if step + 1 < len(run.events) and ev.phase != "choose" else None
@@ -253,7 +272,7 @@ def _stepper(run: Run, model: WeatherModel) -> None:
     src = ev if ev.record is not None else run.events[step - 1]    # the pass behind this event
     stepper.attention_view(ev, src, head_titles=_head_titles(), position_base=BASE,
                            title=t("weather.attention_title", phase=t("weather.phase_" + src.phase)))
-    diag = diagnose(model, src)
+    diag = _diagnosis(key, src.index)
     left, right = st.columns([3, 2], gap="large")
     with left:
         _reads_lines(src)

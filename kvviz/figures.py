@@ -93,7 +93,7 @@ def logits_bar(logits: Sequence[float], tokens: Sequence[str], chosen: int | Non
 
 
 def attention_heads_figure(weights: torch.Tensor, query_labels: Sequence[str], key_labels: Sequence[str],
-                           head_titles: Sequence[str], title: str, max_text_keys: int = 12) -> go.Figure:
+                           head_titles: Sequence[str], title: str, max_text_keys: int = 5) -> go.Figure:
     """One heatmap per head, side by side, on one shared colour scale (0..1).
 
     weights: [H, N queries, T keys] after the causal mask; future keys are left blank, as in
@@ -119,7 +119,10 @@ def attention_heads_figure(weights: torch.Tensor, query_labels: Sequence[str], k
             hovertemplate=f"{head_titles[i]}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4g}}<extra></extra>",
         ))
         x0 = i * (width + gap)
-        layout[f"xaxis{sfx}"] = dict(domain=[x0, x0 + width], anchor=f"y{sfx}", tickangle=-40, **tick)
+        # narrow panels: slanted labels while few, upright beyond (slanted ones would run into the
+        # neighbouring panel)
+        layout[f"xaxis{sfx}"] = dict(domain=[x0, x0 + width], anchor=f"y{sfx}", tickangle=-40 if t <= 4 else -90,
+                                     automargin=True, **tick)
         layout[f"yaxis{sfx}"] = dict(anchor=f"x{sfx}", autorange="reversed", **tick,
                                      **({"title": "query"} if i == 0 else {"matches": "y", "showticklabels": False}))
         annotations.append(dict(text=head_titles[i], x=x0 + width / 2, y=1.0, xref="paper", yref="paper",

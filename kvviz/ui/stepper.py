@@ -46,7 +46,8 @@ def step_controls(n_events: int) -> int:
     last = n_events - 1
     if st.session_state.get(STEP_KEY, 0) > last:   # the run got shorter (new prompt)
         st.session_state[STEP_KEY] = last
-    cols = st.columns([1.3, 1.3, 1.7, 4.6], vertical_alignment="bottom")   # Reset + "Home" needs the room
+    # room for the label plus its shortcut hint in every language ("Siguiente →", "Reset Home")
+    cols = st.columns([1.4, 1.7, 1.7, 4.2], vertical_alignment="bottom")
     cols[0].button(t("stepper.prev"), icon=":material/chevron_left:", shortcut="Left",
                    on_click=_shift, args=(-1, last), help=t("stepper.prev_help"), width="stretch")
     cols[1].button(t("stepper.next"), icon=":material/chevron_right:", shortcut="Right", type="primary",

@@ -111,10 +111,12 @@ def attention_heads_figure(weights: torch.Tensor, query_labels: Sequence[str], k
     annotations = []
     for i in range(h):
         z, text = _masked_cells(weights[i], digits=2)    # narrow panels: 0.50, exact value on hover
+        show_text = t <= max_text_keys                   # else no texts at all: less to send per click
         sfx = "" if i == 0 else str(i + 1)
         traces.append(go.Heatmap(
             z=z, x=list(key_labels), y=list(query_labels), coloraxis="coloraxis", name=head_titles[i],
-            text=text, texttemplate="%{text}" if t <= max_text_keys else None, textfont=dict(size=13),
+            text=text if show_text else None, texttemplate="%{text}" if show_text else None,
+            textfont=dict(size=13),
             xgap=2, ygap=2, xaxis=f"x{sfx}", yaxis=f"y{sfx}",
             hovertemplate=f"{head_titles[i]}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4g}}<extra></extra>",
         ))

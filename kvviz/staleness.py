@@ -71,6 +71,16 @@ class Diagnosis:
     def exact(self) -> bool:
         return not self.differing() and not self.stale
 
+    def explain(self, tol: float = TOLERANCE) -> list[str]:
+        """The finding in plain English (the page words it in the user's language)."""
+        lines = [f"{d.label} differs by {d.abs_diff:.4g}: cached pass {d.cached:.4g}, recomputed {d.recomputed:.4g}."
+                 for d in self.differing(tol)]
+        lines += [f"The cached {r.kind} of 0-based position {r.position} ({r.token}) in head {r.head + 1}, written in "
+                  f"event {r.computed_at}, differs from the one a recompute gives now (max |Δ| "
+                  f"{r.max_abs_diff:.4g}): it depends on tokens after position {r.position}, which an "
+                  f"append-only cache never revisits." for r in self.stale]
+        return lines
+
 
 def _compare_rows(kind: str, cached: torch.Tensor, fresh: torch.Tensor, layer: int, ev: Event,
                   tol: float) -> list[StaleRow]:

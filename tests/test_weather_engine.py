@@ -79,6 +79,10 @@ def test_diagnosis_names_head_2_and_the_stale_key_of_position_4():
         == [("nice", 1.0)]
     assert [(r.token, round(r.weight, 2)) for r in reads(run.events[2].record.attention[0, 1, 0],
                                                           run.events[2].sequence)] == [("so", 0.5), ("nice", 0.5)]
+    assert diag.explain() == [
+        "head 2 (last token) differs by 1: cached pass 6, recomputed 7.",
+        "The cached key of 0-based position 3 (so) in head 2, written in event 0, differs from the one a recompute "
+        "gives now (max |Δ| 2): it depends on tokens after position 3, which an append-only cache never revisits."]
     table = comparison_table(diag)
     assert table["|Δ|"].round(4).tolist() == [0.0, 1.0, 0.0, 0.0]
 

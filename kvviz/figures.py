@@ -33,10 +33,9 @@ def _base_layout(fig: go.Figure, title: str, height: int) -> go.Figure:
     return fig
 
 
-def attention_heatmap(weights: torch.Tensor, query_labels: Sequence[str], key_labels: Sequence[str],
-                      title: str, zmax: float = 1.0, show_scale: bool = True) -> go.Figure:
-    """weights: [N queries, T keys] after the causal mask; masked cells (exact 0 above the diagonal)
-    are left blank so the triangle of the causal mask is visible."""
+def _masked_cells(weights: torch.Tensor, digits: int = 3) -> tuple[list[list[float | None]], list[list[str]]]:
+    """weights [N queries, T keys], the queries being the last N positions: z with future keys
+    blanked (None) and the cell texts."""
     n, t = weights.shape
     z = weights.tolist()
     first_q = t - n  # absolute position of the first query
@@ -48,8 +47,17 @@ def attention_heatmap(weights: torch.Tensor, query_labels: Sequence[str], key_la
                 z[i][j] = None  # future key: masked
                 row.append("")
             else:
-                row.append(f"{weights[i, j]:.3f}")
+                row.append(f"{weights[i, j]:.{digits}f}")
         text.append(row)
+    return z, text
+
+
+def attention_heatmap(weights: torch.Tensor, query_labels: Sequence[str], key_labels: Sequence[str],
+                      title: str, zmax: float = 1.0, show_scale: bool = True) -> go.Figure:
+    """weights: [N queries, T keys] after the causal mask; masked cells (exact 0 above the diagonal)
+    are left blank so the triangle of the causal mask is visible."""
+    n = weights.shape[0]
+    z, text = _masked_cells(weights)
     fig = go.Figure(go.Heatmap(
         z=z, x=list(key_labels), y=list(query_labels), zmin=0.0, zmax=zmax,
         colorscale=ATTENTION_SCALE, showscale=show_scale, text=text, texttemplate="%{text}",
@@ -82,3 +90,67 @@ def logits_bar(logits: Sequence[float], tokens: Sequence[str], chosen: int | Non
     pad = 0.2 * (hi - lo or 1.0)
     fig.update_yaxes(title="logit", range=[lo - pad, hi + pad], zeroline=True)
     return _base_layout(fig, title, height=340)
+
+
+def attention_heads_figure(weights: torch.Tensor, query_labels: Sequence[str], key_labels: Sequence[str],
+                           head_titles: Sequence[str], title: str, max_text_keys: int = 5) -> go.Figure:
+    """One heatmap per head, side by side, on one shared colour scale (0..1).
+
+    weights: [H, N queries, T keys] after the causal mask; future keys are left blank, as in
+    ``attention_heatmap``. Cell texts are drawn while there are at most ``max_text_keys`` keys
+    (beyond that they would overlap); the exact weight is always on hover.
+
+    The subplot layout is written out (x axes side by side, y axes sharing the first one) and
+    validated once: make_subplots plus per-axis updates cost several times more, on every step click.
+    """
+    h, n, t = weights.shape
+    gap = 0.025
+    width = (1.0 - gap * (h - 1)) / h
+    tick = dict(tickfont=dict(size=13))
+    traces, layout = [], {}
+    annotations = []
+    for i in range(h):
+        z, text = _masked_cells(weights[i], digits=2)    # narrow panels: 0.50, exact value on hover
+        show_text = t <= max_text_keys                   # else no texts at all: less to send per click
+        sfx = "" if i == 0 else str(i + 1)
+        traces.append(go.Heatmap(
+            z=z, x=list(key_labels), y=list(query_labels), coloraxis="coloraxis", name=head_titles[i],
+            text=text if show_text else None, texttemplate="%{text}" if show_text else None,
+            textfont=dict(size=13),
+            xgap=2, ygap=2, xaxis=f"x{sfx}", yaxis=f"y{sfx}",
+            hovertemplate=f"{head_titles[i]}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4g}}<extra></extra>",
+        ))
+        x0 = i * (width + gap)
+        # narrow panels: slanted labels while few, upright beyond (slanted ones would run into the
+        # neighbouring panel)
+        layout[f"xaxis{sfx}"] = dict(domain=[x0, x0 + width], anchor=f"y{sfx}", tickangle=-40 if t <= 4 else -90,
+                                     automargin=True, **tick)
+        layout[f"yaxis{sfx}"] = dict(anchor=f"x{sfx}", autorange="reversed", **tick,
+                                     **({"title": "query"} if i == 0 else {"matches": "y", "showticklabels": False}))
+        annotations.append(dict(text=head_titles[i], x=x0 + width / 2, y=1.0, xref="paper", yref="paper",
+                                xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=15)))
+    return go.Figure(data=traces, layout=dict(
+        **layout, annotations=annotations,
+        coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0.0, cmax=1.0, colorbar=dict(title="weight", thickness=14)),
+        title=dict(text=title, font=dict(size=18)), height=max(250, 170 + 42 * n),
+        margin=dict(l=10, r=10, t=50, b=10), font=FONT))
+
+
+def causal_mask_figure(labels: Sequence[str], title: str, allowed_text: str = "✓",
+                       masked_text: str = "−∞") -> go.Figure:
+    """The causal mask of a prompt: query i (row) may read key j (column) only when j <= i.
+
+    Masked cells carry the score they get before softmax (−∞), so they get weight 0.
+    """
+    n = len(labels)
+    z = [[1 if j <= i else 0 for j in range(n)] for i in range(n)]
+    text = [[allowed_text if j <= i else masked_text for j in range(n)] for i in range(n)]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(labels), y=list(labels), zmin=0, zmax=1, showscale=False,
+        colorscale=[[0.0, "#E4E4E4"], [0.5, "#E4E4E4"], [0.5, COLORS["prompt"]], [1.0, COLORS["prompt"]]],
+        text=text, texttemplate="%{text}" if n <= 12 else None, textfont=dict(size=15),
+        xgap=2, ygap=2, hovertemplate="query %{y}<br>key %{x}<br>%{text}<extra></extra>",
+    ))
+    fig.update_yaxes(autorange="reversed", title="query")
+    fig.update_xaxes(title="key", side="bottom")
+    return _base_layout(fig, title, height=max(240, 120 + 40 * n))

@@ -29,3 +29,26 @@ def check_int(name: str, value: object, low: int, high: int) -> int:
     if not low <= value <= high:
         raise LimitError(f"{name} must be between {low} and {high}, got {value}.")
     return value
+
+
+MAX_ABS_TOKEN_VALUE = 1_000.0   # weather model: |scalar value| of a token (keeps every number readable)
+
+
+def check_float(name: str, value: object, low: float, high: float) -> float:
+    """Return ``value`` as a finite float in [low, high] or raise LimitError with a readable message.
+
+    Accepts numbers and numeric text; empty cells (None, NaN), text, inf and huge numbers are refused.
+    """
+    if value is None or isinstance(value, bool):
+        raise LimitError(f"{name} is empty.")
+    try:
+        as_float = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise LimitError(f"{name} must be a number, got {str(value)[:40]!r}.") from None
+    if as_float != as_float:
+        raise LimitError(f"{name} is empty or not a number.")
+    if as_float in (float("inf"), float("-inf")):
+        raise LimitError(f"{name} must be a finite number, got {as_float}.")
+    if not low <= as_float <= high:
+        raise LimitError(f"{name} must be between {low:g} and {high:g}, got {as_float:g}.")
+    return as_float

@@ -3,12 +3,15 @@ from __future__ import annotations
 
 from kvviz.models.abc import ABCModel
 from kvviz.models.base import Model
+from kvviz.models.weather import WeatherModel
 
-MODELS = {"abc": ABCModel}
+MODELS = {"abc": ABCModel, "weather": WeatherModel}
 
 
-def get_model(name: str) -> Model:
+def get_model(name: str, **options) -> Model:
+    """A fresh model; ``options`` go to its constructor (e.g. ``values=`` for the weather model)."""
     try:
-        return MODELS[name]()
+        cls = MODELS[name]
     except KeyError:
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}") from None
+    return cls(**options)

@@ -59,23 +59,39 @@ def run_dict(run: Run, logit_tokens: list[str]) -> dict:
 
 def _fmt_vec(t: torch.Tensor, max_items: int = 4) -> str:
     vals = [f"{v:.4g}" for v in t.tolist()]
+    if len(vals) > max_items and len(set(vals)) == 1:
+        return f"({t[0].item():+.4g} × {len(vals)})"   # a constant row, e.g. the weather heads' ±1 keys
     if len(vals) > max_items:
         vals = vals[:3] + [f"… ({len(vals)} dims)"]
     return "(" + ", ".join(vals) + ")"
 
 
-def cache_table(cache: CacheSnapshot, head_labels: list[str] | None = None, layer: int = 0) -> pd.DataFrame:
-    """One row per cached position: position, token, K and V per head, event and phase."""
-    k, v = cache.keys[layer], cache.values[layer]     # [B, H, T, D]
+def kv_column(kind: str, head: int, n_heads: int, head_labels: list[str] | None = None) -> str:
+    """Column name of the cache table for ``kind`` ("k" or "v") of ``head``: "k", "k (head 2)", ..."""
+    if n_heads <= 1:
+        return kind
+    return f"{kind} ({head_labels[head] if head_labels else f'head {head + 1}'})"
+
+
+def cache_table(cache: CacheSnapshot, head_labels: list[str] | None = None, layer: int = 0,
+                position_base: int = 0) -> pd.DataFrame:
+    """One row per cached position: position, token, K and V per head, event and phase.
+
+    K and V may have different head counts (V shared by all heads gives one "v" column).
+    ``position_base`` = 1 numbers positions from 1, as the weather seed does.
+    """
+    k, v = cache.keys[layer], cache.values[layer]     # [B, H_k, T, D_k], [B, H_v, T, D_v]
+    k_heads = 0 if k is None else k.shape[1]
+    v_heads = 0 if v is None else v.shape[1]
     rows = []
     for r in cache.rows:
-        row = {"position": r.position, "token": r.token}
-        n_heads = 0 if k is None else k.shape[1]
-        for h in range(n_heads):
-            label = (head_labels[h] if head_labels else f"head {h + 1}") if n_heads > 1 else ""
-            suffix = f" ({label})" if label else ""
-            row[f"k{suffix}"] = _fmt_vec(k[0, h, r.position])
-            row[f"v{suffix}"] = _fmt_vec(v[0, h, r.position])
+        row = {"position": r.position + position_base, "token": r.token}
+        # k, v per head side by side; when V is shared by the heads, all keys first, then the value(s)
+        order = ([(kind, h) for h in range(k_heads) for kind in "kv"] if k_heads == v_heads
+                 else [("k", h) for h in range(k_heads)] + [("v", h) for h in range(v_heads)])
+        for kind, h in order:
+            t = k if kind == "k" else v
+            row[kv_column(kind, h, t.shape[1], head_labels)] = _fmt_vec(t[0, h, r.position])  # type: ignore[union-attr]
         row["event"] = r.event
         row["phase"] = r.phase
         if r.rewritten_at is not None:

@@ -15,6 +15,7 @@ from kvviz.ui.share import copy_link
 PAGES = [
     ("app.py", "nav.home", ":material/home:"),
     ("pages/1_ABC_miniature.py", "nav.abc", ":material/looks_one:"),
+    ("pages/2_Weather_heads.py", "nav.weather", ":material/looks_two:"),
     ("pages/3_Sampling.py", "nav.sampling", ":material/casino:"),
 ]
 
@@ -31,8 +32,22 @@ def _pick_lang() -> None:
     _lang_to_url()
 
 
+# Widget keys that several pages use with their own meaning (and as short URL names: ?step=3).
+# Streamlit keeps a key's state across a page switch when the next page has a widget with the same
+# key, so "A B" from the A/B/C page would land in the weather prompt: clear them on a switch.
+PAGE_LOCAL_KEYS = ("step", "prompt", "new", "repair")
+
+
+def _forget_other_page(page: str) -> None:
+    if st.session_state.get("_page") not in (None, page):
+        for key in PAGE_LOCAL_KEYS:
+            st.session_state.pop(key, None)
+    st.session_state["_page"] = page
+
+
 def page_setup(title_key: str) -> None:
     """Call first on every page: config, sidebar navigation, language."""
+    _forget_other_page(title_key)
     presenter.init_from_url()
     st.set_page_config(page_title=f"kvviz · {t(title_key)}", page_icon=":material/memory:", layout="wide",
                        initial_sidebar_state="collapsed" if presenter.presenting() else "auto")

@@ -13,9 +13,15 @@ from kvviz.sampling import make_rule
 
 
 @st.cache_resource(max_entries=256, ttl=3600, show_spinner=False)
-def cached_run(model_name: str, prompt: tuple[str, ...], new_tokens: int, temperature: float = 0.0,
-               top_k: int | None = None, top_p: float | None = None, seed: int = 0) -> Run:
-    """The rule comes as plain settings (``**rule.settings()``) so the cache key is hashable;
-    temperature 0 is greedy (the default)."""
-    return run_generation(get_model(model_name), list(prompt), new_tokens,
-                          rule=make_rule(temperature, top_k, top_p), seed=seed)
+def cached_run(model_name: str, prompt: tuple[str, ...], new_tokens: int, *, temperature: float = 0.0,
+               top_k: int | None = None, top_p: float | None = None, seed: int = 0,
+               model_options: tuple[tuple[str, object], ...] = (), repair: bool = False) -> Run:
+    """Every argument is hashable, so it can be the cache key.
+
+    The rule comes as plain settings (``**rule.settings()``); temperature 0 is greedy (the default).
+    ``model_options``: constructor arguments, e.g. (("values", (("so", 5.0), ...)),);
+    ``repair``: pass the model's own ``repair`` hook to the stepper (the weather model has one).
+    """
+    model = get_model(model_name, **dict(model_options))
+    return run_generation(model, list(prompt), new_tokens, rule=make_rule(temperature, top_k, top_p),
+                          seed=seed, repair=model.repair if repair else None)

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import html
 import json
+from typing import Sequence
 
 import pandas as pd
 import streamlit as st
 
-from kvviz.figures import COLORS, attention_heatmap, logits_bar
+from kvviz.figures import COLORS, attention_heads_figure, attention_heatmap, logits_bar
 from kvviz.generation import Event, Run
 from kvviz.trace import cache_table, run_dict
 from kvviz.ui import urlstate
@@ -46,7 +47,8 @@ def step_controls(n_events: int) -> int:
     last = n_events - 1
     if st.session_state.get(STEP_KEY, 0) > last:   # the run got shorter (new prompt)
         st.session_state[STEP_KEY] = last
-    cols = st.columns([1, 1, 1, 2.6], vertical_alignment="bottom")
+    # room for the label plus its shortcut hint in every language ("Siguiente →", "Reset Home")
+    cols = st.columns([1.4, 1.7, 1.7, 4.2], vertical_alignment="bottom")
     cols[0].button(t("stepper.prev"), icon=":material/chevron_left:", shortcut="Left",
                    on_click=_shift, args=(-1, last), help=t("stepper.prev_help"), width="stretch")
     cols[1].button(t("stepper.next"), icon=":material/chevron_right:", shortcut="Right", type="primary",
@@ -58,8 +60,10 @@ def step_controls(n_events: int) -> int:
     return int(step)
 
 
-def token_strip(ev: Event, prompt_len: int) -> None:
-    """Prompt, processed and pending tokens as coloured chips, with a legend."""
+def token_strip(ev: Event, prompt_len: int, position_base: int = 0) -> None:
+    """Prompt, processed and pending tokens as coloured chips, with a legend.
+
+    ``position_base`` = 1 numbers the chips from 1 (the weather seed counts positions 1..n)."""
     cached = len(ev.cache)
     chips = []
     for i, tok in enumerate(ev.sequence):
@@ -73,7 +77,7 @@ def token_strip(ev: Event, prompt_len: int) -> None:
                  f"background:{COLORS[kind]}{'22' if kind == 'pending' else '33'};")
         chips.append(
             f"<span class='kv-chip' title='{html.escape(t('stepper.chip_' + kind))}' style='{style}'>"
-            f"<small>{i}</small> {html.escape(tok)}</span>")
+            f"<small>{i + position_base}</small> {html.escape(tok)}</span>")
     legend = " ".join(
         f"<span class='kv-legend' style='border-bottom:3px {'dashed' if k == 'pending' else 'solid'} "
         f"{COLORS[k]}'>{html.escape(t('stepper.legend_' + k))}</span>" for k in ("prompt", "processed", "pending"))
@@ -102,29 +106,52 @@ def counters(ev: Event) -> None:
             st.error(t("stepper.check_bad", diff=f"{ev.check.max_abs_diff:.4g}"), icon=":material/error:")
 
 
-def cache_view(ev: Event, head_labels: list[str] | None = None) -> pd.DataFrame:
-    """The K/V cache table, rows written by this event highlighted."""
-    df = cache_table(ev.cache, head_labels)
+def cache_view(ev: Event, head_labels: list[str] | None = None, position_base: int = 0,
+               flagged: Sequence[tuple[int, str]] = ()) -> pd.DataFrame:
+    """The K/V cache table, rows written by this event highlighted.
+
+    ``flagged``: cells (0-based position, column name) to mark, e.g. stale keys; rows rewritten by
+    this event (a repair hook) are marked too. Returns the table (for the CSV download)."""
+    df = cache_table(ev.cache, head_labels, position_base=position_base)
     st.markdown(f"**{t('stepper.cache_title', n=ev.cache_len)}**")
     if df.empty:
         st.caption(t("stepper.cache_empty"))
         return df
     new = set(ev.positions) if ev.record is not None else set()
-    styled = df.style.apply(
-        lambda r: [f"background-color:{COLORS['pending']}55" if r["position"] in new else ""] * len(r), axis=1)
-    st.dataframe(styled, hide_index=True, width="stretch")
-    if new:
-        st.caption(t("stepper.cache_new_rows"))
+    rewritten = {r.position for r in ev.cache.rows if r.rewritten_at == ev.index and ev.record is not None}
+    marks = {(p + position_base, col) for p, col in flagged}
+
+    def style_row(r: pd.Series) -> list[str]:
+        pos = r["position"] - position_base
+        base = (f"background-color:{COLORS['pending']}55" if pos in new
+                else f"background-color:{COLORS['processed']}33" if pos in rewritten else "")
+        return [f"background-color:{COLORS['chosen']}44;font-weight:bold" if (r["position"], col) in marks
+                else base for col in r.index]
+
+    st.dataframe(df.style.apply(style_row, axis=1), hide_index=True, width="stretch")
+    notes = [t("stepper.cache_new_rows")] if new else []
+    if rewritten:
+        notes.append(t("stepper.cache_rewritten_rows"))
+    if marks:
+        notes.append(t("stepper.cache_flagged_cells"))
+    if notes:
+        st.caption(" ".join(notes))
     return df
 
 
-def attention_view(ev: Event, source: Event, layer: int = 0, head: int = 0, title: str | None = None) -> None:
+def attention_view(ev: Event, source: Event, layer: int = 0, head: int = 0, title: str | None = None,
+                   head_titles: Sequence[str] | None = None, position_base: int = 0) -> None:
     """Heatmap of a pass's attention (queries × keys). ``source`` is ``ev`` itself on pass events and
-    the pass before it on choose events (choosing runs no attention)."""
-    att = source.record.attention[layer, head]              # [N, T]
-    keys = [f"{i}:{tok}" for i, tok in enumerate(source.sequence[: att.shape[1]])]
-    queries = [f"{p}:{source.sequence[p]}" for p in source.positions]
-    fig = attention_heatmap(att, queries, keys, title or t("stepper.attention_title", phase=source.phase))
+    the pass before it on choose events (choosing runs no attention). With ``head_titles`` every head
+    of ``layer`` is drawn side by side on one colour scale instead of the single ``head``."""
+    att = source.record.attention[layer]                     # [H, N, T]
+    keys = [f"{i + position_base}:{tok}" for i, tok in enumerate(source.sequence[: att.shape[-1]])]
+    queries = [f"{p + position_base}:{source.sequence[p]}" for p in source.positions]
+    title = title or t("stepper.attention_title", phase=source.phase)
+    if head_titles:
+        fig = attention_heads_figure(att, queries, keys, head_titles, title)
+    else:
+        fig = attention_heatmap(att[head], queries, keys, title)
     st.plotly_chart(fig, width="stretch", alt=t("stepper.attention_alt"))
     if source is not ev:
         st.caption(t("stepper.no_attention", i=source.index))
@@ -146,10 +173,12 @@ def logits_view(ev: Event, logit_tokens: list[str], next_choice: Event | None) -
 
 
 def downloads(run: Run, ev: Event, logit_tokens: list[str], stem: str, table: pd.DataFrame) -> None:
+    """Trace JSON and cache CSV. The files are built only when clicked (callables): building the
+    whole run's JSON on every step click cost more than drawing a chart."""
     c = st.columns(2)
-    c[0].download_button(t("stepper.dl_trace"), json.dumps(run_dict(run, logit_tokens), indent=1),
+    c[0].download_button(t("stepper.dl_trace"), lambda: json.dumps(run_dict(run, logit_tokens), indent=1),
                          file_name=f"{stem}_trace.json", mime="application/json",
                          icon=":material/download:", on_click="ignore")
-    c[1].download_button(t("stepper.dl_cache"), table.to_csv(index=False),
+    c[1].download_button(t("stepper.dl_cache"), lambda: table.to_csv(index=False),
                          file_name=f"{stem}_cache_step{ev.index}.csv", mime="text/csv",
                          icon=":material/table:", on_click="ignore")

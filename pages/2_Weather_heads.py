@@ -1,0 +1,10 @@
+"""Today weather is so: four hand-made heads, prefill and decode, and the stale cache (DESIGN.md §1.2)."""
+import streamlit as st
+
+from kvviz.ui.nav import page_setup
+
+page_setup("weather.title")
+
+from kvviz.ui import weather_page  # noqa: E402  (after set_page_config)
+
+weather_page.render()

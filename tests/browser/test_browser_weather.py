@@ -1,0 +1,73 @@
+"""The weather page in a real browser: deep link, keys, the BERT answer, a value typed into the table."""
+import pytest
+
+pytestmark = pytest.mark.browser
+
+
+def heading(tab) -> str:
+    return tab.page.locator("h3").first.inner_text()
+
+
+def charts(tab):
+    return tab.page.locator("[data-testid='stPlotlyChart']")
+
+
+def test_deep_link_to_the_stale_decode_keys_and_reveal(server, tab):
+    tab.goto(f"{server}/Weather_heads?step=2")
+    assert heading(tab).startswith("Event 2 of 5: decode")
+    main = tab.page.locator("[data-testid='stMain']")
+    assert "differs by 1.0" in main.inner_text() and "max |Δ| = 1" in main.inner_text()
+    heads = charts(tab).nth(1)
+    heads.wait_for()
+    assert "Head 2 · last token" in heads.inner_text() and "5:nice" in heads.inner_text()
+    answer = "Only causal (decoder) models can append to a cache."
+    assert not tab.page.get_by_text(answer).is_visible()
+    tab.page.get_by_text("Think first, then reveal the answer").click()
+    tab.page.get_by_text(answer).wait_for(state="visible")
+    tab.assert_clean()
+    tab.page.locator("h1").first.click()          # focus the page, not a widget
+    tab.page.keyboard.press("ArrowRight")
+    tab.settle()
+    assert heading(tab).startswith("Event 3 of 5: choose") and "step=3" in tab.page.url
+    tab.page.keyboard.press("Home")
+    tab.settle()
+    assert heading(tab).startswith("Event 0 of 5: prefill")
+    tab.assert_clean()
+
+
+def test_typing_a_value_into_the_table_changes_the_logits(server, tab):
+    tab.goto(f"{server}/Weather_heads")
+    bars = charts(tab).nth(2)
+    bars.wait_for()
+    assert "15.300" in bars.inner_text()
+    editor = tab.page.locator("[data-testid='stDataFrame']").first
+    editor.scroll_into_view_if_needed()
+    cell_input = tab.page.locator("input.gdg-input")
+    # the grid is a canvas: header row, then one row per token; row 2 is "weather", value in column 2
+    for _ in range(3):                 # the canvas may still be laying out: retry the double-click
+        box = editor.bounding_box()
+        tab.page.mouse.dblclick(box["x"] + box["width"] * 0.8, box["y"] + box["height"] / 8 * 2.5)
+        try:
+            cell_input.wait_for(timeout=3_000)
+            break
+        except Exception:
+            tab.page.wait_for_timeout(500)
+    assert cell_input.input_value() == "20"          # the weather cell opened for editing
+    cell_input.fill("40")
+    cell_input.press("Enter")
+    tab.settle()
+    # weather = 40: contexts at position 4 become [22.5, 5, 10, 14], so nice = 18 + 2.5 + 1 + 2.8
+    charts(tab).nth(2).wait_for()
+    tab.page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')].some(c => c.innerText.includes('24.300'))",
+        timeout=30_000)
+    tab.assert_clean()
+
+
+def test_coming_from_the_abc_page_starts_clean(server, tab):
+    tab.goto(f"{server}/ABC_miniature?prompt=C+A+B&step=3")
+    tab.page.locator("[data-testid='stSidebar'] a", has_text="Today weather is so").click()
+    tab.settle()
+    assert heading(tab).startswith("Event 0 of 5: prefill")
+    assert tab.page.locator("[data-testid='stAlert']", has_text="can't be run").count() == 0
+    tab.assert_clean()

@@ -25,12 +25,8 @@ def _sentences(ev: Event, run: Run) -> tuple[str, str]:
                   h0=f"{h[0]:.3f}", h1=f"{h[1]:.3f}"),
                 t("abc.not_yet_prefill"))
     if ev.phase == "choose":
-        c = ev.choice
-        if c.rule.get("name") == "greedy":
-            did = t("abc.did_choose", tok=ev.chosen, logit=f"{ev.logits[c.index]:.3f}", seq=seq)
-        else:
-            did = t("abc.did_draw", tok=ev.chosen, p=f"{c.probs[c.index]:.3f}", seq=seq,
-                    kept=", ".join(MODEL.logit_tokens[i] for i in c.kept))
+        did = stepper.choice_sentence(
+            ev, MODEL.logit_tokens, t("abc.did_choose", tok=ev.chosen, logit=f"{ev.logits[ev.choice.index]:.3f}", seq=seq))
         return did, t("abc.not_yet_choose", tok=ev.chosen, n=ev.cache_len, pos=ev.positions[0])
     return (t("abc.did_decode", tok=ev.tokens[0], pos=ev.positions[0], n=ev.cache_len),
             t("abc.not_yet_decode"))
@@ -45,7 +41,7 @@ def _inputs() -> Run | None:
                             on_change=urlstate.sync, args=("new", 6),
                             help=t("abc.new_tokens_help", cap=MAX_NEW_TOKENS))
     rule, seed = rule_controls("abc")
-    st.caption(t("abc.rule_caption"))
+    st.caption(t("stepper.rule_caption"))
     try:
         tokens = [tok.upper() for tok in split_prompt(text or "")]
         n = check_int(t("abc.new_tokens"), new, 1, MAX_NEW_TOKENS)

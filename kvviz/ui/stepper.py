@@ -182,3 +182,12 @@ def downloads(run: Run, ev: Event, logit_tokens: list[str], stem: str, table: pd
     c[1].download_button(t("stepper.dl_cache"), lambda: table.to_csv(index=False),
                          file_name=f"{stem}_cache_step{ev.index}.csv", mime="text/csv",
                          icon=":material/table:", on_click="ignore")
+
+
+def choice_sentence(ev: Event, logit_tokens: list[str], greedy_text: str) -> str:
+    """'What just happened' on a choose event: ``greedy_text`` for greedy, the draw otherwise."""
+    c = ev.choice
+    if c.rule.get("name") == "greedy":
+        return greedy_text
+    return t("stepper.did_draw", tok=ev.chosen, p=f"{c.probs[c.index]:.3f}", seq=" ".join(ev.sequence),
+             kept=", ".join(logit_tokens[i] for i in c.kept))

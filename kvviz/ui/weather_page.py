@@ -16,6 +16,7 @@ from kvviz.trace import kv_column
 from kvviz.ui import stepper, urlstate
 from kvviz.ui.i18n import t
 from kvviz.ui.perf import timed
+from kvviz.ui.rule_controls import rule_controls
 from kvviz.ui.runs import cached_run
 from kvviz.weather_notes import plus_one_positions, prose_vs_tensor, reads
 
@@ -115,6 +116,8 @@ def render() -> None:
     st.title(t("weather.title"))
     st.markdown(t("weather.intro", d_k=D_K))
     tokens, new, repair = _prompt_inputs()
+    rule, seed = rule_controls("weather")
+    st.caption(t("stepper.rule_caption"))
     left, right = st.columns([1, 2], gap="large")
     with left:
         values, problem = _values_editor()
@@ -123,8 +126,9 @@ def render() -> None:
     if tokens is None or values is None:
         return
     try:   # the engine checks the words and the caps (a URL can bypass the widgets)
-        key = (tuple(tokens), new, tuple(values.items()), repair)       # everything the run depends on
-        run = cached_run("weather", key[0], new, model_options=(("values", key[2]),), repair=repair)
+        # everything the run depends on
+        key = (tuple(tokens), new, tuple(values.items()), repair, tuple(rule.settings().items()), seed)
+        run = _run(key)
     except (LimitError, ValueError) as e:
         st.error(t("weather.bad_prompt", reason=str(e), vocab=" ".join(VOCAB)), icon=":material/error:")
         return
@@ -138,11 +142,15 @@ def render() -> None:
 
 @st.cache_resource(max_entries=512, ttl=3600, show_spinner=False)
 def _diagnosis(key: tuple, index: int) -> Diagnosis | None:
-    """diagnose() of one event of the run ``key`` = (prompt, new, values, repair), computed once:
-    it reruns the whole prefix, and every step click needs it. Read-only (frozen) records."""
-    prompt, new, values, repair = key
-    run = cached_run("weather", prompt, new, model_options=(("values", values),), repair=repair)
-    return diagnose(WeatherModel(values), run.events[index])
+    """diagnose() of one event of the run ``key`` = (prompt, new, values, repair, rule, seed),
+    computed once: it reruns the whole prefix, and every step click needs it. Read-only records."""
+    return diagnose(WeatherModel(dict(key[2])), _run(key).events[index])
+
+
+def _run(key: tuple) -> Run:
+    prompt, new, values, repair, rule, seed = key
+    return cached_run("weather", prompt, new, model_options=(("values", values),), repair=repair,
+                      **dict(rule), seed=seed)
 
 
 def _sentences(ev: Event, run: Run) -> tuple[str, str]:
@@ -151,8 +159,9 @@ def _sentences(ev: Event, run: Run) -> tuple[str, str]:
         return (t("weather.did_prefill", prompt=" ".join(run.prompt), n=len(run.prompt)),
                 t("weather.not_yet_prefill"))
     if ev.phase == "choose":
-        return (t("weather.did_choose", tok=ev.chosen, logit=f"{ev.logits[ev.choice.index]:.3f}",
-                  seq=" ".join(ev.sequence)),
+        return (stepper.choice_sentence(ev, WeatherModel.logit_tokens, t(
+                    "weather.did_choose", tok=ev.chosen, logit=f"{ev.logits[ev.choice.index]:.3f}",
+                    seq=" ".join(ev.sequence))),
                 t("weather.not_yet_choose", tok=ev.chosen, n=ev.cache_len, pos=ev.positions[0] + BASE))
     return (t("weather.did_decode", tok=ev.tokens[0], pos=ev.positions[0] + BASE, n=ev.cache_len),
             t("weather.not_yet_decode"))

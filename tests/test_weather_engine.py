@@ -180,3 +180,14 @@ def test_heads_figure_has_one_colour_scale_and_a_blank_future():
     mask = causal_mask_figure(labels, "mask")
     assert [list(r) for r in mask.data[0].z] == [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]]
     assert [list(r) for r in mask.data[0].text][0] == ["✓", "−∞", "−∞", "−∞"]
+
+
+def test_values_round_trip_through_text():
+    from kvviz.models.weather import DEFAULT_VALUES, values_from_text, values_to_text
+    assert values_to_text(DEFAULT_VALUES) == ""
+    edited = dict(DEFAULT_VALUES, so=4.0, nice=9.5)
+    assert values_to_text(edited) == "so:4,nice:9.5"
+    assert values_from_text("so:4,nice:9.5") == edited
+    for bad in ("so", "so:x", "so:nan", "so:inf", "moon:3", "so:1e9"):
+        with pytest.raises(LimitError):
+            values_from_text(bad)

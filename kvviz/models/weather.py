@@ -76,6 +76,22 @@ def check_values(values: Mapping[str, object] | Iterable[tuple[str, object]] | N
     return out
 
 
+def values_to_text(values: Mapping[str, float]) -> str:
+    """The entries that differ from the seed's defaults, as ``so:4,nice:9`` (empty when none do)."""
+    return ",".join(f"{tok}:{values[tok]:g}" for tok in VOCAB if values[tok] != DEFAULT_VALUES[tok])
+
+
+def values_from_text(text: str) -> dict[str, float]:
+    """Inverse of values_to_text (a page address carries it); raises LimitError on anything else."""
+    pairs = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        tok, sep, val = item.partition(":")
+        if not sep:
+            raise LimitError(f"Expected token:value, got {item[:40]!r}.")
+        pairs[tok.strip()] = val.strip()
+    return check_values(pairs)
+
+
 class WeatherModel:
     name = "weather"
     vocab = VOCAB

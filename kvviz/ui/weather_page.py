@@ -10,7 +10,7 @@ from kvviz.generation import Event, Run
 from kvviz.limits import MAX_ABS_TOKEN_VALUE, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, LimitError
 from kvviz.models.base import split_prompt
 from kvviz.models.weather import (D_K, DEFAULT_VALUES, HEADS, SEED_PROMPT, VOCAB, W_VOCAB, WeatherModel,
-                                  check_values)
+                                  check_values, values_from_text, values_to_text)
 from kvviz.staleness import Diagnosis, comparison_table, diagnose
 from kvviz.trace import kv_column
 from kvviz.ui import stepper, urlstate
@@ -22,6 +22,7 @@ from kvviz.weather_notes import plus_one_positions, prose_vs_tensor, reads
 
 BASE = 1                       # the seed numbers positions 1..n; so does this page
 EDITOR_VERSION = "weather_values_version"
+VALUES_BASE = "weather_values_base"
 
 
 # ---------------------------------------------------------------- labels
@@ -56,13 +57,30 @@ def _reads_text(att_row, tokens: list[str]) -> str:
 # ---------------------------------------------------------------- inputs
 
 def _bump_editor() -> None:
+    """Back to the seed's values: a fresh editor over the defaults, and none in the address."""
     st.session_state[EDITOR_VERSION] = st.session_state.get(EDITOR_VERSION, 0) + 1
+    st.session_state[VALUES_BASE] = dict(DEFAULT_VALUES)
+    st.query_params.pop("values", None)
+
+
+def _base_values() -> dict[str, float]:
+    """What the editor starts from: the defaults, or ``?values=so:4,nice:9`` on a new session."""
+    if VALUES_BASE not in st.session_state:
+        st.session_state[VALUES_BASE] = dict(DEFAULT_VALUES)
+        raw = st.query_params.get("values")
+        if raw:
+            try:
+                st.session_state[VALUES_BASE] = values_from_text(raw[:500])
+            except LimitError as e:
+                urlstate.notice(t("weather.bad_url_values", raw=raw[:60], reason=str(e)))
+    return st.session_state[VALUES_BASE]
 
 
 def _values_editor() -> tuple[dict[str, float] | None, str | None]:
     """The editable value table: (values, None), or (None, message) when an entry is not a usable number."""
     st.markdown(f"**{t('weather.values_heading')}**")
-    base = pd.DataFrame({"token": VOCAB, "value": [DEFAULT_VALUES[w] for w in VOCAB]})   # stable input
+    start = _base_values()
+    base = pd.DataFrame({"token": VOCAB, "value": [start[w] for w in VOCAB]})   # stable input
     edited = st.data_editor(
         base, key=f"weather_values_{st.session_state.get(EDITOR_VERSION, 0)}", hide_index=True,
         num_rows="fixed", disabled=["token"], width="stretch",
@@ -76,9 +94,15 @@ def _values_editor() -> tuple[dict[str, float] | None, str | None]:
               help=t("weather.values_reset_help"))
     st.caption(t("weather.values_caption"))
     try:
-        return check_values(dict(zip(edited["token"], edited["value"]))), None
+        values = check_values(dict(zip(edited["token"], edited["value"])))
     except LimitError as e:
         return None, t("weather.bad_value", reason=str(e))
+    text = values_to_text(values)       # keep a shareable address: only what differs from the seed
+    if text:
+        st.query_params["values"] = text
+    else:
+        st.query_params.pop("values", None)
+    return values, None
 
 
 def _prompt_inputs() -> tuple[list[str] | None, int, bool]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kvviz.ui import presenter, urlstate
+from kvviz.ui import charts, presenter, urlstate
 from kvviz.ui.i18n import LANGS, t
 from kvviz.ui.share import copy_link
 
@@ -62,6 +62,7 @@ def page_setup(title_key: str) -> None:
         _lang_to_url()   # keep the address shareable after page switches
         presenter.toggle()
         copy_link()
+        charts.format_picker()
         st.markdown(f"**{t('nav.title')}**")
         for path, label, icon in PAGES:
             st.page_link(path, label=t(label), icon=icon)

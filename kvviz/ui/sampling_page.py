@@ -15,6 +15,7 @@ from kvviz.models.base import split_prompt
 from kvviz.registry import get_model
 from kvviz.sampling import Sampler, Stage, draw_counts
 from kvviz.sampling_figures import display_order, draws_histogram, removed_heights, stage_bars
+from kvviz.ui.charts import chart
 from kvviz.ui.i18n import t
 from kvviz.ui.perf import timed
 from kvviz.ui.rule_controls import rule_controls
@@ -140,8 +141,7 @@ def _stages(stages: list[Stage], tokens: list[str]) -> None:
                       h=f"{s.entropy_bits:.3f}")
             with col:
                 fig = stage_bars(s, ghosts[max(i - 1, 0)], tokens, order, title, labels, threshold)
-                st.plotly_chart(fig, width="stretch", alt=t("sampling.stage_alt", name=s.name),
-                                key=f"stage_{i}")
+                chart(fig, t("sampling.stage_alt", name=s.name), key=f"stage_{i}")
                 st.caption(_stage_caption(i, s, stages, tokens))
     st.markdown(f"**{t('sampling.entropy_heading')}**")
     cols = st.columns(len(stages))
@@ -179,7 +179,7 @@ def _draws(rule, seed: int, stages: list[Stage], src: LogitSource) -> None:
                           t("sampling.hist_title", n=f"{int(n):,}", seed=seed),
                           {"observed": t("sampling.observed"), "expected": t("sampling.expected"),
                            "axis": t("sampling.lbl_freq_axis")})
-    st.plotly_chart(fig, width="stretch", alt=t("sampling.hist_alt"), key="hist")
+    chart(fig, t("sampling.hist_alt"), key="hist")
     gap = max(abs(counts[i] / int(n) - final.probs[i]) for i in range(len(counts)))
     st.caption(t("sampling.hist_caption", gap=f"{gap:.4f}", n=f"{int(n):,}"))
 

@@ -16,6 +16,7 @@ from kvviz.figures import COLORS, attention_heads_figure, attention_heatmap, log
 from kvviz.generation import Event, Run
 from kvviz.trace import cache_table, run_dict
 from kvviz.ui import urlstate
+from kvviz.ui.charts import chart
 from kvviz.ui.i18n import t
 
 STEP_KEY = "step"
@@ -152,7 +153,7 @@ def attention_view(ev: Event, source: Event, layer: int = 0, head: int = 0, titl
         fig = attention_heads_figure(att, queries, keys, head_titles, title)
     else:
         fig = attention_heatmap(att[head], queries, keys, title)
-    st.plotly_chart(fig, width="stretch", alt=t("stepper.attention_alt"))
+    chart(fig, t("stepper.attention_alt"))
     if source is not ev:
         st.caption(t("stepper.no_attention", i=source.index))
 
@@ -164,7 +165,7 @@ def logits_view(ev: Event, logit_tokens: list[str], next_choice: Event | None) -
     sampled = choice is not None and choice.rule.get("name") != "greedy"
     fig = logits_bar(ev.logits.tolist(), logit_tokens, chosen, t("stepper.logits_title"),
                      kept=choice.kept if sampled else None)        # sampling: removed tokens greyed
-    st.plotly_chart(fig, width="stretch", alt=t("stepper.logits_alt"))
+    chart(fig, t("stepper.logits_alt"))
     if sampled:   # the distribution the draw used, most likely first (at most 8 tokens named)
         ranked = sorted(choice.kept, key=lambda i: -choice.probs[i])
         probs = " · ".join(f"{logit_tokens[i]} {choice.probs[i]:.3f}" for i in ranked[:8])

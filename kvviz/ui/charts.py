@@ -1,0 +1,32 @@
+"""Draw every plotly figure the same way, with a download button in the chart's toolbar.
+
+The format of that download (PNG for slides, SVG for print) is one sidebar setting for the whole
+app; plotly's own export does the work in the browser, so the server renders no images.
+"""
+from __future__ import annotations
+
+import re
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from kvviz.ui.i18n import t
+
+FORMATS = {"png": "PNG", "svg": "SVG"}
+KEY = "chart_format"
+
+
+def format_picker() -> None:
+    """Sidebar control: the format of every chart's download button."""
+    st.segmented_control(t("charts.format"), list(FORMATS), format_func=FORMATS.get, key=KEY,
+                         default="png", required=True, help=t("charts.format_help"))
+
+
+def chart(fig: go.Figure, alt: str, key: str | None = None) -> None:
+    """``st.plotly_chart`` at full width with an accessible label and the chosen export format."""
+    fmt = st.session_state.get(KEY) or "png"
+    name = re.sub(r"[^a-z0-9]+", "_", alt.lower()).strip("_")[:60] or "kvviz_chart"
+    st.plotly_chart(fig, width="stretch", alt=alt, key=key, config={
+        "displaylogo": False,
+        "toImageButtonOptions": {"format": fmt, "filename": f"kvviz_{name}", "scale": 2},
+    })

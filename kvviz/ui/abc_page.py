@@ -7,7 +7,7 @@ from kvviz.generation import Event, Run
 from kvviz.limits import MAX_NEW_TOKENS, LimitError, check_int
 from kvviz.models.abc import ABCModel
 from kvviz.models.base import split_prompt
-from kvviz.ui import stepper, urlstate
+from kvviz.ui import presenter, stepper, urlstate
 from kvviz.ui.i18n import t
 from kvviz.ui.perf import timed
 from kvviz.ui.rule_controls import rule_controls
@@ -53,8 +53,9 @@ def _inputs() -> Run | None:
 
 def render() -> None:
     st.title(t("abc.title"))
-    st.markdown(t("abc.intro"))
-    run = _inputs()
+    presenter.intro(t("abc.intro"))
+    with presenter.settings():
+        run = _inputs()
     if run is None:
         return
     stepper.url_step_notice(len(run.events))
@@ -82,5 +83,6 @@ def _stepper(run: Run) -> None:
     stepper.counters(ev)
     table = stepper.cache_view(ev)
     stepper.downloads(run, ev, MODEL.logit_tokens, "abc", table)
-    with st.expander(t("abc.more_title")):
-        st.markdown(t("abc.more_body"))
+    if not presenter.presenting():
+        with st.expander(t("abc.more_title")):
+            st.markdown(t("abc.more_body"))

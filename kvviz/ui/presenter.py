@@ -19,7 +19,7 @@ CSS = """<style>
 [data-testid='stMain'] { font-size: 1.3rem; }
 [data-testid='stMain'] h1 { font-size: 2.6rem; }
 [data-testid='stMain'] h3 { font-size: 2rem; }
-[data-testid='stMain'] .block-container { max-width: 100%; padding: 1rem 1.5rem; }
+[data-testid='stMain'] .block-container { max-width: 100%; padding: 3.5rem 1.5rem 1rem; }
 [data-testid='stMain'] button p { font-size: 1.3rem; }
 </style>"""
 
@@ -63,3 +63,12 @@ def settings(label_key: str = "present.settings") -> Iterator[None]:
             yield
     else:
         yield
+
+
+def intro(text: str) -> None:
+    """A page's introduction: shown normally; in presenter mode folded away (one idea on screen)."""
+    if presenting():
+        with st.expander(t("present.intro"), icon=":material/info:"):
+            st.markdown(text)
+    else:
+        st.markdown(text)

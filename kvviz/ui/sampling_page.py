@@ -15,12 +15,12 @@ from kvviz.models.base import split_prompt
 from kvviz.registry import get_model
 from kvviz.sampling import Sampler, Stage, draw_counts
 from kvviz.sampling_figures import display_order, draws_histogram, removed_heights, stage_bars
+from kvviz.ui import presenter, urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.i18n import t
 from kvviz.ui.perf import timed
 from kvviz.ui.rule_controls import rule_controls
 from kvviz.ui.runs import cached_run
-from kvviz.ui import urlstate
 
 PREFIX = "sampling"                 # key prefix of this page's rule controls
 SOURCES = ("quiz", "model", "typed")
@@ -242,11 +242,12 @@ def _questions() -> None:
 @timed("sampling.render")
 def render() -> None:
     st.title(t("sampling.title"))
-    st.markdown(t("sampling.intro"))
-    st.subheader(t("sampling.h_source"))
-    src = _source()
-    st.subheader(t("sampling.h_rule"))
-    rule, seed = rule_controls(PREFIX)
+    presenter.intro(t("sampling.intro"))
+    with presenter.settings():
+        st.subheader(t("sampling.h_source"))
+        src = _source()
+        st.subheader(t("sampling.h_rule"))
+        rule, seed = rule_controls(PREFIX)
     with st.expander(t("sampling.pipeline_title")):
         st.markdown(t("sampling.pipeline_body"))
     if src is None:

@@ -15,7 +15,7 @@ import streamlit as st
 from kvviz.figures import COLORS, attention_heads_figure, attention_heatmap, logits_bar
 from kvviz.generation import Event, Run
 from kvviz.trace import cache_table, run_dict
-from kvviz.ui import urlstate
+from kvviz.ui import presenter, urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.i18n import t
 
@@ -43,21 +43,32 @@ def url_step_notice(n_events: int) -> None:
         urlstate.notice(t("stepper.bad_step", raw=raw[:40], last=n_events - 1))
 
 
+def _end(last: int) -> None:
+    st.session_state[STEP_KEY] = last
+
+
 def step_controls(n_events: int) -> int:
-    """Draw the controls; return the current event index in [0, n_events)."""
+    """Draw the controls; return the current event index in [0, n_events).
+
+    Buttons (Left / Right / Home / End) in one row and the event slider below it; in presenter mode
+    the slider folds into the settings expander so only the buttons remain in view.
+    """
     last = n_events - 1
     if st.session_state.get(STEP_KEY, 0) > last:   # the run got shorter (new prompt)
         st.session_state[STEP_KEY] = last
     # room for the label plus its shortcut hint in every language ("Siguiente →", "Reset Home")
-    cols = st.columns([1.4, 1.7, 1.7, 4.2], vertical_alignment="bottom")
+    cols = st.columns([1.4, 1.7, 1.7, 1.7, 1.5], vertical_alignment="bottom")
     cols[0].button(t("stepper.prev"), icon=":material/chevron_left:", shortcut="Left",
                    on_click=_shift, args=(-1, last), help=t("stepper.prev_help"), width="stretch")
     cols[1].button(t("stepper.next"), icon=":material/chevron_right:", shortcut="Right", type="primary",
                    on_click=_shift, args=(1, last), help=t("stepper.next_help"), width="stretch")
     cols[2].button(t("stepper.reset"), icon=":material/restart_alt:", shortcut="Home",
                    on_click=_reset, help=t("stepper.reset_help"), width="stretch")
-    step = cols[3].slider(t("stepper.step"), 0, last, key=STEP_KEY, bind="query-params",
-                          help=t("stepper.step_help"))
+    cols[3].button(t("stepper.end"), icon=":material/last_page:", shortcut="End",
+                   on_click=_end, args=(last,), help=t("stepper.end_help"), width="stretch")
+    with presenter.settings("stepper.step"):
+        step = st.slider(t("stepper.step"), 0, last, key=STEP_KEY, bind="query-params",
+                         help=t("stepper.step_help"))
     return int(step)
 
 

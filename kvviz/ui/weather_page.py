@@ -13,7 +13,7 @@ from kvviz.models.weather import (D_K, DEFAULT_VALUES, HEADS, SEED_PROMPT, VOCAB
                                   check_values, values_from_text, values_to_text)
 from kvviz.staleness import Diagnosis, comparison_table, diagnose
 from kvviz.trace import kv_column
-from kvviz.ui import stepper, urlstate
+from kvviz.ui import presenter, stepper, urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.i18n import t
 from kvviz.ui.perf import timed
@@ -138,13 +138,16 @@ def _prompt_view(tokens: list[str], values: dict[str, float]) -> None:
 
 def render() -> None:
     st.title(t("weather.title"))
-    st.markdown(t("weather.intro", d_k=D_K))
-    tokens, new, repair = _prompt_inputs()
-    rule, seed = rule_controls("weather")
-    st.caption(t("stepper.rule_caption"))
-    left, right = st.columns([1, 2], gap="large")
-    with left:
-        values, problem = _values_editor()
+    presenter.intro(t("weather.intro", d_k=D_K))
+    with presenter.settings():
+        tokens, new, repair = _prompt_inputs()
+        rule, seed = rule_controls("weather")
+        st.caption(t("stepper.rule_caption"))
+        # the values table beside the prompt view; in presenter mode it folds away on its own
+        left, right = (st.container(), None) if presenter.presenting() else st.columns([1, 2], gap="large")
+        with left:
+            values, problem = _values_editor()
+    right = right or st.container()
     if problem:                                # beside the table, where the prompt view would be
         right.error(problem, icon=":material/error:")
     if tokens is None or values is None:

@@ -1,0 +1,34 @@
+"""Presenter mode on a 1280×720 projector: no horizontal scroll, settings folded away, keys step."""
+import pytest
+
+from tests.conftest import Page
+
+pytestmark = pytest.mark.browser
+
+STEPPING = ["ABC_miniature", "Weather_heads"]
+
+
+@pytest.mark.parametrize("path", STEPPING + ["Sampling"])
+def test_presenter_mode_fits_a_projector(server, browser, path):
+    tab = Page(browser, width=1280, height=720)
+    try:
+        tab.goto(f"{server}/{path}?present=1&step=1")
+        tab.assert_clean()
+        width = tab.page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+        assert width[0] <= width[1], width
+        main = tab.page.locator("[data-testid='stMain']")
+        # inputs are folded into the Settings expander: no text box visible on first sight
+        assert main.locator("input[type='text']:visible").count() == 0
+        assert tab.page.get_by_role("button", name="Settings").count() + \
+            main.get_by_text("Settings").count() >= 1
+        if path in STEPPING:
+            tab.page.locator("h1").first.click()
+            tab.page.keyboard.press("ArrowRight")
+            tab.settle()
+            assert "step=2" in tab.page.url
+            tab.page.keyboard.press("End")
+            tab.settle()
+            assert "step=" in tab.page.url and "step=2" not in tab.page.url
+        tab.assert_clean()
+    finally:
+        tab.close()

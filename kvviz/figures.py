@@ -34,9 +34,11 @@ def _base_layout(fig: go.Figure, title: str, height: int) -> go.Figure:
 
 
 def attention_heatmap(weights: torch.Tensor, query_labels: Sequence[str], key_labels: Sequence[str],
-                      title: str, zmax: float = 1.0, show_scale: bool = True) -> go.Figure:
+                      title: str, zmax: float = 1.0, show_scale: bool = True,
+                      allowed: torch.Tensor | None = None) -> go.Figure:
     """weights: [N queries, T keys] after the causal mask; masked cells (exact 0 above the diagonal)
-    are left blank so the triangle of the causal mask is visible."""
+    are left blank so the triangle of the causal mask is visible. ``allowed`` [N, T] (optional)
+    replaces the causal triangle, e.g. for a batch whose padding columns are masked too."""
     n, t = weights.shape
     z = weights.tolist()
     first_q = t - n  # absolute position of the first query
@@ -44,7 +46,7 @@ def attention_heatmap(weights: torch.Tensor, query_labels: Sequence[str], key_la
     for i in range(n):
         row = []
         for j in range(t):
-            if j > first_q + i:
+            if (j > first_q + i) if allowed is None else not bool(allowed[i, j]):
                 z[i][j] = None  # future key: masked
                 row.append("")
             else:

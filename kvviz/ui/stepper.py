@@ -59,9 +59,14 @@ def step_controls(n_events: int) -> int:
 
 def token_strip(ev: Event, prompt_len: int) -> None:
     """Prompt, processed and pending tokens as coloured chips, with a legend."""
-    cached = len(ev.cache)
+    token_chips(ev.sequence, prompt_len, len(ev.cache))
+
+
+def token_chips(sequence: list[str], prompt_len: int, cached: int, legend: bool = True) -> None:
+    """Chips for ``sequence``: the first ``prompt_len`` are prompt, then processed up to ``cached``
+    tokens, the rest pending (also used per sequence of a batch)."""
     chips = []
-    for i, tok in enumerate(ev.sequence):
+    for i, tok in enumerate(sequence):
         if i < prompt_len:
             kind = "prompt"
         elif i < cached:
@@ -73,7 +78,7 @@ def token_strip(ev: Event, prompt_len: int) -> None:
         chips.append(
             f"<span class='kv-chip' title='{html.escape(t('stepper.chip_' + kind))}' style='{style}'>"
             f"<small>{i}</small> {html.escape(tok)}</span>")
-    legend = " ".join(
+    legend_html = " ".join(
         f"<span class='kv-legend' style='border-bottom:3px {'dashed' if k == 'pending' else 'solid'} "
         f"{COLORS[k]}'>{html.escape(t('stepper.legend_' + k))}</span>" for k in ("prompt", "processed", "pending"))
     st.markdown(
@@ -81,7 +86,7 @@ def token_strip(ev: Event, prompt_len: int) -> None:
         "font-size:1.35rem;font-family:monospace}.kv-chip small{opacity:.6;font-size:.7em}"
         ".kv-legend{margin-right:1.2em;padding-bottom:2px}</style>"
         f"<div role='list' aria-label='{html.escape(t('stepper.strip_label'))}'>{''.join(chips)}</div>"
-        f"<div style='margin-top:.3em'>{legend}</div>", unsafe_allow_html=True)
+        + (f"<div style='margin-top:.3em'>{legend_html}</div>" if legend else ""), unsafe_allow_html=True)
 
 
 def counters(ev: Event) -> None:

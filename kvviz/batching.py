@@ -251,7 +251,7 @@ def _fmt(t: torch.Tensor) -> str:
 
 
 def padded_cache_table(ev: BatchEvent, layer: int = 0, head: int = 0,
-                       labels: Sequence[str] | None = None) -> pd.DataFrame:
+                       labels: Sequence[str] | None = None, pad_label: str = PAD) -> pd.DataFrame:
     """One row per cache column: for every sequence its token, mask bit and K of one head.
 
     Padding columns still hold a K/V (computed from the padding id) but their mask bit is 0, so no
@@ -264,7 +264,7 @@ def padded_cache_table(ev: BatchEvent, layer: int = 0, head: int = 0,
         row: dict[str, object] = {"column": col}
         for b in range(ev.batch):
             tok = ev.slots[b][col]
-            row[f"{labels[b]} token"] = PAD if tok is None else tok
+            row[f"{labels[b]} token"] = pad_label if tok is None else tok
             row[f"{labels[b]} mask"] = int(ev.key_mask[b, col])
             row[f"{labels[b]} k"] = "" if k is None else _fmt(k[b, head, col])
         rows.append(row)

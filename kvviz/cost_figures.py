@@ -155,8 +155,9 @@ def padded_cache_grid(slots: Sequence[Sequence[str | None]], key_mask: torch.Ten
             hovertemplate=labels["hover_pending"] + "<extra>%{y}</extra>", showlegend=False))
         fig.add_shape(type="rect", xref="x", x0=t_n - 0.5, x1=t_n + 0.5, y0=-0.5, y1=b_n - 0.5,
                       line=dict(color=COLORS["pending"], width=2, dash="dash"))
+    has_pending = any(p is not None for p in pending)
     fig.update_xaxes(title=labels["x"], type="category", categoryorder="array",
-                     categoryarray=x + [labels["next"]])
+                     categoryarray=x + ([labels["next"]] if has_pending else []))
     fig.update_yaxes(autorange="reversed")
     return _base_layout(fig, labels["title"], height=150 + 60 * b_n)
 

@@ -98,7 +98,7 @@ def _stepper(run: BatchRun, comparisons: list[SoloComparison]) -> None:
             _sequence(ev, src, nxt, run, b, labels[b], allowed[b], comparisons[b])
 
     st.markdown(f"**{t('cost.bt_table_title', T=ev.n_columns)}**")
-    st.dataframe(padded_cache_table(ev, labels=labels), hide_index=True, width="stretch")
+    st.dataframe(padded_cache_table(ev, labels=labels, pad_label=t("cost.bt_pad")), hide_index=True, width="stretch")
     st.caption(t("cost.bt_table_caption"))
     with st.expander(t("cost.bt_more_title")):
         st.markdown(t("cost.bt_more_body"))

@@ -208,29 +208,50 @@ def disaggregated_diagram(labels: L, n_prefill: int = 2, n_decode: int = 3) -> g
         fig.add_shape(type="rect", x0=x0, y0=y0, x1=x1, y1=y1, line=dict(color=color, width=3),
                       fillcolor=color + "22", layer="below")
         fig.add_annotation(x=(x0 + x1) / 2, y=(y0 + y1) / 2, text=text, showarrow=False,
-                           font=dict(size=15))
+                           font=dict(size=14, color="#222222"))
 
     def arrow(x0: float, y0: float, x1: float, y1: float, color: str, text: str = "", width: int = 3) -> None:
         fig.add_annotation(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y",
                            showarrow=True, arrowhead=3, arrowsize=1.2, arrowwidth=width, arrowcolor=color,
                            text="")
         if text:
-            fig.add_annotation(x=(x0 + x1) / 2, y=(y0 + y1) / 2 + 0.35, text=text, showarrow=False,
+            fig.add_annotation(x=(x0 + x1) / 2, y=(y0 + y1) / 2 + 0.42, text=text, showarrow=False,
                                font=dict(size=15, color=color), bgcolor="rgba(255,255,255,0.85)")
 
     top = max(n_prefill, n_decode)
-    box(0, -0.2, 1.6, top + 0.2, "#888888", labels["requests"])
+    box(0, -0.2, 1.5, top + 0.2, "#888888", labels["requests"])
     for i in range(n_prefill):
         y = top - (i + 0.5) * top / n_prefill
-        box(2.6, y - 0.35, 4.6, y + 0.35, COLORS["prefill"], labels["prefill"].format(i=i + 1))
-        arrow(1.6, top / 2, 2.6, y, "#888888")
+        box(2.3, y - 0.4, 5.3, y + 0.4, COLORS["prefill"], labels["prefill"].format(i=i + 1))
+        arrow(1.5, top / 2, 2.3, y, "#888888")
     for j in range(n_decode):
         y = top - (j + 0.5) * top / n_decode
-        box(7.4, y - 0.35, 9.4, y + 0.35, COLORS["decode"], labels["decode"].format(i=j + 1))
-        arrow(9.4, y, 10.4, y, COLORS["decode"])
-    arrow(4.6, top / 2, 7.4, top / 2, COLORS["chosen"], labels["transfer"], width=5)
-    fig.add_annotation(x=11.2, y=top / 2, text=labels["tokens"], showarrow=False, font=dict(size=15))
-    fig.update_xaxes(visible=False, range=[-0.2, 12.4])
-    fig.update_yaxes(visible=False, range=[-0.6, top + 0.6])
+        box(8.3, y - 0.4, 11.3, y + 0.4, COLORS["decode"], labels["decode"].format(i=j + 1))
+        arrow(11.3, y, 12.1, y, COLORS["decode"])
+    arrow(5.3, top / 2, 8.3, top / 2, COLORS["chosen"], labels["transfer"], width=5)
+    fig.add_annotation(x=12.2, y=top / 2, text=labels["tokens"], showarrow=False, xanchor="left",
+                       font=dict(size=14, color="#222222"))
+    fig.update_xaxes(visible=False, range=[-0.2, 13.6], fixedrange=True)
+    fig.update_yaxes(visible=False, range=[-0.6, top + 0.6], fixedrange=True)
     fig.update_layout(showlegend=False, plot_bgcolor="rgba(0,0,0,0)")
-    return _base_layout(fig, labels["title"], height=380)
+    return _base_layout(fig, labels["title"], height=420)
+
+
+def grouped_logits(logits: Sequence[Sequence[float]], tokens: Sequence[str], chosen: Sequence[int | None],
+                   seq_labels: Sequence[str], title: str, y_label: str) -> go.Figure:
+    """Logits of several sequences on one axis grouped by sequence (a two-level category axis);
+    each sequence's chosen token in the same colour as on the one-sequence pages."""
+    outer, inner, ys, colors, text = [], [], [], [], []
+    for b, row in enumerate(logits):
+        for i, v in enumerate(row):
+            outer.append(seq_labels[b])
+            inner.append(tokens[i])
+            ys.append(v)
+            colors.append(COLORS["chosen"] if i == chosen[b] else COLORS["bar"])
+            text.append(f"{v:.3f}")
+    fig = go.Figure(go.Bar(x=[outer, inner], y=ys, marker_color=colors, text=text, textposition="outside",
+                           textfont=dict(size=14), hovertemplate="%{x}: %{y:.4f}<extra></extra>"))
+    lo, hi = min(0.0, min(ys)), max(0.0, max(ys))
+    pad = 0.25 * (hi - lo or 1.0)
+    fig.update_yaxes(title=y_label, range=[lo - pad, hi + pad], zeroline=True)
+    return _base_layout(fig, title, height=400)

@@ -241,7 +241,8 @@ def _ints(name: str, values: Sequence[int], low: int, high: int) -> list[int]:
 
 
 def measure_batch_sweep(shape: str, batches: Sequence[int], context: int, steps: int = 6,
-                        progress: Progress | None = None, stack: RefStack | None = None) -> list[DecodePoint]:
+                        progress: Progress | None = None, stack: RefStack | None = None,
+                        threads: int = 1) -> list[DecodePoint]:
     """Decode step time against batch size at a fixed context (DESIGN.md §4: flat, then rising)."""
     batches = _ints("Batch size", batches, 1, MAX_MEASURE_BATCH)
     context = check_int("Context length", context, 1, MAX_MEASURE_CONTEXT)
@@ -257,11 +258,12 @@ def measure_batch_sweep(shape: str, batches: Sequence[int], context: int, steps:
         if progress:
             progress(1.0, "done")
         return out
-    return _run_locked(go)
+    return _run_locked(go, threads)
 
 
 def measure_context_sweep(shape: str, contexts: Sequence[int], batch: int = 1, steps: int = 6,
-                          progress: Progress | None = None, stack: RefStack | None = None) -> list[DecodePoint]:
+                          progress: Progress | None = None, stack: RefStack | None = None,
+                          threads: int = 1) -> list[DecodePoint]:
     """Decode step time against the number of cached tokens it reads."""
     contexts = _ints("Context length", contexts, 1, MAX_MEASURE_CONTEXT)
     batch = check_int("Batch size", batch, 1, MAX_MEASURE_BATCH)
@@ -277,11 +279,12 @@ def measure_context_sweep(shape: str, contexts: Sequence[int], batch: int = 1, s
         if progress:
             progress(1.0, "done")
         return out
-    return _run_locked(go)
+    return _run_locked(go, threads)
 
 
 def measure_prefill(shape: str, prompt_lens: Sequence[int], steps: int = 4, repeats: int = 3,
-                    progress: Progress | None = None, stack: RefStack | None = None) -> list[PrefillPoint]:
+                    progress: Progress | None = None, stack: RefStack | None = None,
+                    threads: int = 1) -> list[PrefillPoint]:
     """Time to first token (a prefill of the prompt) and time per output token (decode steps
     right after it), batch 1, for each prompt length."""
     lens = _ints("Prompt length", prompt_lens, 1, MAX_MEASURE_CONTEXT - 1)
@@ -301,7 +304,7 @@ def measure_prefill(shape: str, prompt_lens: Sequence[int], steps: int = 4, repe
         if progress:
             progress(1.0, "done")
         return out
-    return _run_locked(go)
+    return _run_locked(go, threads)
 
 
 @dataclass(frozen=True)
@@ -317,7 +320,8 @@ class Measurements:
 
 
 def measure_all(shape: str, batches: Sequence[int], context: int, contexts: Sequence[int],
-                prompt_lens: Sequence[int], steps: int = 6, progress: Progress | None = None) -> Measurements:
+                prompt_lens: Sequence[int], steps: int = 6, progress: Progress | None = None,
+                threads: int = 1) -> Measurements:
     """Batch sweep, context sweep and TTFT/TPOT in one go; ``progress(fraction, label)``."""
     cfg = _shape(shape)
     # validate every size before spending time on weights
@@ -336,7 +340,8 @@ def measure_all(shape: str, batches: Sequence[int], context: int, contexts: Sequ
     if progress:
         progress(0.0, "weights")
     stack = RefStack(cfg, 1, 2)
-    b = measure_batch_sweep(shape, batches, context, steps, part(0.05, 0.45), stack)
-    c = measure_context_sweep(shape, contexts, 1, steps, part(0.45, 0.75), stack)
-    p = measure_prefill(shape, lens, min(steps, 4), 3, part(0.75, 1.0), stack)
-    return Measurements(shape, b, c, p, time.perf_counter() - t0, 1)
+    threads = check_int("Threads", threads, 1, 64)
+    b = measure_batch_sweep(shape, batches, context, steps, part(0.05, 0.45), stack, threads)
+    c = measure_context_sweep(shape, contexts, 1, steps, part(0.45, 0.75), stack, threads)
+    p = measure_prefill(shape, lens, min(steps, 4), 3, part(0.75, 1.0), stack, threads)
+    return Measurements(shape, b, c, p, time.perf_counter() - t0, threads)

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import streamlit as st
+import torch
 
 from kvviz.batching import BatchEvent, BatchRun, SoloComparison, allowed_keys, padded_cache_table
-from kvviz.cost_figures import padded_cache_grid
-from kvviz.figures import attention_heatmap, logits_bar
+from kvviz.cost_figures import grouped_logits, padded_cache_grid
+from kvviz.figures import attention_heatmap
 from kvviz.limits import MAX_NEW_TOKENS, LimitError
 from kvviz.models.base import split_prompt
 from kvviz.registry import get_model
@@ -80,7 +81,8 @@ def _stepper(run: BatchRun, comparisons: list[SoloComparison]) -> None:
     m[2].metric(t("cost.bt_kv_real"), ev.kv_computed, help=t("cost.bt_kv_real_help"))
     m[3].metric(t("cost.bt_kv_pad"), ev.kv_padding, help=t("cost.bt_kv_pad_help"))
 
-    new_cols = list(range(src.n_columns - src.record.positions.shape[1], src.n_columns)) if ev.record is not None else []
+    n_new = src.record.positions.shape[1]
+    new_cols = list(range(src.n_columns - n_new, src.n_columns)) if ev.record is not None else []
     fig = padded_cache_grid(ev.slots, ev.key_mask, [run.pad[b] + len(run.prompts[b]) for b in range(ev.batch)],
                             new_cols, ev.pending, labels, {
                                 "pad": t("cost.bt_pad"), "next": t("cost.bt_next_col"), "x": t("cost.bt_column"),
@@ -92,36 +94,52 @@ def _stepper(run: BatchRun, comparisons: list[SoloComparison]) -> None:
     st.caption(t("cost.bt_grid_caption"))
 
     cols = st.columns(ev.batch)
-    allowed = allowed_keys(src.key_mask, src.record.positions.shape[1])          # [B, N, T]
     for b, col in enumerate(cols):
         with col:
-            _sequence(ev, src, nxt, run, b, labels[b], allowed[b], comparisons[b])
+            _sequence(ev, run, b, labels[b], comparisons[b])
+    left, right = st.columns(2)
+    with left:
+        _attention(src, labels)
+    with right:
+        choices = ev.choices or (nxt.choices if nxt is not None else None)
+        chosen = [c.index for c in choices] if choices else [None] * ev.batch
+        fig = grouped_logits(ev.logits.tolist(), LOGIT_TOKENS, chosen, labels, t("cost.bt_logits_title"),
+                             t("cost.bt_logit"))
+        st.plotly_chart(fig, width="stretch", alt=t("stepper.logits_alt"))
 
     st.markdown(f"**{t('cost.bt_table_title', T=ev.n_columns)}**")
-    st.dataframe(padded_cache_table(ev, labels=labels, pad_label=t("cost.bt_pad")), hide_index=True, width="stretch")
+    table = padded_cache_table(ev, labels=labels, pad_label=t("cost.bt_pad"))
+    st.dataframe(table, hide_index=True, width="stretch")
     st.caption(t("cost.bt_table_caption"))
     with st.expander(t("cost.bt_more_title")):
         st.markdown(t("cost.bt_more_body"))
 
 
-def _sequence(ev: BatchEvent, src: BatchEvent, nxt: BatchEvent | None, run: BatchRun, b: int, label: str,
-              allowed, comparison: SoloComparison) -> None:
+def _sequence(ev: BatchEvent, run: BatchRun, b: int, label: str, comparison: SoloComparison) -> None:
     st.markdown(f"**{label}** · {t('cost.bt_prompt_was', p=' '.join(run.prompts[b]), pad=run.pad[b])}")
     stepper.token_chips(ev.sequences[b], len(run.prompts[b]), ev.cached(b), legend=False)
-    rec = src.record
-    rows = rec.positions[b] >= 0
-    weights = rec.attention[b, 0, 0][rows]                    # [n real new, T]
-    queries = [f"{p}:{src.sequences[b][p]}" for p in rec.positions[b][rows].tolist()]
-    keys = [f"c{c}:{tok if tok is not None else t('cost.bt_pad')}" for c, tok in enumerate(src.slots[b])]
-    fig = attention_heatmap(weights, queries, keys, t("cost.bt_att_title", phase=t("abc.phase_" + src.phase)),
-                            show_scale=False, allowed=allowed[rows])
-    fig.update_xaxes(title=t("cost.bt_att_x"))
-    st.plotly_chart(fig, width="stretch", alt=t("stepper.attention_alt"))
-    choice = (ev.choices or (nxt.choices if nxt is not None else None) or [None] * ev.batch)[b]
-    fig = logits_bar(ev.logits[b].tolist(), LOGIT_TOKENS, choice.index if choice else None,
-                     t("cost.bt_logits_title"))
-    st.plotly_chart(fig, width="stretch", alt=t("stepper.logits_alt"))
     if comparison.same_tokens and comparison.max_abs_diff <= 1e-9:
         st.success(t("cost.bt_same", diff=f"{comparison.max_abs_diff:.1e}"), icon=":material/check_circle:")
     else:
         st.error(t("cost.bt_differs", diff=f"{comparison.max_abs_diff:.3g}"), icon=":material/error:")
+
+
+def _attention(src: BatchEvent, labels: list[str]) -> None:
+    """One heatmap for the whole pass: the real query rows of every sequence against the shared
+    cache columns; padding and future columns are blank (masked)."""
+    rec = src.record
+    allowed = allowed_keys(src.key_mask, rec.positions.shape[1])             # [B, N, T]
+    weights, masks, queries = [], [], []
+    for b in range(src.batch):
+        rows = rec.positions[b] >= 0
+        weights.append(rec.attention[b, 0, 0][rows])                          # [n_b, T]
+        masks.append(allowed[b][rows])
+        queries += [f"{labels[b]} · {p}:{src.sequences[b][p]}" for p in rec.positions[b][rows].tolist()]
+    keys = [f"c{c}" for c in range(src.n_columns)]
+    fig = attention_heatmap(torch.cat(weights), queries, keys,
+                            t("cost.bt_att_title", phase=t("abc.phase_" + src.phase)),
+                            show_scale=False, allowed=torch.cat(masks))
+    fig.update_xaxes(title=t("cost.bt_att_x"))
+    fig.update_yaxes(title=t("cost.bt_att_y"))
+    fig.update_layout(height=max(340, 170 + 42 * len(queries)))
+    st.plotly_chart(fig, width="stretch", alt=t("stepper.attention_alt"))

@@ -49,8 +49,10 @@ def render() -> None:
     if st.button(t("cost.ms_run"), type="primary", icon=":material/timer:", help=t("cost.ms_run_help")):
         bar = st.progress(0.0, text=t("cost.ms_progress", what="…"))
         try:
+            def show(f: float, label: str) -> None:
+                bar.progress(min(f, 1.0), text=t("cost.ms_progress", what=label))
             res = measure_all(ss.ms_shape, ss.ms_batches, ss.ms_context, ss.ms_contexts, ss.ms_prompts,
-                              progress=lambda f, label: bar.progress(min(f, 1.0), text=t("cost.ms_progress", what=label)))
+                              progress=show)
             ss.setdefault("ms_results", {})[ss.ms_shape] = res
         except LimitError as e:
             st.error(t("cost.bad_input", reason=str(e)), icon=":material/error:")
@@ -73,7 +75,8 @@ def _results(res: Measurements) -> None:
     m[0].metric(t("cost.ms_tok_s_1", b=first.batch), f"{first.tokens_per_s:,.0f}")
     m[1].metric(t("cost.ms_tok_s_n", b=last.batch), f"{last.tokens_per_s:,.0f}",
                 delta=f"×{last.tokens_per_s / first.tokens_per_s:.1f}", delta_color="off")
-    m[2].metric(t("cost.ms_step_rise", a=first.batch, b=last.batch), f"×{last.ms_per_step / first.ms_per_step:.2f}",
+    m[2].metric(t("cost.ms_step_rise", a=first.batch, b=last.batch),
+                f"×{last.ms_per_step / first.ms_per_step:.2f}",
                 help=t("cost.ms_step_rise_help"))
     fig = step_time_vs_batch([p.batch for p in pts], [p.ms_per_step for p in pts], [p.tokens_per_s for p in pts],
                              {"ms": t("cost.ms_ms"), "tok_s": t("cost.ms_tok_s"), "x": t("cost.ms_batch_x"),
@@ -93,7 +96,7 @@ def _results(res: Measurements) -> None:
         pf = res.prefill
         fig = line_chart([p.prompt_len for p in pf],
                          {t("cost.ms_ttft"): [p.ttft_ms for p in pf], t("cost.ms_tpot"): [p.tpot_ms for p in pf]},
-                         {"x": t("cost.ms_prompt_x"), "y": t("cost.ms_ms"), "title": t("cost.ms_ttft_title")})
+                         {"x": t("cost.ms_prompt_x"), "y": t("cost.ms_time"), "title": t("cost.ms_ttft_title")})
         st.plotly_chart(fig, width="stretch", alt=t("cost.ms_ttft_alt"))
     st.markdown(t("cost.ms_ttft_text", p=pf[-1].prompt_len, ttft=f"{pf[-1].ttft_ms:.1f}",
                   tpot=f"{pf[-1].tpot_ms:.2f}", x=f"{pf[-1].ttft_ms / pf[-1].tpot_ms:.1f}"))

@@ -112,7 +112,8 @@ def _memory() -> None:
     series = {b: [rep.bytes_per_token * x * b for x in grid] for b in batches}
     fig = memory_vs_context(grid, series, cost.ACCELERATOR_GB, weights, (rep.tokens, rep.total), {
         "batch": t("cost.fig_batch"), "hover": t("cost.fig_mem_hover"), "accel": t("cost.fig_accel"),
-        "weights": t("cost.fig_weights", dtype=rep.dtype, size=human_bytes(weights or 0)), "you": t("cost.fig_you"),
+        "weights": t("cost.fig_weights", dtype=rep.dtype, size=human_bytes(weights or 0)),
+        "you": t("cost.fig_you"),
         "hover_you": t("cost.fig_you_hover"), "x": t("cost.fig_context"), "y": t("cost.fig_cache_bytes"),
         "title": t("cost.fig_mem_title", name=preset.name if same else t("cost.custom"), dtype=rep.dtype)})
     st.plotly_chart(fig, width="stretch", alt=t("cost.fig_mem_alt"))
@@ -329,7 +330,8 @@ def _serving() -> None:
     m[0].metric(t("cost.sv_size"), human_bytes(tr.bytes), help=t("cost.total_help", exact=f"{tr.bytes:,}"))
     m[1].metric(t("cost.sv_time"), _seconds(tr.seconds), help=t("cost.sv_time_help"))
     m[2].metric(t("cost.sv_layer"), human_bytes(tr.per_layer_bytes), help=t("cost.sv_layer_help", L=cfg.n_layers))
-    m[3].metric(t("cost.sv_steps"), f"{tr.seconds / floor:,.1f}", help=t("cost.sv_steps_help", step=_seconds(floor)))
+    m[3].metric(t("cost.sv_steps"), f"{tr.seconds / floor:,.1f}",
+                help=t("cost.sv_steps_help", step=_seconds(floor)))
     fig = disaggregated_diagram({
         "requests": t("cost.dg_requests"), "prefill": t("cost.dg_prefill"), "decode": t("cost.dg_decode"),
         "transfer": t("cost.dg_transfer", size=human_bytes(tr.bytes), time=_seconds(tr.seconds),

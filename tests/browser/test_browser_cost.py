@@ -36,7 +36,8 @@ def test_batching_tab_deep_link_and_keyboard(server, tab):
     tab.goto(f"{server}/Cost_and_scale?tab=Batching&step=2")
     h3 = tab.page.locator("h3").first
     assert h3.inner_text().startswith("Event 2 of 7: decode (3 sequences)")
-    assert tab.page.locator("[data-testid='stAlert']").filter(has_text="Same as running this prompt alone").count() == 3
+    same = tab.page.locator("[data-testid='stAlert']").filter(has_text="Same as running this prompt alone")
+    assert same.count() == 3
     tab.assert_clean()
     tab.page.locator("h1").first.click()
     tab.page.keyboard.press("ArrowRight")

@@ -15,7 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kvviz.cost_measure import SHAPES, measure_all  # noqa: E402
 
-DEFAULTS = {"tiny": ([1, 2, 4, 8, 16, 32], 128), "gpt2": ([1, 2, 4, 8], 128)}
+# the page's defaults: (batch sizes, context of the batch sweep, prompt lengths)
+DEFAULTS = {"tiny": ([1, 2, 4, 8, 16, 32], 128, [8, 32, 128, 512]), "gpt2": ([1, 2, 4, 8], 128, [8, 32, 128])}
 
 
 def main() -> None:
@@ -23,8 +24,8 @@ def main() -> None:
     ap.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
-    batches, context = DEFAULTS[a.shape]
-    res = measure_all(a.shape, batches, context, [16, 64, 256, 1024], [8, 32, 128, 512], threads=a.threads)
+    batches, context, prompts = DEFAULTS[a.shape]
+    res = measure_all(a.shape, batches, context, [16, 64, 256, 1024], prompts, threads=a.threads)
     print(f"{SHAPES[a.shape].name}, fp32, {res.threads} thread(s), measured in {res.seconds:.1f} s")
     print(f"\ndecode step at context {context}\n batch  ms/step   tokens/s  GFLOP/s  GB/s")
     for p in res.batch:

@@ -26,7 +26,7 @@ from torch import nn
 
 from kvviz.cost import GPT2_SMALL, TINY_GPT, ModelConfig, cache_bytes_per_token, pass_flops, param_count
 from kvviz.limits import (MAX_MEASURE_BATCH, MAX_MEASURE_CACHE_BYTES, MAX_MEASURE_CONTEXT,
-                          MAX_MEASURE_STEPS, LimitError, check_int)
+                          MAX_MEASURE_GFLOP, MAX_MEASURE_STEPS, LimitError, check_int)
 
 SHAPES: dict[str, ModelConfig] = {"tiny": TINY_GPT, "gpt2": GPT2_SMALL}
 Progress = Callable[[float, str], None]
@@ -282,7 +282,7 @@ def measure_context_sweep(shape: str, contexts: Sequence[int], batch: int = 1, s
     return _run_locked(go, threads)
 
 
-def measure_prefill(shape: str, prompt_lens: Sequence[int], steps: int = 4, repeats: int = 3,
+def measure_prefill(shape: str, prompt_lens: Sequence[int], steps: int = 4, repeats: int = 2,
                     progress: Progress | None = None, stack: RefStack | None = None,
                     threads: int = 1) -> list[PrefillPoint]:
     """Time to first token (a prefill of the prompt) and time per output token (decode steps
@@ -305,6 +305,16 @@ def measure_prefill(shape: str, prompt_lens: Sequence[int], steps: int = 4, repe
             progress(1.0, "done")
         return out
     return _run_locked(go, threads)
+
+
+def planned_flops(cfg: ModelConfig, batches: Sequence[int], context: int, contexts: Sequence[int],
+                  prompt_lens: Sequence[int], steps: int, prefill_runs: int = 3) -> int:
+    """The least arithmetic ``measure_all`` will do (timed calls plus one warm-up each)."""
+    decode = sum((steps + 1) * pass_flops(cfg, 1, context - 1).scaled(b).total for b in batches)
+    decode += sum((steps + 1) * pass_flops(cfg, 1, c - 1).total for c in contexts)
+    prefill = sum(prefill_runs * pass_flops(cfg, p, 0).total + (min(steps, 4) + 1) * pass_flops(cfg, 1, p).total
+                  for p in prompt_lens)
+    return decode + prefill
 
 
 @dataclass(frozen=True)
@@ -332,6 +342,10 @@ def measure_all(shape: str, batches: Sequence[int], context: int, contexts: Sequ
     steps = check_int("Steps", steps, 1, MAX_MEASURE_STEPS)
     _check_cache(cfg, max(batches), context)
     _check_cache(cfg, 1, max(max(contexts), max(lens) + 1))
+    gflop = planned_flops(cfg, batches, context, contexts, lens, steps) / 1e9
+    if gflop > MAX_MEASURE_GFLOP:
+        raise LimitError(f"This measurement would compute about {gflop:,.0f} GFLOP; the limit here is "
+                         f"{MAX_MEASURE_GFLOP} GFLOP. Use shorter prompts or fewer and smaller batches.")
 
     def part(lo: float, hi: float) -> Progress | None:
         return None if progress is None else (lambda f, label: progress(lo + (hi - lo) * f, label))

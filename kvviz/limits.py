@@ -44,3 +44,4 @@ MAX_MEASURE_BATCH = 32
 MAX_MEASURE_CONTEXT = 1_024
 MAX_MEASURE_STEPS = 32
 MAX_MEASURE_CACHE_BYTES = 256 * 2**20   # preallocated K/V cache of one measurement
+MAX_MEASURE_GFLOP = 300                 # arithmetic of one measurement (≈ 15 s on one slow core)

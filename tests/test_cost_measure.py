@@ -38,6 +38,7 @@ def test_stack_cache_is_preallocated_to_the_asked_size():
     (lambda: measure_batch_sweep("tiny", [1], 5000), "Context length must be between 1 and 1024"),
     (lambda: measure_all("tiny", [1], 8, [8], [1024]), "Prompt length must be between 1 and 1023"),
     (lambda: measure_all("gpt2", [32], 1024, [8], [8]), "limit here is 256 MiB"),
+    (lambda: measure_all("gpt2", [1], 8, [8], [512]), "GFLOP; the limit here is 300 GFLOP"),
 ])
 def test_caps_give_messages(call, words):
     with pytest.raises(LimitError, match=words):

@@ -8,15 +8,15 @@ from kvviz import cost
 from kvviz.cost_figures import line_chart, step_time_vs_batch
 from kvviz.cost_measure import SHAPES, Measurements, measure_all
 from kvviz.limits import (MAX_COST_TOKENS, MAX_MEASURE_BATCH, MAX_MEASURE_CACHE_BYTES, MAX_MEASURE_CONTEXT,
-                          LimitError, check_int)
+                          MAX_MEASURE_GFLOP, LimitError, check_int)
 from kvviz.ui.i18n import t
 
 KEEP = "session"
 BATCH_OPTIONS = [b for b in (1, 2, 4, 8, 16, 32) if b <= MAX_MEASURE_BATCH]
 LEN_OPTIONS = [n for n in (8, 16, 32, 64, 128, 256, 512, 1024) if n <= MAX_MEASURE_CONTEXT]
 PROMPT_OPTIONS = [n for n in LEN_OPTIONS if n < MAX_MEASURE_CONTEXT]     # the first decode needs one more
-DEFAULTS = {"tiny": dict(ms_batches=[1, 2, 4, 8, 16, 32], ms_context=128),
-            "gpt2": dict(ms_batches=[1, 2, 4, 8], ms_context=128)}
+DEFAULTS = {"tiny": dict(ms_batches=[1, 2, 4, 8, 16, 32], ms_context=128, ms_prompts=[8, 32, 128, 512]),
+            "gpt2": dict(ms_batches=[1, 2, 4, 8], ms_context=128, ms_prompts=[8, 32, 128])}
 
 
 def _on_shape() -> None:
@@ -31,7 +31,6 @@ def render() -> None:
     for k, v in DEFAULTS[ss.ms_shape].items():
         ss.setdefault(k, v)
     ss.setdefault("ms_contexts", [16, 64, 256, 1024])
-    ss.setdefault("ms_prompts", [8, 32, 128, 512])
     c = st.columns([2, 3, 2])
     c[0].selectbox(t("cost.ms_shape"), list(SHAPES), key="ms_shape", on_change=_on_shape, persist_state=KEEP,
                    format_func=lambda k: t("cost.ms_shape_" + k), help=t("cost.ms_shape_help"))
@@ -45,7 +44,7 @@ def render() -> None:
     d[1].multiselect(t("cost.ms_prompts"), PROMPT_OPTIONS, key="ms_prompts", persist_state=KEEP,
                      help=t("cost.ms_prompts_help"))
     st.caption(t("cost.ms_caps", batch=MAX_MEASURE_BATCH, ctx=MAX_MEASURE_CONTEXT,
-                 mib=MAX_MEASURE_CACHE_BYTES // 2**20))
+                 mib=MAX_MEASURE_CACHE_BYTES // 2**20, gflop=MAX_MEASURE_GFLOP))
     if st.button(t("cost.ms_run"), type="primary", icon=":material/timer:", help=t("cost.ms_run_help")):
         bar = st.progress(0.0, text=t("cost.ms_progress", what="…"))
         try:

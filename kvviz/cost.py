@@ -337,7 +337,7 @@ def pass_flops(cfg: ModelConfig, n_new: int, start: int) -> Flops:
 def step_flops(cfg: ModelConfig, context: int, cached: bool) -> Flops:
     """The pass that processes the token at position ``context - 1``: one new position with the
     cache, the whole prefix of ``context`` positions again without it."""
-    context = check_int("Context", context, 1, MAX_COST_GEN_TOKENS)
+    context = check_int("Context", context, 1, 2 * MAX_COST_GEN_TOKENS)   # prompt + generated
     return pass_flops(cfg, 1, context - 1) if cached else pass_flops(cfg, context, 0)
 
 

@@ -50,19 +50,20 @@ def memory_vs_context(contexts: Sequence[int], series: Mapping[int, Sequence[int
 
     series: batch size -> bytes for each context in ``contexts``; marker: (tokens, bytes).
     """
+    # floats: exact byte counts can exceed the 64-bit integers plotly's JSON encoder accepts
     fig = go.Figure()
     for i, (batch, ys) in enumerate(series.items()):
         fig.add_trace(go.Scatter(
-            x=list(contexts), y=list(ys), mode="lines", name=labels["batch"].format(b=batch),
+            x=list(contexts), y=[float(y) for y in ys], mode="lines", name=labels["batch"].format(b=batch),
             line=dict(color=SERIES[i % len(SERIES)], width=3),
             customdata=[human_bytes(y) for y in ys],
             hovertemplate=labels["hover"] + "<extra>%{fullData.name}</extra>"))
     for i, gb in enumerate(accel_gb):
         _hline(fig, gb * 1e9, labels["accel"].format(gb=gb), ACCEL_COLOR, "dash", True, right=i % 2 == 1)
     if weights_bytes:
-        _hline(fig, weights_bytes, labels["weights"], "#555555", "dot", True)
+        _hline(fig, float(weights_bytes), labels["weights"], "#555555", "dot", True)
     if marker is not None:
-        fig.add_trace(go.Scatter(x=[marker[0]], y=[marker[1]], mode="markers", name=labels["you"],
+        fig.add_trace(go.Scatter(x=[marker[0]], y=[float(marker[1])], mode="markers", name=labels["you"],
                                  marker=dict(size=16, color=COLORS["chosen"], symbol="star",
                                              line=dict(width=1, color="black")),
                                  hovertemplate=labels["hover_you"].format(size=human_bytes(marker[1]))
@@ -76,10 +77,10 @@ def memory_vs_context(contexts: Sequence[int], series: Mapping[int, Sequence[int
 def kv_sharing_bars(names: Sequence[str], totals: Sequence[int], highlight: int, labels: L) -> go.Figure:
     """The same cache for several numbers of K/V heads; ``highlight`` is the chosen one."""
     colors = [COLORS["chosen"] if i == highlight else COLORS["bar"] for i in range(len(names))]
-    fig = go.Figure(go.Bar(x=list(names), y=list(totals), marker_color=colors,
+    fig = go.Figure(go.Bar(x=list(names), y=[float(v) for v in totals], marker_color=colors,
                            text=[human_bytes(v) for v in totals], textposition="outside",
                            textfont=dict(size=15), hovertemplate="%{x}: %{y:,} B<extra></extra>"))
-    fig.update_yaxes(title=labels["y"], range=[0, max(totals) * 1.25])
+    fig.update_yaxes(title=labels["y"], range=[0, float(max(totals)) * 1.25])
     fig.update_xaxes(title=labels["x"], type="category")
     return _base_layout(fig, labels["title"], height=380)
 
@@ -90,9 +91,11 @@ def flops_vs_n(curve: Mapping[str, Sequence[int]], counted: Mapping[str, Sequenc
     and attention, log-log; counted values (from a run's passes) as markers on the lines."""
     n = list(curve["n"])
     fig = go.Figure()
+    # floats: FLOP counts of long generations exceed the 64-bit integers plotly's JSON encoder accepts
     styles = {"uncached": dict(color=SERIES[5]), "cached": dict(color=SERIES[2])}
     for mode in ("uncached", "cached"):
-        lin, att = curve[f"{mode}_linear"], curve[f"{mode}_attention"]
+        lin = [float(v) for v in curve[f"{mode}_linear"]]
+        att = [float(v) for v in curve[f"{mode}_attention"]]
         total = [a + b for a, b in zip(lin, att)]
         fig.add_trace(go.Scatter(x=n, y=total, mode="lines", name=labels[f"{mode}_total"],
                                  line=dict(width=4, **styles[mode]),
@@ -106,7 +109,8 @@ def flops_vs_n(curve: Mapping[str, Sequence[int]], counted: Mapping[str, Sequenc
     if counted:
         for mode, symbol in (("uncached", "circle-open"), ("cached", "diamond-open")):
             fig.add_trace(go.Scatter(
-                x=list(counted["n"]), y=list(counted[mode]), mode="markers", name=labels[f"{mode}_counted"],
+                x=list(counted["n"]), y=[float(v) for v in counted[mode]], mode="markers",
+                name=labels[f"{mode}_counted"],
                 marker=dict(size=11, symbol=symbol, color="black", line=dict(width=2)),
                 hovertemplate="N=%{x}: %{y:,} FLOP<extra>%{fullData.name}</extra>"))
     fig.update_xaxes(type="log", title=labels["x"])

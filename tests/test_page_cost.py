@@ -68,6 +68,23 @@ def test_bad_memory_inputs_get_a_message():
         assert not at.error and metric(at, "Bytes per token") == "36,864 B"
 
 
+def test_largest_allowed_inputs_still_draw():
+    """Exact byte and FLOP counts beyond 64 bits must still reach the charts."""
+    at = open_page(PAGE)
+    for key, value in (("mem_layers", 1000), ("mem_heads", 1024), ("mem_kv", 1024), ("mem_hd", 4096),
+                       ("mem_tokens", 10_000_000), ("mem_batch", 100_000)):
+        at.number_input(key=key).set_value(value).run()
+    at.selectbox(key="mem_dtype").set_value("fp32").run()
+    no_exception(at)
+    assert not at.error and metric(at, "Bytes per token") == f"{2 * 1000 * 1024 * 4096 * 4:,} B"
+    at = open_page(PAGE, {"tab": "Compute (FLOPs)"})
+    at.selectbox(key="fl_model").set_value("llama3.1-70b").run()
+    at.number_input(key="fl_n").set_value(1_000_000).run()
+    no_exception(at)
+    u = cost.generation_flops(cost.LLAMA31_70B, 2, 1_000_000, False)
+    assert u.total > 2**64 and at.dataframe[0].value["FLOPs without cache"][2] == f"{u.total:,}"
+
+
 def test_compute_tab_counts_agree_and_table_has_current_numbers():
     at = open_page(PAGE, {"tab": "Compute (FLOPs)"})
     no_exception(at)

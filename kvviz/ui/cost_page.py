@@ -124,7 +124,8 @@ def _memory() -> None:
         for gb in cost.ACCELERATOR_GB:
             free = gb * 10**9 - (weights or 0)
             n = cost.tokens_that_fit(cfg, max(free, 0), rep.batch, rep.dtype)
-            fits.append({t("cost.fit_accel"): f"{gb} GB", t("cost.fit_tokens", B=rep.batch): f"{n:,}"})
+            fits.append({t("cost.fit_accel"): f"{gb} GB",
+                         t("cost.fit_tokens", B=rep.batch): f"{n:,}" if free > 0 else t("cost.fit_no_room")})
         st.markdown(t("cost.fit_title_weights", size=human_bytes(weights)) if weights else t("cost.fit_title"))
         st.dataframe(pd.DataFrame(fits), hide_index=True, width="stretch")
     with right:
@@ -224,6 +225,8 @@ def _compute() -> None:
     try:
         with_c = cost.generation_flops(cfg, ss.fl_prompt, ss.fl_n, True)
         without = cost.generation_flops(cfg, ss.fl_prompt, ss.fl_n, False)
+        step_c = cost.step_flops(cfg, int(ss.fl_prompt) + int(ss.fl_n) - 1, True)
+        step_u = cost.step_flops(cfg, int(ss.fl_prompt) + int(ss.fl_n) - 1, False)
     except LimitError as e:
         st.error(t("cost.bad_input", reason=str(e)), icon=":material/error:")
         return
@@ -254,8 +257,6 @@ def _compute() -> None:
 
     st.subheader(t("cost.table_title", n=f"{n:,}", p=p, name=cfg.name))
     st.dataframe(_complexity_table(with_c, without), hide_index=True, width="stretch")
-    step_c = cost.step_flops(cfg, p + n - 1, True)
-    step_u = cost.step_flops(cfg, p + n - 1, False)
     st.markdown(t("cost.per_token_text", n=f"{n:,}", t=f"{p + n - 1:,}", cached=human_flops(step_c.total),
                   uncached=human_flops(step_u.total), x=_ratio(step_u.total, step_c.total),
                   lin=f"{cost.linear_flops_per_token(cfg):,}", att=f"{cost.attention_flops_per_pair(cfg):,}",

@@ -250,8 +250,12 @@ def _fmt(t: torch.Tensor) -> str:
     return "(" + ", ".join(f"{x:.4g}" for x in t.tolist()) + ")"
 
 
+TABLE_NAMES = {"column": "column", "token": "token", "mask": "mask", "k": "k"}
+
+
 def padded_cache_table(ev: BatchEvent, layer: int = 0, head: int = 0,
-                       labels: Sequence[str] | None = None, pad_label: str = PAD) -> pd.DataFrame:
+                       labels: Sequence[str] | None = None, pad_label: str = PAD,
+                       names: dict[str, str] | None = None) -> pd.DataFrame:
     """One row per cache column: for every sequence its token, mask bit and K of one head.
 
     Padding columns still hold a K/V (computed from the padding id) but their mask bit is 0, so no
@@ -259,13 +263,14 @@ def padded_cache_table(ev: BatchEvent, layer: int = 0, head: int = 0,
     """
     k = ev.cache.keys[layer]                                   # [B, H, T, d]
     labels = list(labels or [f"seq {b + 1}" for b in range(ev.batch)])
+    n = {**TABLE_NAMES, **(names or {})}
     rows = []
     for col in range(ev.n_columns):
-        row: dict[str, object] = {"column": col}
+        row: dict[str, object] = {n["column"]: col}
         for b in range(ev.batch):
             tok = ev.slots[b][col]
-            row[f"{labels[b]} token"] = pad_label if tok is None else tok
-            row[f"{labels[b]} mask"] = int(ev.key_mask[b, col])
-            row[f"{labels[b]} k"] = "" if k is None else _fmt(k[b, head, col])
+            row[f"{labels[b]} {n['token']}"] = pad_label if tok is None else tok
+            row[f"{labels[b]} {n['mask']}"] = int(ev.key_mask[b, col])
+            row[f"{labels[b]} {n['k']}"] = "" if k is None else _fmt(k[b, head, col])
         rows.append(row)
     return pd.DataFrame(rows)

@@ -176,4 +176,4 @@ def test_page_renders_in_every_language_and_keeps_the_tab():
     at = open_page(PAGE, {"tab": "Compute (FLOPs)"})
     at.selectbox(key="lang_select").set_value("de").run()
     no_exception(at)
-    assert at.subheader[0].value.startswith("Die Tabelle der Lektion")
+    assert at.subheader[0].value.startswith("Die Komplexitätstabelle der Lektion")

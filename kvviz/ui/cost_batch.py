@@ -108,7 +108,8 @@ def _stepper(run: BatchRun, comparisons: list[SoloComparison]) -> None:
         st.plotly_chart(fig, width="stretch", alt=t("stepper.logits_alt"))
 
     st.markdown(f"**{t('cost.bt_table_title', T=ev.n_columns)}**")
-    table = padded_cache_table(ev, labels=labels, pad_label=t("cost.bt_pad"))
+    table = padded_cache_table(ev, labels=labels, pad_label=t("cost.bt_pad"),
+                               names={k: t("cost.bt_col_" + k) for k in ("column", "token", "mask", "k")})
     st.dataframe(table, hide_index=True, width="stretch")
     st.caption(t("cost.bt_table_caption"))
     with st.expander(t("cost.bt_more_title")):

@@ -33,9 +33,11 @@ def _base_layout(fig: go.Figure, title: str, height: int) -> go.Figure:
     return fig
 
 
-def _masked_cells(weights: torch.Tensor, digits: int = 3) -> tuple[list[list[float | None]], list[list[str]]]:
+def _masked_cells(weights: torch.Tensor, digits: int = 3,
+                  allowed: torch.Tensor | None = None) -> tuple[list[list[float | None]], list[list[str]]]:
     """weights [N queries, T keys], the queries being the last N positions: z with future keys
-    blanked (None) and the cell texts."""
+    blanked (None) and the cell texts. ``allowed`` [N, T] (optional) replaces the causal triangle,
+    e.g. for a batch whose padding columns are masked too."""
     n, t = weights.shape
     z = weights.tolist()
     first_q = t - n  # absolute position of the first query
@@ -43,7 +45,7 @@ def _masked_cells(weights: torch.Tensor, digits: int = 3) -> tuple[list[list[flo
     for i in range(n):
         row = []
         for j in range(t):
-            if j > first_q + i:
+            if (j > first_q + i) if allowed is None else not bool(allowed[i, j]):
                 z[i][j] = None  # future key: masked
                 row.append("")
             else:
@@ -53,11 +55,12 @@ def _masked_cells(weights: torch.Tensor, digits: int = 3) -> tuple[list[list[flo
 
 
 def attention_heatmap(weights: torch.Tensor, query_labels: Sequence[str], key_labels: Sequence[str],
-                      title: str, zmax: float = 1.0, show_scale: bool = True) -> go.Figure:
+                      title: str, zmax: float = 1.0, show_scale: bool = True,
+                      allowed: torch.Tensor | None = None) -> go.Figure:
     """weights: [N queries, T keys] after the causal mask; masked cells (exact 0 above the diagonal)
-    are left blank so the triangle of the causal mask is visible."""
+    are left blank so the triangle of the causal mask is visible (``allowed``: see _masked_cells)."""
     n = weights.shape[0]
-    z, text = _masked_cells(weights)
+    z, text = _masked_cells(weights, allowed=allowed)
     fig = go.Figure(go.Heatmap(
         z=z, x=list(key_labels), y=list(query_labels), zmin=0.0, zmax=zmax,
         colorscale=ATTENTION_SCALE, showscale=show_scale, text=text, texttemplate="%{text}",

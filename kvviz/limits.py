@@ -52,3 +52,23 @@ def check_float(name: str, value: object, low: float, high: float) -> float:
     if not low <= as_float <= high:
         raise LimitError(f"{name} must be between {low:g} and {high:g}, got {as_float:g}.")
     return as_float
+
+# Cost calculator (kvviz/cost.py): formulas only, but the inputs are typed by visitors.
+MAX_COST_LAYERS = 1_000
+MAX_COST_HEADS = 1_024
+MAX_COST_HEAD_DIM = 4_096
+MAX_COST_WIDTH = 100_000          # d_model, d_ff
+MAX_COST_VOCAB = 10_000_000
+MAX_COST_TOKENS = 10_000_000      # context length in the calculator
+MAX_COST_BATCH = 100_000
+MAX_COST_GEN_TOKENS = 1_000_000   # N in the FLOP formulas
+
+# Batched A/B/C stepper (kvviz/batching.py)
+MAX_BATCH_PROMPTS = 3
+
+# Timing on this machine (kvviz/cost_measure.py): keep one visitor from hogging a shared server.
+MAX_MEASURE_BATCH = 32
+MAX_MEASURE_CONTEXT = 1_024
+MAX_MEASURE_STEPS = 32
+MAX_MEASURE_CACHE_BYTES = 256 * 2**20   # preallocated K/V cache of one measurement
+MAX_MEASURE_GFLOP = 300                 # arithmetic of one measurement (≈ 15 s on one slow core)

@@ -1,5 +1,4 @@
 """A/B/C miniature: the seeds' three-token model, stepped event by event (DESIGN.md §1.1)."""
-import streamlit as st
 
 from kvviz.ui.nav import page_setup
 

@@ -1,5 +1,4 @@
 """Today weather is so: four hand-made heads, prefill and decode, and the stale cache (DESIGN.md §1.2)."""
-import streamlit as st
 
 from kvviz.ui.nav import page_setup
 

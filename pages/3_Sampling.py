@@ -1,5 +1,4 @@
 """Sampling: greedy, temperature, top-k and top-p as one visible pipeline (DESIGN.md §1.3)."""
-import streamlit as st
 
 from kvviz.ui.nav import page_setup
 

@@ -41,3 +41,19 @@ class ABCModel:
             attention=att,                               # [L=1, H=1, N, T]
             output=h, logits=logits,
         )
+
+    def forward_batch(self, token_ids: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor,
+                      cache: KVCache):
+        """B sequences at once (kvviz.batching): token_ids, positions [B, N]; key_mask [B, T].
+        No positions in this model, so ``positions`` only marks padding (-1)."""
+        from kvviz.batching import BatchPassRecord, allowed_keys, masked_softmax
+
+        x = VECTORS[token_ids]                           # [B, N, 2]
+        q = k = v = x.unsqueeze(1)                       # [B, heads=1, N, 2]
+        k_all, v_all = cache.update(0, k, v)             # [B, 1, T, 2]
+        scores = q @ k_all.transpose(-2, -1) / math.sqrt(2.0)           # [B, 1, N, T]
+        att = masked_softmax(scores, allowed_keys(key_mask, token_ids.shape[1]).unsqueeze(1))
+        h = (att @ v_all)[:, 0]                          # [B, N, 2]
+        logits = torch.stack([h[..., 1], h[..., 0], -h[..., 0] - h[..., 1]], dim=-1)  # [B, N, 3]
+        return BatchPassRecord(positions=positions, q=q.unsqueeze(1), k=k.unsqueeze(1),
+                               v=v.unsqueeze(1), attention=att.unsqueeze(1), output=h, logits=logits)

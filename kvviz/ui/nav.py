@@ -17,6 +17,7 @@ PAGES = [
     ("pages/1_ABC_miniature.py", "nav.abc", ":material/looks_one:"),
     ("pages/2_Weather_heads.py", "nav.weather", ":material/looks_two:"),
     ("pages/3_Sampling.py", "nav.sampling", ":material/casino:"),
+    ("pages/5_Cost_and_scale.py", "nav.cost", ":material/speed:"),
 ]
 
 

@@ -25,3 +25,13 @@ def cached_run(model_name: str, prompt: tuple[str, ...], new_tokens: int, *, tem
     model = get_model(model_name, **dict(model_options))
     return run_generation(model, list(prompt), new_tokens, rule=make_rule(temperature, top_k, top_p),
                           seed=seed, repair=model.repair if repair else None)
+
+
+@st.cache_resource(max_entries=128, ttl=3600, show_spinner=False)
+def cached_batch_run(model_name: str, prompts: tuple[tuple[str, ...], ...], new_tokens: int):
+    """A batched run (kvviz.batching) and each prompt run alone, with their comparison."""
+    from kvviz.batching import compare_with_solo, run_batch
+
+    run = run_batch(get_model(model_name), [list(p) for p in prompts], new_tokens)
+    solo = [cached_run(model_name, p, new_tokens) for p in prompts]
+    return run, solo, compare_with_solo(run, solo)

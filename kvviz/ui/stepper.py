@@ -76,9 +76,15 @@ def token_strip(ev: Event, prompt_len: int, position_base: int = 0) -> None:
     """Prompt, processed and pending tokens as coloured chips, with a legend.
 
     ``position_base`` = 1 numbers the chips from 1 (the weather seed counts positions 1..n)."""
-    cached = len(ev.cache)
+    token_chips(ev.sequence, prompt_len, len(ev.cache), position_base=position_base)
+
+
+def token_chips(sequence: list[str], prompt_len: int, cached: int, legend: bool = True,
+                position_base: int = 0) -> None:
+    """Chips for ``sequence``: the first ``prompt_len`` are prompt, then processed up to ``cached``
+    tokens, the rest pending (also used per sequence of a batch)."""
     chips = []
-    for i, tok in enumerate(ev.sequence):
+    for i, tok in enumerate(sequence):
         if i < prompt_len:
             kind = "prompt"
         elif i < cached:
@@ -90,7 +96,7 @@ def token_strip(ev: Event, prompt_len: int, position_base: int = 0) -> None:
         chips.append(
             f"<span class='kv-chip' title='{html.escape(t('stepper.chip_' + kind))}' style='{style}'>"
             f"<small>{i + position_base}</small> {html.escape(tok)}</span>")
-    legend = " ".join(
+    legend_html = " ".join(
         f"<span class='kv-legend' style='border-bottom:3px {'dashed' if k == 'pending' else 'solid'} "
         f"{COLORS[k]}'>{html.escape(t('stepper.legend_' + k))}</span>" for k in ("prompt", "processed", "pending"))
     st.markdown(
@@ -98,7 +104,7 @@ def token_strip(ev: Event, prompt_len: int, position_base: int = 0) -> None:
         "font-size:1.35rem;font-family:monospace}.kv-chip small{opacity:.6;font-size:.7em}"
         ".kv-legend{margin-right:1.2em;padding-bottom:2px}</style>"
         f"<div role='list' aria-label='{html.escape(t('stepper.strip_label'))}'>{''.join(chips)}</div>"
-        f"<div style='margin-top:.3em'>{legend}</div>", unsafe_allow_html=True)
+        + (f"<div style='margin-top:.3em'>{legend_html}</div>" if legend else ""), unsafe_allow_html=True)
 
 
 def counters(ev: Event) -> None:

@@ -1,0 +1,361 @@
+"""Timing on the machine the app runs on: a plain torch GPT-2-style block stack with random weights.
+
+``RefStack`` is the reference transformer of the cost page: token + learned position embeddings,
+``n_layers`` pre-norm blocks (LayerNorm, fused QKV, ``F.scaled_dot_product_attention``, output
+projection, GELU MLP of width 4d), a final LayerNorm and a readout tied to the embedding. Its K/V
+cache is **preallocated** (``[L, B, H, T_max, hd]``), so a decode step only writes one column.
+
+The weights are random (std 0.02): timing depends only on the shapes, and the cost formulas of
+``kvviz.cost`` describe exactly this stack (``param_count`` equals its parameter count, and
+``linear_flops_per_token`` equals what torch's FLOP counter sees in its linear layers).
+
+Measurements run one at a time per process (a lock) and are capped (``kvviz.limits``), so one
+visitor of a shared deployment cannot tie up the server for long.
+"""
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from kvviz.cost import GPT2_SMALL, TINY_GPT, ModelConfig, cache_bytes_per_token, pass_flops, param_count
+from kvviz.limits import (MAX_MEASURE_BATCH, MAX_MEASURE_CACHE_BYTES, MAX_MEASURE_CONTEXT,
+                          MAX_MEASURE_GFLOP, MAX_MEASURE_STEPS, LimitError, check_int)
+
+SHAPES: dict[str, ModelConfig] = {"tiny": TINY_GPT, "gpt2": GPT2_SMALL}
+Progress = Callable[[float, str], None]
+_LOCK = threading.Lock()
+
+
+class _Block(nn.Module):
+    def __init__(self, d: int, d_ff: int) -> None:
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc, self.fc2 = nn.Linear(d, d_ff), nn.Linear(d_ff, d)
+
+
+class RefStack(nn.Module):
+    """A GPT-2-shaped decoder with a preallocated K/V cache; ``cfg`` must be multi-head, GELU."""
+
+    def __init__(self, cfg: ModelConfig, max_batch: int, max_len: int, *, sdpa: bool = True,
+                 seed: int = 0, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32):
+        super().__init__()
+        if cfg.n_kv_heads != cfg.n_heads or cfg.mlp != "gelu" or cfg.n_heads * cfg.head_dim != cfg.d_model:
+            raise ValueError(f"{cfg.name} is not a GPT-2-style shape")
+        self.cfg, self.sdpa = cfg, sdpa
+        d, L, H, hd = cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.head_dim
+        with torch.device(device):
+            self.wte = nn.Embedding(cfg.vocab, d)
+            self.wpe = nn.Embedding(cfg.learned_positions, d)
+            self.blocks = nn.ModuleList(_Block(d, cfg.d_ff) for _ in range(L))
+            self.ln_f = nn.LayerNorm(d)
+        self.to(dtype)
+        if torch.device(device).type != "meta":
+            g = torch.Generator().manual_seed(seed)
+            with torch.no_grad():
+                for name, p in self.named_parameters():
+                    if name.endswith("bias"):
+                        p.zero_()
+                    elif ".ln" in name or name.startswith("ln_"):
+                        p.fill_(1.0)
+                    else:
+                        p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float32) * 0.02)
+        self.reset_cache(max_batch, max_len)
+
+    def reset_cache(self, max_batch: int, max_len: int) -> None:
+        """(Re)allocate the cache: K and V of every layer, batch row, head and position, once."""
+        cfg, p = self.cfg, self.wte.weight
+        if max_len > cfg.learned_positions:
+            raise LimitError(f"{cfg.name} has {cfg.learned_positions} positions; asked for {max_len}.")
+        self.k_cache = torch.zeros(cfg.n_layers, max_batch, cfg.n_heads, max_len, cfg.head_dim,
+                                   dtype=p.dtype, device=p.device)
+        self.v_cache = torch.zeros_like(self.k_cache)
+
+    def cache_nbytes(self) -> int:
+        return self.k_cache.numel() * self.k_cache.element_size() * 2
+
+    @torch.inference_mode()
+    def forward(self, ids: torch.Tensor, start: int) -> torch.Tensor:
+        """ids: [B, N] tokens at positions start..start+N-1 -> logits [B, N, V]; writes their K/V."""
+        b, n = ids.shape
+        H, hd = self.cfg.n_heads, self.cfg.head_dim
+        end = start + n
+        x = self.wte(ids) + self.wpe(torch.arange(start, end, device=ids.device))   # [B, N, d]
+        for i, blk in enumerate(self.blocks):
+            q, k, v = blk.qkv(blk.ln1(x)).split(self.cfg.d_model, dim=2)          # [B, N, d] each
+            q = q.view(b, n, H, hd).transpose(1, 2)                                 # [B, H, N, hd]
+            self.k_cache[i, :b, :, start:end] = k.view(b, n, H, hd).transpose(1, 2)  # copy in place
+            self.v_cache[i, :b, :, start:end] = v.view(b, n, H, hd).transpose(1, 2)
+            k_all, v_all = self.k_cache[i, :b, :, :end], self.v_cache[i, :b, :, :end]  # [B, H, T, hd]
+            y = self._attend(q, k_all, v_all, start)                                 # [B, H, N, hd]
+            x = x + blk.proj(y.transpose(1, 2).reshape(b, n, self.cfg.d_model))
+            x = x + blk.fc2(F.gelu(blk.fc(blk.ln2(x))))
+        return F.linear(self.ln_f(x), self.wte.weight)                               # [B, N, V]
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) -> torch.Tensor:
+        n, t = q.shape[2], k.shape[2]
+        mask = None
+        if n > 1:   # query i (position start+i) reads keys 0..start+i
+            mask = torch.arange(t).unsqueeze(0) <= torch.arange(start, start + n).unsqueeze(1)
+        if self.sdpa:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        scores = q @ k.transpose(-2, -1) / self.cfg.head_dim ** 0.5                   # [B, H, N, T]
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ v
+
+
+def stack_cache_bytes(cfg: ModelConfig, batch: int, max_len: int) -> int:
+    """Bytes of RefStack's preallocated fp32 cache."""
+    return cache_bytes_per_token(cfg, "fp32") * batch * max_len
+
+
+def _shape(name: str) -> ModelConfig:
+    if name not in SHAPES:
+        raise LimitError(f"Unknown shape {name!r}; choose one of {', '.join(SHAPES)}.")
+    return SHAPES[name]
+
+
+def _check_cache(cfg: ModelConfig, batch: object, max_len: object) -> tuple[int, int]:
+    batch = check_int("Batch size", batch, 1, MAX_MEASURE_BATCH)
+    max_len = check_int("Context length", max_len, 1, MAX_MEASURE_CONTEXT)
+    need = stack_cache_bytes(cfg, batch, max_len)
+    if need > MAX_MEASURE_CACHE_BYTES:
+        raise LimitError(f"A cache for batch {batch} × {max_len} tokens of {cfg.name} needs "
+                         f"{need / 2**20:,.0f} MiB; the limit here is {MAX_MEASURE_CACHE_BYTES / 2**20:,.0f} MiB. "
+                         "Use a smaller batch or context.")
+    return batch, max_len
+
+
+def build_stack(name: str, batch: int, max_len: int) -> RefStack:
+    """A RefStack within the caps: batch, length and cache bytes."""
+    cfg = _shape(name)
+    return RefStack(cfg, *_check_cache(cfg, batch, max_len))
+
+
+def _ready(name: str, batch: int, max_len: int, stack: RefStack | None) -> RefStack:
+    """``stack`` with a fresh cache of the asked size (its weights reused), or a new stack."""
+    if stack is None:
+        return build_stack(name, batch, max_len)
+    if stack.cfg != _shape(name):
+        raise ValueError("the stack has another shape")
+    stack.reset_cache(*_check_cache(stack.cfg, batch, max_len))
+    return stack
+
+
+def _time_ms(fn: Callable[[], object], repeats: int, warmup: int = 1, budget_s: float = 0.15,
+             max_samples: int = 200) -> float:
+    """Median wall time of ``fn`` in milliseconds: at least ``repeats`` calls, and more (up to
+    ``max_samples``) while they fit in ``budget_s``, so fast shapes get enough samples to shrug
+    off the noise of a shared machine."""
+    for _ in range(warmup):
+        fn()
+    out: list[float] = []
+    start = time.perf_counter()
+    while len(out) < repeats or (len(out) < max_samples and time.perf_counter() - start < budget_s):
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(out)
+
+
+@dataclass(frozen=True)
+class DecodePoint:
+    """Median time of one decode step for ``batch`` sequences, each query reading ``context`` keys
+    (the cached ones and its own)."""
+
+    batch: int
+    context: int
+    ms_per_step: float
+    flops: int                # per step, from kvviz.cost
+    bytes_moved: int          # weights + caches read, fp32
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.batch / (self.ms_per_step / 1000)
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / (self.ms_per_step / 1000) / 1e9
+
+    @property
+    def gbytes_per_s(self) -> float:
+        return self.bytes_moved / (self.ms_per_step / 1000) / 1e9
+
+
+@dataclass(frozen=True)
+class PrefillPoint:
+    """Time to first token (one prefill pass over the prompt) and time per output token after it."""
+
+    prompt_len: int
+    ttft_ms: float
+    tpot_ms: float
+
+
+def _decode_point(stack: RefStack, batch: int, context: int, steps: int) -> DecodePoint:
+    """Time one decode step that reads ``context`` keys: the token at position context - 1.
+
+    Every repeat decodes at that same position (overwriting the same cache column), so each timed
+    step does exactly the same work; the cache before it holds whatever is there (timing depends
+    only on the shapes).
+    """
+    cfg = stack.cfg
+    ids = torch.zeros(batch, 1, dtype=torch.long)
+    ms = _time_ms(lambda: stack(ids, context - 1), repeats=steps, warmup=1)
+    flops = pass_flops(cfg, 1, context - 1).scaled(batch).total
+    moved = param_count(cfg) * 4 + batch * context * cache_bytes_per_token(cfg, "fp32")
+    return DecodePoint(batch, context, ms, flops, moved)
+
+
+def _run_locked(fn: Callable[[], object], threads: int = 1):
+    """Run one measurement at a time, on ``threads`` torch threads.
+
+    One thread by default: on a shared, busy machine two threads that wait for each other at every
+    matrix product made a tiny-shape step 10-50× slower in our runs; one thread stays steady.
+    """
+    if not _LOCK.acquire(timeout=30):
+        raise LimitError("Another measurement is running on this server; try again in a moment.")
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads)
+        return fn()
+    finally:
+        torch.set_num_threads(before)
+        _LOCK.release()
+
+
+def _ints(name: str, values: Sequence[int], low: int, high: int) -> list[int]:
+    vals = [check_int(name, v, low, high) for v in values]
+    if not vals:
+        raise LimitError(f"Give at least one {name.lower()}.")
+    if len(vals) > 12:
+        raise LimitError(f"At most 12 values of {name.lower()} per measurement.")
+    return sorted(set(vals))
+
+
+def measure_batch_sweep(shape: str, batches: Sequence[int], context: int, steps: int = 6,
+                        progress: Progress | None = None, stack: RefStack | None = None,
+                        threads: int = 1) -> list[DecodePoint]:
+    """Decode step time against batch size at a fixed context (DESIGN.md §4: flat, then rising)."""
+    batches = _ints("Batch size", batches, 1, MAX_MEASURE_BATCH)
+    context = check_int("Context length", context, 1, MAX_MEASURE_CONTEXT)
+    steps = check_int("Steps", steps, 1, MAX_MEASURE_STEPS)
+
+    def go() -> list[DecodePoint]:
+        st = _ready(shape, max(batches), context, stack)
+        out = []
+        for i, b in enumerate(batches):
+            if progress:
+                progress(i / len(batches), f"batch {b}")
+            out.append(_decode_point(st, b, context, steps))
+        if progress:
+            progress(1.0, "done")
+        return out
+    return _run_locked(go, threads)
+
+
+def measure_context_sweep(shape: str, contexts: Sequence[int], batch: int = 1, steps: int = 6,
+                          progress: Progress | None = None, stack: RefStack | None = None,
+                          threads: int = 1) -> list[DecodePoint]:
+    """Decode step time against the number of cached tokens it reads."""
+    contexts = _ints("Context length", contexts, 1, MAX_MEASURE_CONTEXT)
+    batch = check_int("Batch size", batch, 1, MAX_MEASURE_BATCH)
+    steps = check_int("Steps", steps, 1, MAX_MEASURE_STEPS)
+
+    def go() -> list[DecodePoint]:
+        st = _ready(shape, batch, max(contexts), stack)
+        out = []
+        for i, c in enumerate(contexts):
+            if progress:
+                progress(i / len(contexts), f"context {c}")
+            out.append(_decode_point(st, batch, c, steps))
+        if progress:
+            progress(1.0, "done")
+        return out
+    return _run_locked(go, threads)
+
+
+def measure_prefill(shape: str, prompt_lens: Sequence[int], steps: int = 4, repeats: int = 2,
+                    progress: Progress | None = None, stack: RefStack | None = None,
+                    threads: int = 1) -> list[PrefillPoint]:
+    """Time to first token (a prefill of the prompt) and time per output token (decode steps
+    right after it), batch 1, for each prompt length."""
+    lens = _ints("Prompt length", prompt_lens, 1, MAX_MEASURE_CONTEXT - 1)
+    steps = check_int("Steps", steps, 1, MAX_MEASURE_STEPS)
+    repeats = check_int("Repeats", repeats, 1, 10)
+
+    def go() -> list[PrefillPoint]:
+        st = _ready(shape, 1, max(lens) + 1, stack)
+        out = []
+        for i, p in enumerate(lens):
+            if progress:
+                progress(i / len(lens), f"prompt {p}")
+            ids = torch.zeros(1, p, dtype=torch.long)
+            ttft = _time_ms(lambda: st(ids, 0), repeats=repeats, warmup=1)
+            tpot = _decode_point(st, 1, p + 1, steps).ms_per_step    # the first token after the prompt
+            out.append(PrefillPoint(p, ttft, tpot))
+        if progress:
+            progress(1.0, "done")
+        return out
+    return _run_locked(go, threads)
+
+
+def planned_flops(cfg: ModelConfig, batches: Sequence[int], context: int, contexts: Sequence[int],
+                  prompt_lens: Sequence[int], steps: int, prefill_runs: int = 3) -> int:
+    """The least arithmetic ``measure_all`` will do (timed calls plus one warm-up each)."""
+    decode = sum((steps + 1) * pass_flops(cfg, 1, context - 1).scaled(b).total for b in batches)
+    decode += sum((steps + 1) * pass_flops(cfg, 1, c - 1).total for c in contexts)
+    prefill = sum(prefill_runs * pass_flops(cfg, p, 0).total + (min(steps, 4) + 1) * pass_flops(cfg, 1, p).total
+                  for p in prompt_lens)
+    return decode + prefill
+
+
+@dataclass(frozen=True)
+class Measurements:
+    """The three sweeps of the cost page, measured on one stack (weights built once)."""
+
+    shape: str
+    batch: list[DecodePoint]
+    context: list[DecodePoint]
+    prefill: list[PrefillPoint]
+    seconds: float
+    threads: int
+
+
+def measure_all(shape: str, batches: Sequence[int], context: int, contexts: Sequence[int],
+                prompt_lens: Sequence[int], steps: int = 6, progress: Progress | None = None,
+                threads: int = 1) -> Measurements:
+    """Batch sweep, context sweep and TTFT/TPOT in one go; ``progress(fraction, label)``."""
+    cfg = _shape(shape)
+    # validate every size before spending time on weights
+    batches = _ints("Batch size", batches, 1, MAX_MEASURE_BATCH)
+    contexts = _ints("Context length", contexts, 1, MAX_MEASURE_CONTEXT)
+    lens = _ints("Prompt length", prompt_lens, 1, MAX_MEASURE_CONTEXT - 1)
+    context = check_int("Context length", context, 1, MAX_MEASURE_CONTEXT)
+    steps = check_int("Steps", steps, 1, MAX_MEASURE_STEPS)
+    _check_cache(cfg, max(batches), context)
+    _check_cache(cfg, 1, max(max(contexts), max(lens) + 1))
+    gflop = planned_flops(cfg, batches, context, contexts, lens, steps) / 1e9
+    if gflop > MAX_MEASURE_GFLOP:
+        raise LimitError(f"This measurement would compute about {gflop:,.0f} GFLOP; the limit here is "
+                         f"{MAX_MEASURE_GFLOP} GFLOP. Use shorter prompts or fewer and smaller batches.")
+
+    def part(lo: float, hi: float) -> Progress | None:
+        return None if progress is None else (lambda f, label: progress(lo + (hi - lo) * f, label))
+
+    t0 = time.perf_counter()
+    if progress:
+        progress(0.0, "weights")
+    stack = RefStack(cfg, 1, 2)
+    threads = check_int("Threads", threads, 1, 64)
+    b = measure_batch_sweep(shape, batches, context, steps, part(0.05, 0.45), stack, threads)
+    c = measure_context_sweep(shape, contexts, 1, steps, part(0.45, 0.75), stack, threads)
+    p = measure_prefill(shape, lens, min(steps, 4), 3, part(0.75, 1.0), stack, threads)
+    return Measurements(shape, b, c, p, time.perf_counter() - t0, threads)

@@ -1,0 +1,147 @@
+"""Cost page, batching tab: two or three A/B/C prompts decoded together, one pass per step."""
+from __future__ import annotations
+
+import streamlit as st
+import torch
+
+from kvviz.batching import BatchEvent, BatchRun, SoloComparison, allowed_keys, padded_cache_table
+from kvviz.cost_figures import grouped_logits, padded_cache_grid
+from kvviz.figures import attention_heatmap
+from kvviz.limits import MAX_NEW_TOKENS, LimitError
+from kvviz.models.base import split_prompt
+from kvviz.registry import get_model
+from kvviz.ui import stepper
+from kvviz.ui.charts import chart
+from kvviz.ui.i18n import t
+from kvviz.ui.perf import timed
+from kvviz.ui.runs import cached_batch_run
+
+MODEL = "abc"
+LOGIT_TOKENS = get_model(MODEL).logit_tokens
+KEEP = "session"
+DEFAULTS = {"bt_p1": "A B", "bt_p2": "C A B B", "bt_p3": "A", "bt_new": 4}
+
+
+def _inputs() -> tuple[BatchRun, list, list[SoloComparison]] | None:
+    for k, v in DEFAULTS.items():
+        st.session_state.setdefault(k, v)
+    c = st.columns([2, 2, 2, 1])
+    for i in range(3):
+        c[i].text_input(t("cost.bt_prompt", i=i + 1), key=f"bt_p{i + 1}", max_chars=200,
+                        help=t("cost.bt_prompt_help" if i < 2 else "cost.bt_prompt3_help"), persist_state=KEEP)
+    c[3].number_input(t("cost.bt_new"), step=1, key="bt_new", help=t("cost.bt_new_help", cap=MAX_NEW_TOKENS),
+                      persist_state=KEEP)
+    try:
+        texts = [st.session_state[f"bt_p{i + 1}"] or "" for i in range(3)]
+        prompts = [tuple(tok.upper() for tok in split_prompt(x)) for x in texts]
+        if not prompts[0] or not prompts[1]:
+            raise LimitError(t("cost.bt_need_two"))
+        prompts = [p for p in prompts if p]
+        return cached_batch_run(MODEL, tuple(prompts), st.session_state.bt_new)
+    except (LimitError, ValueError) as e:
+        st.error(t("cost.bad_input", reason=str(e)), icon=":material/error:")
+        return None
+
+
+def render() -> None:
+    st.markdown(t("cost.bt_intro"))
+    got = _inputs()
+    if got is None:
+        return
+    run, solo, comparisons = got
+    stepper.url_step_notice(len(run.events))
+    _stepper(run, comparisons)
+
+
+def _what_happened(ev: BatchEvent, run: BatchRun) -> str:
+    if ev.phase == "prefill":
+        width = ev.n_columns
+        return t("cost.bt_did_prefill", B=ev.batch, W=width, real=ev.kv_computed, pad=ev.kv_padding)
+    if ev.phase == "decode":
+        toks = ", ".join(f"**{tok[0]}**" for tok in ev.tokens)
+        return t("cost.bt_did_decode", B=ev.batch, toks=toks, col=ev.n_columns - 1)
+    toks = ", ".join(f"**{p}**" for p in ev.pending)
+    return t("cost.bt_did_choose", toks=toks)
+
+
+@st.fragment
+@timed("cost.batch_step")
+def _stepper(run: BatchRun, comparisons: list[SoloComparison]) -> None:
+    step = stepper.step_controls(len(run.events))
+    ev = run.events[step]
+    src = ev if ev.record is not None else run.events[step - 1]        # the pass behind this event
+    nxt = run.events[step + 1] if ev.record is not None and step + 1 < len(run.events) else None
+    labels = [t("cost.bt_seq", b=b + 1) for b in range(ev.batch)]
+    st.subheader(t("cost.bt_heading", i=ev.index, last=len(run.events) - 1, phase=t("abc.phase_" + ev.phase),
+                   B=ev.batch))
+    st.markdown(_what_happened(ev, run))
+
+    m = st.columns(4)
+    m[0].metric(t("cost.bt_passes"), ev.passes, help=t("cost.bt_passes_help"))
+    m[1].metric(t("cost.bt_passes_alone"), ev.passes * ev.batch, help=t("cost.bt_passes_alone_help"))
+    m[2].metric(t("cost.bt_kv_real"), ev.kv_computed, help=t("cost.bt_kv_real_help"))
+    m[3].metric(t("cost.bt_kv_pad"), ev.kv_padding, help=t("cost.bt_kv_pad_help"))
+
+    n_new = src.record.positions.shape[1]
+    new_cols = list(range(src.n_columns - n_new, src.n_columns)) if ev.record is not None else []
+    fig = padded_cache_grid(ev.slots, ev.key_mask, [run.pad[b] + len(run.prompts[b]) for b in range(ev.batch)],
+                            new_cols, ev.pending, labels, {
+                                "pad": t("cost.bt_pad"), "next": t("cost.bt_next_col"), "x": t("cost.bt_column"),
+                                "hover_pad": t("cost.bt_hover_pad"), "hover_prompt": t("cost.bt_hover_prompt"),
+                                "hover_processed": t("cost.bt_hover_processed"),
+                                "hover_pending": t("cost.bt_hover_pending"),
+                                "title": t("cost.bt_grid_title", T=ev.n_columns, B=ev.batch)})
+    chart(fig, t("cost.bt_grid_alt"))
+    st.caption(t("cost.bt_grid_caption"))
+
+    cols = st.columns(ev.batch)
+    for b, col in enumerate(cols):
+        with col:
+            _sequence(ev, run, b, labels[b], comparisons[b])
+    left, right = st.columns(2)
+    with left:
+        _attention(src, labels)
+    with right:
+        choices = ev.choices or (nxt.choices if nxt is not None else None)
+        chosen = [c.index for c in choices] if choices else [None] * ev.batch
+        fig = grouped_logits(ev.logits.tolist(), LOGIT_TOKENS, chosen, labels, t("cost.bt_logits_title"),
+                             t("cost.bt_logit"))
+        chart(fig, t("stepper.logits_alt"))
+
+    st.markdown(f"**{t('cost.bt_table_title', T=ev.n_columns)}**")
+    table = padded_cache_table(ev, labels=labels, pad_label=t("cost.bt_pad"),
+                               names={k: t("cost.bt_col_" + k) for k in ("column", "token", "mask", "k")})
+    st.dataframe(table, hide_index=True, width="stretch")
+    st.caption(t("cost.bt_table_caption"))
+    with st.expander(t("cost.bt_more_title")):
+        st.markdown(t("cost.bt_more_body"))
+
+
+def _sequence(ev: BatchEvent, run: BatchRun, b: int, label: str, comparison: SoloComparison) -> None:
+    st.markdown(f"**{label}** · {t('cost.bt_prompt_was', p=' '.join(run.prompts[b]), pad=run.pad[b])}")
+    stepper.token_chips(ev.sequences[b], len(run.prompts[b]), ev.cached(b), legend=False)
+    if comparison.same_tokens and comparison.max_abs_diff <= 1e-9:
+        st.success(t("cost.bt_same", diff=f"{comparison.max_abs_diff:.1e}"), icon=":material/check_circle:")
+    else:
+        st.error(t("cost.bt_differs", diff=f"{comparison.max_abs_diff:.3g}"), icon=":material/error:")
+
+
+def _attention(src: BatchEvent, labels: list[str]) -> None:
+    """One heatmap for the whole pass: the real query rows of every sequence against the shared
+    cache columns; padding and future columns are blank (masked)."""
+    rec = src.record
+    allowed = allowed_keys(src.key_mask, rec.positions.shape[1])             # [B, N, T]
+    weights, masks, queries = [], [], []
+    for b in range(src.batch):
+        rows = rec.positions[b] >= 0
+        weights.append(rec.attention[b, 0, 0][rows])                          # [n_b, T]
+        masks.append(allowed[b][rows])
+        queries += [f"{labels[b]} · {p}:{src.sequences[b][p]}" for p in rec.positions[b][rows].tolist()]
+    keys = [f"c{c}" for c in range(src.n_columns)]
+    fig = attention_heatmap(torch.cat(weights), queries, keys,
+                            t("cost.bt_att_title", phase=t("abc.phase_" + src.phase)),
+                            show_scale=False, allowed=torch.cat(masks))
+    fig.update_xaxes(title=t("cost.bt_att_x"))
+    fig.update_yaxes(title=t("cost.bt_att_y"))
+    fig.update_layout(height=max(340, 170 + 42 * len(queries)))
+    chart(fig, t("stepper.attention_alt"))

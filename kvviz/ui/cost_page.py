@@ -1,0 +1,353 @@
+"""The "Cost and scale" page body: five tabs (memory, compute, batching, measured, serving).
+
+Tabs run lazily (only the open one executes) and are kept in the address (``?tab=…``); every
+input keeps its value for the session (``persist_state``), so switching tabs loses nothing.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from kvviz import cost
+from kvviz.cost_figures import (disaggregated_diagram, flops_vs_n, human_bytes, human_flops,
+                                kv_sharing_bars, memory_vs_context)
+from kvviz.limits import MAX_COST_GEN_TOKENS, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, LimitError
+from kvviz.ui.charts import chart
+from kvviz.ui.i18n import LANGS, strings, t
+
+TAB_KEYS = ["tab_memory", "tab_compute", "tab_batch", "tab_measure", "tab_serving"]
+KEEP = "session"     # persist_state of every input on this page
+
+
+def _preset_label(key: str) -> str:
+    cfg = _configs()[key]
+    return f"{cfg.name} ({cfg.attention_kind}, {cfg.n_layers} × {cfg.n_heads}/{cfg.n_kv_heads} × {cfg.head_dim})"
+
+
+def _tab_labels() -> list[str]:
+    labels = [t("cost." + k) for k in TAB_KEYS]
+    # a tab chosen in another language (or a link with ?tab=Memoria) maps to the same tab here
+    chosen = st.session_state.get("tab") or st.query_params.get("tab")
+    if chosen and chosen not in labels:
+        for lang in LANGS:
+            other = [strings(lang).get("cost." + k) for k in TAB_KEYS]
+            if chosen in other:
+                st.session_state["tab"] = labels[other.index(chosen)]
+                break
+    return labels
+
+
+def render() -> None:
+    st.title(t("cost.title"))
+    st.markdown(t("cost.intro"))
+    tabs = st.tabs(_tab_labels(), key="tab", bind="query-params")
+    sections = [_memory, _compute, _batching, _measured, _serving]
+    for tab, section in zip(tabs, sections):
+        with tab:
+            if tab.open:
+                section()
+
+
+# --- memory ---------------------------------------------------------------------------------------
+
+MEM_FIELDS = {"mem_layers": "n_layers", "mem_heads": "n_heads", "mem_kv": "n_kv_heads", "mem_hd": "head_dim"}
+
+
+def _apply_preset() -> None:
+    cfg = cost.PRESETS[st.session_state.mem_preset]
+    for key, attr in MEM_FIELDS.items():
+        st.session_state[key] = getattr(cfg, attr)
+
+
+def _init_memory() -> None:
+    if "mem_preset" not in st.session_state:
+        st.session_state.mem_preset = "gpt2"
+    if any(k not in st.session_state for k in MEM_FIELDS):
+        _apply_preset()
+    st.session_state.setdefault("mem_dtype", "fp16")
+    st.session_state.setdefault("mem_tokens", 1024)
+    st.session_state.setdefault("mem_batch", 1)
+
+
+def _memory() -> None:
+    st.markdown(t("cost.mem_intro"))
+    _init_memory()
+    top = st.columns([3, 1, 1, 1])
+    top[0].selectbox(t("cost.preset"), list(cost.PRESETS), format_func=_preset_label, key="mem_preset",
+                     on_change=_apply_preset, help=t("cost.preset_help"), persist_state=KEEP)
+    top[1].selectbox(t("cost.dtype"), list(cost.DTYPE_BITS), key="mem_dtype", help=t("cost.dtype_help"),
+                     format_func=lambda d: f"{d} ({cost.DTYPE_BITS[d] / 8:g} B)", persist_state=KEEP)
+    top[2].number_input(t("cost.tokens"), step=1, key="mem_tokens", help=t("cost.tokens_help"),
+                        persist_state=KEEP)
+    top[3].number_input(t("cost.batch"), step=1, key="mem_batch", help=t("cost.batch_help"), persist_state=KEEP)
+    row = st.columns(4)
+    for col, key in zip(row, MEM_FIELDS):
+        col.number_input(t("cost." + key), step=1, key=key, help=t(f"cost.{key}_help"), persist_state=KEEP)
+    ss = st.session_state
+    try:
+        cfg = cost.cache_config(ss.mem_layers, ss.mem_heads, ss.mem_kv, ss.mem_hd)
+        rep = cost.memory_report(cfg, ss.mem_tokens, ss.mem_batch, ss.mem_dtype)
+    except LimitError as e:
+        st.error(t("cost.bad_input", reason=str(e)), icon=":material/error:")
+        return
+    preset = cost.PRESETS[ss.mem_preset]
+    same = all(getattr(preset, a) == getattr(cfg, a) for a in MEM_FIELDS.values())
+    src = f"[config.json]({preset.source})" if preset.source.startswith("http") else preset.source
+    st.caption(t("cost.mem_from_preset", name=preset.name, src=src) if same
+               else t("cost.mem_edited", name=preset.name))
+
+    m = st.columns(3)
+    m[0].metric(t("cost.per_token"), f"{rep.bytes_per_token:,} B", help=t("cost.per_token_help"))
+    m[1].metric(t("cost.total"), human_bytes(rep.total), help=t("cost.total_help", exact=f"{rep.total:,}"))
+    m[2].metric(t("cost.kind"), rep.kind, help=t("cost.kind_help"),
+                delta=None if rep.kind == "MHA" else t("cost.saving_delta", x=f"{rep.saving_vs_mha:g}"),
+                delta_color="off", delta_arrow="off")
+    st.markdown(t("cost.mem_formula", L=cfg.n_layers, kv=cfg.n_kv_heads, hd=cfg.head_dim,
+                  b=f"{cost.DTYPE_BITS[rep.dtype] / 8:g}", per=f"{rep.bytes_per_token:,}",
+                  T=f"{rep.tokens:,}", B=f"{rep.batch:,}", total=f"{rep.total:,}", human=human_bytes(rep.total)))
+
+    weights = cost.weight_bytes(preset, rep.dtype) if same and preset.vocab else None
+    top_x = min(cost.MAX_COST_TOKENS, max(4 * rep.tokens, 4096))
+    grid = cost.context_grid(top_x)
+    batches = sorted({1, 8, 64, rep.batch})
+    series = {b: [rep.bytes_per_token * x * b for x in grid] for b in batches}
+    fig = memory_vs_context(grid, series, cost.ACCELERATOR_GB, weights, (rep.tokens, rep.total), {
+        "batch": t("cost.fig_batch"), "hover": t("cost.fig_mem_hover"), "accel": t("cost.fig_accel"),
+        "weights": t("cost.fig_weights", dtype=rep.dtype, size=human_bytes(weights or 0)),
+        "you": t("cost.fig_you"),
+        "hover_you": t("cost.fig_you_hover"), "x": t("cost.fig_context"), "y": t("cost.fig_cache_bytes"),
+        "title": t("cost.fig_mem_title", name=preset.name if same else t("cost.custom"), dtype=rep.dtype)})
+    chart(fig, t("cost.fig_mem_alt"))
+
+    left, right = st.columns([3, 2])
+    with left:
+        fits = []
+        for gb in cost.ACCELERATOR_GB:
+            free = gb * 10**9 - (weights or 0)
+            n = cost.tokens_that_fit(cfg, max(free, 0), rep.batch, rep.dtype)
+            fits.append({t("cost.fit_accel"): f"{gb} GB",
+                         t("cost.fit_tokens", B=rep.batch): f"{n:,}" if free > 0 else t("cost.fit_no_room")})
+        st.markdown(t("cost.fit_title_weights", size=human_bytes(weights)) if weights else t("cost.fit_title"))
+        st.dataframe(pd.DataFrame(fits), hide_index=True, width="stretch")
+    with right:
+        bars = cost.kv_sharing(cfg, rep.tokens, rep.batch, rep.dtype)
+        names = [f"{kind} {kv}" for kv, kind, _ in bars]
+        chosen = [kv for kv, _, _ in bars].index(cfg.n_kv_heads)
+        fig = kv_sharing_bars(names, [b for _, _, b in bars], chosen,
+                              {"y": t("cost.fig_bytes"), "x": t("cost.fig_share_x"),
+                               "title": t("cost.fig_share_title", h=cfg.n_heads)})
+        chart(fig, t("cost.fig_share_alt"))
+    if rep.kind == "MHA":
+        st.markdown(t("cost.gqa_text_mha", h=cfg.n_heads, x1=f"{rep.mha_total / rep.mqa_total:g}"))
+    else:
+        st.markdown(t("cost.gqa_text", kind=rep.kind, h=cfg.n_heads, kv=cfg.n_kv_heads,
+                      x=f"{rep.saving_vs_mha:g}", group=cfg.n_heads // cfg.n_kv_heads))
+    with st.expander(t("cost.presets_title")):
+        st.dataframe(_presets_table(), hide_index=True, width="stretch",
+                     column_config={t("cost.col_source"): st.column_config.LinkColumn()})
+
+
+def _presets_table() -> pd.DataFrame:
+    rows = []
+    for cfg in cost.PRESETS.values():
+        rows.append({t("cost.col_model"): cfg.name, t("cost.col_kind"): cfg.attention_kind,
+                     t("cost.col_layers"): cfg.n_layers, t("cost.col_heads"): f"{cfg.n_heads} / {cfg.n_kv_heads}",
+                     t("cost.col_hd"): cfg.head_dim, t("cost.col_params"): f"{cost.param_count(cfg):,}",
+                     t("cost.col_per_token"): f"{cost.cache_bytes_per_token(cfg, 'fp16'):,}",
+                     t("cost.col_context"): f"{cfg.max_context:,}",
+                     t("cost.col_source"): cfg.source if cfg.source.startswith("http") else None})
+    return pd.DataFrame(rows)
+
+
+# --- compute --------------------------------------------------------------------------------------
+
+def _runnable() -> dict[str, str]:
+    """Option key -> stepper model name, for every model the stepper can run and count: a preset
+    with the same shape, else its own entry ``run:<name>``."""
+    from kvviz.registry import MODELS
+
+    out = {}
+    for name, cls in MODELS.items():
+        cfg = getattr(cls, "cost_config", None) or cost._MODEL_CONFIGS.get(name)
+        if cfg is None:
+            continue
+        key = next((k for k, p in cost.PRESETS.items() if p == cfg), f"run:{name}")
+        out[key] = name
+    return out
+
+
+def _configs() -> dict[str, cost.ModelConfig]:
+    """Presets plus the runnable models that are not presets (by option key)."""
+    from kvviz.registry import MODELS
+
+    extra = {k: (getattr(MODELS[n], "cost_config", None) or cost._MODEL_CONFIGS[n])
+             for k, n in _runnable().items() if k not in cost.PRESETS}
+    return {**cost.PRESETS, **extra}
+
+
+def _prompt_for(model_name: str, n: int) -> tuple[str, ...]:
+    """A prompt of n tokens cycling through the vocabulary (FLOPs depend only on its length)."""
+    from kvviz.registry import get_model
+
+    vocab = get_model(model_name).vocab
+    return tuple(vocab[i % len(vocab)] for i in range(n))
+
+
+def _counted_curve(model_name: str, cfg: cost.ModelConfig, prompt_len: int, n_max: int) -> dict[str, list[int]]:
+    """FLOPs counted over the passes of one stepper run, for every N up to n_max."""
+    from kvviz.ui.runs import cached_run
+
+    run = cached_run(model_name, _prompt_for(model_name, prompt_len), n_max)
+    out: dict[str, list[int]] = {"n": [], "cached": [], "uncached": []}
+    for n in range(1, n_max + 1):
+        c = cost.count_flops(run.events[: 2 * n], cfg)      # prefill/decode + choose per token
+        out["n"].append(n)
+        out["cached"].append(c.cached.total)
+        out["uncached"].append(c.uncached.total)
+    return out
+
+
+def _compute() -> None:
+    st.markdown(t("cost.flops_intro"))
+    runnable = _runnable()
+    st.session_state.setdefault("fl_model", next(iter(runnable), "gpt2"))
+    st.session_state.setdefault("fl_prompt", 2)
+    st.session_state.setdefault("fl_n", 32)
+    c = st.columns([3, 1, 1])
+    options = _configs()
+    c[0].selectbox(t("cost.fl_model"), list(options), format_func=_preset_label, key="fl_model",
+                   help=t("cost.fl_model_help"), persist_state=KEEP)
+    c[1].number_input(t("cost.fl_prompt"), step=1, key="fl_prompt", help=t("cost.fl_prompt_help"),
+                      persist_state=KEEP)
+    c[2].number_input(t("cost.fl_n"), step=1, key="fl_n", help=t("cost.fl_n_help", cap=f"{MAX_COST_GEN_TOKENS:,}"),
+                      persist_state=KEEP)
+    ss = st.session_state
+    cfg = options[ss.fl_model]
+    try:
+        with_c = cost.generation_flops(cfg, ss.fl_prompt, ss.fl_n, True)
+        without = cost.generation_flops(cfg, ss.fl_prompt, ss.fl_n, False)
+        step_c = cost.step_flops(cfg, int(ss.fl_prompt) + int(ss.fl_n) - 1, True)
+        step_u = cost.step_flops(cfg, int(ss.fl_prompt) + int(ss.fl_n) - 1, False)
+    except LimitError as e:
+        st.error(t("cost.bad_input", reason=str(e)), icon=":material/error:")
+        return
+    p, n = int(ss.fl_prompt), int(ss.fl_n)
+    ns = cost.context_grid(max(n, 2), points=60)
+    curve = cost.flops_curve(cfg, p, ns)
+    counted = None
+    model_name = runnable.get(ss.fl_model)
+    if model_name and p <= MAX_PROMPT_TOKENS:
+        counted = _counted_curve(model_name, cfg, p, min(n, MAX_NEW_TOKENS))
+    fig = flops_vs_n(curve, counted, {
+        "uncached_total": t("cost.fig_uncached_total"), "cached_total": t("cost.fig_cached_total"),
+        "uncached_linear": t("cost.fig_uncached_linear"), "cached_linear": t("cost.fig_cached_linear"),
+        "uncached_attention": t("cost.fig_uncached_att"), "cached_attention": t("cost.fig_cached_att"),
+        "uncached_counted": t("cost.fig_uncached_counted"), "cached_counted": t("cost.fig_cached_counted"),
+        "x": t("cost.fig_n"), "y": t("cost.fig_flops"), "title": t("cost.fig_flops_title", name=cfg.name, p=p)})
+    chart(fig, t("cost.fig_flops_alt"))
+    if counted:
+        last = len(counted["n"]) - 1
+        agree = all(counted["cached"][i] == curve_value(cfg, p, counted["n"][i], True)
+                    and counted["uncached"][i] == curve_value(cfg, p, counted["n"][i], False)
+                    for i in range(last + 1))
+        msg = t("cost.counted_ok" if agree else "cost.counted_bad", model=cfg.name, n=counted["n"][last],
+                cached=f"{counted['cached'][last]:,}", uncached=f"{counted['uncached'][last]:,}")
+        (st.success if agree else st.error)(msg, icon=":material/check_circle:" if agree else ":material/error:")
+    else:
+        st.info(t("cost.counted_none", cap=MAX_NEW_TOKENS), icon=":material/info:")
+
+    st.subheader(t("cost.table_title", n=f"{n:,}", p=p, name=cfg.name))
+    st.dataframe(_complexity_table(with_c, without), hide_index=True, width="stretch")
+    st.markdown(t("cost.per_token_text", n=f"{n:,}", t=f"{p + n - 1:,}", cached=human_flops(step_c.total),
+                  uncached=human_flops(step_u.total), x=_ratio(step_u.total, step_c.total),
+                  lin=f"{cost.linear_flops_per_token(cfg):,}", att=f"{cost.attention_flops_per_pair(cfg):,}",
+                  params=f"{cost.param_count(cfg):,}"))
+    with st.expander(t("cost.flops_more_title")):
+        st.markdown(t("cost.flops_more_body"))
+
+
+def curve_value(cfg: cost.ModelConfig, p: int, n: int, cached: bool) -> int:
+    return cost.generation_flops(cfg, p, n, cached).total
+
+
+def _ratio(a: int, b: int) -> str:
+    return "—" if b == 0 else f"{a / b:,.1f}×"
+
+
+def _complexity_table(with_c: cost.Flops, without: cost.Flops) -> pd.DataFrame:
+    rows = [
+        (t("cost.row_linear"), "O(N² d²)", without.linear, "O(N d²)", with_c.linear),
+        (t("cost.row_attention"), "O(N³ d)", without.attention, "O(N² d)", with_c.attention),
+        (t("cost.row_total"), "", without.total, "", with_c.total),
+    ]
+    return pd.DataFrame([{t("cost.col_part"): name, t("cost.col_no_cache_order"): o1,
+                          t("cost.col_no_cache"): f"{u:,}", t("cost.col_cache_order"): o2,
+                          t("cost.col_cache"): f"{c:,}", t("cost.col_saved"): _ratio(u, c)}
+                         for name, o1, u, o2, c in rows])
+
+
+# --- batching, measured (their own modules) ---------------------------------------------------------
+
+def _batching() -> None:
+    from kvviz.ui import cost_batch
+    cost_batch.render()
+
+
+def _measured() -> None:
+    from kvviz.ui import cost_measure_view
+    cost_measure_view.render()
+
+
+# --- disaggregated serving ------------------------------------------------------------------------
+
+def _serving() -> None:
+    st.markdown(t("cost.serve_intro"))
+    ss = st.session_state
+    ss.setdefault("sv_model", "llama3-8b")
+    ss.setdefault("sv_prompt", 4096)
+    ss.setdefault("sv_batch", 1)
+    ss.setdefault("sv_dtype", "bf16")
+    ss.setdefault("sv_link", 100.0)
+    ss.setdefault("sv_bw", 3.35)
+    c = st.columns([3, 1, 1, 1])
+    c[0].selectbox(t("cost.preset"), list(cost.PRESETS), format_func=_preset_label, key="sv_model",
+                   persist_state=KEEP)
+    c[1].number_input(t("cost.sv_prompt"), step=1, key="sv_prompt", help=t("cost.sv_prompt_help"),
+                      persist_state=KEEP)
+    c[2].number_input(t("cost.batch"), step=1, key="sv_batch", help=t("cost.sv_batch_help"), persist_state=KEEP)
+    c[3].selectbox(t("cost.dtype"), list(cost.DTYPE_BITS), key="sv_dtype", persist_state=KEEP)
+    d = st.columns(2)
+    d[0].number_input(t("cost.sv_link"), step=10.0, key="sv_link", help=t("cost.sv_link_help"),
+                      persist_state=KEEP, format="%.3g")
+    d[1].number_input(t("cost.sv_bw"), step=0.1, key="sv_bw", help=t("cost.sv_bw_help"), persist_state=KEEP,
+                      format="%.3g")
+    cfg = cost.PRESETS[ss.sv_model]
+    try:
+        tr = cost.cache_transfer(cfg, ss.sv_prompt, ss.sv_batch, ss.sv_dtype, ss.sv_link)
+        floor = cost.decode_step_floor(cfg, ss.sv_prompt, ss.sv_batch, ss.sv_dtype, ss.sv_bw)
+    except LimitError as e:
+        st.error(t("cost.bad_input", reason=str(e)), icon=":material/error:")
+        return
+    m = st.columns(4)
+    m[0].metric(t("cost.sv_size"), human_bytes(tr.bytes), help=t("cost.total_help", exact=f"{tr.bytes:,}"))
+    m[1].metric(t("cost.sv_time"), _seconds(tr.seconds), help=t("cost.sv_time_help"))
+    m[2].metric(t("cost.sv_layer"), human_bytes(tr.per_layer_bytes), help=t("cost.sv_layer_help", L=cfg.n_layers))
+    m[3].metric(t("cost.sv_steps"), f"{tr.seconds / floor:,.1f}",
+                help=t("cost.sv_steps_help", step=_seconds(floor)))
+    fig = disaggregated_diagram({
+        "requests": t("cost.dg_requests"), "prefill": t("cost.dg_prefill"), "decode": t("cost.dg_decode"),
+        "transfer": t("cost.dg_transfer", size=human_bytes(tr.bytes), time=_seconds(tr.seconds),
+                      link=f"{float(ss.sv_link):g}"),
+        "tokens": t("cost.dg_tokens"), "title": t("cost.dg_title", name=cfg.name)})
+    chart(fig, t("cost.dg_alt"))
+    st.markdown(t("cost.serve_body", p=f"{int(ss.sv_prompt):,}", B=int(ss.sv_batch), name=cfg.name,
+                  size=human_bytes(tr.bytes), time=_seconds(tr.seconds), step=_seconds(floor)))
+
+
+def _seconds(s: float) -> str:
+    if s >= 1:
+        return f"{s:,.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:,.3g} ms"
+    return f"{s * 1e6:,.3g} µs"
+

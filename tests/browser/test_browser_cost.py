@@ -1,0 +1,72 @@
+"""The Cost and scale page in a real browser: deep links into a tab, a bad number typed by hand,
+the batching stepper driven by the keyboard, and a measurement with its progress bar."""
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.browser
+
+
+def test_memory_numbers_and_a_bad_field(server, tab):
+    tab.goto(f"{server}/Cost_and_scale")
+    main = tab.page.locator("[data-testid='stMain']")
+    # a fresh server streams the first page in pieces: wait for the metric itself
+    main.get_by_text("36,864 B", exact=True).wait_for(timeout=60_000)
+    assert "37,748,736 bytes" in main.inner_text()
+    tab.page.locator("[data-testid='stPlotlyChart']").nth(1).wait_for()     # plotly loads lazily
+    tab.assert_clean()
+    layers = tab.page.get_by_label("Layers", exact=True)
+    layers.fill("0")
+    layers.press("Enter")
+    alert = tab.page.locator("[data-testid='stAlert']").filter(has_text="Layers must be between 1")
+    alert.wait_for(timeout=30_000)
+    tab.settle()
+    tab.assert_clean()
+    heads, kv = tab.page.get_by_label("Attention heads", exact=True), tab.page.get_by_label("KV heads", exact=True)
+    layers.fill("12")
+    layers.press("Enter")
+    tab.settle()
+    kv.fill("5")
+    kv.press("Enter")
+    main.get_by_text("divisible by KV heads").wait_for(timeout=30_000)
+    tab.settle()
+    assert heads.input_value() == "12"
+    tab.assert_clean()
+
+
+def test_batching_tab_deep_link_and_keyboard(server, tab):
+    tab.goto(f"{server}/Cost_and_scale?tab=Batching&step=2")
+    h3 = tab.page.locator("h3").first
+    expect(h3).to_have_text(re.compile(r"^Event 2 of 7: decode \(3 sequences\)"), timeout=60_000)
+    same = tab.page.locator("[data-testid='stAlert']").filter(has_text="Same as running this prompt alone")
+    same.nth(2).wait_for(timeout=30_000)
+    assert same.count() == 3
+    tab.settle()            # the whole first run finished: the shortcut buttons are live
+    tab.assert_clean()
+    tab.page.locator("h1").first.click()
+    tab.page.keyboard.press("ArrowRight")
+    expect(tab.page.locator("h3").first).to_have_text(re.compile(r"^Event 3 of 7: choose"), timeout=30_000)
+    tab.settle()
+    assert re.search(r"step=3", tab.page.url) and "tab=Batching" in tab.page.url
+    # another tab and back: the inputs and the step survive
+    tab.page.get_by_role("tab", name="Memory").click()
+    tab.page.get_by_text("Bytes per token", exact=True).wait_for(timeout=30_000)
+    tab.settle()
+    tab.page.get_by_role("tab", name="Batching").click()
+    expect(tab.page.locator("h3").first).to_have_text(re.compile(r"^Event 3 of 7"), timeout=30_000)
+    tab.settle()
+    tab.assert_clean()
+
+
+def test_measurement_behind_the_button(server, tab):
+    tab.goto(f"{server}/Cost_and_scale?tab=Measured+here")
+    tab.page.locator("[data-testid='stPlotlyChart']").first.wait_for()       # the intensity chart
+    n = tab.page.locator("[data-testid='stPlotlyChart']").count()
+    tab.page.get_by_role("button", name="Measure on this machine").click()
+    # the rerun may start a moment after the click: wait for its result, then for the app to settle
+    tab.page.get_by_text("Tokens/s at batch 1").wait_for(timeout=120_000)
+    tab.settle(timeout=120_000)
+    tab.page.locator("[data-testid='stPlotlyChart']").nth(n + 2).wait_for()
+    assert tab.page.locator("[data-testid='stPlotlyChart']").count() == n + 3
+    tab.assert_clean()

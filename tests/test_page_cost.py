@@ -1,0 +1,179 @@
+"""The Cost and scale page in AppTest: the seed's memory figures on screen, presets filling every
+field, bad inputs getting a message (never a traceback), the counted FLOPs agreeing, batching
+stepped event by event, the serving numbers, and a measurement behind its button."""
+from kvviz import cost
+from tests.conftest import no_exception, open_page, plotly_specs
+
+PAGE = "pages/5_Cost_and_scale.py"
+
+
+def metric(at, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def errors(at) -> str:
+    return " ".join(e.value for e in at.error)
+
+
+def test_memory_tab_shows_the_gpt2_seed_figures():
+    at = open_page(PAGE)
+    no_exception(at)
+    assert metric(at, "Bytes per token") == "36,864 B"
+    assert metric(at, "Cache size") == "37.7 MB"
+    assert any("37,748,736 bytes" in m.value for m in at.markdown)
+    fig = next(s for s in plotly_specs(at) if s["data"][0]["type"] == "scatter")
+    assert {tr["name"] for tr in fig["data"]} >= {"batch 1", "batch 8", "batch 64", "your setting"}
+    lines = [sh["y0"] for sh in fig["layout"]["shapes"]]
+    assert {24e9, 40e9, 80e9} <= set(lines)                  # accelerator memory sizes
+    assert cost.weight_bytes(cost.GPT2_SMALL, "fp16") in lines  # and the weights beside the cache
+
+
+def test_preset_fills_every_field_and_gqa_saving_shows():
+    at = open_page(PAGE)
+    at.selectbox(key="mem_preset").set_value("llama3-8b").run()
+    no_exception(at)
+    got = {k: at.number_input(key=k).value for k in ("mem_layers", "mem_heads", "mem_kv", "mem_hd")}
+    assert got == {"mem_layers": 32, "mem_heads": 32, "mem_kv": 8, "mem_hd": 128}
+    assert metric(at, "Bytes per token") == "131,072 B" and metric(at, "Attention kind") == "GQA"
+    bars = next(s for s in plotly_specs(at) if s["data"][0]["type"] == "bar")
+    assert bars["data"][0]["x"] == ["MQA 1", "GQA 2", "GQA 4", "GQA 8", "GQA 16", "MHA 32"]
+    # every field stays editable: two KV heads instead of eight quarters the cache
+    at.number_input(key="mem_kv").set_value(2).run()
+    assert metric(at, "Bytes per token") == "32,768 B"
+    assert any("Edited shape" in c.value for c in at.caption)
+
+
+BAD_MEMORY = [
+    ("mem_layers", 0, "Layers must be between 1"),
+    ("mem_hd", -64, "Head size must be between 1"),
+    ("mem_kv", 5, "divisible by KV heads"),
+    ("mem_kv", 0, "KV heads must be between 1"),
+    ("mem_heads", 18, "divisible by KV heads"),
+    ("mem_heads", 7, "cannot exceed attention heads"),
+    ("mem_tokens", 0, "Tokens must be between 1"),
+    ("mem_batch", -2, "Batch size must be between 1"),
+    ("mem_tokens", 10**11, "Tokens must be between 1 and 10000000"),
+]
+
+
+def test_bad_memory_inputs_get_a_message():
+    at = open_page(PAGE)
+    for key, value, words in BAD_MEMORY:
+        good = at.number_input(key=key).value
+        at.number_input(key=key).set_value(value).run()
+        no_exception(at)
+        assert words in errors(at), (key, value)
+        assert not any(m.label == "Cache size" for m in at.metric)   # no half-computed numbers
+        at.number_input(key=key).set_value(good).run()
+        assert not at.error and metric(at, "Bytes per token") == "36,864 B"
+
+
+def test_largest_allowed_inputs_still_draw():
+    """Exact byte and FLOP counts beyond 64 bits must still reach the charts."""
+    at = open_page(PAGE)
+    for key, value in (("mem_layers", 1000), ("mem_heads", 1024), ("mem_kv", 1024), ("mem_hd", 4096),
+                       ("mem_tokens", 10_000_000), ("mem_batch", 100_000)):
+        at.number_input(key=key).set_value(value).run()
+    at.selectbox(key="mem_dtype").set_value("fp32").run()
+    no_exception(at)
+    assert not at.error and metric(at, "Bytes per token") == f"{2 * 1000 * 1024 * 4096 * 4:,} B"
+    at = open_page(PAGE, {"tab": "Compute (FLOPs)"})
+    at.selectbox(key="fl_model").set_value("llama3.1-70b").run()
+    at.number_input(key="fl_n").set_value(1_000_000).run()
+    no_exception(at)
+    u = cost.generation_flops(cost.LLAMA31_70B, 2, 1_000_000, False)
+    assert u.total > 2**64 and at.dataframe[0].value["FLOPs without cache"][2] == f"{u.total:,}"
+
+
+def test_compute_tab_counts_agree_and_table_has_current_numbers():
+    at = open_page(PAGE, {"tab": "Compute (FLOPs)"})
+    no_exception(at)
+    assert any("equal the formulas exactly" in s.value for s in at.success)
+    table = at.dataframe[0].value
+    c = cost.generation_flops(cost.ABC_CONFIG, 2, 32, True)
+    u = cost.generation_flops(cost.ABC_CONFIG, 2, 32, False)
+    assert list(table["FLOPs with cache"]) == [f"{c.linear:,}", f"{c.attention:,}", f"{c.total:,}"]
+    assert list(table["FLOPs without cache"]) == [f"{u.linear:,}", f"{u.attention:,}", f"{u.total:,}"]
+    fig = plotly_specs(at)[0]
+    assert fig["layout"]["yaxis"]["type"] == "log"
+    assert sum(1 for tr in fig["data"] if tr["mode"] == "markers") == 2     # counted with / without
+    at.selectbox(key="fl_model").set_value("gpt2").run()
+    at.number_input(key="fl_n").set_value(1024).run()
+    no_exception(at)
+    assert any("too large to run here" in i.value for i in at.info)
+    g = cost.generation_flops(cost.GPT2_SMALL, 2, 1024, True)
+    assert at.dataframe[0].value["FLOPs with cache"][2] == f"{g.total:,}"
+    at.number_input(key="fl_n").set_value(0).run()
+    assert "New tokens must be between 1" in errors(at)
+
+
+def heading(at) -> str:
+    return at.subheader[0].value
+
+
+def test_batching_tab_steps_one_pass_for_all():
+    at = open_page(PAGE, {"tab": "Batching"})
+    no_exception(at)
+    assert heading(at).startswith("Event 0 of 7: prefill (3 sequences)")
+    assert metric(at, "Forward passes (batched)") == "1" and metric(at, "Passes if run one by one") == "3"
+    assert len(at.success) == 3 and all("Same as running this prompt alone" in s.value for s in at.success)
+    grid = next(s for s in plotly_specs(at) if s["data"][0]["type"] == "heatmap")
+    assert grid["data"][0]["text"][0] == ["pad", "pad", "A", "B"]
+    next(b for b in at.button if b.label == "Next").click().run()
+    assert heading(at).startswith("Event 1 of 7: choose")
+    next(b for b in at.button if b.label == "Next").click().run()
+    assert heading(at).startswith("Event 2 of 7: decode")
+    assert metric(at, "Forward passes (batched)") == "2" and metric(at, "Passes if run one by one") == "6"
+    table = at.dataframe[0].value
+    assert list(table["Sequence 3 mask"]) == [0, 0, 0, 1, 1]
+
+
+def test_batching_bad_prompts_get_a_message():
+    at = open_page(PAGE, {"tab": "Batching"})
+    at.text_input(key="bt_p2").set_value("").run()
+    no_exception(at)
+    assert "at least two prompts" in errors(at)
+    at.text_input(key="bt_p2").set_value("A X").run()
+    assert "Unknown token" in errors(at)
+    at.text_input(key="bt_p2").set_value("B A").run()
+    assert not at.error and heading(at).startswith("Event 0")
+
+
+def test_serving_tab_numbers_and_bad_link():
+    at = open_page(PAGE, {"tab": "Disaggregated serving"})
+    no_exception(at)
+    tr = cost.cache_transfer(cost.LLAMA3_8B, 4096, 1, "bf16", 100)
+    assert metric(at, "Cache to send") == "537 MB" and tr.bytes == 536_870_912
+    assert metric(at, "Transfer time") == f"{tr.seconds * 1e3:,.3g} ms"
+    at.number_input(key="sv_link").set_value(0.0).run()
+    no_exception(at)
+    assert "Link speed must be between" in errors(at)
+
+
+def test_measure_runs_behind_its_button():
+    at = open_page(PAGE, {"tab": "Measured here"})
+    no_exception(at)
+    assert any("Press **Measure" in i.value for i in at.info)
+    n_before = len(plotly_specs(at))                      # only the intensity chart
+    at.multiselect(key="ms_batches").set_value([1, 2]).run()
+    at.multiselect(key="ms_contexts").set_value([16]).run()
+    at.multiselect(key="ms_prompts").set_value([8]).run()
+    next(b for b in at.button if b.label == "Measure on this machine").click().run()
+    no_exception(at)
+    assert not at.error
+    assert len(plotly_specs(at)) == n_before + 3          # batch sweep, context sweep, TTFT vs TPOT
+    assert any(m.label == "Tokens/s at batch 2" for m in at.metric)
+
+
+def test_page_renders_in_every_language_and_keeps_the_tab():
+    from kvviz.ui.i18n import strings
+    for lang in ("es", "de"):
+        at = open_page(PAGE, {"lang": lang, "tab": strings(lang)["cost.tab_compute"]})
+        no_exception(at)
+        assert at.title[0].value == strings(lang)["cost.title"]
+        assert at.subheader[0].value.startswith(strings(lang)["cost.table_title"].split("{")[0])
+    # switching the language keeps the open tab although its label changes
+    at = open_page(PAGE, {"tab": "Compute (FLOPs)"})
+    at.selectbox(key="lang_select").set_value("de").run()
+    no_exception(at)
+    assert at.subheader[0].value.startswith("Die Komplexitätstabelle der Lektion")

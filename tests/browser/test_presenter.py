@@ -2,6 +2,7 @@
 import re
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.conftest import Page
 
@@ -26,10 +27,10 @@ def test_presenter_mode_fits_a_projector(server, browser, path):
         if path in STEPPING:
             tab.page.locator("h1").first.click()
             tab.page.keyboard.press("ArrowRight")
-            tab.page.wait_for_url(re.compile(r"step=2\b"), timeout=30_000)
+            expect(tab.page).to_have_url(re.compile(r"step=2\b"), timeout=30_000)
             tab.settle()
             tab.page.keyboard.press("End")
-            tab.page.wait_for_url(re.compile(r"step=([3-9]|\d\d)"), timeout=30_000)
+            expect(tab.page).to_have_url(re.compile(r"step=([3-9]|\d\d)"), timeout=30_000)
             tab.settle()
         tab.assert_clean()
     finally:

@@ -1,14 +1,14 @@
 """kvviz home page: the map of the app. Thin, and free of torch so it loads fast."""
 import streamlit as st
 
-from kvviz.ui.nav import PAGES, page_setup
 from kvviz.ui.i18n import t
+from kvviz.ui.links import deep_link, show_links
+from kvviz.ui.nav import PAGES, page_setup
 
 page_setup("home.title")
 
 st.title(t("home.title"))
 st.markdown(t("home.intro"))
 st.subheader(t("home.pages"))
-for path, label, icon in PAGES[1:]:
-    st.page_link(path, label=t(label), icon=icon)
-    st.caption(t(label.replace("nav.", "home.blurb_")))
+# plain links with their addresses (the sidebar has the same pages as in-app links)
+show_links([(t(label), deep_link(path), t(label.replace("nav.", "home.blurb_"))) for path, label, _ in PAGES[1:]])

@@ -18,6 +18,7 @@ PAGES = [
     ("pages/2_Weather_heads.py", "nav.weather", ":material/looks_two:"),
     ("pages/3_Sampling.py", "nav.sampling", ":material/casino:"),
     ("pages/5_Cost_and_scale.py", "nav.cost", ":material/speed:"),
+    ("pages/6_Lecture_script.py", "nav.lecture", ":material/school:"),
 ]
 
 

@@ -1,0 +1,53 @@
+"""The lecture script: the seeds in teaching order, one deep link per screen to show."""
+from __future__ import annotations
+
+import streamlit as st
+
+from kvviz.ui.i18n import t
+from kvviz.ui.links import deep_link, show_links
+
+ABC, WEATHER, SAMPLING, COST = ("pages/1_ABC_miniature.py", "pages/2_Weather_heads.py",
+                               "pages/3_Sampling.py", "pages/5_Cost_and_scale.py")
+
+# (section, [(page, address parameters, i18n key of the line to say)]) in the order of a lecture
+SCRIPT: list[tuple[str, list[tuple[str, dict, str]]]] = [
+    ("abc", [
+        (ABC, {"step": 0}, "abc_prefill"),
+        (ABC, {"step": 1}, "abc_chosen"),
+        (ABC, {"step": 2}, "abc_decode"),
+        (ABC, {"step": 8}, "abc_counters"),
+        (ABC, {"abc_rule": "sample", "abc_tau": 1.5, "abc_seed": 3, "step": 1}, "abc_sampling"),
+    ]),
+    ("weather", [
+        (WEATHER, {"step": 0}, "weather_prefill"),
+        (WEATHER, {"step": 1}, "weather_logits"),
+        (WEATHER, {"step": 2}, "weather_stale"),
+        (WEATHER, {"step": 2, "repair": "true"}, "weather_repair"),
+    ]),
+    ("sampling", [
+        (SAMPLING, {"sampling_top_p": 0.8}, "sampling_quiz"),
+        (SAMPLING, {"sampling_tau": 0.3}, "sampling_sharp"),
+        (SAMPLING, {"sampling_tau": 2.0, "sampling_top_k": 2}, "sampling_flat"),
+    ]),
+    ("cost", [
+        (COST, {"tab": "Memory"}, "cost_memory"),
+        (COST, {"tab": "Compute (FLOPs)"}, "cost_compute"),
+        (COST, {"tab": "Batching", "step": 2}, "cost_batching"),
+        (COST, {"tab": "Measured here"}, "cost_measured"),
+        (COST, {"tab": "Disaggregated serving"}, "cost_serving"),
+    ]),
+]
+
+
+def render() -> None:
+    st.title(t("lecture.title"))
+    st.markdown(t("lecture.intro"))
+    n = 0
+    for section, steps in SCRIPT:
+        st.subheader(t(f"lecture.h_{section}"))
+        rows = []
+        for page, params, key in steps:
+            n += 1
+            rows.append((t(f"lecture.{key}"), deep_link(page, params), t(f"lecture.{key}_why")))
+        show_links(rows)
+    st.caption(t("lecture.footer", n=n))

@@ -1,0 +1,62 @@
+"""URL round trip in a real browser: set a page up by hand, copy its address, open that address
+in a fresh browser context (a new visitor), and see the same screen."""
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.conftest import Page
+
+pytestmark = pytest.mark.browser
+
+
+def _screen(tab: Page) -> tuple[str, list[str]]:
+    heading = tab.page.locator("h3").filter(has_text=re.compile(r"^(Event|Evento|Ereignis) ")).first.inner_text()
+    chips = [c.split()[-1] for c in tab.page.locator(".kv-chip").all_inner_texts()]
+    return heading, chips
+
+
+def test_abc_round_trip(server, browser):
+    first, second = Page(browser), Page(browser)
+    try:
+        first.goto(f"{server}/ABC_miniature?lang=es")
+        box = first.page.get_by_label("Prompt (tokens A, B, C)", exact=True)
+        box.fill("C A B")
+        box.press("Enter")
+        first.settle()
+        first.page.locator("h1").first.click()
+        for _ in range(3):
+            first.page.keyboard.press("ArrowRight")
+            first.settle()
+        expect(first.page).to_have_url(re.compile(r"step=3"))
+        url = first.page.url
+        assert "prompt=C" in url and "lang=es" in url
+        before = _screen(first)
+        second.goto(url)                     # a new visitor with the copied address
+        assert _screen(second) == before
+        assert before[0].startswith("Evento 3") and before[1][:3] == ["C", "A", "B"]
+        second.assert_clean()
+    finally:
+        first.close()
+        second.close()
+
+
+def test_weather_round_trip_with_repair_and_values(server, browser):
+    first, second = Page(browser), Page(browser)
+    try:
+        first.goto(f"{server}/Weather_heads?step=2&values=nice:9")
+        first.page.locator("[data-testid='stCheckbox']").filter(has_text="Repair stale keys").locator("label").first.click()
+        first.settle()
+        expect(first.page).to_have_url(re.compile(r"repair=true"))
+        url = first.page.url
+        assert "values=nice" in url and "step=2" in url
+        main_first = first.page.locator("[data-testid='stMain']").inner_text()
+        second.goto(url)
+        main_second = second.page.locator("[data-testid='stMain']").inner_text()
+        assert _screen(second) == _screen(first)
+        for fact in ("max |Δ|", "9"):
+            assert (fact in main_first) == (fact in main_second)
+        second.assert_clean()
+    finally:
+        first.close()
+        second.close()

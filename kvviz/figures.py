@@ -24,6 +24,14 @@ COLORS = {
 }
 FONT = dict(size=16)
 
+# Words drawn inside figures; pages pass their translation (kvviz.ui.charts.figure_words).
+WORDS = {"query": "query", "key": "key", "weight": "weight", "logit": "logit",
+         "query_axis": "query (new position)", "key_axis": "key (cached position)"}
+
+
+def _words(words: dict[str, str] | None) -> dict[str, str]:
+    return {**WORDS, **(words or {})}
+
 
 def _base_layout(fig: go.Figure, title: str, height: int) -> go.Figure:
     fig.update_layout(title=dict(text=title, font=dict(size=18)), height=height,
@@ -56,20 +64,22 @@ def _masked_cells(weights: torch.Tensor, digits: int = 3,
 
 def attention_heatmap(weights: torch.Tensor, query_labels: Sequence[str], key_labels: Sequence[str],
                       title: str, zmax: float = 1.0, show_scale: bool = True,
-                      allowed: torch.Tensor | None = None) -> go.Figure:
+                      allowed: torch.Tensor | None = None, words: dict[str, str] | None = None) -> go.Figure:
     """weights: [N queries, T keys] after the causal mask; masked cells (exact 0 above the diagonal)
-    are left blank so the triangle of the causal mask is visible (``allowed``: see _masked_cells)."""
+    are left blank so the triangle of the causal mask is visible (``allowed``: see _masked_cells).
+    ``words``: translations of WORDS."""
+    w = _words(words)
     n = weights.shape[0]
     z, text = _masked_cells(weights, allowed=allowed)
     fig = go.Figure(go.Heatmap(
         z=z, x=list(key_labels), y=list(query_labels), zmin=0.0, zmax=zmax,
         colorscale=ATTENTION_SCALE, showscale=show_scale, text=text, texttemplate="%{text}",
         textfont=dict(size=15), xgap=2, ygap=2,
-        hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>",
-        colorbar=dict(title="weight"),
+        hovertemplate=f"{w['query']} %{{y}}<br>{w['key']} %{{x}}<br>{w['weight']} %{{z:.4f}}<extra></extra>",
+        colorbar=dict(title=w["weight"]),
     ))
-    fig.update_yaxes(autorange="reversed", title="query (new position)")
-    fig.update_xaxes(title="key (cached position)", side="bottom")
+    fig.update_yaxes(autorange="reversed", title=w["query_axis"])
+    fig.update_xaxes(title=w["key_axis"], side="bottom")
     return _base_layout(fig, title, height=max(260, 140 + 45 * n))
 
 
@@ -96,7 +106,8 @@ def logits_bar(logits: Sequence[float], tokens: Sequence[str], chosen: int | Non
 
 
 def attention_heads_figure(weights: torch.Tensor, query_labels: Sequence[str], key_labels: Sequence[str],
-                           head_titles: Sequence[str], title: str, max_text_keys: int = 5) -> go.Figure:
+                           head_titles: Sequence[str], title: str, max_text_keys: int = 5,
+                           words: dict[str, str] | None = None) -> go.Figure:
     """One heatmap per head, side by side, on one shared colour scale (0..1).
 
     weights: [H, N queries, T keys] after the causal mask; future keys are left blank, as in
@@ -106,6 +117,7 @@ def attention_heads_figure(weights: torch.Tensor, query_labels: Sequence[str], k
     The subplot layout is written out (x axes side by side, y axes sharing the first one) and
     validated once: make_subplots plus per-axis updates cost several times more, on every step click.
     """
+    w = _words(words)
     h, n, t = weights.shape
     gap = 0.025
     width = (1.0 - gap * (h - 1)) / h
@@ -121,7 +133,8 @@ def attention_heads_figure(weights: torch.Tensor, query_labels: Sequence[str], k
             text=text if show_text else None, texttemplate="%{text}" if show_text else None,
             textfont=dict(size=13),
             xgap=2, ygap=2, xaxis=f"x{sfx}", yaxis=f"y{sfx}",
-            hovertemplate=f"{head_titles[i]}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4g}}<extra></extra>",
+            hovertemplate=(f"{head_titles[i]}<br>{w['query']} %{{y}}<br>{w['key']} %{{x}}<br>"
+                           f"{w['weight']} %{{z:.4g}}<extra></extra>"),
         ))
         x0 = i * (width + gap)
         # narrow panels: slanted labels while few, upright beyond (slanted ones would run into the
@@ -129,22 +142,23 @@ def attention_heads_figure(weights: torch.Tensor, query_labels: Sequence[str], k
         layout[f"xaxis{sfx}"] = dict(domain=[x0, x0 + width], anchor=f"y{sfx}", tickangle=-40 if t <= 4 else -90,
                                      automargin=True, **tick)
         layout[f"yaxis{sfx}"] = dict(anchor=f"x{sfx}", autorange="reversed", **tick,
-                                     **({"title": "query"} if i == 0 else {"matches": "y", "showticklabels": False}))
+                                     **({"title": w["query"]} if i == 0 else {"matches": "y", "showticklabels": False}))
         annotations.append(dict(text=head_titles[i], x=x0 + width / 2, y=1.0, xref="paper", yref="paper",
                                 xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=15)))
     return go.Figure(data=traces, layout=dict(
         **layout, annotations=annotations,
-        coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0.0, cmax=1.0, colorbar=dict(title="weight", thickness=14)),
+        coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0.0, cmax=1.0, colorbar=dict(title=w["weight"], thickness=14)),
         title=dict(text=title, font=dict(size=18)), height=max(250, 170 + 42 * n),
         margin=dict(l=10, r=10, t=50, b=10), font=FONT))
 
 
 def causal_mask_figure(labels: Sequence[str], title: str, allowed_text: str = "✓",
-                       masked_text: str = "−∞") -> go.Figure:
+                       masked_text: str = "−∞", words: dict[str, str] | None = None) -> go.Figure:
     """The causal mask of a prompt: query i (row) may read key j (column) only when j <= i.
 
     Masked cells carry the score they get before softmax (−∞), so they get weight 0.
     """
+    w = _words(words)
     n = len(labels)
     z = [[1 if j <= i else 0 for j in range(n)] for i in range(n)]
     text = [[allowed_text if j <= i else masked_text for j in range(n)] for i in range(n)]
@@ -152,8 +166,8 @@ def causal_mask_figure(labels: Sequence[str], title: str, allowed_text: str = "�
         z=z, x=list(labels), y=list(labels), zmin=0, zmax=1, showscale=False,
         colorscale=[[0.0, "#E4E4E4"], [0.5, "#E4E4E4"], [0.5, COLORS["prompt"]], [1.0, COLORS["prompt"]]],
         text=text, texttemplate="%{text}" if n <= 12 else None, textfont=dict(size=15),
-        xgap=2, ygap=2, hovertemplate="query %{y}<br>key %{x}<br>%{text}<extra></extra>",
+        xgap=2, ygap=2, hovertemplate=f"{w['query']} %{{y}}<br>{w['key']} %{{x}}<br>%{{text}}<extra></extra>",
     ))
-    fig.update_yaxes(autorange="reversed", title="query")
-    fig.update_xaxes(title="key", side="bottom")
+    fig.update_yaxes(autorange="reversed", title=w["query"])
+    fig.update_xaxes(title=w["key"], side="bottom")
     return _base_layout(fig, title, height=max(240, 120 + 40 * n))

@@ -112,7 +112,7 @@ def draws_histogram(counts: Sequence[int], probs: Sequence[float], tokens: Seque
         go.Bar(x=xs, y=[counts[i] / n for i in order], name=labels["observed"], marker_color=COLORS["chosen"],
                text=[f"{counts[i]:,}" if numbers else "" for i in order], textposition="outside", textfont=dict(size=13),
                cliponaxis=False, customdata=[counts[i] for i in order],
-               hovertemplate="%{x}: %{customdata:,} draws (%{y:.4f})<extra></extra>"),
+               hovertemplate=f"%{{x}}: %{{customdata:,}} {labels.get('draws', 'draws')} (%{{y:.4f}})<extra></extra>"),
         go.Bar(x=xs, y=[probs[i] for i in order], name=labels["expected"],
                marker=dict(color="rgba(0,0,0,0)", line=dict(color=OUTLINE, width=2)),
                hovertemplate="%{x}: p = %{y:.4f}<extra></extra>"),

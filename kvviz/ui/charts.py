@@ -10,10 +10,26 @@ import re
 import plotly.graph_objects as go
 import streamlit as st
 
+from kvviz.figures import WORDS
 from kvviz.ui.i18n import t
 
 FORMATS = {"png": "PNG", "svg": "SVG"}
 KEY = "chart_format"
+
+
+def figure_words() -> dict[str, str]:
+    """The words figure builders draw (kvviz.figures.WORDS), in the current language."""
+    return {k: t(f"charts.{k}") for k in WORDS}
+
+
+def table_headers(columns: list[str]) -> dict[str, str]:
+    """Display names for engine table columns (position, token, event, phase, value, k …, v …)."""
+    out = {}
+    for c in columns:
+        base = str(c).split(" ", 1)[0]
+        if base in ("position", "token", "event", "phase", "value"):
+            out[c] = t(f"charts.col_{base}") + str(c)[len(base):]
+    return out
 
 
 def format_picker() -> None:

@@ -11,7 +11,7 @@ from kvviz.limits import MAX_NEW_TOKENS, LimitError
 from kvviz.models.base import split_prompt
 from kvviz.registry import get_model
 from kvviz.ui import stepper
-from kvviz.ui.charts import chart
+from kvviz.ui.charts import chart, figure_words
 from kvviz.ui.i18n import t
 from kvviz.ui.perf import timed
 from kvviz.ui.runs import cached_batch_run
@@ -140,7 +140,7 @@ def _attention(src: BatchEvent, labels: list[str]) -> None:
     keys = [f"c{c}" for c in range(src.n_columns)]
     fig = attention_heatmap(torch.cat(weights), queries, keys,
                             t("cost.bt_att_title", phase=t("abc.phase_" + src.phase)),
-                            show_scale=False, allowed=torch.cat(masks))
+                            show_scale=False, allowed=torch.cat(masks), words=figure_words())
     fig.update_xaxes(title=t("cost.bt_att_x"))
     fig.update_yaxes(title=t("cost.bt_att_y"))
     fig.update_layout(height=max(340, 170 + 42 * len(queries)))

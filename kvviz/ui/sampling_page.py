@@ -178,7 +178,7 @@ def _draws(rule, seed: int, stages: list[Stage], src: LogitSource) -> None:
     fig = draws_histogram(counts, final.probs, src.tokens, order,
                           t("sampling.hist_title", n=f"{int(n):,}", seed=seed),
                           {"observed": t("sampling.observed"), "expected": t("sampling.expected"),
-                           "axis": t("sampling.lbl_freq_axis")})
+                           "axis": t("sampling.lbl_freq_axis"), "draws": t("sampling.lbl_draws")})
     chart(fig, t("sampling.hist_alt"), key="hist")
     gap = max(abs(counts[i] / int(n) - final.probs[i]) for i in range(len(counts)))
     st.caption(t("sampling.hist_caption", gap=f"{gap:.4f}", n=f"{int(n):,}"))

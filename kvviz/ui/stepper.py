@@ -16,7 +16,7 @@ from kvviz.figures import COLORS, attention_heads_figure, attention_heatmap, log
 from kvviz.generation import Event, Run
 from kvviz.trace import cache_table, run_dict
 from kvviz.ui import presenter, urlstate
-from kvviz.ui.charts import chart
+from kvviz.ui.charts import chart, figure_words, table_headers
 from kvviz.ui.i18n import t
 
 STEP_KEY = "step"
@@ -146,7 +146,9 @@ def cache_view(ev: Event, head_labels: list[str] | None = None, position_base: i
         return [f"background-color:{COLORS['chosen']}44;font-weight:bold" if (r["position"], col) in marks
                 else base for col in r.index]
 
-    st.dataframe(df.style.apply(style_row, axis=1), hide_index=True, width="stretch")
+    shown = df.rename(columns=table_headers(list(df.columns)))      # headers in the page's language
+    st.dataframe(shown.style.apply(lambda r: style_row(pd.Series(r.values, index=df.columns)), axis=1),
+                 hide_index=True, width="stretch")
     notes = [t("stepper.cache_new_rows")] if new else []
     if rewritten:
         notes.append(t("stepper.cache_rewritten_rows"))
@@ -167,9 +169,9 @@ def attention_view(ev: Event, source: Event, layer: int = 0, head: int = 0, titl
     queries = [f"{p + position_base}:{source.sequence[p]}" for p in source.positions]
     title = title or t("stepper.attention_title", phase=source.phase)
     if head_titles:
-        fig = attention_heads_figure(att, queries, keys, head_titles, title)
+        fig = attention_heads_figure(att, queries, keys, head_titles, title, words=figure_words())
     else:
-        fig = attention_heatmap(att[head], queries, keys, title)
+        fig = attention_heatmap(att[head], queries, keys, title, words=figure_words())
     chart(fig, t("stepper.attention_alt"))
     if source is not ev:
         st.caption(t("stepper.no_attention", i=source.index))

@@ -14,7 +14,7 @@ from kvviz.models.weather import (D_K, DEFAULT_VALUES, HEADS, SEED_PROMPT, VOCAB
 from kvviz.staleness import Diagnosis, comparison_table, diagnose
 from kvviz.trace import kv_column
 from kvviz.ui import presenter, stepper, urlstate
-from kvviz.ui.charts import chart
+from kvviz.ui.charts import chart, figure_words
 from kvviz.ui.i18n import t
 from kvviz.ui.perf import timed
 from kvviz.ui.rule_controls import rule_controls
@@ -132,7 +132,7 @@ def _prompt_view(tokens: list[str], values: dict[str, float]) -> None:
                          columns=[str(p + BASE) for p in range(len(tokens))])
     st.dataframe(table, width="stretch")
     labels = [f"{p + BASE}:{w}" for p, w in enumerate(tokens)]
-    chart(causal_mask_figure(labels, t("weather.mask_title")), t("weather.mask_alt"))
+    chart(causal_mask_figure(labels, t("weather.mask_title"), words=figure_words()), t("weather.mask_alt"))
     st.caption(t("weather.mask_caption"))
 
 

@@ -11,6 +11,22 @@ pytestmark = pytest.mark.browser
 STEPPING = ["ABC_miniature", "Weather_heads"]
 
 
+def _press_until(tab: Page, key: str, url_pattern: str) -> None:
+    """Press ``key`` on the page and wait for the address to show its effect. A press that lands
+    while the browser is still busy laying out a freshly loaded page can be dropped on a loaded
+    machine (seen only under the full suite), so one more press is allowed, not more."""
+    for attempt in range(2):
+        tab.page.locator("h1").first.click()
+        tab.page.keyboard.press(key)
+        try:
+            expect(tab.page).to_have_url(re.compile(url_pattern), timeout=15_000)
+            tab.settle()
+            return
+        except AssertionError:
+            if attempt:
+                raise
+
+
 @pytest.mark.parametrize("path", STEPPING + ["Sampling"])
 def test_presenter_mode_fits_a_projector(server, browser, path):
     tab = Page(browser, width=1280, height=720)
@@ -25,13 +41,8 @@ def test_presenter_mode_fits_a_projector(server, browser, path):
         assert tab.page.get_by_role("button", name="Settings").count() + \
             main.get_by_text("Settings").count() >= 1
         if path in STEPPING:
-            tab.page.locator("h1").first.click()
-            tab.page.keyboard.press("ArrowRight")
-            expect(tab.page).to_have_url(re.compile(r"step=2\b"), timeout=30_000)
-            tab.settle()
-            tab.page.keyboard.press("End")
-            expect(tab.page).to_have_url(re.compile(r"step=([3-9]|\d\d)"), timeout=30_000)
-            tab.settle()
+            _press_until(tab, "ArrowRight", r"step=2\b")
+            _press_until(tab, "End", r"step=([3-9]|\d\d)")
         tab.assert_clean()
     finally:
         tab.close()

@@ -24,10 +24,22 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("model", choices=sorted(MODELS), help="which model to run")
     t.add_argument("--prompt", required=True, help='space-separated tokens, e.g. "A B"')
     t.add_argument("--new-tokens", type=int, default=4, help=f"tokens to generate (1..{MAX_NEW_TOKENS})")
+    t.add_argument("--no-cache", action="store_true",
+                   help="gpt only: print the tokens of the recomputing generate (no KV cache), not the trace")
     a = p.parse_args(argv)
     model = get_model(a.model)
     try:
-        run = run_generation(model, a.prompt.split(), a.new_tokens)
+        # a model with its own tokenizer (gpt: words and punctuation) splits the prompt itself
+        prompt = model.tokenize(a.prompt) if hasattr(model, "tokenize") else a.prompt.split()
+        if a.no_cache:
+            if not hasattr(model, "fast_generate"):
+                p.error(f"--no-cache needs a model with a generate loop (gpt), not {a.model!r}")
+            gen = model.fast_generate(prompt, a.new_tokens, cache=False)
+            json.dump({"model": model.name, "prompt": prompt, "cache": False,
+                       "tokens": [model.vocab[i] for i in gen.tokens]}, sys.stdout, indent=1)
+            print()
+            return 0
+        run = run_generation(model, prompt, a.new_tokens)
     except (LimitError, ValueError) as e:
         p.error(str(e))
     json.dump(run_dict(run, model.logit_tokens), sys.stdout, indent=1)

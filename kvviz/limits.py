@@ -6,6 +6,9 @@ Widgets use the same numbers, but the engine checks them again: a URL or a scrip
 MAX_PROMPT_TOKENS = 64      # toy models: tokens in a prompt
 MAX_NEW_TOKENS = 32         # toy models: tokens generated per run
 MAX_PROMPT_CHARS = 2_000    # raw prompt text accepted before tokenising
+GPT_MAX_PROMPT_TOKENS = 64  # tiny GPT: prompt words
+GPT_MAX_NEW_TOKENS = 48     # tiny GPT: tokens per stepped run (every event keeps its attention and cache)
+GPT_MAX_SWEEP_TOKENS = 248  # tiny GPT: largest N the timing sweep generates (prompt + N − 1 ≤ block_size 256)
 
 
 class LimitError(ValueError):

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from kvviz.models.abc import ABCModel
 from kvviz.models.base import Model
+from kvviz.models.gpt import GPTModel
 
-MODELS = {"abc": ABCModel}
+MODELS = {"abc": ABCModel, "gpt": GPTModel}
 
 
 def get_model(name: str) -> Model:

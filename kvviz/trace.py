@@ -82,3 +82,13 @@ def cache_table(cache: CacheSnapshot, head_labels: list[str] | None = None, laye
             row["phase"] = f"{r.phase}, rewritten at event {r.rewritten_at}"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def cache_shapes(cache: CacheSnapshot) -> pd.DataFrame:
+    """One row per layer: the K and V tensor shapes ``[batch, heads, seq, head_dim]`` and their bytes."""
+    rows = []
+    for layer, (k, v) in enumerate(zip(cache.keys, cache.values)):
+        shape = "—" if k is None else "[" + ", ".join(str(n) for n in k.shape) + "]"
+        nbytes = sum(t.numel() * t.element_size() for t in (k, v) if t is not None)
+        rows.append({"layer": layer + 1, "K shape": shape, "V shape": shape, "bytes (K + V)": nbytes})
+    return pd.DataFrame(rows)

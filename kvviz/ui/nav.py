@@ -13,6 +13,7 @@ from kvviz.ui.i18n import LANGS, t
 PAGES = [
     ("app.py", "nav.home", ":material/home:"),
     ("pages/1_ABC_miniature.py", "nav.abc", ":material/looks_one:"),
+    ("pages/4_Tiny_GPT.py", "nav.gpt", ":material/smart_toy:"),
 ]
 
 

@@ -84,8 +84,10 @@ def token_strip(ev: Event, prompt_len: int) -> None:
         f"<div style='margin-top:.3em'>{legend}</div>", unsafe_allow_html=True)
 
 
-def counters(ev: Event) -> None:
-    """Cache length, the two K/V counters, and the recompute-check badge."""
+def counters(ev: Event, tol: float = 1e-6) -> None:
+    """Cache length, the two K/V counters, and the recompute-check badge (agreement within ``tol``:
+    float32 models differ from a recompute by rounding, ~1e-6, since matrices of other shapes sum
+    in another order)."""
     c = st.columns(4)
     c[0].metric(t("stepper.cache_len"), ev.cache_len, help=t("stepper.cache_len_help"))
     c[1].metric(t("stepper.kv_computed"), ev.kv_computed, help=t("stepper.kv_computed_help"))
@@ -95,15 +97,15 @@ def counters(ev: Event) -> None:
     with c[3]:
         if ev.check is None:
             st.info(t("stepper.check_none"), icon=":material/hourglass_empty:")
-        elif ev.check.max_abs_diff <= 1e-6:
+        elif ev.check.max_abs_diff <= tol:
             st.success(t("stepper.check_ok", diff=f"{ev.check.max_abs_diff:.1e}"), icon=":material/check_circle:")
         else:
             st.error(t("stepper.check_bad", diff=f"{ev.check.max_abs_diff:.4g}"), icon=":material/error:")
 
 
-def cache_view(ev: Event, head_labels: list[str] | None = None) -> pd.DataFrame:
-    """The K/V cache table, rows written by this event highlighted."""
-    df = cache_table(ev.cache, head_labels)
+def cache_view(ev: Event, head_labels: list[str] | None = None, layer: int = 0) -> pd.DataFrame:
+    """The K/V cache table of one layer, rows written by this event highlighted."""
+    df = cache_table(ev.cache, head_labels, layer)
     st.markdown(f"**{t('stepper.cache_title', n=ev.cache_len)}**")
     if df.empty:
         st.caption(t("stepper.cache_empty"))

@@ -30,9 +30,11 @@ PROMPT = "Today the weather is so nice . It"     # 8 tokens: 8 + 248 − 1 fits 
 
 def hf_generate(hf, ids: list[int], n: int) -> tuple[list[int], float]:
     x = torch.tensor([ids])
+    mask = torch.ones_like(x)       # explicit: otherwise generate masks every prompt token equal to pad_token_id
     t0 = time.perf_counter()
     with torch.inference_mode():
-        out = hf.generate(x, max_new_tokens=n, min_new_tokens=n, do_sample=False, use_cache=True, pad_token_id=0)
+        out = hf.generate(x, attention_mask=mask, max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                          use_cache=True, pad_token_id=0)
     return out[0, len(ids):].tolist(), time.perf_counter() - t0
 
 

@@ -24,7 +24,7 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 from tests.conftest import CHROME_ARGS, CHROMIUM, Page, server  # noqa: E402
 
 # (URL path, key to press, timing label of its step fragment) for every page that steps
-PAGES = [("ABC_miniature", "ArrowRight", "abc.step")]
+PAGES = [("ABC_miniature", "ArrowRight", "abc.step"), ("Tiny_GPT", "ArrowRight", "gpt.step")]
 
 WATCH = """() => { window.__kv = []; const app = document.querySelector("[data-testid='stApp']");
   new MutationObserver(() => window.__kv.push([performance.now(), app.getAttribute('data-test-script-state')]))

@@ -113,15 +113,17 @@ def speedup_chart(ns: Sequence[int], series: dict[str, Sequence[float]], title: 
     """Lines over N on a log y axis, one per named series (e.g. measured speed-up, FLOP ratio)."""
     palette = [COLORS["chosen"], COLORS["prompt"], COLORS["processed"], COLORS["pending"]]
     dashes = ["solid", "dash", "dot", "dashdot"]
+    places = ["top center", "bottom center", "top center", "bottom center"]   # neighbours label apart
     fig = go.Figure()
     for i, (name, ys) in enumerate(series.items()):
         fig.add_trace(go.Scatter(
             x=list(ns), y=list(ys), name=name, mode="lines+markers+text",
             line=dict(color=palette[i % 4], dash=dashes[i % 4], width=3), marker=dict(size=9),
-            text=[f"{y:.1f}×" for y in ys], textposition="top center", textfont=dict(size=13),
+            text=[f"{y:.1f}×" for y in ys], textposition=places[i % 4], textfont=dict(size=13, color=palette[i % 4]),
             hovertemplate=f"{name}<br>N = %{{x}}: %{{y:.2f}}×<extra></extra>",
         ))
     fig.update_xaxes(title=x_title, type="log", tickvals=list(ns), ticktext=[str(n) for n in ns])
-    fig.update_yaxes(title=y_title, type="log")
+    ticks = [0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
+    fig.update_yaxes(title=y_title, type="log", tickvals=ticks, ticktext=[f"{v:g}×" for v in ticks])
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
     return _base_layout(fig, title, height=440)

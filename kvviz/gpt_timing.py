@@ -13,7 +13,6 @@ per-pass times, not FLOPs, explain the speed-up.
 """
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -70,20 +69,20 @@ def weight_bytes(model: GPT) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
-def _median_time(fn: Callable[[], object], repeats: int) -> float:
+def _best_time(fn: Callable[[], object], repeats: int) -> float:
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return min(times)
 
 
 @dataclass(frozen=True)
 class SweepPoint:
     n: int                    # new tokens
-    seconds_uncached: float   # median wall time of generate (no cache)
-    seconds_cached: float     # median wall time of generate_cached (prefill included)
+    seconds_uncached: float   # best wall time of generate (no cache)
+    seconds_cached: float     # best wall time of generate_cached (prefill included)
     flops_uncached: int
     flops_cached: int
     same_tokens: bool         # both loops chose the same tokens
@@ -99,7 +98,7 @@ class SweepPoint:
 
 @dataclass(frozen=True)
 class PassTimes:
-    """Median seconds of single passes: a full pass over n tokens (no cache), and one cached decode step."""
+    """Best seconds of single passes: a full pass over n tokens (no cache), and one cached decode step."""
 
     full: dict[int, float]    # tokens → seconds of one full pass
     step: float               # one decode step with a cache of ``step_context`` positions
@@ -170,7 +169,7 @@ def measure_passes(model: GPT, prompt_ids: Sequence[int], repeats: int = 3,
     for n in sorted({min(n, block) for n in lengths} | {len(prompt_ids)}):
         idx = base.repeat(n // len(base) + 1)[:n].unsqueeze(0) % vocab               # [1, n]
         model(idx, last_only=True)                                                   # warm-up
-        full[n] = _median_time(lambda: model(idx, last_only=True), repeats)
+        full[n] = _best_time(lambda: model(idx, last_only=True), repeats)
     context = min(128, block)
     cache = StaticKVCache(model, context + repeats + 1)
     model(base.repeat(context // len(base) + 1)[:context - 1].unsqueeze(0), cache, 0, last_only=True)
@@ -180,21 +179,22 @@ def measure_passes(model: GPT, prompt_ids: Sequence[int], repeats: int = 3,
         t0 = time.perf_counter()
         model(tok, cache, context - 1 + i, last_only=True)
         times.append(time.perf_counter() - t0)
-    return PassTimes(full, statistics.median(times[1:]), context)
+    return PassTimes(full, min(times[1:]), context)
 
 
 def measure_point(model: GPT, prompt_ids: Sequence[int], n: int, rule: SelectionRule | None = None,
                   seed: int = 0, repeats: int = 1) -> SweepPoint:
+    """Best of ``repeats`` runs of each loop, interleaved so both meet the same load. Noise on a
+    shared machine only ever adds time, so the fastest run is the best estimate of the cost."""
     cfg = model.config
-    a = generate(model, prompt_ids, n, rule, seed, keep_logits=False)
-    b = generate_cached(model, prompt_ids, n, rule, seed, keep_logits=False)
-    t_u = statistics.median([a.seconds] + [generate(model, prompt_ids, n, rule, seed, False).seconds
-                                           for _ in range(repeats - 1)])
-    t_c = statistics.median([b.seconds] + [generate_cached(model, prompt_ids, n, rule, seed, False).seconds
-                                           for _ in range(repeats - 1)])
+    uncached, cached = [], []
+    for _ in range(repeats):
+        uncached.append(generate(model, prompt_ids, n, rule, seed, keep_logits=False))
+        cached.append(generate_cached(model, prompt_ids, n, rule, seed, keep_logits=False))
     p = len(prompt_ids)
-    return SweepPoint(n, t_u, t_c, generation_flops(cfg, p, n, False).total,
-                      generation_flops(cfg, p, n, True).total, a.tokens == b.tokens)
+    return SweepPoint(n, min(g.seconds for g in uncached), min(g.seconds for g in cached),
+                      generation_flops(cfg, p, n, False).total, generation_flops(cfg, p, n, True).total,
+                      all(a.tokens == b.tokens for a, b in zip(uncached, cached)))
 
 
 def measure_sweep(model: GPT, prompt_ids: Sequence[int], ns: Sequence[int], rule: SelectionRule | None = None,
@@ -219,7 +219,7 @@ def measure_sweep(model: GPT, prompt_ids: Sequence[int], ns: Sequence[int], rule
         done += w
     if progress:
         progress(done / total, "single passes")
-    passes = measure_passes(model, prompt_ids, repeats=max(3, repeats))
+    passes = measure_passes(model, prompt_ids, repeats=max(5, repeats))
     if progress:
         progress(1.0, "done")
     return Sweep(len(prompt_ids), points, passes, weight_bytes(model), model.config)

@@ -52,7 +52,7 @@ def evaluate(model, data: torch.Tensor, block: int, n_batches: int = 4, batch: i
     return sum(losses) / len(losses)
 
 
-def train(steps: int = 400, batch: int = 8, lr: float = 3e-3, seed: int = 0, sentences: int = 30_000,
+def train(steps: int = 1200, batch: int = 8, lr: float = 3e-3, seed: int = 0, sentences: int = 30_000,
           threads: int = 2, log_every: int = 25) -> tuple[torch.nn.Module, dict]:
     torch.set_num_threads(threads)
     vocab = vocabulary()
@@ -97,7 +97,7 @@ def train(steps: int = 400, batch: int = 8, lr: float = 3e-3, seed: int = 0, sen
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--steps", type=int, default=1200)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=0)

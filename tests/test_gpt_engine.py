@@ -8,7 +8,7 @@ import torch
 from kvviz.cache import KVCache
 from kvviz.generation import run_generation
 from kvviz.gpt_corpus import UnknownWordsError, WordTokenizer, corpus_tokens, vocabulary, WEATHER, ACTIONS
-from kvviz.gpt_generate import (StaticKVCache, choose_next, compare, generate, generate_cached,
+from kvviz.gpt_generate import (LeanGPT, StaticKVCache, choose_next, compare, generate, generate_cached,
                                 max_cached_new_tokens)
 from kvviz.gpt_timing import (cache_bytes_formula, flop_ratio, generation_flops, measure_sweep, pass_flops,
                               sweep_sizes)
@@ -158,6 +158,20 @@ def test_stepper_runs_the_gpt_with_per_layer_cache_and_recompute_check():
     chosen = [e.chosen for e in run.events if e.phase == "choose"]
     assert chosen == [TOK.vocab[i] for i in generate_cached(M, TOK.encode("Today the weather is so"), 6).tokens]
     assert run.events[-1].cache.nbytes() == cache_bytes_formula(M.config, 10)
+
+
+def test_lean_loop_computes_the_modules_numbers_bit_for_bit():
+    lean = LeanGPT(M)
+    ids = torch.tensor([TOK.encode("Today the weather is so nice . It is")])
+    with torch.no_grad():
+        assert torch.equal(lean(ids), M(ids, last_only=True)[:, -1])              # full pass, causal
+        a, b = StaticKVCache(M, 12), StaticKVCache(M, 12)
+        assert torch.equal(lean(ids[:, :6], a, 0), M(ids[:, :6], b, 0, last_only=True)[:, -1])   # prefill
+        assert torch.equal(lean(ids[:, 6:8], a, 6), M(ids[:, 6:8], b, 6, last_only=True)[:, -1])  # 2 after a past
+        assert torch.equal(lean(ids[:, 8:], a, 8), M(ids[:, 8:], b, 8, last_only=True)[:, -1])   # one decode step
+        assert torch.equal(a.k[3], b.k[3]) and torch.equal(a.v[0], b.v[0])
+        with pytest.raises(LimitError, match="block_size"):
+            lean(ids, None, 250)
 
 
 def test_attention_records_match_the_fast_path():

@@ -26,7 +26,8 @@ def hf():
     return to_transformers(M)
 
 
-PROMPTS = ["Today the weather is so", "It is windy in Dublin , so we", "Yesterday the weather in Rome was"]
+PROMPTS = ["Today the weather is so", "It is windy in Dublin , so we", "Yesterday the weather in Rome was",
+           "Today it is cold . In Oslo the sky"]
 
 
 def test_converter_round_trips_and_transposes_conv1d(hf):
@@ -69,7 +70,8 @@ def test_same_greedy_continuation(hf, use_cache):
         ids = TOK.encode(prompt)
         n = 24
         with torch.no_grad():
-            out = hf.generate(torch.tensor([ids]), max_new_tokens=n, min_new_tokens=n, do_sample=False,
-                              use_cache=use_cache, pad_token_id=0)
+            x = torch.tensor([ids])
+            out = hf.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=n, min_new_tokens=n,
+                              do_sample=False, use_cache=use_cache, pad_token_id=0)
         theirs = out[0, len(ids):].tolist()
         assert theirs == generate_cached(M, ids, n).tokens == generate(M, ids, n).tokens

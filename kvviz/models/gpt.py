@@ -52,6 +52,15 @@ class GPTConfig:
         return self.n_embd // self.n_head
 
 
+def check_positions(cfg: GPTConfig, start_pos: int, n: int) -> None:
+    """Learned positions cannot slide: refuse positions at or past block_size."""
+    if start_pos + n > cfg.block_size:
+        raise LimitError(
+            f"Positions {start_pos}..{start_pos + n - 1} do not fit: this GPT learned only "
+            f"{cfg.block_size} positions (block_size). With a cache the text cannot be "
+            f"cropped, so generation must stop here; without a cache the oldest tokens are dropped.")
+
+
 class LayerCache(Protocol):
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append k, v ``[B, H, N, hs]`` to ``layer``; return the full ``[B, H, T, hs]``."""
@@ -60,6 +69,20 @@ class LayerCache(Protocol):
 
 # what one attention layer computed, kept only when a caller asks for it (the stepper does)
 LayerTrace = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]  # q, k, v [B,H,N,hs]; att [B,H,N,T]
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start_pos: int) -> torch.Tensor:
+    """Fused attention of new queries q [B, H, N, hs] (positions start_pos..) over keys/values
+    [B, H, T, hs] (positions 0..T-1) with the causal mask → [B, H, N, hs]."""
+    N, T = q.shape[2], k.shape[2]
+    if N == 1:
+        # one decode query at the last position sees every cached key: no mask needed
+        return F.scaled_dot_product_attention(q, k, v)
+    if T == N:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    # several new queries after a cached past: query i (position start_pos + i) sees keys ≤ it
+    allowed = torch.arange(T).unsqueeze(0) <= torch.arange(start_pos, start_pos + N).unsqueeze(1)  # [N, T]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
 
 
 class CausalSelfAttention(nn.Module):
@@ -74,31 +97,21 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, cache: LayerCache | None = None, start_pos: int = 0,
                 trace: list[LayerTrace] | None = None) -> torch.Tensor:
         B, N, C = x.shape                                          # N new positions
-        q, k, v = self.c_attn(x).split(C, dim=2)                   # each [B, N, C]
-        q = q.view(B, N, self.n_head, self.head_dim).transpose(1, 2)   # [B, H, N, hs]
-        k = k.view(B, N, self.n_head, self.head_dim).transpose(1, 2)
-        v = v.view(B, N, self.n_head, self.head_dim).transpose(1, 2)
+        qkv = self.c_attn(x).view(B, N, 3, self.n_head, self.head_dim)  # q, k, v of every head at once
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)             # each [B, H, N, hs]
         if cache is not None:
             k_all, v_all = cache.update(self.layer_idx, k, v)      # [B, H, T, hs], T = start_pos + N
         else:
             k_all, v_all = k, v
-        T = k_all.shape[2]
         if trace is not None:
             # explicit weights, so the stepper can show them
             scores = q @ k_all.transpose(-2, -1) / math.sqrt(self.head_dim)   # [B, H, N, T]
             att = causal_softmax(scores, start_pos)
             y = att @ v_all                                                  # [B, H, N, hs]
             trace.append((q, k, v, att))
-        elif N == 1:
-            # one decode query at the last position sees every cached key: no mask needed
-            y = F.scaled_dot_product_attention(q, k_all, v_all)
-        elif T == N:
-            y = F.scaled_dot_product_attention(q, k_all, v_all, is_causal=True)
         else:
-            # several new queries after a cached past: query i (position start_pos + i) sees keys ≤ it
-            allowed = torch.arange(T).unsqueeze(0) <= torch.arange(start_pos, start_pos + N).unsqueeze(1)
-            y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=allowed)   # mask [N, T]
-        y = y.transpose(1, 2).contiguous().view(B, N, C)           # heads side by side again
+            y = causal_attention(q, k_all, v_all, start_pos)
+        y = y.transpose(1, 2).reshape(B, N, C)                     # heads side by side again
         return self.c_proj(y)
 
 
@@ -159,13 +172,9 @@ class GPT(nn.Module):
                trace: list[LayerTrace] | None = None) -> torch.Tensor:
         """idx [B, N] at positions start_pos.. → final hidden states after ln_f [B, N, C]."""
         N = idx.shape[1]
-        if start_pos + N > self.config.block_size:
-            raise LimitError(
-                f"Positions {start_pos}..{start_pos + N - 1} do not fit: this GPT learned only "
-                f"{self.config.block_size} positions (block_size). With a cache the text cannot be "
-                f"cropped, so generation must stop here; without a cache the oldest tokens are dropped.")
-        pos = torch.arange(start_pos, start_pos + N)                                   # [N]
-        x = self.transformer.wte(idx) + self.transformer.wpe(pos)                      # [B, N, C]
+        check_positions(self.config, start_pos, N)
+        # position rows start_pos.. of the learned table (a slice: cheaper than an index lookup)
+        x = self.transformer.wte(idx) + self.transformer.wpe.weight[start_pos:start_pos + N]   # [B, N, C]
         for block in self.transformer.h:
             x = block(x, cache, start_pos, trace)
         return self.transformer.ln_f(x)

@@ -179,8 +179,8 @@ def _stepper(run: Run, model: GPTModel) -> None:
     stepper.counters(ev, tol=CHECK_TOL)
     st.caption(t("gpt.check_note", tol=f"{CHECK_TOL:.0e}"))
     _cache_growth(ev, model, layer)
-    st.markdown(f"**{t('gpt.cache_table_title', layer=layer + 1)}**")
     table = stepper.cache_view(ev, [f"h{h + 1}" for h in range(model.n_heads)], layer)
+    st.caption(t("gpt.cache_table_note", layer=layer + 1, hs=model.config.head_dim))
     stepper.downloads(run, ev, model.logit_tokens, "tiny_gpt", table)
 
 
@@ -253,7 +253,7 @@ def _timing(tokens: list[str], rule_key: RuleKey, seed: int, model: GPTModel) ->
     max_n = c[0].select_slider(t("gpt.timing_max_n"), options, value=options[-1] if options[-1] <= 128
                                else max(n for n in options if n <= 128), key="gpt_sweep_max",
                                help=t("gpt.timing_max_n_help", cap=limit))
-    repeats = c[1].number_input(t("gpt.timing_repeats"), 1, 3, 1, key="gpt_sweep_repeats",
+    repeats = c[1].number_input(t("gpt.timing_repeats"), 1, 5, 3, key="gpt_sweep_repeats",
                                 help=t("gpt.timing_repeats_help"))
     go = c[2].button(t("gpt.timing_run"), icon=":material/timer:", type="primary", width="stretch",
                      help=t("gpt.timing_run_help"))
@@ -309,8 +309,7 @@ def render() -> None:
                   block=cfg.block_size, params=f"{model.gpt.n_params():,}"))
     if tiny.trained:
         tr = tiny.meta.get("training", {})
-        st.caption(t("gpt.weights_trained", steps=tr.get("steps", "?"), loss=tr.get("val_loss", "?"),
-                     seconds=tr.get("seconds", "?")))
+        st.caption(t("gpt.weights_trained", steps=tr.get("steps", "?"), loss=tr.get("val_loss", "?")))
     else:
         st.warning(t("gpt.weights_random", seed=tiny.meta.get("fallback_seed", 0)), icon=":material/casino:")
     got = _inputs(model)

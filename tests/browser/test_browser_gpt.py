@@ -27,7 +27,7 @@ def test_deep_link_keys_selectors_and_timing(server, tab):
     tab.settle()
     assert "layer 4, head 1" in tab.page.locator("[data-testid='stPlotlyChart']").first.inner_text()
     assert heading(tab).startswith("Event 3 of 15")          # the selector kept the step
-    tab.page.get_by_role("button", name="Measure").click()
+    tab.page.get_by_role("button", name="Measure", exact=True).click()
     tab.settle(timeout=120_000)
     tab.page.get_by_text("Why the speed-up is far below the FLOP ratio").wait_for(timeout=120_000)
     tab.assert_clean()

@@ -5,10 +5,11 @@ Measured in one run, same machine, same shape, same prompt and token count, gree
      GPT2LMHeadModel.generate(use_cache=True) — target ≥ 2×;
   2. GPT-2-small shape (12 layers, 768, vocab 50,257, random weights): the same — target ≥ 0.95×;
   3. tiny shape, N = 248: generate_cached vs the recomputing generate — target ≥ 7×.
-Each figure is the median of --runs runs (ours and transformers interleaved, so both see the same
-load). Needs transformers (requirements-dev.txt).
+Each figure is the median of --runs runs (the two contenders interleaved, so both see the same
+load); "best runs" compares the fastest run of each, which filters out other jobs on a shared
+machine. Needs transformers (requirements-dev.txt).
 
-usage: python bench/gpt_speed.py [--runs 5] [--n 248] [--big-n 32]
+usage: python bench/gpt_speed.py [--runs 7] [--n 248] [--big-n 32]
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def ours_vs_hf(model, ids: list[int], n: int, runs: int) -> dict:
         hf_s.append(s)
         same &= toks == g.tokens
     o, h = statistics.median(ours_s), statistics.median(hf_s)
-    return {"ours_tps": n / o, "hf_tps": n / h, "ratio": h / o, "same": same}
+    return {"ours_tps": n / o, "hf_tps": n / h, "ratio": h / o, "best_ratio": min(hf_s) / min(ours_s), "same": same}
 
 
 def cached_vs_uncached(model, ids: list[int], n: int, runs: int) -> dict:
@@ -63,12 +64,13 @@ def cached_vs_uncached(model, ids: list[int], n: int, runs: int) -> dict:
         u_s.append(u.seconds)
         same &= c.tokens == u.tokens
     c, u = statistics.median(c_s), statistics.median(u_s)
-    return {"cached_tps": n / c, "uncached_tps": n / u, "speedup": u / c, "same": same}
+    return {"cached_tps": n / c, "uncached_tps": n / u, "speedup": u / c, "best_speedup": min(u_s) / min(c_s),
+            "same": same}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--n", type=int, default=248, help="new tokens on the tiny shape")
     ap.add_argument("--big-n", type=int, default=32, help="new tokens on the GPT-2-small shape")
     a = ap.parse_args()
@@ -82,20 +84,21 @@ def main() -> None:
     ids = tiny.tokenizer.encode(PROMPT)
     r1 = ours_vs_hf(tiny.model, ids, a.n, a.runs)
     print(f"1. tiny shape, N={a.n}: ours {r1['ours_tps']:,.0f} tok/s, transformers {r1['hf_tps']:,.0f} tok/s "
-          f"-> {r1['ratio']:.2f}x (target >= 2x) {'PASS' if r1['ratio'] >= 2 else 'FAIL'}; same tokens: {r1['same']}")
+          f"-> {r1['ratio']:.2f}x (target >= 2x) {'PASS' if r1['ratio'] >= 2 else 'FAIL'} "
+          f"[best runs {r1['best_ratio']:.2f}x]; same tokens: {r1['same']}")
 
     big = random_gpt(GPTConfig(vocab_size=50_257, block_size=1_024, n_layer=12, n_head=12, n_embd=768), seed=0)
     big_ids = [int(i) for i in torch.randint(0, 50_257, (len(ids),), generator=torch.Generator().manual_seed(0))]
     r2 = ours_vs_hf(big, big_ids, a.big_n, a.runs)
     print(f"2. GPT-2-small shape (random weights), N={a.big_n}: ours {r2['ours_tps']:,.1f} tok/s, transformers "
           f"{r2['hf_tps']:,.1f} tok/s -> {r2['ratio']:.2f}x (target >= 0.95x) "
-          f"{'PASS' if r2['ratio'] >= 0.95 else 'FAIL'}; same tokens: {r2['same']}")
+          f"{'PASS' if r2['ratio'] >= 0.95 else 'FAIL'} [best runs {r2['best_ratio']:.2f}x]; same tokens: {r2['same']}")
     del big
 
     r3 = cached_vs_uncached(tiny.model, ids, a.n, a.runs)
     print(f"3. tiny shape, N={a.n}: cached {r3['cached_tps']:,.0f} tok/s, uncached {r3['uncached_tps']:,.0f} tok/s "
-          f"-> speed-up {r3['speedup']:.1f}x (target >= 7x) {'PASS' if r3['speedup'] >= 7 else 'FAIL'}; "
-          f"same tokens: {r3['same']}")
+          f"-> speed-up {r3['speedup']:.1f}x (target >= 7x) {'PASS' if r3['speedup'] >= 7 else 'FAIL'} "
+          f"[best runs {r3['best_speedup']:.1f}x]; same tokens: {r3['same']}")
 
 
 if __name__ == "__main__":

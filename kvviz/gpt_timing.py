@@ -86,6 +86,7 @@ class SweepPoint:
     flops_uncached: int
     flops_cached: int
     same_tokens: bool         # both loops chose the same tokens
+    spread: float = 1.0       # slowest ÷ fastest run of either loop: far above 1 means a busy machine
 
     @property
     def speedup(self) -> float:
@@ -122,6 +123,10 @@ class Sweep:
     passes: PassTimes
     weight_bytes: int
     config: GPTConfig = field(default_factory=GPTConfig)
+
+    def noisy(self, limit: float = 1.5) -> bool:
+        """Did repeated runs disagree by more than ``limit``× (another job competing for the CPU)?"""
+        return any(p.spread > limit for p in self.points)
 
     def predicted_speedup(self, n: int) -> float:
         """The time model: Σ full-pass times of the uncached loop ÷ (prefill + (n − 1) cached steps)."""
@@ -192,9 +197,10 @@ def measure_point(model: GPT, prompt_ids: Sequence[int], n: int, rule: Selection
         uncached.append(generate(model, prompt_ids, n, rule, seed, keep_logits=False))
         cached.append(generate_cached(model, prompt_ids, n, rule, seed, keep_logits=False))
     p = len(prompt_ids)
+    spread = max(max(g.seconds for g in runs) / min(g.seconds for g in runs) for runs in (uncached, cached))
     return SweepPoint(n, min(g.seconds for g in uncached), min(g.seconds for g in cached),
                       generation_flops(cfg, p, n, False).total, generation_flops(cfg, p, n, True).total,
-                      all(a.tokens == b.tokens for a, b in zip(uncached, cached)))
+                      all(a.tokens == b.tokens for a, b in zip(uncached, cached)), spread)
 
 
 def measure_sweep(model: GPT, prompt_ids: Sequence[int], ns: Sequence[int], rule: SelectionRule | None = None,

@@ -57,25 +57,29 @@ def run_dict(run: Run, logit_tokens: list[str]) -> dict:
             "events": [event_dict(e, logit_tokens) for e in run.events]}
 
 
-def _fmt_vec(t: torch.Tensor, max_items: int = 4) -> str:
-    vals = [f"{v:.4g}" for v in t.tolist()]
-    if len(vals) > max_items:
-        vals = vals[:3] + [f"… ({len(vals)} dims)"]
-    return "(" + ", ".join(vals) + ")"
+def _fmt_vec(vals: list[float], dims: int, max_items: int = 4) -> str:
+    """``vals``: the first values of a vector of ``dims`` numbers (at least 3, or all of them)."""
+    if dims > max_items:
+        return "(" + ", ".join(f"{v:.4g}" for v in vals[:3]) + f", … ({dims} dims))"
+    return "(" + ", ".join(f"{v:.4g}" for v in vals[:dims]) + ")"
 
 
 def cache_table(cache: CacheSnapshot, head_labels: list[str] | None = None, layer: int = 0) -> pd.DataFrame:
     """One row per cached position: position, token, K and V per head, event and phase."""
     k, v = cache.keys[layer], cache.values[layer]     # [B, H, T, D]
+    n_heads = 0 if k is None else k.shape[1]
+    dims = 0 if k is None else k.shape[-1]
+    # the few values shown, as Python lists once (indexing tensors cell by cell is slow): [H][T][≤4]
+    k_head = [] if k is None else k[0, :, :, :4].tolist()
+    v_head = [] if v is None else v[0, :, :, :4].tolist()
     rows = []
     for r in cache.rows:
         row = {"position": r.position, "token": r.token}
-        n_heads = 0 if k is None else k.shape[1]
         for h in range(n_heads):
             label = (head_labels[h] if head_labels else f"head {h + 1}") if n_heads > 1 else ""
             suffix = f" ({label})" if label else ""
-            row[f"k{suffix}"] = _fmt_vec(k[0, h, r.position])
-            row[f"v{suffix}"] = _fmt_vec(v[0, h, r.position])
+            row[f"k{suffix}"] = _fmt_vec(k_head[h][r.position], dims)
+            row[f"v{suffix}"] = _fmt_vec(v_head[h][r.position], dims)
         row["event"] = r.event
         row["phase"] = r.phase
         if r.rewritten_at is not None:

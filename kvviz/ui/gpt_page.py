@@ -282,6 +282,9 @@ def _timing(tokens: list[str], rule_key: RuleKey, seed: int, model: GPTModel) ->
     stored_inputs, sweep = stored
     if stored_inputs != inputs:
         st.caption(t("gpt.timing_stale"))
+    if sweep.noisy():
+        st.warning(t("gpt.timing_noisy", spread=f"{max(p.spread for p in sweep.points):.1f}"),
+                   icon=":material/warning:")
     ns = [p.n for p in sweep.points]
     fig = speedup_chart(ns, {
         t("gpt.series_measured"): [p.speedup for p in sweep.points],

@@ -5,6 +5,7 @@ Prev / Next / Reset buttons (Left / Right / Home shortcuts) and a step slider bo
 """
 from __future__ import annotations
 
+import functools
 import html
 import json
 
@@ -141,9 +142,15 @@ def logits_view(ev: Event, logit_tokens: list[str], next_choice: Event | None) -
 
 def downloads(run: Run, ev: Event, logit_tokens: list[str], stem: str, table: pd.DataFrame) -> None:
     c = st.columns(2)
-    c[0].download_button(t("stepper.dl_trace"), json.dumps(run_dict(run, logit_tokens), indent=1),
+    # the trace is built only when clicked (deferred): for a GPT run it is large, and a step click
+    # must not pay for serialising every event
+    c[0].download_button(t("stepper.dl_trace"), functools.partial(_trace_json, run, logit_tokens),
                          file_name=f"{stem}_trace.json", mime="application/json",
                          icon=":material/download:", on_click="ignore")
     c[1].download_button(t("stepper.dl_cache"), table.to_csv(index=False),
                          file_name=f"{stem}_cache_step{ev.index}.csv", mime="text/csv",
                          icon=":material/table:", on_click="ignore")
+
+
+def _trace_json(run: Run, logit_tokens: list[str]) -> str:
+    return json.dumps(run_dict(run, logit_tokens), indent=1)

@@ -22,8 +22,10 @@ def test_deep_link_keys_selectors_and_timing(server, tab):
     assert "step=3" in tab.page.url
     assert tab.page.get_by_text("Pending:").count() >= 1
     # pick layer 4 in the selectbox: the heatmap title follows
-    tab.page.locator("[data-testid='stSelectbox']").filter(has_text="Layer").locator("div[data-baseweb='select']").click()
-    tab.page.get_by_role("option", name="4").click()
+    tab.page.get_by_role("combobox", name="Layer").click()
+    listbox = tab.page.get_by_role("listbox", name="Layer")
+    listbox.wait_for()
+    listbox.locator("[role='option']").filter(has_text="4").click()
     tab.settle()
     assert "layer 4, head 1" in tab.page.locator("[data-testid='stPlotlyChart']").first.inner_text()
     assert heading(tab).startswith("Event 3 of 15")          # the selector kept the step

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from kvviz.gpt_corpus import WordTokenizer, corpus_tokens, vocabulary
-from kvviz.models.gpt import CHECKPOINT, GPTConfig, plain_state_dict, random_gpt
+from kvviz.models.gpt import CHECKPOINT, GPTConfig, plain_state_dict, random_gpt, weights_sha256
 
 
 def batches(data: torch.Tensor, block: int, batch: int, generator: torch.Generator):
@@ -108,8 +108,10 @@ def main(argv: list[str] | None = None) -> None:
     model, info = train(a.steps, a.batch, a.lr, a.seed, a.sentences, a.threads)
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(plain_state_dict(model), out)
-    info["sha256"] = hashlib.sha256(out.read_bytes()).hexdigest()
+    sd = plain_state_dict(model)
+    torch.save(sd, out)
+    info["weights_sha256"] = weights_sha256(sd)     # same seed, machine and threads ⇒ same value
+    info["sha256"] = hashlib.sha256(out.read_bytes()).hexdigest()   # this file (torch.save adds a random id)
     out.with_suffix(".json").write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB), val loss {info['training']['val_loss']}")
 

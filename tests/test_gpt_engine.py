@@ -13,7 +13,9 @@ from kvviz.gpt_generate import (LeanGPT, StaticKVCache, choose_next, compare, ge
 from kvviz.gpt_timing import (cache_bytes_formula, flop_ratio, generation_flops, measure_sweep, pass_flops,
                               sweep_sizes)
 from kvviz.limits import LimitError
-from kvviz.models.gpt import (CHECKPOINT, CHECKPOINT_META, GPTConfig, GPTModel, load_tiny_gpt, random_gpt)
+from kvviz.models.gpt import (CHECKPOINT, CHECKPOINT_META, GPTConfig, GPTModel, load_tiny_gpt, plain_state_dict,
+                              random_gpt, weights_sha256)
+from kvviz.train_gpt import train
 from kvviz.sampling import Greedy, Sampler
 
 TINY = load_tiny_gpt()
@@ -35,10 +37,20 @@ def test_checkpoint_is_shipped_small_and_matches_its_metadata():
     cfg = M.config
     assert (cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.block_size) == (4, 4, 128, 256)
     sd = torch.load(CHECKPOINT, weights_only=True)
+    assert weights_sha256(sd) == meta["weights_sha256"]
     # GPT-2's names; the tied lm_head is not stored twice
     assert {"transformer.wte.weight", "transformer.wpe.weight", "transformer.h.3.attn.c_attn.weight",
             "transformer.h.0.mlp.c_proj.bias", "transformer.ln_f.weight"} <= set(sd)
     assert "lm_head.weight" not in sd and M.lm_head.weight is M.transformer.wte.weight
+
+
+def test_training_is_seeded_so_a_rerun_gives_the_same_weights():
+    a, info = train(steps=2, batch=2, sentences=800, log_every=10**6)
+    b, _ = train(steps=2, batch=2, sentences=800, log_every=10**6)
+    assert weights_sha256(plain_state_dict(a)) == weights_sha256(plain_state_dict(b))
+    c, _ = train(steps=2, batch=2, sentences=800, seed=1, log_every=10**6)
+    assert weights_sha256(plain_state_dict(a)) != weights_sha256(plain_state_dict(c))
+    assert info["vocab"] == vocabulary() and info["training"]["steps"] == 2
 
 
 def test_trained_weights_continue_the_weather_prompt_with_a_weather_word():

@@ -14,6 +14,7 @@ kvviz's Model protocol so the stepper, the recompute check and the counters work
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass
@@ -201,6 +202,17 @@ def random_gpt(cfg: GPTConfig, seed: int = 0) -> GPT:
 def plain_state_dict(model: GPT) -> dict[str, torch.Tensor]:
     """The checkpoint's content: every parameter under its GPT-2 name, the tied lm_head left out."""
     return {k: v.detach().clone() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+
+
+def weights_sha256(sd: dict[str, torch.Tensor]) -> str:
+    """A hash of the weights themselves (names, shapes, bytes), for checking a retrained checkpoint:
+    the file's own hash differs between two saves of the same tensors (torch.save writes a random id)."""
+    h = hashlib.sha256()
+    for k in sorted(sd):
+        t = sd[k].detach().contiguous().cpu()
+        h.update(f"{k}:{tuple(t.shape)}:{t.dtype}".encode())
+        h.update(t.numpy().tobytes())
+    return h.hexdigest()
 
 
 def hf_state_dict(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from kvviz.gpt_generate import StaticKVCache, generate, generate_cached, max_cached_new_tokens
+from kvviz.gpt_generate import LeanGPT, StaticKVCache, generate, generate_cached, max_cached_new_tokens
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError, check_int
 from kvviz.models.gpt import GPT, GPTConfig
 from kvviz.sampling import SelectionRule
@@ -146,7 +146,6 @@ class Sweep:
             "share": last.speedup / last.flop_ratio,
             "step_ms": self.passes.step * 1e3, "step_gflops": step_flops / self.passes.step / 1e9,
             "full_tokens": n_full, "full_ms": full_s * 1e3, "full_gflops": full_flops / full_s / 1e9,
-            "flops_per_token_ratio": full_flops / n_full / step_flops,
             "weights_mb": self.weight_bytes / 1e6,
             "time_model": self.predicted_speedup(last.n),
         }
@@ -166,23 +165,24 @@ def sweep_sizes(model: GPT, prompt_len: int, max_n: int) -> list[int]:
 @torch.inference_mode()
 def measure_passes(model: GPT, prompt_ids: Sequence[int], repeats: int = 3,
                    lengths: Sequence[int] = (8, 32, 64, 128, 192, 256)) -> PassTimes:
-    """Time single passes: full passes at several lengths, and one decode step at a mid-size context."""
-    block = model.config.block_size
-    vocab = model.config.vocab_size
+    """Time single passes of the loops' own forward (LeanGPT): full passes at several lengths, and
+    one decode step at a mid-size context."""
+    lean = LeanGPT(model)
+    block, vocab = model.config.block_size, model.config.vocab_size
     base = torch.tensor(list(prompt_ids), dtype=torch.long)
     full = {}
     for n in sorted({min(n, block) for n in lengths} | {len(prompt_ids)}):
-        idx = base.repeat(n // len(base) + 1)[:n].unsqueeze(0) % vocab               # [1, n]
-        model(idx, last_only=True)                                                   # warm-up
-        full[n] = _best_time(lambda: model(idx, last_only=True), repeats)
+        idx = (base.repeat(n // len(base) + 1)[:n] % vocab).unsqueeze(0)               # [1, n]
+        lean(idx)                                                                        # warm-up
+        full[n] = _best_time(lambda: lean(idx), repeats)
     context = min(128, block)
-    cache = StaticKVCache(model, context + repeats + 1)
-    model(base.repeat(context // len(base) + 1)[:context - 1].unsqueeze(0), cache, 0, last_only=True)
+    cache = StaticKVCache(model, context + repeats)
+    lean(base.repeat(context // len(base) + 1)[:context - 1].unsqueeze(0), cache, 0)   # prefill context − 1
     tok = base[:1].unsqueeze(0)
     times = []
-    for i in range(repeats + 1):
+    for i in range(repeats + 1):                                                         # the first is a warm-up
         t0 = time.perf_counter()
-        model(tok, cache, context - 1 + i, last_only=True)
+        lean(tok, cache, context - 1 + i)
         times.append(time.perf_counter() - t0)
     return PassTimes(full, min(times[1:]), context)
 

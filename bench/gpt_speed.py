@@ -9,7 +9,7 @@ Each figure is the median of --runs runs (the two contenders interleaved, so bot
 load); "best runs" compares the fastest run of each, which filters out other jobs on a shared
 machine. Needs transformers (requirements-dev.txt).
 
-usage: python bench/gpt_speed.py [--runs 7] [--n 248] [--big-n 32]
+usage: python bench/gpt_speed.py [--runs 9] [--n 248] [--big-n 32]
 """
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def cached_vs_uncached(model, ids: list[int], n: int, runs: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--n", type=int, default=248, help="new tokens on the tiny shape")
     ap.add_argument("--big-n", type=int, default=32, help="new tokens on the GPT-2-small shape")
     a = ap.parse_args()

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from kvviz.gpt_generate import LeanGPT, StaticKVCache, generate, generate_cached, max_cached_new_tokens
+from kvviz.gpt_generate import StaticKVCache, lean_gpt, generate, generate_cached, max_cached_new_tokens
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError, check_int
 from kvviz.models.gpt import GPT, GPTConfig
 from kvviz.sampling import SelectionRule
@@ -167,7 +167,7 @@ def measure_passes(model: GPT, prompt_ids: Sequence[int], repeats: int = 3,
                    lengths: Sequence[int] = (8, 32, 64, 128, 192, 256)) -> PassTimes:
     """Time single passes of the loops' own forward (LeanGPT): full passes at several lengths, and
     one decode step at a mid-size context."""
-    lean = LeanGPT(model)
+    lean = lean_gpt(model)
     block, vocab = model.config.block_size, model.config.vocab_size
     base = torch.tensor(list(prompt_ids), dtype=torch.long)
     full = {}

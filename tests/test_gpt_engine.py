@@ -9,7 +9,7 @@ from kvviz.cache import KVCache
 from kvviz.generation import run_generation
 from kvviz.gpt_corpus import UnknownWordsError, WordTokenizer, corpus_tokens, vocabulary, WEATHER, ACTIONS
 from kvviz.gpt_generate import (LeanGPT, StaticKVCache, choose_next, compare, generate, generate_cached,
-                                max_cached_new_tokens)
+                                lean_gpt, max_cached_new_tokens)
 from kvviz.gpt_timing import (cache_bytes_formula, flop_ratio, generation_flops, measure_sweep, pass_flops,
                               sweep_sizes)
 from kvviz.limits import LimitError
@@ -172,18 +172,32 @@ def test_stepper_runs_the_gpt_with_per_layer_cache_and_recompute_check():
     assert run.events[-1].cache.nbytes() == cache_bytes_formula(M.config, 10)
 
 
-def test_lean_loop_computes_the_modules_numbers_bit_for_bit():
+def test_lean_loop_computes_the_modules_numbers():
     lean = LeanGPT(M)
     ids = torch.tensor([TOK.encode("Today the weather is so nice . It is")])
+
+    def same(a, b):   # the head's layout differs ([d, V] copy): float32 rounding only
+        return torch.allclose(a, b, rtol=0, atol=1e-5) and torch.equal(a.argmax(-1), b.argmax(-1))
+
     with torch.no_grad():
-        assert torch.equal(lean(ids), M(ids, last_only=True)[:, -1])              # full pass, causal
+        assert same(lean(ids), M(ids, last_only=True)[:, -1])                     # full pass, causal
         a, b = StaticKVCache(M, 12), StaticKVCache(M, 12)
-        assert torch.equal(lean(ids[:, :6], a, 0), M(ids[:, :6], b, 0, last_only=True)[:, -1])   # prefill
-        assert torch.equal(lean(ids[:, 6:8], a, 6), M(ids[:, 6:8], b, 6, last_only=True)[:, -1])  # 2 after a past
-        assert torch.equal(lean(ids[:, 8:], a, 8), M(ids[:, 8:], b, 8, last_only=True)[:, -1])   # one decode step
-        assert torch.equal(a.k[3], b.k[3]) and torch.equal(a.v[0], b.v[0])
+        assert same(lean(ids[:, :6], a, 0), M(ids[:, :6], b, 0, last_only=True)[:, -1])   # prefill
+        assert same(lean(ids[:, 6:8], a, 6), M(ids[:, 6:8], b, 6, last_only=True)[:, -1])  # 2 after a past
+        assert same(lean(ids[:, 8:], a, 8), M(ids[:, 8:], b, 8, last_only=True)[:, -1])   # one decode step
+        assert torch.equal(a.k[3], b.k[3]) and torch.equal(a.v[0], b.v[0])          # the blocks: bit for bit
         with pytest.raises(LimitError, match="block_size"):
             lean(ids, None, 250)
+
+
+def test_lean_copy_follows_weight_changes():
+    model = random_gpt(GPTConfig(vocab_size=40, block_size=32, n_layer=1, n_head=2, n_embd=16), seed=2)
+    first = lean_gpt(model)
+    assert lean_gpt(model) is first
+    with torch.no_grad():
+        model.transformer.wte.weight.mul_(2.0)                  # weights changed in place: rebuild
+    assert lean_gpt(model) is not first
+    assert torch.equal(lean_gpt(model).head, model.transformer.wte.weight.t())
 
 
 def test_attention_records_match_the_fast_path():

@@ -35,13 +35,25 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--top-k", type=int, default=None, help="keep only the k most likely tokens (k >= 1)")
     t.add_argument("--top-p", type=float, default=None, help="keep the smallest top set reaching mass p (0 < p <= 1)")
     t.add_argument("--seed", type=int, default=0, help=f"seed of the draws (0..{MAX_SEED}; default 0)")
+    t.add_argument("--no-cache", action="store_true",
+                   help="gpt only: print the tokens of the recomputing generate (no KV cache), not the trace")
     a = p.parse_args(argv)
     model = get_model(a.model)
     try:
         sampling = a.top_k is not None or a.top_p is not None
         temperature = a.temperature if a.temperature is not None else (1.0 if sampling else 0.0)
         rule = make_rule(temperature, a.top_k, a.top_p)
-        run = run_generation(model, a.prompt.split(), a.new_tokens, rule=rule, seed=a.seed)
+        # a model with its own tokenizer (gpt: words and punctuation) splits the prompt itself
+        prompt = model.tokenize(a.prompt) if hasattr(model, "tokenize") else a.prompt.split()
+        if a.no_cache:
+            if not hasattr(model, "fast_generate"):
+                p.error(f"--no-cache needs a model with a generate loop (gpt), not {a.model!r}")
+            gen = model.fast_generate(prompt, a.new_tokens, rule, a.seed, cache=False)
+            json.dump({"model": model.name, "prompt": prompt, "cache": False, "rule": rule.describe(),
+                       "seed": a.seed, "tokens": [model.vocab[i] for i in gen.tokens]}, sys.stdout, indent=1)
+            print()
+            return 0
+        run = run_generation(model, prompt, a.new_tokens, rule=rule, seed=a.seed)
     except (LimitError, ValueError) as e:
         p.error(str(e))
     json.dump(run_dict(run, model.logit_tokens), sys.stdout, indent=1)

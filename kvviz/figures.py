@@ -64,13 +64,17 @@ def _masked_cells(weights: torch.Tensor, digits: int = 3,
 
 def attention_heatmap(weights: torch.Tensor, query_labels: Sequence[str], key_labels: Sequence[str],
                       title: str, zmax: float = 1.0, show_scale: bool = True,
-                      allowed: torch.Tensor | None = None, words: dict[str, str] | None = None) -> go.Figure:
+                      allowed: torch.Tensor | None = None, words: dict[str, str] | None = None,
+                      show_values: bool | None = None) -> go.Figure:
     """weights: [N queries, T keys] after the causal mask; masked cells (exact 0 above the diagonal)
     are left blank so the triangle of the causal mask is visible (``allowed``: see _masked_cells).
-    ``words``: translations of WORDS."""
+    ``words``: translations of WORDS. Cell values are printed when ``show_values`` (default: only
+    while they fit, up to 16 keys); hovering always shows them."""
     w = _words(words)
-    n = weights.shape[0]
+    n, t = weights.shape
     z, text = _masked_cells(weights, allowed=allowed)
+    if not (t <= 16 if show_values is None else show_values):
+        text = [["" for _ in row] for row in text]
     fig = go.Figure(go.Heatmap(
         z=z, x=list(key_labels), y=list(query_labels), zmin=0.0, zmax=zmax,
         colorscale=ATTENTION_SCALE, showscale=show_scale, text=text, texttemplate="%{text}",
@@ -171,3 +175,44 @@ def causal_mask_figure(labels: Sequence[str], title: str, allowed_text: str = "�
     fig.update_yaxes(autorange="reversed", title=w["query"])
     fig.update_xaxes(title=w["key"], side="bottom")
     return _base_layout(fig, title, height=max(240, 120 + 40 * n))
+
+
+def top_probs_bar(probs: Sequence[float], tokens: Sequence[str], chosen: int | None, title: str,
+                  k: int = 10, axis_title: str = "probability") -> go.Figure:
+    """Horizontal bars of the ``k`` most probable tokens (largest on top); the chosen one highlighted
+    even when it is outside the top k (then it is added as an extra bar)."""
+    order = sorted(range(len(probs)), key=lambda i: -probs[i])[:k]
+    if chosen is not None and chosen not in order:
+        order.append(chosen)
+    order = order[::-1]                                          # plotly draws the first bar at the bottom
+    colors = [COLORS["chosen"] if i == chosen else COLORS["bar"] for i in order]
+    fig = go.Figure(go.Bar(
+        y=[tokens[i] for i in order], x=[probs[i] for i in order], orientation="h", marker_color=colors,
+        text=[f"{probs[i]:.3f}" for i in order], textposition="outside", textfont=dict(size=15),
+        hovertemplate="%{y}: p = %{x:.4f}<extra></extra>",
+    ))
+    top = max(probs[i] for i in order) if order else 1.0
+    fig.update_xaxes(title=axis_title, range=[0, min(1.0, top * 1.25) or 1.0])
+    fig.update_yaxes(type="category")
+    return _base_layout(fig, title, height=120 + 30 * len(order))
+
+
+def speedup_chart(ns: Sequence[int], series: dict[str, Sequence[float]], title: str,
+                  x_title: str, y_title: str) -> go.Figure:
+    """Lines over N on a log y axis, one per named series (e.g. measured speed-up, FLOP ratio)."""
+    palette = [COLORS["chosen"], COLORS["prompt"], COLORS["processed"], COLORS["pending"]]
+    dashes = ["solid", "dash", "dot", "dashdot"]
+    places = ["top center", "bottom center", "top center", "bottom center"]   # neighbours label apart
+    fig = go.Figure()
+    for i, (name, ys) in enumerate(series.items()):
+        fig.add_trace(go.Scatter(
+            x=list(ns), y=list(ys), name=name, mode="lines+markers+text",
+            line=dict(color=palette[i % 4], dash=dashes[i % 4], width=3), marker=dict(size=9),
+            text=[f"{y:.1f}×" for y in ys], textposition=places[i % 4], textfont=dict(size=13, color=palette[i % 4]),
+            hovertemplate=f"{name}<br>N = %{{x}}: %{{y:.2f}}×<extra></extra>",
+        ))
+    fig.update_xaxes(title=x_title, type="log", tickvals=list(ns), ticktext=[str(n) for n in ns])
+    ticks = [0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
+    fig.update_yaxes(title=y_title, type="log", tickvals=ticks, ticktext=[f"{v:g}×" for v in ticks])
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    return _base_layout(fig, title, height=440)

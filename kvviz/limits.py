@@ -10,6 +10,9 @@ MAX_SEED = 2**32 - 1        # sampling seeds: 0..MAX_SEED
 MAX_DRAWS = 100_000         # "Draw N times" on the sampling page
 MAX_TYPED_TOKENS = 50       # logits a user types on the sampling page
 MAX_TYPED_CHARS = 4_000     # raw text of those logits
+GPT_MAX_PROMPT_TOKENS = 64  # tiny GPT: prompt words
+GPT_MAX_NEW_TOKENS = 48     # tiny GPT: tokens per stepped run (every event keeps its attention and cache)
+GPT_MAX_SWEEP_TOKENS = 248  # tiny GPT: largest N the timing sweep generates (prompt + N − 1 ≤ block_size 256)
 
 
 class LimitError(ValueError):

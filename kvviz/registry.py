@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from kvviz.models.abc import ABCModel
 from kvviz.models.base import Model
+from kvviz.models.gpt import GPTModel
 from kvviz.models.weather import WeatherModel
 
-MODELS = {"abc": ABCModel, "weather": WeatherModel}
+MODELS = {"abc": ABCModel, "weather": WeatherModel, "gpt": GPTModel}
 
 
 def get_model(name: str, **options) -> Model:

@@ -57,13 +57,14 @@ def run_dict(run: Run, logit_tokens: list[str]) -> dict:
             "events": [event_dict(e, logit_tokens) for e in run.events]}
 
 
-def _fmt_vec(t: torch.Tensor, max_items: int = 4) -> str:
-    vals = [f"{v:.4g}" for v in t.tolist()]
-    if len(vals) > max_items and len(set(vals)) == 1:
-        return f"({t[0].item():+.4g} × {len(vals)})"   # a constant row, e.g. the weather heads' ±1 keys
-    if len(vals) > max_items:
-        vals = vals[:3] + [f"… ({len(vals)} dims)"]
-    return "(" + ", ".join(vals) + ")"
+def _fmt_vec(vals: list[float], dims: int, constant: bool = False, max_items: int = 4) -> str:
+    """``vals``: the first values of a vector of ``dims`` numbers (at least 3, or all of them);
+    ``constant``: every entry equals the first (e.g. the weather heads' ±1 keys)."""
+    if dims > max_items and constant:
+        return f"({vals[0]:+.4g} × {dims})"
+    if dims > max_items:
+        return "(" + ", ".join(f"{v:.4g}" for v in vals[:3]) + f", … ({dims} dims))"
+    return "(" + ", ".join(f"{v:.4g}" for v in vals[:dims]) + ")"
 
 
 def kv_column(kind: str, head: int, n_heads: int, head_labels: list[str] | None = None) -> str:
@@ -71,6 +72,15 @@ def kv_column(kind: str, head: int, n_heads: int, head_labels: list[str] | None 
     if n_heads <= 1:
         return kind
     return f"{kind} ({head_labels[head] if head_labels else f'head {head + 1}'})"
+
+
+def _shown(t: torch.Tensor | None) -> tuple[list, list, int]:
+    """[H][T][≤4] first values and [H][T] "constant row" flags as Python lists, computed once
+    (indexing tensors cell by cell is slow), and the row length."""
+    if t is None:
+        return [], [], 0
+    rows = t[0]                                                    # [H, T, D]
+    return rows[:, :, :4].tolist(), (rows == rows[:, :, :1]).all(-1).tolist(), rows.shape[-1]
 
 
 def cache_table(cache: CacheSnapshot, head_labels: list[str] | None = None, layer: int = 0,
@@ -81,20 +91,32 @@ def cache_table(cache: CacheSnapshot, head_labels: list[str] | None = None, laye
     ``position_base`` = 1 numbers positions from 1, as the weather seed does.
     """
     k, v = cache.keys[layer], cache.values[layer]     # [B, H_k, T, D_k], [B, H_v, T, D_v]
+    shown = {"k": _shown(k), "v": _shown(v)}
     k_heads = 0 if k is None else k.shape[1]
     v_heads = 0 if v is None else v.shape[1]
+    # k, v per head side by side; when V is shared by the heads, all keys first, then the value(s)
+    order = ([(kind, h) for h in range(k_heads) for kind in "kv"] if k_heads == v_heads
+             else [("k", h) for h in range(k_heads)] + [("v", h) for h in range(v_heads)])
     rows = []
     for r in cache.rows:
         row = {"position": r.position + position_base, "token": r.token}
-        # k, v per head side by side; when V is shared by the heads, all keys first, then the value(s)
-        order = ([(kind, h) for h in range(k_heads) for kind in "kv"] if k_heads == v_heads
-                 else [("k", h) for h in range(k_heads)] + [("v", h) for h in range(v_heads)])
         for kind, h in order:
-            t = k if kind == "k" else v
-            row[kv_column(kind, h, t.shape[1], head_labels)] = _fmt_vec(t[0, h, r.position])  # type: ignore[union-attr]
+            vals, const, dims = shown[kind]
+            n = k_heads if kind == "k" else v_heads
+            row[kv_column(kind, h, n, head_labels)] = _fmt_vec(vals[h][r.position], dims, const[h][r.position])
         row["event"] = r.event
         row["phase"] = r.phase
         if r.rewritten_at is not None:
             row["phase"] = f"{r.phase}, rewritten at event {r.rewritten_at}"
         rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cache_shapes(cache: CacheSnapshot) -> pd.DataFrame:
+    """One row per layer: the K and V tensor shapes ``[batch, heads, seq, head_dim]`` and their bytes."""
+    rows = []
+    for layer, (k, v) in enumerate(zip(cache.keys, cache.values)):
+        shape = "—" if k is None else "[" + ", ".join(str(n) for n in k.shape) + "]"
+        nbytes = sum(t.numel() * t.element_size() for t in (k, v) if t is not None)
+        rows.append({"layer": layer + 1, "K shape": shape, "V shape": shape, "bytes (K + V)": nbytes})
     return pd.DataFrame(rows)

@@ -17,6 +17,7 @@ PAGES = [
     ("pages/1_ABC_miniature.py", "nav.abc", ":material/looks_one:"),
     ("pages/2_Weather_heads.py", "nav.weather", ":material/looks_two:"),
     ("pages/3_Sampling.py", "nav.sampling", ":material/casino:"),
+    ("pages/4_Tiny_GPT.py", "nav.gpt", ":material/smart_toy:"),
     ("pages/5_Cost_and_scale.py", "nav.cost", ":material/speed:"),
     ("pages/6_Lecture_script.py", "nav.lecture", ":material/school:"),
 ]

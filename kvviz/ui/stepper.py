@@ -5,6 +5,7 @@ Prev / Next / Reset buttons (Left / Right / Home shortcuts) and a step slider bo
 """
 from __future__ import annotations
 
+import functools
 import html
 import json
 from typing import Sequence
@@ -107,8 +108,10 @@ def token_chips(sequence: list[str], prompt_len: int, cached: int, legend: bool 
         + (f"<div style='margin-top:.3em'>{legend_html}</div>" if legend else ""), unsafe_allow_html=True)
 
 
-def counters(ev: Event) -> None:
-    """Cache length, the two K/V counters, and the recompute-check badge."""
+def counters(ev: Event, tol: float = 1e-6) -> None:
+    """Cache length, the two K/V counters, and the recompute-check badge (agreement within ``tol``:
+    float32 models differ from a recompute by rounding, ~1e-6, since matrices of other shapes sum
+    in another order)."""
     c = st.columns(4)
     c[0].metric(t("stepper.cache_len"), ev.cache_len, help=t("stepper.cache_len_help"))
     c[1].metric(t("stepper.kv_computed"), ev.kv_computed, help=t("stepper.kv_computed_help"))
@@ -118,19 +121,19 @@ def counters(ev: Event) -> None:
     with c[3]:
         if ev.check is None:
             st.info(t("stepper.check_none"), icon=":material/hourglass_empty:")
-        elif ev.check.max_abs_diff <= 1e-6:
+        elif ev.check.max_abs_diff <= tol:
             st.success(t("stepper.check_ok", diff=f"{ev.check.max_abs_diff:.1e}"), icon=":material/check_circle:")
         else:
             st.error(t("stepper.check_bad", diff=f"{ev.check.max_abs_diff:.4g}"), icon=":material/error:")
 
 
 def cache_view(ev: Event, head_labels: list[str] | None = None, position_base: int = 0,
-               flagged: Sequence[tuple[int, str]] = ()) -> pd.DataFrame:
+               flagged: Sequence[tuple[int, str]] = (), layer: int = 0) -> pd.DataFrame:
     """The K/V cache table, rows written by this event highlighted.
 
     ``flagged``: cells (0-based position, column name) to mark, e.g. stale keys; rows rewritten by
     this event (a repair hook) are marked too. Returns the table (for the CSV download)."""
-    df = cache_table(ev.cache, head_labels, position_base=position_base)
+    df = cache_table(ev.cache, head_labels, layer, position_base=position_base)
     st.markdown(f"**{t('stepper.cache_title', n=ev.cache_len)}**")
     if df.empty:
         st.caption(t("stepper.cache_empty"))
@@ -196,7 +199,9 @@ def downloads(run: Run, ev: Event, logit_tokens: list[str], stem: str, table: pd
     """Trace JSON and cache CSV. The files are built only when clicked (callables): building the
     whole run's JSON on every step click cost more than drawing a chart."""
     c = st.columns(2)
-    c[0].download_button(t("stepper.dl_trace"), lambda: json.dumps(run_dict(run, logit_tokens), indent=1),
+    # the trace is built only when clicked (deferred): for a GPT run it is large, and a step click
+    # must not pay for serialising every event
+    c[0].download_button(t("stepper.dl_trace"), functools.partial(_trace_json, run, logit_tokens),
                          file_name=f"{stem}_trace.json", mime="application/json",
                          icon=":material/download:", on_click="ignore")
     c[1].download_button(t("stepper.dl_cache"), lambda: table.to_csv(index=False),
@@ -211,3 +216,7 @@ def choice_sentence(ev: Event, logit_tokens: list[str], greedy_text: str) -> str
         return greedy_text
     return t("stepper.did_draw", tok=ev.chosen, p=f"{c.probs[c.index]:.3f}", seq=" ".join(ev.sequence),
              kept=", ".join(logit_tokens[i] for i in c.kept))
+
+
+def _trace_json(run: Run, logit_tokens: list[str]) -> str:
+    return json.dumps(run_dict(run, logit_tokens), indent=1)

@@ -1,0 +1,335 @@
+"""The tiny GPT page body: step through a real GPT's prefill and decode, verify that the cache changes
+nothing, time it, and weigh its memory (the file in pages/ only sets up the frame and calls render)."""
+from __future__ import annotations
+
+import threading
+
+import pandas as pd
+import streamlit as st
+
+from kvviz.figures import speedup_chart, top_probs_bar
+from kvviz.generation import Event, Run, run_generation
+from kvviz.gpt_generate import Comparison, compare, max_cached_new_tokens, next_token_probs
+from kvviz.gpt_timing import Sweep, cache_bytes_formula, measure_sweep, sweep_sizes
+from kvviz.limits import (GPT_MAX_NEW_TOKENS, GPT_MAX_PROMPT_TOKENS, GPT_MAX_SWEEP_TOKENS, MAX_PROMPT_CHARS,
+                          LimitError)
+from kvviz.models.gpt import GPTConfig, GPTModel, TinyGPT, load_tiny_gpt
+from kvviz.sampling import Sampler, SelectionRule
+from kvviz.trace import cache_shapes
+from kvviz.ui import stepper
+from kvviz.ui.i18n import t
+from kvviz.ui.perf import timed
+
+DEFAULT_PROMPT = "Today the weather is so"
+CHECK_TOL = 1e-4          # float32: a recompute differs by rounding only (~1e-6)
+# GPT-2 small, for the memory comparison of DESIGN.md §1.3
+GPT2_SMALL = GPTConfig(vocab_size=50_257, block_size=1_024, n_layer=12, n_head=12, n_embd=768)
+
+RuleKey = tuple[float, int | None, float | None]   # (temperature, top_k, top_p); temperature 0 = greedy
+
+
+# ---- shared, read-only resources -----------------------------------------------------------------
+
+@st.cache_resource(show_spinner=False)
+def _tiny() -> TinyGPT:
+    """The weights, loaded once per server and never modified."""
+    return load_tiny_gpt()
+
+
+@st.cache_resource(show_spinner=False)
+def _timing_lock() -> threading.Lock:
+    """One timing sweep at a time per server: two at once would time each other."""
+    return threading.Lock()
+
+
+def _rule(key: RuleKey) -> SelectionRule:
+    return Sampler(*key)
+
+
+@st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)
+def _run(tokens: tuple[str, ...], new: int, rule_key: RuleKey, seed: int) -> Run:
+    return run_generation(GPTModel(_tiny()), list(tokens), new, _rule(rule_key), seed,
+                          max_prompt=GPT_MAX_PROMPT_TOKENS, max_new=GPT_MAX_NEW_TOKENS)
+
+
+@st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
+def _compare(ids: tuple[int, ...], new: int, rule_key: RuleKey, seed: int) -> Comparison:
+    return compare(_tiny().model, list(ids), new, _rule(rule_key), seed)
+
+
+# ---- inputs --------------------------------------------------------------------------------------
+
+def sampling_controls(key_prefix: str) -> tuple[RuleKey, int]:
+    """Greedy or sampling (temperature, top-k, top-p) and a seed; returns (rule key, seed).
+
+    A stand-in for the shared ``kvviz.ui.rule_controls.rule_controls``: only this function needs to
+    change to use it."""
+    c = st.columns([1.6, 1.3, 1, 1.3, 1], vertical_alignment="bottom")
+    mode = c[0].segmented_control(t("gpt.rule"), ["greedy", "sample"], default="greedy",
+                                  format_func=lambda m: t("gpt.rule_" + m), key=f"{key_prefix}_mode",
+                                  help=t("gpt.rule_help"))
+    off = mode != "sample"
+    temp = c[1].slider(t("gpt.temperature"), 0.1, 2.0, 1.0, 0.1, key=f"{key_prefix}_temp", disabled=off,
+                       help=t("gpt.temperature_help"))
+    top_k = c[2].number_input(t("gpt.top_k"), 0, 100, 0, key=f"{key_prefix}_topk", disabled=off,
+                              help=t("gpt.top_k_help"))
+    top_p = c[3].slider(t("gpt.top_p"), 0.05, 1.0, 1.0, 0.05, key=f"{key_prefix}_topp", disabled=off,
+                        help=t("gpt.top_p_help"))
+    seed = c[4].number_input(t("gpt.seed"), 0, 2**31 - 1, 0, key=f"{key_prefix}_seed", disabled=off,
+                             help=t("gpt.seed_help"))
+    if off:
+        return (0.0, None, None), 0
+    return (float(temp), int(top_k) or None, float(top_p) if top_p < 1.0 else None), int(seed)
+
+
+def _inputs(model: GPTModel) -> tuple[list[str], int, RuleKey, int] | None:
+    c = st.columns([3, 1])
+    text = c[0].text_input(t("gpt.prompt"), value=DEFAULT_PROMPT, key="gpt_prompt", bind="query-params",
+                           max_chars=400, help=t("gpt.prompt_help"))
+    new = c[1].number_input(t("gpt.new_tokens"), 1, GPT_MAX_NEW_TOKENS, value=8, key="gpt_new",
+                            bind="query-params", help=t("gpt.new_tokens_help", cap=GPT_MAX_NEW_TOKENS))
+    rule_key, seed = sampling_controls("gpt")
+    with st.expander(t("gpt.vocab_title", n=len(model.vocab))):
+        st.markdown(" ".join(f"`{w}`" for w in model.vocab))
+    try:
+        if len(text or "") > MAX_PROMPT_CHARS:
+            raise LimitError(t("gpt.too_long", cap=MAX_PROMPT_CHARS))
+        tokens = model.tokenize(text or "")
+        if not tokens:
+            raise LimitError(t("gpt.empty"))
+        if len(tokens) > GPT_MAX_PROMPT_TOKENS:
+            raise LimitError(t("gpt.too_many", n=len(tokens), cap=GPT_MAX_PROMPT_TOKENS))
+        return tokens, int(new), rule_key, seed
+    except (LimitError, ValueError) as e:
+        st.error(t("gpt.bad_prompt", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
+        return None
+
+
+# ---- the stepper ---------------------------------------------------------------------------------
+
+def _sentences(ev: Event, run: Run, model: GPTModel) -> tuple[str, str]:
+    """What just happened, and what has not happened yet, in plain words."""
+    cfg = model.config
+    if ev.phase == "prefill":
+        n = len(run.prompt)
+        return (t("gpt.did_prefill", n=n, layers=cfg.n_layer, heads=cfg.n_head, hs=cfg.head_dim),
+                t("gpt.not_yet_prefill"))
+    if ev.phase == "choose":
+        p = next_token_probs(ev.logits)[ev.choice.index]
+        return (t("gpt.did_choose", tok=ev.chosen, p=f"{p:.3f}", seq=model.tokenizer.decode(
+                    [model.tokenizer.index[w] for w in ev.sequence])),
+                t("gpt.not_yet_choose", tok=ev.chosen, n=ev.cache_len, pos=ev.positions[0]))
+    return (t("gpt.did_decode", tok=ev.tokens[0], pos=ev.positions[0], n=ev.cache_len,
+              heads=cfg.n_head, hs=cfg.head_dim),
+            t("gpt.not_yet_decode"))
+
+
+def _probs_view(ev: Event, nxt: Event | None, model: GPTModel) -> None:
+    choice = ev.choice or (nxt.choice if nxt is not None else None)
+    chosen = choice.index if choice is not None else None
+    probs = next_token_probs(ev.logits)
+    fig = top_probs_bar(probs, model.logit_tokens, chosen, t("gpt.probs_title", pos=len(ev.cache) - 1),
+                        axis_title=t("gpt.probs_axis"))
+    st.plotly_chart(fig, width="stretch", alt=t("gpt.probs_alt"))
+    if choice is not None and choice.rule.get("name") != "greedy":
+        st.caption(t("gpt.probs_sampled", kept=len(choice.kept), p=f"{choice.probs[choice.index]:.3f}"))
+    if ev.pending:
+        st.markdown(t("gpt.pending", tok=ev.pending, pos=len(ev.sequence) - 1))
+
+
+def _cache_growth(ev: Event, model: GPTModel, layer: int) -> None:
+    cfg = model.config
+    st.markdown(f"**{t('gpt.cache_growth_title')}**")
+    shapes = cache_shapes(ev.cache)
+    new = ev.record is not None
+    st.dataframe(shapes.style.apply(
+        lambda r: ["font-weight:bold" if r["layer"] == layer + 1 else ""] * len(r), axis=1),
+        hide_index=True, width="stretch",
+        column_config={"bytes (K + V)": st.column_config.NumberColumn(format="localized")})
+    measured, formula = ev.cache.nbytes(), cache_bytes_formula(cfg, ev.cache_len)
+    st.caption(t("gpt.cache_bytes_line", measured=f"{measured:,}", layers=cfg.n_layer, T=ev.cache_len,
+                 d=cfg.n_embd, formula=f"{formula:,}", ok="✓" if measured == formula else "✗"))
+    if new:
+        st.caption(t("gpt.cache_grew", n=len(ev.positions)))
+
+
+@st.fragment
+@timed("gpt.step")
+def _stepper(run: Run, model: GPTModel) -> None:
+    step = stepper.step_controls(len(run.events))
+    ev = run.events[step]
+    nxt = run.events[step + 1] if step + 1 < len(run.events) and ev.phase != "choose" else None
+    st.subheader(t("gpt.event_heading", i=ev.index, last=len(run.events) - 1, phase=t("gpt.phase_" + ev.phase)))
+    stepper.token_strip(ev, len(run.prompt))
+    did, not_yet = _sentences(ev, run, model)
+    st.markdown(f":material/check: {did}  \n:material/hourglass_empty: {not_yet}")
+    src = ev if ev.record is not None else run.events[step - 1]     # the pass behind this event
+    c = st.columns([1, 1, 3], vertical_alignment="bottom")
+    layer = c[0].selectbox(t("gpt.layer"), range(model.n_layers), format_func=lambda i: str(i + 1),
+                           key="gpt_layer", help=t("gpt.layer_help"))
+    head = c[1].selectbox(t("gpt.head"), range(model.n_heads), format_func=lambda i: str(i + 1),
+                          key="gpt_head", help=t("gpt.head_help"))
+    left, right = st.columns([3, 2])
+    with left:
+        stepper.attention_view(ev, src, layer, head,
+                               title=t("gpt.attention_title", phase=t("gpt.phase_" + src.phase),
+                                       layer=layer + 1, head=head + 1))
+    with right:
+        _probs_view(ev, nxt, model)
+    stepper.counters(ev, tol=CHECK_TOL)
+    st.caption(t("gpt.check_note", tol=f"{CHECK_TOL:.0e}"))
+    _cache_growth(ev, model, layer)
+    table = stepper.cache_view(ev, [f"h{h + 1}" for h in range(model.n_heads)], layer)
+    st.caption(t("gpt.cache_table_note", layer=layer + 1, hs=model.config.head_dim))
+    stepper.downloads(run, ev, model.logit_tokens, "tiny_gpt", table)
+
+
+# ---- verification, memory, timing -----------------------------------------------------------------
+
+def _verification(cmp: Comparison, run: Run, model: GPTModel) -> None:
+    st.header(t("gpt.verify_title"))
+    st.markdown(t("gpt.verify_intro"))
+    tok = model.tokenizer
+    c = st.columns(2)
+    for col, gen, key in ((c[0], cmp.uncached, "uncached"), (c[1], cmp.cached, "cached")):
+        with col:
+            st.markdown(f"**{t('gpt.verify_' + key)}**")
+            st.code(tok.decode(gen.tokens), language=None, wrap_lines=True)
+            st.caption(t("gpt.verify_time", ms=f"{gen.seconds * 1e3:.1f}", n=len(gen.tokens)))
+    if cmp.identical:
+        st.success(t("gpt.verify_same", n=len(cmp.cached.tokens), diff=f"{cmp.max_abs_logit_diff:.1e}"),
+                   icon=":material/check_circle:")
+    else:
+        st.error(t("gpt.verify_differ", pos=cmp.first_difference, diff=f"{cmp.max_abs_logit_diff:.2e}"),
+                 icon=":material/error:")
+    stepped = [e.chosen for e in run.events if e.phase == "choose"]
+    same_as_stepper = stepped == [model.vocab[i] for i in cmp.cached.tokens]
+    st.caption(t("gpt.verify_stepper_same" if same_as_stepper else "gpt.verify_stepper_differ"))
+
+
+def _memory(cmp: Comparison, model: GPTModel) -> None:
+    cfg = model.config
+    st.header(t("gpt.memory_title"))
+    T = len(cmp.cached.prompt) + len(cmp.cached.tokens) - 1
+    formula = cache_bytes_formula(cfg, T)
+    c = st.columns(3)
+    c[0].metric(t("gpt.memory_positions"), T, help=t("gpt.memory_positions_help"))
+    c[1].metric(t("gpt.memory_measured"), f"{cmp.cached.cache_bytes:,} B", help=t("gpt.memory_measured_help"))
+    c[2].metric(t("gpt.memory_formula"), f"{formula:,} B",
+                help=t("gpt.memory_formula_help", L=cfg.n_layer, T=T, d=cfg.n_embd))
+    per_token = cache_bytes_formula(cfg, 1)
+    g2 = cache_bytes_formula(GPT2_SMALL, 1, bytes_per_value=2)
+    g2_full = cache_bytes_formula(GPT2_SMALL, 1024, bytes_per_value=2)
+    st.markdown(t("gpt.memory_body", L=cfg.n_layer, d=cfg.n_embd, T=T, per_token=f"{per_token:,}",
+                  formula=f"{formula:,}", g2=f"{g2:,}", g2_full=f"{g2_full:,}", g2_mb=f"{g2_full / 1e6:.1f}",
+                  same=t("gpt.memory_equal") if cmp.cached.cache_bytes == formula else t("gpt.memory_not_equal")))
+
+
+def _sweep_table(sweep: Sweep) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "N": p.n,
+        t("gpt.col_uncached_ms"): round(p.seconds_uncached * 1e3, 1),
+        t("gpt.col_cached_ms"): round(p.seconds_cached * 1e3, 1),
+        t("gpt.col_uncached_tps"): round(p.n / p.seconds_uncached),
+        t("gpt.col_cached_tps"): round(p.n / p.seconds_cached),
+        t("gpt.col_speedup"): round(p.speedup, 2),
+        t("gpt.col_model"): round(sweep.predicted_speedup(p.n), 2),
+        t("gpt.col_flops"): round(p.flop_ratio, 1),
+        t("gpt.col_share"): f"{100 * p.speedup / p.flop_ratio:.0f} %",
+        t("gpt.col_same"): "✓" if p.same_tokens else "✗",
+    } for p in sweep.points])
+
+
+def _timing(tokens: list[str], rule_key: RuleKey, seed: int, model: GPTModel) -> None:
+    st.header(t("gpt.timing_title"))
+    st.markdown(t("gpt.timing_intro"))
+    ids = [model.tokenizer.index[w] for w in tokens]
+    limit = min(GPT_MAX_SWEEP_TOKENS, max_cached_new_tokens(model.gpt, len(ids)))
+    if limit < 1:
+        st.warning(t("gpt.timing_no_room", n=len(ids), block=model.config.block_size))
+        return
+    options = sweep_sizes(model.gpt, len(ids), limit)
+    c = st.columns([3, 1, 1.2], vertical_alignment="bottom")
+    max_n = c[0].select_slider(t("gpt.timing_max_n"), options, value=options[-1] if options[-1] <= 128
+                               else max(n for n in options if n <= 128), key="gpt_sweep_max",
+                               help=t("gpt.timing_max_n_help", cap=limit))
+    repeats = c[1].number_input(t("gpt.timing_repeats"), 1, 5, 3, key="gpt_sweep_repeats",
+                                help=t("gpt.timing_repeats_help"))
+    go = c[2].button(t("gpt.timing_run"), icon=":material/timer:", type="primary", width="stretch",
+                     help=t("gpt.timing_run_help"))
+    inputs = (tuple(ids), rule_key, seed)
+    if go:
+        lock = _timing_lock()
+        if not lock.acquire(blocking=False):
+            st.warning(t("gpt.timing_busy"), icon=":material/hourglass_top:")
+        else:
+            try:
+                bar = st.progress(0.0, text=t("gpt.timing_progress", what="…"))
+                ns = [n for n in options if n <= max_n]
+                sweep = measure_sweep(model.gpt, ids, ns, _rule(rule_key), seed, int(repeats),
+                                      progress=lambda f, what: bar.progress(min(1.0, f),
+                                                                            text=t("gpt.timing_progress", what=what)))
+                st.session_state["gpt_sweep"] = (inputs, sweep)
+                bar.empty()
+            except LimitError as e:
+                st.error(str(e))
+            finally:
+                lock.release()
+    stored = st.session_state.get("gpt_sweep")
+    if stored is None:
+        st.info(t("gpt.timing_none"), icon=":material/timer:")
+        return
+    stored_inputs, sweep = stored
+    if stored_inputs != inputs:
+        st.caption(t("gpt.timing_stale"))
+    if sweep.noisy():
+        st.warning(t("gpt.timing_noisy", spread=f"{max(p.spread for p in sweep.points):.1f}"),
+                   icon=":material/warning:")
+    ns = [p.n for p in sweep.points]
+    fig = speedup_chart(ns, {
+        t("gpt.series_measured"): [p.speedup for p in sweep.points],
+        t("gpt.series_model"): [sweep.predicted_speedup(n) for n in ns],
+        t("gpt.series_flops"): [p.flop_ratio for p in sweep.points],
+    }, t("gpt.chart_title"), t("gpt.chart_x"), t("gpt.chart_y"))
+    st.plotly_chart(fig, width="stretch", alt=t("gpt.chart_alt"))
+    st.dataframe(_sweep_table(sweep), hide_index=True, width="stretch")
+    e = sweep.explanation()
+    st.markdown(t("gpt.explain", n=e["n"], speedup=f"{e['speedup']:.1f}", flops=f"{e['flop_ratio']:.0f}",
+                  share=f"{100 * e['share']:.0f}", step_ms=f"{e['step_ms']:.2f}",
+                  step_gflops=f"{e['step_gflops']:.2f}", full_tokens=e["full_tokens"], full_ms=f"{e['full_ms']:.2f}",
+                  full_gflops=f"{e['full_gflops']:.1f}", weights_mb=f"{e['weights_mb']:.1f}",
+                  model=f"{e['time_model']:.1f}"))
+
+
+# ---- the page ------------------------------------------------------------------------------------
+
+def render() -> None:
+    tiny = _tiny()
+    model = GPTModel(tiny)
+    cfg = model.config
+    st.title(t("gpt.title"))
+    st.markdown(t("gpt.intro", layers=cfg.n_layer, heads=cfg.n_head, d=cfg.n_embd, vocab=cfg.vocab_size,
+                  block=cfg.block_size, params=f"{model.gpt.n_params():,}"))
+    if tiny.trained:
+        tr = tiny.meta.get("training", {})
+        st.caption(t("gpt.weights_trained", steps=tr.get("steps", "?"), loss=tr.get("val_loss", "?")))
+    else:
+        st.warning(t("gpt.weights_random", seed=tiny.meta.get("fallback_seed", 0)), icon=":material/casino:")
+    got = _inputs(model)
+    if got is None:
+        return
+    tokens, new, rule_key, seed = got
+    try:
+        run = _run(tuple(tokens), new, rule_key, seed)
+        cmp = _compare(tuple(model.tokenizer.index[w] for w in tokens), new, rule_key, seed)
+    except (LimitError, ValueError) as e:
+        st.error(t("gpt.bad_prompt", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
+        return
+    st.header(t("gpt.step_title"))
+    stepper.url_step_notice(len(run.events))
+    _stepper(run, model)
+    _verification(cmp, run, model)
+    _memory(cmp, model)
+    _timing(tokens, rule_key, seed, model)
+    with st.expander(t("gpt.more_title")):
+        st.markdown(t("gpt.more_body"))

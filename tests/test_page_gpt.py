@@ -1,0 +1,128 @@
+"""The Tiny GPT page in AppTest: stepping with layer/head selectors, verification, memory, timing, bad input."""
+from tests.conftest import no_exception, open_page, plotly_specs
+
+from kvviz.gpt_corpus import WEATHER
+from kvviz.ui.i18n import LANGS, strings
+
+PAGE = "pages/4_Tiny_GPT.py"
+WEATHER_WORDS = {w for ws in WEATHER.values() for w in ws}
+
+
+def heading(at) -> str:
+    return at.subheader[0].value
+
+
+def heat(at) -> dict:
+    return next(s for s in plotly_specs(at) if s["data"][0]["type"] == "heatmap")["data"][0]
+
+
+def bars(at) -> dict:
+    return next(s for s in plotly_specs(at) if s["data"][0]["type"] == "bar")["data"][0]
+
+
+def click(at, label):
+    next(b for b in at.button if b.label == label).click().run()
+
+
+def test_prefill_shows_attention_probabilities_and_per_layer_cache():
+    at = open_page(PAGE)
+    no_exception(at)
+    assert heading(at) == "Event 0 of 15: prefill"
+    h = heat(at)
+    assert h["y"] == ["0:Today", "1:the", "2:weather", "3:is", "4:so"] and len(h["x"]) == 5
+    assert h["z"][0][1] is None                                   # the causal mask, left blank
+    b = bars(at)
+    assert len(b["y"]) == 10 and b["y"][-1] in WEATHER_WORDS       # most probable on top: a weather word
+    chosen = [y for y, c in zip(b["y"], b["marker"]["color"]) if c == "#D55E00"]
+    assert chosen == [b["y"][-1]]                                  # greedy picks it (from the next event)
+    shapes = at.dataframe[0].value
+    assert list(shapes["K shape"]) == ["[1, 4, 5, 32]"] * 4 and list(shapes["bytes (K + V)"]) == [5120] * 4
+    assert any("20,480 bytes" in c.value and "✓" in c.value for c in at.caption)
+
+
+def test_next_choose_keeps_the_token_pending_then_decode_appends_it():
+    at = open_page(PAGE)
+    click(at, "Next")
+    assert heading(at) == "Event 1 of 15: choose"
+    assert any(m.value.startswith("Pending:") for m in at.markdown)
+    cache_rows = at.dataframe[1].value
+    assert len(cache_rows) == 5                                    # still only the prompt
+    click(at, "Next")
+    assert heading(at) == "Event 2 of 15: decode"
+    h = heat(at)
+    assert len(h["y"]) == 1 and len(h["x"]) == 6                   # one query reads positions 0..5
+    assert list(at.dataframe[0].value["K shape"]) == ["[1, 4, 6, 32]"] * 4
+    assert len(at.dataframe[1].value) == 6
+    no_exception(at)
+
+
+def test_layer_and_head_selectors_change_the_heatmap():
+    at = open_page(PAGE)
+    first = heat(at)["z"]
+    at.selectbox(key="gpt_layer").set_value(2).run()
+    at.selectbox(key="gpt_head").set_value(3).run()
+    no_exception(at)
+    assert "layer 3, head 4" in next(s for s in plotly_specs(at) if s["data"][0]["type"] == "heatmap")[
+        "layout"]["title"]["text"]
+    assert heat(at)["z"] != first
+
+
+def test_verification_memory_and_the_stepper_agree():
+    at = open_page(PAGE)
+    assert any(s.value.startswith("Identical: all 8 tokens match") for s in at.success)
+    codes = [c.value for c in at.code]
+    assert len(codes) == 2 and codes[0] == codes[1] and codes[0].replace('!', ' ').replace('.', ' ').split()[0] in WEATHER_WORDS
+    assert any("chose the same tokens" in c.value for c in at.caption)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Cached positions T"] == "12"
+    assert metrics["Measured bytes"] == metrics["2 · L · T · d · 4 bytes"] == "49,152 B"
+
+
+def test_sampling_controls_change_the_run_and_the_loops_still_agree():
+    at = open_page(PAGE)
+    assert at.slider(key="gpt_temp").disabled
+    at.segmented_control(key="gpt_mode").set_value("sample").run()
+    at.slider(key="gpt_temp").set_value(1.5).run()
+    texts = set()
+    for seed in (1, 2, 3):
+        at.number_input(key="gpt_seed").set_value(seed).run()
+        no_exception(at)
+        assert any(s.value.startswith("Identical") for s in at.success)
+        texts.add(at.code[0].value)
+    assert len(texts) > 1
+
+
+def test_timing_sweep_plots_speedup_beside_flop_ratio_and_explains_the_gap():
+    at = open_page(PAGE)
+    assert any("Press **Measure**" in i.value for i in at.info)
+    at.select_slider(key="gpt_sweep_max").set_value(16).run()
+    click(at, "Measure")
+    no_exception(at)
+    chart = next(s for s in plotly_specs(at) if s["data"][0]["type"] == "scatter")
+    names = [d["name"] for d in chart["data"]]
+    assert names == ["measured speed-up", "time model", "FLOP ratio"]
+    assert all(d["x"] == [8, 16] for d in chart["data"])
+    measured, flops = chart["data"][0]["y"], chart["data"][2]["y"]
+    assert all(0 < m < f for m, f in zip(measured, flops))         # on a CPU the clock saves less
+    table = at.dataframe[-1].value
+    assert list(table["N"]) == [8, 16] and list(table["same tokens"]) == ["✓", "✓"]
+    assert any("Why the speed-up is far below the FLOP ratio" in m.value for m in at.markdown)
+
+
+def test_bad_prompts_get_a_message_and_the_page_keeps_working():
+    at = open_page(PAGE)
+    for bad, needle in (("Today the weather is hello", "hello"), ("", "empty"), ("   ", "empty"),
+                        ("so " * 80, "limit"), ("x" * 399, "Unknown")):
+        at.text_input(key="gpt_prompt").set_value(bad).run()
+        no_exception(at)
+        assert at.error and needle in at.error[0].value, bad
+    at.text_input(key="gpt_prompt").set_value("It is rainy in London , so we").run()
+    assert not at.error and heading(at).startswith("Event 0")
+    assert heat(at)["y"][-1] == "7:we"
+
+
+def test_page_renders_in_every_language():
+    for lang in LANGS:
+        at = open_page(PAGE, {"lang": lang})
+        no_exception(at)
+        assert at.title[0].value == strings(lang)["gpt.title"]

@@ -80,9 +80,9 @@ def test_verification_memory_and_the_stepper_agree():
 
 def test_sampling_controls_change_the_run_and_the_loops_still_agree():
     at = open_page(PAGE)
-    assert at.slider(key="gpt_temp").disabled
-    at.segmented_control(key="gpt_mode").set_value("sample").run()
-    at.slider(key="gpt_temp").set_value(1.5).run()
+    assert at.slider(key="gpt_tau").disabled
+    at.segmented_control(key="gpt_rule").set_value("sample").run()
+    at.slider(key="gpt_tau").set_value(1.5).run()
     texts = set()
     for seed in (1, 2, 3):
         at.number_input(key="gpt_seed").set_value(seed).run()

@@ -12,6 +12,7 @@ from kvviz import cost
 from kvviz.cost_figures import (disaggregated_diagram, flops_vs_n, human_bytes, human_flops,
                                 kv_sharing_bars, memory_vs_context)
 from kvviz.limits import MAX_COST_GEN_TOKENS, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, LimitError
+from kvviz.ui import presenter
 from kvviz.ui.charts import chart
 from kvviz.ui.i18n import LANGS, strings, t
 
@@ -39,7 +40,7 @@ def _tab_labels() -> list[str]:
 
 def render() -> None:
     st.title(t("cost.title"))
-    st.markdown(t("cost.intro"))
+    presenter.intro(t("cost.intro"))
     tabs = st.tabs(_tab_labels(), key="tab", bind="query-params")
     sections = [_memory, _compute, _batching, _measured, _serving]
     for tab, section in zip(tabs, sections):

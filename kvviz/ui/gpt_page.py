@@ -16,9 +16,11 @@ from kvviz.limits import (GPT_MAX_NEW_TOKENS, GPT_MAX_PROMPT_TOKENS, GPT_MAX_SWE
 from kvviz.models.gpt import GPTConfig, GPTModel, TinyGPT, load_tiny_gpt
 from kvviz.sampling import Sampler, SelectionRule
 from kvviz.trace import cache_shapes
-from kvviz.ui import stepper
+from kvviz.ui import presenter, stepper, urlstate
+from kvviz.ui.charts import chart
 from kvviz.ui.i18n import t
 from kvviz.ui.perf import timed
+from kvviz.ui.rule_controls import rule_controls
 
 DEFAULT_PROMPT = "Today the weather is so"
 CHECK_TOL = 1e-4          # float32: a recompute differs by rounding only (~1e-6)
@@ -59,36 +61,17 @@ def _compare(ids: tuple[int, ...], new: int, rule_key: RuleKey, seed: int) -> Co
 
 # ---- inputs --------------------------------------------------------------------------------------
 
-def sampling_controls(key_prefix: str) -> tuple[RuleKey, int]:
-    """Greedy or sampling (temperature, top-k, top-p) and a seed; returns (rule key, seed).
-
-    A stand-in for the shared ``kvviz.ui.rule_controls.rule_controls``: only this function needs to
-    change to use it."""
-    c = st.columns([1.6, 1.3, 1, 1.3, 1], vertical_alignment="bottom")
-    mode = c[0].segmented_control(t("gpt.rule"), ["greedy", "sample"], default="greedy",
-                                  format_func=lambda m: t("gpt.rule_" + m), key=f"{key_prefix}_mode",
-                                  help=t("gpt.rule_help"))
-    off = mode != "sample"
-    temp = c[1].slider(t("gpt.temperature"), 0.1, 2.0, 1.0, 0.1, key=f"{key_prefix}_temp", disabled=off,
-                       help=t("gpt.temperature_help"))
-    top_k = c[2].number_input(t("gpt.top_k"), 0, 100, 0, key=f"{key_prefix}_topk", disabled=off,
-                              help=t("gpt.top_k_help"))
-    top_p = c[3].slider(t("gpt.top_p"), 0.05, 1.0, 1.0, 0.05, key=f"{key_prefix}_topp", disabled=off,
-                        help=t("gpt.top_p_help"))
-    seed = c[4].number_input(t("gpt.seed"), 0, 2**31 - 1, 0, key=f"{key_prefix}_seed", disabled=off,
-                             help=t("gpt.seed_help"))
-    if off:
-        return (0.0, None, None), 0
-    return (float(temp), int(top_k) or None, float(top_p) if top_p < 1.0 else None), int(seed)
-
-
 def _inputs(model: GPTModel) -> tuple[list[str], int, RuleKey, int] | None:
     c = st.columns([3, 1])
     text = c[0].text_input(t("gpt.prompt"), value=DEFAULT_PROMPT, key="gpt_prompt", bind="query-params",
                            max_chars=400, help=t("gpt.prompt_help"))
-    new = c[1].number_input(t("gpt.new_tokens"), 1, GPT_MAX_NEW_TOKENS, value=8, key="gpt_new",
-                            bind="query-params", help=t("gpt.new_tokens_help", cap=GPT_MAX_NEW_TOKENS))
-    rule_key, seed = sampling_controls("gpt")
+    urlstate.int_param("gpt_new", 8, 1, GPT_MAX_NEW_TOKENS)   # not bind: it raises on ?gpt_new=inf
+    new = c[1].number_input(t("gpt.new_tokens"), 1, GPT_MAX_NEW_TOKENS, key="gpt_new",
+                            on_change=urlstate.sync, args=("gpt_new", 8),
+                            help=t("gpt.new_tokens_help", cap=GPT_MAX_NEW_TOKENS))
+    rule, seed = rule_controls("gpt")            # the same selection-rule controls as every model page
+    settings = rule.settings()
+    rule_key = (settings["temperature"], settings["top_k"], settings["top_p"])
     with st.expander(t("gpt.vocab_title", n=len(model.vocab))):
         st.markdown(" ".join(f"`{w}`" for w in model.vocab))
     try:
@@ -130,7 +113,7 @@ def _probs_view(ev: Event, nxt: Event | None, model: GPTModel) -> None:
     probs = next_token_probs(ev.logits)
     fig = top_probs_bar(probs, model.logit_tokens, chosen, t("gpt.probs_title", pos=len(ev.cache) - 1),
                         axis_title=t("gpt.probs_axis"))
-    st.plotly_chart(fig, width="stretch", alt=t("gpt.probs_alt"))
+    chart(fig, t("gpt.probs_alt"))
     if choice is not None and choice.rule.get("name") != "greedy":
         st.caption(t("gpt.probs_sampled", kept=len(choice.kept), p=f"{choice.probs[choice.index]:.3f}"))
     if ev.pending:
@@ -142,10 +125,13 @@ def _cache_growth(ev: Event, model: GPTModel, layer: int) -> None:
     st.markdown(f"**{t('gpt.cache_growth_title')}**")
     shapes = cache_shapes(ev.cache)
     new = ev.record is not None
+    bold = (shapes["layer"] == layer + 1).tolist()
+    shapes = shapes.rename(columns={"layer": t("gpt.col_layer"), "K shape": t("gpt.col_k_shape"),
+                                    "V shape": t("gpt.col_v_shape"), "bytes (K + V)": t("gpt.col_bytes")})
     st.dataframe(shapes.style.apply(
-        lambda r: ["font-weight:bold" if r["layer"] == layer + 1 else ""] * len(r), axis=1),
+        lambda r: ["font-weight:bold" if bold[r.name] else ""] * len(r), axis=1),
         hide_index=True, width="stretch",
-        column_config={"bytes (K + V)": st.column_config.NumberColumn(format="localized")})
+        column_config={t("gpt.col_bytes"): st.column_config.NumberColumn(format="localized")})
     measured, formula = ev.cache.nbytes(), cache_bytes_formula(cfg, ev.cache_len)
     st.caption(t("gpt.cache_bytes_line", measured=f"{measured:,}", layers=cfg.n_layer, T=ev.cache_len,
                  d=cfg.n_embd, formula=f"{formula:,}", ok="✓" if measured == formula else "✗"))
@@ -291,7 +277,7 @@ def _timing(tokens: list[str], rule_key: RuleKey, seed: int, model: GPTModel) ->
         t("gpt.series_model"): [sweep.predicted_speedup(n) for n in ns],
         t("gpt.series_flops"): [p.flop_ratio for p in sweep.points],
     }, t("gpt.chart_title"), t("gpt.chart_x"), t("gpt.chart_y"))
-    st.plotly_chart(fig, width="stretch", alt=t("gpt.chart_alt"))
+    chart(fig, t("gpt.chart_alt"))
     st.dataframe(_sweep_table(sweep), hide_index=True, width="stretch")
     e = sweep.explanation()
     st.markdown(t("gpt.explain", n=e["n"], speedup=f"{e['speedup']:.1f}", flops=f"{e['flop_ratio']:.0f}",
@@ -308,14 +294,15 @@ def render() -> None:
     model = GPTModel(tiny)
     cfg = model.config
     st.title(t("gpt.title"))
-    st.markdown(t("gpt.intro", layers=cfg.n_layer, heads=cfg.n_head, d=cfg.n_embd, vocab=cfg.vocab_size,
-                  block=cfg.block_size, params=f"{model.gpt.n_params():,}"))
+    presenter.intro(t("gpt.intro", layers=cfg.n_layer, heads=cfg.n_head, d=cfg.n_embd, vocab=cfg.vocab_size,
+                      block=cfg.block_size, params=f"{model.gpt.n_params():,}"))
     if tiny.trained:
         tr = tiny.meta.get("training", {})
         st.caption(t("gpt.weights_trained", steps=tr.get("steps", "?"), loss=tr.get("val_loss", "?")))
     else:
         st.warning(t("gpt.weights_random", seed=tiny.meta.get("fallback_seed", 0)), icon=":material/casino:")
-    got = _inputs(model)
+    with presenter.settings():
+        got = _inputs(model)
     if got is None:
         return
     tokens, new, rule_key, seed = got
@@ -331,5 +318,6 @@ def render() -> None:
     _verification(cmp, run, model)
     _memory(cmp, model)
     _timing(tokens, rule_key, seed, model)
-    with st.expander(t("gpt.more_title")):
-        st.markdown(t("gpt.more_body"))
+    if not presenter.presenting():
+        with st.expander(t("gpt.more_title")):
+            st.markdown(t("gpt.more_body"))

@@ -6,8 +6,8 @@ import streamlit as st
 from kvviz.ui.i18n import t
 from kvviz.ui.links import deep_link, show_links
 
-ABC, WEATHER, SAMPLING, COST = ("pages/1_ABC_miniature.py", "pages/2_Weather_heads.py",
-                               "pages/3_Sampling.py", "pages/5_Cost_and_scale.py")
+ABC, WEATHER, SAMPLING, GPT, COST = ("pages/1_ABC_miniature.py", "pages/2_Weather_heads.py",
+                                    "pages/3_Sampling.py", "pages/4_Tiny_GPT.py", "pages/5_Cost_and_scale.py")
 
 # (section, [(page, address parameters, i18n key of the line to say)]) in the order of a lecture
 SCRIPT: list[tuple[str, list[tuple[str, dict, str]]]] = [
@@ -28,6 +28,11 @@ SCRIPT: list[tuple[str, list[tuple[str, dict, str]]]] = [
         (SAMPLING, {"sampling_top_p": 0.8}, "sampling_quiz"),
         (SAMPLING, {"sampling_tau": 0.3}, "sampling_sharp"),
         (SAMPLING, {"sampling_tau": 2.0, "sampling_top_k": 2}, "sampling_flat"),
+    ]),
+    ("gpt", [
+        (GPT, {"step": 0}, "gpt_prefill"),
+        (GPT, {"step": 2}, "gpt_decode"),
+        (GPT, {"gpt_rule": "sample", "gpt_tau": 0.8, "gpt_seed": 7, "step": 1}, "gpt_sampled"),
     ]),
     ("cost", [
         (COST, {"tab": "Memory"}, "cost_memory"),

@@ -24,7 +24,7 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 from tests.conftest import CHROME_ARGS, CHROMIUM, Page, _free_port  # noqa: E402
 from kvviz.ui.nav import PAGES  # noqa: E402
 
-STEPPING = ["ABC_miniature"]   # pages that step with the Right key
+STEPPING = ["ABC_miniature", "Weather_heads", "Tiny_GPT", "Cost_and_scale?tab=Batching"]   # pages stepped with Right
 
 
 def rss_mb(pid: int) -> float:

@@ -17,3 +17,12 @@ def test_readme_starts_with_the_two_commands():
 def test_ci_runs_the_readme_test_command():
     ci_last = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert ci_last == _blocks()[1]
+
+
+def test_home_page_path_does_not_import_torch():
+    """The home page loads fast: none of its imports pulls in torch (≈ 1 s and ≈ 200 MB)."""
+    import subprocess
+    import sys
+    code = "import sys, kvviz.ui.nav, kvviz.ui.links; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr

@@ -6,12 +6,14 @@ app; plotly's own export does the work in the browser, so the server renders no 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-import plotly.graph_objects as go
 import streamlit as st
 
-from kvviz.figures import WORDS
 from kvviz.ui.i18n import t
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 FORMATS = {"png": "PNG", "svg": "SVG"}
 KEY = "chart_format"
@@ -19,6 +21,7 @@ KEY = "chart_format"
 
 def figure_words() -> dict[str, str]:
     """The words figure builders draw (kvviz.figures.WORDS), in the current language."""
+    from kvviz.figures import WORDS     # here, not at the top: the home page must not import torch
     return {k: t(f"charts.{k}") for k in WORDS}
 
 
@@ -38,7 +41,7 @@ def format_picker() -> None:
                          default="png", required=True, help=t("charts.format_help"))
 
 
-def chart(fig: go.Figure, alt: str, key: str | None = None) -> None:
+def chart(fig: "go.Figure", alt: str, key: str | None = None) -> None:
     """``st.plotly_chart`` at full width with an accessible label and the chosen export format."""
     fmt = st.session_state.get(KEY) or "png"
     name = re.sub(r"[^a-z0-9]+", "_", alt.lower()).strip("_")[:60] or "kvviz_chart"

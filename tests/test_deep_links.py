@@ -63,3 +63,19 @@ def test_home_links_carry_language_and_presenter_mode():
     for h in hrefs:
         query = dict(parse_qsl(urlsplit(h.split("'")[0].replace("&amp;", "&")).query))
         assert query.get("lang") == "de" and query.get("present") == "1", h
+
+
+def test_gpt_layer_and_head_restored_from_the_address():
+    at = open_page("pages/4_Tiny_GPT.py", {"step": "2", "gpt_layer": "4", "gpt_head": "2"})
+    no_exception(at)
+    assert at.selectbox(key="gpt_layer").value == 4 and at.selectbox(key="gpt_head").value == 2
+    titles = [json_title for json_title in _chart_titles(at)]
+    assert any("4" in x and "2" in x for x in titles), titles
+    bad = open_page("pages/4_Tiny_GPT.py", {"gpt_layer": "99"})
+    no_exception(bad)
+    assert bad.selectbox(key="gpt_layer").value == 1 and any("gpt_layer" in w.value for w in bad.warning)
+
+
+def _chart_titles(at) -> list[str]:
+    from tests.conftest import plotly_specs
+    return [str(s["layout"].get("title", {}).get("text", "")) for s in plotly_specs(at)]

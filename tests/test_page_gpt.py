@@ -59,8 +59,8 @@ def test_next_choose_keeps_the_token_pending_then_decode_appends_it():
 def test_layer_and_head_selectors_change_the_heatmap():
     at = open_page(PAGE)
     first = heat(at)["z"]
-    at.selectbox(key="gpt_layer").set_value(2).run()
-    at.selectbox(key="gpt_head").set_value(3).run()
+    at.selectbox(key="gpt_layer").set_value(3).run()          # numbered from 1, as shown
+    at.selectbox(key="gpt_head").set_value(4).run()
     no_exception(at)
     assert "layer 3, head 4" in next(s for s in plotly_specs(at) if s["data"][0]["type"] == "heatmap")[
         "layout"]["title"]["text"]

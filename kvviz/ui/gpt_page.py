@@ -151,10 +151,13 @@ def _stepper(run: Run, model: GPTModel) -> None:
     st.markdown(f":material/check: {did}  \n:material/hourglass_empty: {not_yet}")
     src = ev if ev.record is not None else run.events[step - 1]     # the pass behind this event
     c = st.columns([1, 1, 3], vertical_alignment="bottom")
-    layer = c[0].selectbox(t("gpt.layer"), range(model.n_layers), format_func=lambda i: str(i + 1),
-                           key="gpt_layer", help=t("gpt.layer_help"))
-    head = c[1].selectbox(t("gpt.head"), range(model.n_heads), format_func=lambda i: str(i + 1),
-                          key="gpt_head", help=t("gpt.head_help"))
+    # numbered from 1 as on screen, and kept in the address (?gpt_layer=4&gpt_head=2)
+    urlstate.int_param("gpt_layer", 1, 1, model.n_layers)
+    urlstate.int_param("gpt_head", 1, 1, model.n_heads)
+    layer = c[0].selectbox(t("gpt.layer"), range(1, model.n_layers + 1), key="gpt_layer",
+                           on_change=urlstate.sync, args=("gpt_layer", 1), help=t("gpt.layer_help")) - 1
+    head = c[1].selectbox(t("gpt.head"), range(1, model.n_heads + 1), key="gpt_head",
+                          on_change=urlstate.sync, args=("gpt_head", 1), help=t("gpt.head_help")) - 1
     left, right = st.columns([3, 2])
     with left:
         stepper.attention_view(ev, src, layer, head,

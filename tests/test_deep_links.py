@@ -69,7 +69,7 @@ def test_gpt_layer_and_head_restored_from_the_address():
     at = open_page("pages/4_Tiny_GPT.py", {"step": "2", "gpt_layer": "4", "gpt_head": "2"})
     no_exception(at)
     assert at.selectbox(key="gpt_layer").value == 4 and at.selectbox(key="gpt_head").value == 2
-    titles = [json_title for json_title in _chart_titles(at)]
+    titles = _chart_titles(at)
     assert any("4" in x and "2" in x for x in titles), titles
     bad = open_page("pages/4_Tiny_GPT.py", {"gpt_layer": "99"})
     no_exception(bad)

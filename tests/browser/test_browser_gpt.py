@@ -22,7 +22,9 @@ def test_deep_link_keys_selectors_and_timing(server, tab):
     assert "step=3" in tab.page.url
     assert tab.page.get_by_text("Pending:").count() >= 1
     # pick layer 4 in the selectbox: the heatmap title follows
-    tab.page.get_by_role("combobox", name="Layer").click()
+    layer_box = tab.page.get_by_role("combobox", name="Layer")
+    layer_box.click()
+    layer_box.press("ArrowDown")                             # opens the list (a click only focuses it here)
     listbox = tab.page.get_by_role("listbox", name="Layer")
     listbox.wait_for()
     listbox.locator("[role='option']").filter(has_text="4").click()

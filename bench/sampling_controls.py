@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from bench.step_clicks import WATCH  # noqa: E402
+from bench.step_clicks import server_times, time_press  # noqa: E402
 from tests.conftest import CHROME_ARGS, CHROMIUM, Page, server  # noqa: E402
 
 # (slider label, key, query string)
@@ -46,15 +46,10 @@ def main() -> None:
             slider = tab.page.get_by_role("slider", name=label)
             for _ in range(a.presses):
                 slider.focus()
-                tab.page.evaluate(WATCH)
-                t0 = tab.page.evaluate("() => performance.now()")
-                tab.page.keyboard.press(key)
-                tab.settle()
-                done = [t for t, s in tab.page.evaluate("() => window.__kv") if s == "notRunning"]
-                if done:
-                    ms.append(done[-1] - t0)
-            server_ms = [float(line.split(",")[1]) for line in log.read_text().splitlines()
-                         if line.startswith("sampling.render,")]
+                press = time_press(tab, key)
+                if press is not None:
+                    ms.append(press)
+            server_ms = server_times(log, "sampling.render")
             print(f"{label:14s} presses={len(ms):3d} draws={a.draws:,}  server median "
                   f"{statistics.median(server_ms):6.1f} ms max {max(server_ms):6.1f} ms | browser round trip "
                   f"median {statistics.median(ms):6.1f} ms")

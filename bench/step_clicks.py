@@ -35,18 +35,25 @@ WATCH = """() => { window.__kv = []; const app = document.querySelector("[data-t
     .observe(app, {attributes: true, attributeFilter: ['data-test-script-state']}); }"""
 
 
+def time_press(tab: Page, key: str) -> float | None:
+    """Milliseconds from pressing ``key`` until the rerun it caused finished (None: no rerun seen)."""
+    tab.page.evaluate(WATCH)
+    t0 = tab.page.evaluate("() => performance.now()")
+    tab.page.keyboard.press(key)
+    tab.settle()
+    done = [t for t, s in tab.page.evaluate("() => window.__kv") if s == "notRunning"]
+    return done[-1] - t0 if done else None
+
+
+def server_times(log: Path, label: str) -> list[float]:
+    """The server-side durations that ``kvviz.ui.perf.timed(label)`` logged."""
+    return [float(line.split(",")[1]) for line in log.read_text().splitlines() if line.startswith(label + ",")]
+
+
 def time_clicks(tab: Page, key: str, clicks: int) -> list[float]:
-    out = []
     tab.page.locator("h1").first.click()
-    for _ in range(clicks):
-        tab.page.evaluate(WATCH)
-        t0 = tab.page.evaluate("() => performance.now()")
-        tab.page.keyboard.press(key)
-        tab.settle()
-        done = [t for t, s in tab.page.evaluate("() => window.__kv") if s == "notRunning"]
-        if done:
-            out.append(done[-1] - t0)
-    return out
+    times = (time_press(tab, key) for _ in range(clicks))
+    return [ms for ms in times if ms is not None]
 
 
 def main() -> None:
@@ -64,8 +71,7 @@ def main() -> None:
             tab.goto(f"{base}/{path}")
             log.write_text("")
             ms = time_clicks(tab, key, a.clicks)
-            server_ms = [float(line.split(",")[1]) for line in log.read_text().splitlines()
-                         if line.startswith(label + ",")]
+            server_ms = server_times(log, label)
             print(f"{path:20s} clicks={len(ms):3d}  server median {statistics.median(server_ms):6.1f} ms "
                   f"max {max(server_ms):6.1f} ms | browser round trip median {statistics.median(ms):6.1f} ms "
                   f"p90 {sorted(ms)[int(0.9 * (len(ms) - 1))]:6.1f} ms")

@@ -50,7 +50,7 @@ class RefStack(nn.Module):
         if cfg.n_kv_heads != cfg.n_heads or cfg.mlp != "gelu" or cfg.n_heads * cfg.head_dim != cfg.d_model:
             raise ValueError(f"{cfg.name} is not a GPT-2-style shape")
         self.cfg, self.sdpa = cfg, sdpa
-        d, L, H, hd = cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.head_dim
+        d, L = cfg.d_model, cfg.n_layers
         with torch.device(device):
             self.wte = nn.Embedding(cfg.vocab, d)
             self.wpe = nn.Embedding(cfg.learned_positions, d)

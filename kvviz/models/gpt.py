@@ -27,6 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from kvviz.cache import KVCache
+from kvviz.cost import ModelConfig
 from kvviz.gpt_corpus import WordTokenizer, vocabulary
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError, check_int
 from kvviz.models.base import PassRecord, causal_softmax
@@ -60,6 +61,17 @@ def check_positions(cfg: GPTConfig, start_pos: int, n: int) -> None:
             f"Positions {start_pos}..{start_pos + n - 1} do not fit: this GPT learned only "
             f"{cfg.block_size} positions (block_size). With a cache the text cannot be "
             f"cropped, so generation must stop here; without a cache the oldest tokens are dropped.")
+
+
+def cost_config(cfg: GPTConfig, name: str = "kvviz tiny GPT (trained)") -> ModelConfig:
+    """This network's shape for kvviz.cost (memory, parameters, FLOPs): GPT-2 layout, so biases
+    everywhere, a 4× GELU MLP, learned positions and a tied lm_head."""
+    return ModelConfig(
+        name, n_layers=cfg.n_layer, n_heads=cfg.n_head, n_kv_heads=cfg.n_head, head_dim=cfg.head_dim,
+        d_model=cfg.n_embd, d_ff=4 * cfg.n_embd, vocab=cfg.vocab_size, mlp="gelu",
+        learned_positions=cfg.block_size, max_context=cfg.block_size, norm="layernorm",
+        qkv_bias=True, out_bias=True, mlp_bias=True, tied_embeddings=True,
+        source="kvviz/data/tiny_gpt.json (trained by kvviz/train_gpt.py)")
 
 
 class LayerCache(Protocol):
@@ -96,7 +108,9 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
 
     def forward(self, x: torch.Tensor, cache: LayerCache | None = None, start_pos: int = 0,
-                trace: list[LayerTrace] | None = None) -> torch.Tensor:
+                trace: list[LayerTrace] | None = None, allowed: torch.Tensor | None = None) -> torch.Tensor:
+        """``allowed`` [B, N, T] (batched decoding): which keys each new query may read; it replaces
+        the causal mask of ``start_pos`` so padded sequences of a batch never read padding."""
         B, N, C = x.shape                                          # N new positions
         qkv = self.c_attn(x).view(B, N, 3, self.n_head, self.head_dim)  # q, k, v of every head at once
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)             # each [B, H, N, hs]
@@ -104,12 +118,17 @@ class CausalSelfAttention(nn.Module):
             k_all, v_all = cache.update(self.layer_idx, k, v)      # [B, H, T, hs], T = start_pos + N
         else:
             k_all, v_all = k, v
-        if trace is not None:
+        if trace is not None or allowed is not None:
             # explicit weights, so the stepper can show them
             scores = q @ k_all.transpose(-2, -1) / math.sqrt(self.head_dim)   # [B, H, N, T]
-            att = causal_softmax(scores, start_pos)
+            if allowed is None:
+                att = causal_softmax(scores, start_pos)
+            else:
+                from kvviz.batching import masked_softmax   # (kvviz.batching imports the stepper)
+                att = masked_softmax(scores, allowed.unsqueeze(1))           # padding rows: all 0
             y = att @ v_all                                                  # [B, H, N, hs]
-            trace.append((q, k, v, att))
+            if trace is not None:
+                trace.append((q, k, v, att))
         else:
             y = causal_attention(q, k_all, v_all, start_pos)
         y = y.transpose(1, 2).reshape(B, N, C)                     # heads side by side again
@@ -138,8 +157,8 @@ class Block(nn.Module):
         self.mlp = MLP(cfg)
 
     def forward(self, x: torch.Tensor, cache: LayerCache | None = None, start_pos: int = 0,
-                trace: list[LayerTrace] | None = None) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x), cache, start_pos, trace)
+                trace: list[LayerTrace] | None = None, allowed: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), cache, start_pos, trace, allowed)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -178,6 +197,17 @@ class GPT(nn.Module):
         x = self.transformer.wte(idx) + self.transformer.wpe.weight[start_pos:start_pos + N]   # [B, N, C]
         for block in self.transformer.h:
             x = block(x, cache, start_pos, trace)
+        return self.transformer.ln_f(x)
+
+    def hidden_batch(self, idx: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor,
+                     cache: LayerCache, trace: list[LayerTrace] | None = None) -> torch.Tensor:
+        """Batched decoding: idx, positions [B, N] (each sequence its own positions; padding -1),
+        allowed [B, N, T] → hidden states [B, N, C]. Padding rows come out finite but meaningless."""
+        check_positions(self.config, int(positions.max()), 1)
+        # a padding slot still needs some position row: 0 (its K/V is masked out anyway)
+        x = self.transformer.wte(idx) + self.transformer.wpe(positions.clamp(min=0))   # [B, N, C]
+        for block in self.transformer.h:
+            x = block(x, cache, 0, trace, allowed)
         return self.transformer.ln_f(x)
 
     def forward(self, idx: torch.Tensor, cache: LayerCache | None = None, start_pos: int = 0,
@@ -299,6 +329,7 @@ class GPTModel:
         self.logit_tokens = self.vocab
         self.n_layers, self.n_heads = cfg.n_layer, cfg.n_head
         self.output_labels = [f"x{i}" for i in range(cfg.n_embd)]   # final hidden state (after ln_f)
+        self.cost_config = cost_config(cfg)     # for kvviz.cost: FLOPs counted from this model's passes
 
     def tokenize(self, text: str) -> list[str]:
         """Prompt text → tokens (word level); raises a ValueError naming unknown words."""
@@ -323,3 +354,16 @@ class GPTModel:
         q, k, v, att = (torch.stack([t[i][0] for t in trace]) for i in range(4))  # [L, H, N, ·]
         return PassRecord(positions=list(range(start_pos, start_pos + idx.shape[1])),
                           q=q, k=k, v=v, attention=att, output=x[0], logits=logits[0])
+
+    @torch.no_grad()
+    def forward_batch(self, token_ids: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor,
+                      cache: KVCache):
+        """B sequences in one pass (kvviz.batching): token_ids, positions [B, N]; key_mask [B, T]."""
+        from kvviz.batching import BatchPassRecord, allowed_keys
+
+        trace: list[LayerTrace] = []
+        allowed = allowed_keys(key_mask, token_ids.shape[1])                     # [B, N, T]
+        x = self.gpt.hidden_batch(token_ids, positions, allowed, cache, trace)  # [B, N, C]
+        q, k, v, att = (torch.stack([t[i] for t in trace], dim=1) for i in range(4))  # [B, L, H, N, ·]
+        return BatchPassRecord(positions=positions, q=q, k=k, v=v, attention=att, output=x,
+                               logits=self.gpt.lm_head(x))

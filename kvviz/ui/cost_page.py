@@ -162,27 +162,29 @@ def _presets_table() -> pd.DataFrame:
 
 # --- compute --------------------------------------------------------------------------------------
 
-def _runnable() -> dict[str, str]:
-    """Option key -> stepper model name, for every model the stepper can run and count: a preset
-    with the same shape, else its own entry ``run:<name>``."""
-    from kvviz.registry import MODELS
+def _stepper_configs() -> dict[str, cost.ModelConfig]:
+    """Stepper model name -> its cost shape, for every model the stepper can run and count."""
+    from kvviz.registry import MODELS, get_model
 
     out = {}
-    for name, cls in MODELS.items():
-        cfg = getattr(cls, "cost_config", None) or cost._MODEL_CONFIGS.get(name)
-        if cfg is None:
+    for name in MODELS:
+        try:
+            out[name] = cost.config_of(get_model(name))
+        except ValueError:          # no cost shape (the hand-made weather heads)
             continue
-        key = next((k for k, p in cost.PRESETS.items() if p == cfg), f"run:{name}")
-        out[key] = name
     return out
+
+
+def _runnable() -> dict[str, str]:
+    """Option key -> stepper model name: a preset with the same shape, else ``run:<name>``."""
+    return {next((k for k, p in cost.PRESETS.items() if p == cfg), f"run:{name}"): name
+            for name, cfg in _stepper_configs().items()}
 
 
 def _configs() -> dict[str, cost.ModelConfig]:
     """Presets plus the runnable models that are not presets (by option key)."""
-    from kvviz.registry import MODELS
-
-    extra = {k: (getattr(MODELS[n], "cost_config", None) or cost._MODEL_CONFIGS[n])
-             for k, n in _runnable().items() if k not in cost.PRESETS}
+    shapes = _stepper_configs()
+    extra = {k: shapes[n] for k, n in _runnable().items() if k not in cost.PRESETS}
     return {**cost.PRESETS, **extra}
 
 

@@ -123,6 +123,13 @@ class BatchRun:
     rule: dict
     pad: list[int]                      # padding columns in front of each prompt
 
+    @property
+    def tolerance(self) -> float:
+        """How close a sequence must come to its solo run to count as the same: float64 models
+        agree to rounding (1e-9); float32 ones differ by ~1e-6, since a batched matrix product sums
+        in another order than a one-row one."""
+        return 1e-9 if self.events[0].logits.dtype == torch.float64 else 1e-4
+
 
 def run_batch(model: BatchModel, prompts: Sequence[Sequence[str]], new_tokens: int,
               rule: SelectionRule | None = None, seed: int = 0) -> BatchRun:
@@ -246,8 +253,21 @@ def solo_runs(model, run: BatchRun, new_tokens: int, rule: SelectionRule | None 
 
 # --- display data -------------------------------------------------------------------------------
 
-def _fmt(t: torch.Tensor) -> str:
-    return "(" + ", ".join(f"{x:.4g}" for x in t.tolist()) + ")"
+def _fmt(t: torch.Tensor, dims: int | None = None) -> str:
+    """``(a, b, …)``; with ``dims``, only the first ``dims`` components and an ellipsis."""
+    vals = t.tolist()
+    more = dims is not None and len(vals) > dims
+    return "(" + ", ".join(f"{x:.4g}" for x in vals[:dims]) + (", …" if more else "") + ")"
+
+
+def top_logit_columns(logits: torch.Tensor, k: int, always: Sequence[int | None] = ()) -> list[list[int]]:
+    """For each sequence (``logits`` [B, V]) the vocabulary indices worth a bar: its top ``k``
+    logits, highest first, plus its entry of ``always`` (the chosen token) if that is not among them."""
+    out = []
+    for b, top in enumerate(torch.topk(logits, min(k, logits.shape[-1]), dim=-1).indices.tolist()):
+        extra = always[b] if b < len(always) else None
+        out.append(top + ([extra] if extra is not None and extra not in top else []))
+    return out
 
 
 TABLE_NAMES = {"column": "column", "token": "token", "mask": "mask", "k": "k"}
@@ -255,8 +275,9 @@ TABLE_NAMES = {"column": "column", "token": "token", "mask": "mask", "k": "k"}
 
 def padded_cache_table(ev: BatchEvent, layer: int = 0, head: int = 0,
                        labels: Sequence[str] | None = None, pad_label: str = PAD,
-                       names: dict[str, str] | None = None) -> pd.DataFrame:
-    """One row per cache column: for every sequence its token, mask bit and K of one head.
+                       names: dict[str, str] | None = None, dims: int | None = None) -> pd.DataFrame:
+    """One row per cache column: for every sequence its token, mask bit and K of one head (of
+    ``layer``; only its first ``dims`` components if given).
 
     Padding columns still hold a K/V (computed from the padding id) but their mask bit is 0, so no
     query ever reads them.
@@ -271,6 +292,6 @@ def padded_cache_table(ev: BatchEvent, layer: int = 0, head: int = 0,
             tok = ev.slots[b][col]
             row[f"{labels[b]} {n['token']}"] = pad_label if tok is None else tok
             row[f"{labels[b]} {n['mask']}"] = int(ev.key_mask[b, col])
-            row[f"{labels[b]} {n['k']}"] = "" if k is None else _fmt(k[b, head, col])
+            row[f"{labels[b]} {n['k']}"] = "" if k is None else _fmt(k[b, head, col], dims)
         rows.append(row)
     return pd.DataFrame(rows)

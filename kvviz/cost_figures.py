@@ -241,15 +241,18 @@ def disaggregated_diagram(labels: L, n_prefill: int = 2, n_decode: int = 3) -> g
     return _base_layout(fig, labels["title"], height=420)
 
 
-def grouped_logits(logits: Sequence[Sequence[float]], tokens: Sequence[str], chosen: Sequence[int | None],
-                   seq_labels: Sequence[str], title: str, y_label: str) -> go.Figure:
+def grouped_logits(logits: Sequence[Sequence[float]], tokens: Sequence[str] | Sequence[Sequence[str]],
+                   chosen: Sequence[int | None], seq_labels: Sequence[str], title: str, y_label: str) -> go.Figure:
     """Logits of several sequences on one axis grouped by sequence (a two-level category axis);
-    each sequence's chosen token in the same colour as on the one-sequence pages."""
+    each sequence's chosen token in the same colour as on the one-sequence pages. ``tokens`` names
+    the bars: one list for every sequence, or a list per sequence (each its own top tokens)."""
+    per_seq = bool(tokens) and not isinstance(tokens[0], str)
     outer, inner, ys, colors, text = [], [], [], [], []
     for b, row in enumerate(logits):
+        names = tokens[b] if per_seq else tokens
         for i, v in enumerate(row):
             outer.append(seq_labels[b])
-            inner.append(tokens[i])
+            inner.append(names[i])
             ys.append(v)
             colors.append(COLORS["chosen"] if i == chosen[b] else COLORS["bar"])
             text.append(f"{v:.3f}")

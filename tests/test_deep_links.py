@@ -79,3 +79,64 @@ def test_gpt_layer_and_head_restored_from_the_address():
 def _chart_titles(at) -> list[str]:
     from tests.conftest import plotly_specs
     return [str(s["layout"].get("title", {}).get("text", "")) for s in plotly_specs(at)]
+
+
+COST = "pages/5_Cost_and_scale.py"
+
+
+def _warnings(at) -> str:
+    return " ".join(w.value for w in at.warning)
+
+
+def test_cost_memory_and_compute_settings_restored_from_the_address():
+    at = open_page(COST, {"mem_preset": "llama3-8b", "mem_kv": "2", "mem_tokens": "8192", "mem_dtype": "fp8"})
+    no_exception(at)
+    assert at.selectbox(key="mem_preset").value == "llama3-8b" and at.selectbox(key="mem_dtype").value == "fp8"
+    assert at.number_input(key="mem_layers").value == 32          # the preset's own, not GPT-2's 12
+    assert at.number_input(key="mem_kv").value == 2 and at.number_input(key="mem_tokens").value == 8192
+    # the address follows the widgets: a new preset rewrites the shape fields and drops them from it
+    at.selectbox(key="mem_preset").set_value("gpt2").run()
+    assert at.query_params.get("mem_preset") is None and at.query_params.get("mem_kv") is None
+    at.number_input(key="mem_batch").set_value(8).run()
+    assert at.query_params["mem_batch"] == "8" and at.query_params["mem_dtype"] == "fp8"
+
+    fl = open_page(COST, {"tab": "Compute (FLOPs)", "fl_model": "run:gpt", "fl_n": "5"})
+    no_exception(fl)
+    assert fl.selectbox(key="fl_model").value == "run:gpt" and fl.number_input(key="fl_n").value == 5
+    assert any("kvviz tiny GPT" in s.value and "equal the formulas" in s.value for s in fl.success)
+
+
+def test_cost_batching_measure_and_serving_settings_restored_from_the_address():
+    bt = open_page(COST, {"tab": "Batching", "bt_model": "gpt", "bt_p1": "It was", "bt_p2": "Today",
+                          "bt_p3": "", "bt_new": "3", "bt_head": "2", "step": "2"})
+    no_exception(bt)
+    assert bt.subheader[0].value.startswith("Event 2 of 5: decode (2 sequences)")
+    assert bt.selectbox(key="bt_head").value == 2
+    ms = open_page(COST, {"tab": "Measured here", "ms_shape": "gpt2", "ms_batches": "1,4", "ms_context": "64"})
+    no_exception(ms)
+    assert ms.multiselect(key="ms_batches").value == [1, 4] and ms.select_slider(key="ms_context").value == 64
+    assert ms.multiselect(key="ms_prompts").value == [8, 32, 128]     # the GPT-2 shape's default
+    sv = open_page(COST, {"tab": "Disaggregated serving", "sv_model": "mistral-7b", "sv_link": "25",
+                          "sv_prompt": "2048"})
+    no_exception(sv)
+    assert sv.number_input(key="sv_link").value == 25.0 and sv.number_input(key="sv_prompt").value == 2048
+    assert not _warnings(sv)
+
+
+@pytest.mark.parametrize("tab, params, key", [
+    ("Memory", {"mem_tokens": "-5"}, "mem_tokens"),
+    ("Memory", {"mem_heads": "nan"}, "mem_heads"),
+    ("Compute (FLOPs)", {"fl_n": "1e99"}, "fl_n"),
+    ("Batching", {"bt_new": "inf"}, "bt_new"),
+    ("Batching", {"bt_model": "gpt", "bt_layer": "9"}, "bt_layer"),
+    ("Measured here", {"ms_batches": "1,3"}, "ms_batches"),
+    ("Disaggregated serving", {"sv_link": "-inf"}, "sv_link"),
+    ("Disaggregated serving", {"sv_bw": "0"}, "sv_bw"),
+    ("Memory", {"mem_preset": "gpt5"}, "mem_preset"),
+    ("Batching", {"bt_model": "llama"}, "bt_model"),
+    ("Measured here", {"ms_context": "100"}, "ms_context"),
+])
+def test_cost_bad_address_values_fall_back_with_a_notice(tab, params, key):
+    at = open_page(COST, {"tab": tab, **params})
+    no_exception(at)
+    assert key in _warnings(at) and "instead" in _warnings(at), _warnings(at)

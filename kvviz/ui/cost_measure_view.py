@@ -9,6 +9,7 @@ from kvviz.cost_figures import line_chart, step_time_vs_batch
 from kvviz.cost_measure import SHAPES, Measurements, measure_all
 from kvviz.limits import (MAX_COST_TOKENS, MAX_MEASURE_BATCH, MAX_MEASURE_CACHE_BYTES, MAX_MEASURE_CONTEXT,
                           MAX_MEASURE_GFLOP, LimitError, check_int)
+from kvviz.ui import urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.i18n import t
 
@@ -20,30 +21,49 @@ DEFAULTS = {"tiny": dict(ms_batches=[1, 2, 4, 8, 16, 32], ms_context=128, ms_pro
             "gpt2": dict(ms_batches=[1, 2, 4, 8], ms_context=128, ms_prompts=[8, 32, 128])}
 
 
+CONTEXTS_DEFAULT = [16, 64, 256, 1024]
+
+
+def _defaults() -> dict[str, object]:
+    """What each setting is when the address does not say (the sweeps depend on the shape)."""
+    return {"ms_shape": "tiny", "ms_contexts": CONTEXTS_DEFAULT, **DEFAULTS[st.session_state.ms_shape]}
+
+
 def _on_shape() -> None:
-    for k, v in DEFAULTS[st.session_state.ms_shape].items():
-        st.session_state[k] = v
+    st.session_state.update(DEFAULTS[st.session_state.ms_shape])
+    urlstate.sync_all(_defaults())
+
+
+def _init() -> None:
+    """The settings from the address once per session (?ms_shape=gpt2&ms_batches=1,2,4)."""
+    urlstate.choice_param("ms_shape", list(SHAPES), "tiny")
+    d = DEFAULTS[st.session_state.ms_shape]
+    urlstate.ints_param("ms_batches", BATCH_OPTIONS, d["ms_batches"])
+    urlstate.choice_param("ms_context", LEN_OPTIONS, d["ms_context"], parse=int)
+    urlstate.ints_param("ms_contexts", LEN_OPTIONS, CONTEXTS_DEFAULT)
+    urlstate.ints_param("ms_prompts", PROMPT_OPTIONS, d["ms_prompts"])
 
 
 def render() -> None:
     st.markdown(t("cost.ms_intro"))
     ss = st.session_state
-    ss.setdefault("ms_shape", "tiny")
-    for k, v in DEFAULTS[ss.ms_shape].items():
-        ss.setdefault(k, v)
-    ss.setdefault("ms_contexts", [16, 64, 256, 1024])
+    _init()
+    defaults = _defaults()
+
+    def kept(key: str) -> dict:
+        return dict(persist_state=KEEP, on_change=urlstate.sync, args=(key, defaults[key]))
     c = st.columns([2, 3, 2])
     c[0].selectbox(t("cost.ms_shape"), list(SHAPES), key="ms_shape", on_change=_on_shape, persist_state=KEEP,
                    format_func=lambda k: t("cost.ms_shape_" + k), help=t("cost.ms_shape_help"))
-    c[1].multiselect(t("cost.ms_batches"), BATCH_OPTIONS, key="ms_batches", persist_state=KEEP,
-                     help=t("cost.ms_batches_help"))
-    c[2].select_slider(t("cost.ms_context"), LEN_OPTIONS, key="ms_context", persist_state=KEEP,
-                       help=t("cost.ms_context_help"))
+    c[1].multiselect(t("cost.ms_batches"), BATCH_OPTIONS, key="ms_batches", help=t("cost.ms_batches_help"),
+                     **kept("ms_batches"))
+    c[2].select_slider(t("cost.ms_context"), LEN_OPTIONS, key="ms_context", help=t("cost.ms_context_help"),
+                       **kept("ms_context"))
     d = st.columns(2)
-    d[0].multiselect(t("cost.ms_contexts"), LEN_OPTIONS, key="ms_contexts", persist_state=KEEP,
-                     help=t("cost.ms_contexts_help"))
-    d[1].multiselect(t("cost.ms_prompts"), PROMPT_OPTIONS, key="ms_prompts", persist_state=KEEP,
-                     help=t("cost.ms_prompts_help"))
+    d[0].multiselect(t("cost.ms_contexts"), LEN_OPTIONS, key="ms_contexts", help=t("cost.ms_contexts_help"),
+                     **kept("ms_contexts"))
+    d[1].multiselect(t("cost.ms_prompts"), PROMPT_OPTIONS, key="ms_prompts", help=t("cost.ms_prompts_help"),
+                     **kept("ms_prompts"))
     st.caption(t("cost.ms_caps", batch=MAX_MEASURE_BATCH, ctx=MAX_MEASURE_CONTEXT,
                  mib=MAX_MEASURE_CACHE_BYTES // 2**20, gflop=MAX_MEASURE_GFLOP))
     if st.button(t("cost.ms_run"), type="primary", icon=":material/timer:", help=t("cost.ms_run_help")):

@@ -11,8 +11,9 @@ import streamlit as st
 from kvviz import cost
 from kvviz.cost_figures import (disaggregated_diagram, flops_vs_n, human_bytes, human_flops,
                                 kv_sharing_bars, memory_vs_context)
-from kvviz.limits import MAX_COST_GEN_TOKENS, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, LimitError
-from kvviz.ui import presenter
+from kvviz.limits import (MAX_COST_BATCH, MAX_COST_GEN_TOKENS, MAX_COST_HEAD_DIM, MAX_COST_HEADS,
+                          MAX_COST_LAYERS, MAX_COST_TOKENS, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, LimitError)
+from kvviz.ui import presenter, urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.i18n import LANGS, strings, t
 
@@ -54,20 +55,31 @@ def render() -> None:
 MEM_FIELDS = {"mem_layers": "n_layers", "mem_heads": "n_heads", "mem_kv": "n_kv_heads", "mem_hd": "head_dim"}
 
 
-def _apply_preset() -> None:
+MEM_CAPS = {"mem_layers": MAX_COST_LAYERS, "mem_heads": MAX_COST_HEADS, "mem_kv": MAX_COST_HEADS,
+            "mem_hd": MAX_COST_HEAD_DIM}
+MEM_DEFAULTS = {"mem_preset": "gpt2", "mem_dtype": "fp16", "mem_tokens": 1024, "mem_batch": 1}
+
+
+def _preset_fields() -> dict[str, int]:
+    """The shape fields of the chosen preset: what they are when the address does not say."""
     cfg = cost.PRESETS[st.session_state.mem_preset]
-    for key, attr in MEM_FIELDS.items():
-        st.session_state[key] = getattr(cfg, attr)
+    return {key: getattr(cfg, attr) for key, attr in MEM_FIELDS.items()}
+
+
+def _apply_preset() -> None:
+    st.session_state.update(_preset_fields())
+    urlstate.sync_all({**MEM_DEFAULTS, **_preset_fields()})
 
 
 def _init_memory() -> None:
-    if "mem_preset" not in st.session_state:
-        st.session_state.mem_preset = "gpt2"
-    if any(k not in st.session_state for k in MEM_FIELDS):
-        _apply_preset()
-    st.session_state.setdefault("mem_dtype", "fp16")
-    st.session_state.setdefault("mem_tokens", 1024)
-    st.session_state.setdefault("mem_batch", 1)
+    """Every setting from the address once per session (?mem_preset=llama3-8b&mem_tokens=8192),
+    the shape fields defaulting to the preset's."""
+    urlstate.choice_param("mem_preset", list(cost.PRESETS), "gpt2")
+    for key, value in _preset_fields().items():
+        urlstate.int_param(key, value, 1, MEM_CAPS[key])
+    urlstate.choice_param("mem_dtype", list(cost.DTYPE_BITS), "fp16")
+    urlstate.int_param("mem_tokens", 1024, 1, MAX_COST_TOKENS)
+    urlstate.int_param("mem_batch", 1, 1, MAX_COST_BATCH)
 
 
 def _memory() -> None:
@@ -77,13 +89,16 @@ def _memory() -> None:
     top[0].selectbox(t("cost.preset"), list(cost.PRESETS), format_func=_preset_label, key="mem_preset",
                      on_change=_apply_preset, help=t("cost.preset_help"), persist_state=KEEP)
     top[1].selectbox(t("cost.dtype"), list(cost.DTYPE_BITS), key="mem_dtype", help=t("cost.dtype_help"),
-                     format_func=lambda d: f"{d} ({cost.DTYPE_BITS[d] / 8:g} B)", persist_state=KEEP)
+                     format_func=lambda d: f"{d} ({cost.DTYPE_BITS[d] / 8:g} B)", persist_state=KEEP,
+                     on_change=urlstate.sync, args=("mem_dtype", "fp16"))
     top[2].number_input(t("cost.tokens"), step=1, key="mem_tokens", help=t("cost.tokens_help"),
-                        persist_state=KEEP)
-    top[3].number_input(t("cost.batch"), step=1, key="mem_batch", help=t("cost.batch_help"), persist_state=KEEP)
+                        persist_state=KEEP, on_change=urlstate.sync, args=("mem_tokens", 1024))
+    top[3].number_input(t("cost.batch"), step=1, key="mem_batch", help=t("cost.batch_help"), persist_state=KEEP,
+                        on_change=urlstate.sync, args=("mem_batch", 1))
     row = st.columns(4)
-    for col, key in zip(row, MEM_FIELDS):
-        col.number_input(t("cost." + key), step=1, key=key, help=t(f"cost.{key}_help"), persist_state=KEEP)
+    for col, (key, preset_value) in zip(row, _preset_fields().items()):
+        col.number_input(t("cost." + key), step=1, key=key, help=t(f"cost.{key}_help"), persist_state=KEEP,
+                         on_change=urlstate.sync, args=(key, preset_value))
     ss = st.session_state
     try:
         cfg = cost.cache_config(ss.mem_layers, ss.mem_heads, ss.mem_kv, ss.mem_hd)
@@ -213,17 +228,18 @@ def _counted_curve(model_name: str, cfg: cost.ModelConfig, prompt_len: int, n_ma
 def _compute() -> None:
     st.markdown(t("cost.flops_intro"))
     runnable = _runnable()
-    st.session_state.setdefault("fl_model", next(iter(runnable), "gpt2"))
-    st.session_state.setdefault("fl_prompt", 2)
-    st.session_state.setdefault("fl_n", 32)
-    c = st.columns([3, 1, 1])
     options = _configs()
+    first = next(iter(runnable), "gpt2")
+    urlstate.choice_param("fl_model", list(options), first)
+    urlstate.int_param("fl_prompt", 2, 1, MAX_COST_TOKENS)
+    urlstate.int_param("fl_n", 32, 1, MAX_COST_GEN_TOKENS)
+    c = st.columns([3, 1, 1])
     c[0].selectbox(t("cost.fl_model"), list(options), format_func=_preset_label, key="fl_model",
-                   help=t("cost.fl_model_help"), persist_state=KEEP)
+                   help=t("cost.fl_model_help"), persist_state=KEEP, on_change=urlstate.sync, args=("fl_model", first))
     c[1].number_input(t("cost.fl_prompt"), step=1, key="fl_prompt", help=t("cost.fl_prompt_help"),
-                      persist_state=KEEP)
+                      persist_state=KEEP, on_change=urlstate.sync, args=("fl_prompt", 2))
     c[2].number_input(t("cost.fl_n"), step=1, key="fl_n", help=t("cost.fl_n_help", cap=f"{MAX_COST_GEN_TOKENS:,}"),
-                      persist_state=KEEP)
+                      persist_state=KEEP, on_change=urlstate.sync, args=("fl_n", 32))
     ss = st.session_state
     cfg = options[ss.fl_model]
     try:
@@ -303,27 +319,34 @@ def _measured() -> None:
 
 # --- disaggregated serving ------------------------------------------------------------------------
 
+SV_DEFAULTS = {"sv_model": "llama3-8b", "sv_prompt": 4096, "sv_batch": 1, "sv_dtype": "bf16",
+               "sv_link": 100.0, "sv_bw": 3.35}
+
+
 def _serving() -> None:
     st.markdown(t("cost.serve_intro"))
     ss = st.session_state
-    ss.setdefault("sv_model", "llama3-8b")
-    ss.setdefault("sv_prompt", 4096)
-    ss.setdefault("sv_batch", 1)
-    ss.setdefault("sv_dtype", "bf16")
-    ss.setdefault("sv_link", 100.0)
-    ss.setdefault("sv_bw", 3.35)
+    urlstate.choice_param("sv_model", list(cost.PRESETS), SV_DEFAULTS["sv_model"])
+    urlstate.int_param("sv_prompt", SV_DEFAULTS["sv_prompt"], 1, MAX_COST_TOKENS)
+    urlstate.int_param("sv_batch", SV_DEFAULTS["sv_batch"], 1, MAX_COST_BATCH)
+    urlstate.choice_param("sv_dtype", list(cost.DTYPE_BITS), SV_DEFAULTS["sv_dtype"])
+    urlstate.float_param("sv_link", SV_DEFAULTS["sv_link"], 0.001, 1_000_000)
+    urlstate.float_param("sv_bw", SV_DEFAULTS["sv_bw"], 0.001, 1_000)
+
+    def kept(key: str) -> dict:
+        return dict(persist_state=KEEP, on_change=urlstate.sync, args=(key, SV_DEFAULTS[key]))
     c = st.columns([3, 1, 1, 1])
     c[0].selectbox(t("cost.preset"), list(cost.PRESETS), format_func=_preset_label, key="sv_model",
-                   persist_state=KEEP)
+                   **kept("sv_model"))
     c[1].number_input(t("cost.sv_prompt"), step=1, key="sv_prompt", help=t("cost.sv_prompt_help"),
-                      persist_state=KEEP)
-    c[2].number_input(t("cost.batch"), step=1, key="sv_batch", help=t("cost.sv_batch_help"), persist_state=KEEP)
-    c[3].selectbox(t("cost.dtype"), list(cost.DTYPE_BITS), key="sv_dtype", persist_state=KEEP)
+                      **kept("sv_prompt"))
+    c[2].number_input(t("cost.batch"), step=1, key="sv_batch", help=t("cost.sv_batch_help"), **kept("sv_batch"))
+    c[3].selectbox(t("cost.dtype"), list(cost.DTYPE_BITS), key="sv_dtype", **kept("sv_dtype"))
     d = st.columns(2)
     d[0].number_input(t("cost.sv_link"), step=10.0, key="sv_link", help=t("cost.sv_link_help"),
-                      persist_state=KEEP, format="%.3g")
-    d[1].number_input(t("cost.sv_bw"), step=0.1, key="sv_bw", help=t("cost.sv_bw_help"), persist_state=KEEP,
-                      format="%.3g")
+                      format="%.3g", **kept("sv_link"))
+    d[1].number_input(t("cost.sv_bw"), step=0.1, key="sv_bw", help=t("cost.sv_bw_help"), format="%.3g",
+                      **kept("sv_bw"))
     cfg = cost.PRESETS[ss.sv_model]
     try:
         tr = cost.cache_transfer(cfg, ss.sv_prompt, ss.sv_batch, ss.sv_dtype, ss.sv_link)

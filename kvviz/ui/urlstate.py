@@ -7,7 +7,7 @@ valid, and otherwise keeps the default and says so on the page.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import streamlit as st
 
@@ -37,7 +37,7 @@ def int_param(key: str, default: int | None, low: int, high: int) -> None:
     st.session_state[key] = value
 
 
-def choice_param(key: str, options: Sequence[str], default: str) -> None:
+def choice_param(key: str, options: Sequence, default: object, parse: Callable[[str], object] = str) -> None:
     """Initialise a choice widget's state from ``?key=`` (its value, not its translated label).
 
     ``bind="query-params"`` on a widget with a ``format_func`` writes the formatted label to the URL
@@ -45,7 +45,62 @@ def choice_param(key: str, options: Sequence[str], default: str) -> None:
     """
     if key not in st.session_state:
         raw = st.query_params.get(key)
-        st.session_state[key] = raw if raw in options else default
+        try:
+            value = parse(raw) if raw is not None else default
+        except ValueError:
+            value = default
+        if value not in options:
+            notice(t("url.bad_choice", name=key, raw=str(raw)[:40], options=", ".join(map(str, options)),
+                     default=default))
+            value = default
+        st.session_state[key] = value
+
+
+def float_param(key: str, default: float, low: float, high: float) -> None:
+    """``int_param`` for a decimal setting (finite, in [low, high])."""
+    if key in st.session_state:
+        return
+    raw = st.query_params.get(key)
+    value = default
+    if raw:
+        try:
+            f = float(raw)
+            ok = math.isfinite(f) and low <= f <= high
+        except ValueError:
+            ok = False
+        if ok:
+            value = f
+        else:
+            notice(t("url.bad_number", name=key, raw=raw[:40], low=f"{low:g}", high=f"{high:g}",
+                     default=f"{default:g}"))
+    st.session_state[key] = value
+
+
+def text_param(key: str, default: str, max_chars: int) -> None:
+    """Initialise a text input from ``?key=`` (cut to ``max_chars``; the page validates the text)."""
+    if key not in st.session_state:
+        raw = st.query_params.get(key)
+        st.session_state[key] = default if raw is None else raw[:max_chars]
+
+
+def ints_param(key: str, options: Sequence[int], default: Sequence[int]) -> None:
+    """Initialise a multiselect of whole numbers from ``?key=1,2,8`` (every value one of ``options``)."""
+    if key in st.session_state:
+        return
+    raw = st.query_params.get(key)
+    value = list(default)
+    if raw:
+        try:
+            got = [int(x) for x in raw.split(",") if x.strip()]
+            ok = bool(got) and all(g in options for g in got)
+        except ValueError:
+            ok = False
+        if ok:
+            value = sorted(set(got))
+        else:
+            notice(t("url.bad_list", name=key, raw=raw[:40], options=", ".join(map(str, options)),
+                     default=",".join(map(str, default))))
+    st.session_state[key] = value
 
 
 def sync(key: str, default: object) -> None:
@@ -53,8 +108,16 @@ def sync(key: str, default: object) -> None:
     value = st.session_state.get(key, default)
     if value == default:
         st.query_params.pop(key, None)
+    elif isinstance(value, (list, tuple)):
+        st.query_params[key] = ",".join(map(str, value))
     else:
-        st.query_params[key] = str(value)
+        st.query_params[key] = f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def sync_all(defaults: dict[str, object]) -> None:
+    """``sync`` several keys at once (a preset that rewrites several fields)."""
+    for key, default in defaults.items():
+        sync(key, default)
 
 
 def notice_slot() -> None:

@@ -1,7 +1,8 @@
 """Benchmark: decode step time against batch size and context, and TTFT vs TPOT, on this machine.
 
 The same measurement as the "Measured here" tab of the Cost and scale page (kvviz.cost_measure:
-a GPT-2-style torch stack with random weights, fp32, a preallocated cache), printed as tables.
+kvviz's GPT built in the tiny or GPT-2-small shape with random weights, fp32, a preallocated
+cache), printed as tables.
 
 usage: python bench/decode_scaling.py [--shape tiny|gpt2] [--threads 1]
 """

@@ -1,13 +1,16 @@
-"""Timing on the machine the app runs on: a plain torch GPT-2-style block stack with random weights.
+"""Timing on the machine the app runs on: kvviz's own GPT (kvviz.models.gpt) with random weights.
 
-``RefStack`` is the reference transformer of the cost page: token + learned position embeddings,
-``n_layers`` pre-norm blocks (LayerNorm, fused QKV, ``F.scaled_dot_product_attention``, output
-projection, GELU MLP of width 4d), a final LayerNorm and a readout tied to the embedding. Its K/V
-cache is **preallocated** (``[L, B, H, T_max, hd]``), so a decode step only writes one column.
+``MeasuredGPT`` builds the GPT of ``kvviz.models.gpt`` in a ``kvviz.cost`` shape (the tiny shape or
+GPT-2 small: token + learned position embeddings, pre-LayerNorm blocks with fused QKV and
+``F.scaled_dot_product_attention``, a 4d GELU MLP, a final LayerNorm, a readout tied to the
+embedding) and gives it ``kvviz.gpt_generate.StaticKVCache``: K/V **preallocated** as
+``[B, H, T_max, hd]`` per layer, so a decode step only writes one column. Every call is the GPT's
+own forward, ``model(ids, cache, start, last_only=True)``.
 
-The weights are random (std 0.02): timing depends only on the shapes, and the cost formulas of
-``kvviz.cost`` describe exactly this stack (``param_count`` equals its parameter count, and
-``linear_flops_per_token`` equals what torch's FLOP counter sees in its linear layers).
+The weights are random (GPT-2's initialisation, seeded): timing depends only on the shapes, and the
+cost formulas of ``kvviz.cost`` describe exactly this network (``param_count`` equals its parameter
+count, and ``pass_flops`` equals what torch's FLOP counter sees in a decode step with explicit
+attention products).
 
 Measurements run one at a time per process (a lock) and are capped (``kvviz.limits``), so one
 visitor of a shared deployment cannot tie up the server for long.
@@ -21,99 +24,68 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 
 from kvviz.cost import GPT2_SMALL, TINY_GPT, ModelConfig, cache_bytes_per_token, pass_flops, param_count
+from kvviz.gpt_generate import StaticKVCache
 from kvviz.limits import (MAX_MEASURE_BATCH, MAX_MEASURE_CACHE_BYTES, MAX_MEASURE_CONTEXT,
                           MAX_MEASURE_GFLOP, MAX_MEASURE_STEPS, LimitError, check_int)
+from kvviz.models.gpt import GPTConfig, random_gpt
 
 SHAPES: dict[str, ModelConfig] = {"tiny": TINY_GPT, "gpt2": GPT2_SMALL}
 Progress = Callable[[float, str], None]
 _LOCK = threading.Lock()
 
 
-class _Block(nn.Module):
-    def __init__(self, d: int, d_ff: int) -> None:
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc, self.fc2 = nn.Linear(d, d_ff), nn.Linear(d_ff, d)
+def gpt_config(cfg: ModelConfig) -> GPTConfig:
+    """``cfg`` as kvviz's GPT: GPT-2 layout only (multi-head, GELU MLP of width 4d, LayerNorm, biases,
+    learned positions, tied readout); anything else has no GPT to run."""
+    if (cfg.n_kv_heads != cfg.n_heads or cfg.mlp != "gelu" or cfg.n_heads * cfg.head_dim != cfg.d_model
+            or cfg.d_ff != 4 * cfg.d_model or cfg.norm != "layernorm" or cfg.norms_per_layer != 2
+            or not (cfg.qkv_proj and cfg.out_proj and cfg.qkv_bias and cfg.out_bias and cfg.mlp_bias)
+            or not cfg.tied_embeddings or not cfg.learned_positions):
+        raise ValueError(f"{cfg.name} is not a GPT-2-style shape")
+    return GPTConfig(vocab_size=cfg.vocab, block_size=cfg.learned_positions, n_layer=cfg.n_layers,
+                     n_head=cfg.n_heads, n_embd=cfg.d_model)
 
 
-class RefStack(nn.Module):
-    """A GPT-2-shaped decoder with a preallocated K/V cache; ``cfg`` must be multi-head, GELU."""
+class MeasuredGPT:
+    """kvviz's GPT in the shape ``cfg`` (random weights, frozen) with a preallocated StaticKVCache.
 
-    def __init__(self, cfg: ModelConfig, max_batch: int, max_len: int, *, sdpa: bool = True,
-                 seed: int = 0, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32):
-        super().__init__()
-        if cfg.n_kv_heads != cfg.n_heads or cfg.mlp != "gelu" or cfg.n_heads * cfg.head_dim != cfg.d_model:
-            raise ValueError(f"{cfg.name} is not a GPT-2-style shape")
-        self.cfg, self.sdpa = cfg, sdpa
-        d, L = cfg.d_model, cfg.n_layers
-        with torch.device(device):
-            self.wte = nn.Embedding(cfg.vocab, d)
-            self.wpe = nn.Embedding(cfg.learned_positions, d)
-            self.blocks = nn.ModuleList(_Block(d, cfg.d_ff) for _ in range(L))
-            self.ln_f = nn.LayerNorm(d)
-        self.to(dtype)
-        if torch.device(device).type != "meta":
-            g = torch.Generator().manual_seed(seed)
-            with torch.no_grad():
-                for name, p in self.named_parameters():
-                    if name.endswith("bias"):
-                        p.zero_()
-                    elif ".ln" in name or name.startswith("ln_"):
-                        p.fill_(1.0)
-                    else:
-                        p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float32) * 0.02)
+    ``device="meta"`` builds shapes only (no memory), for counting parameters.
+    """
+
+    def __init__(self, cfg: ModelConfig, max_batch: int, max_len: int, *, seed: int = 0,
+                 device: str | torch.device = "cpu") -> None:
+        self.cfg, self.device = cfg, torch.device(device)
+        with self.device:
+            self.model = random_gpt(gpt_config(cfg), seed).requires_grad_(False)
         self.reset_cache(max_batch, max_len)
 
     def reset_cache(self, max_batch: int, max_len: int) -> None:
-        """(Re)allocate the cache: K and V of every layer, batch row, head and position, once."""
-        cfg, p = self.cfg, self.wte.weight
-        if max_len > cfg.learned_positions:
-            raise LimitError(f"{cfg.name} has {cfg.learned_positions} positions; asked for {max_len}.")
-        self.k_cache = torch.zeros(cfg.n_layers, max_batch, cfg.n_heads, max_len, cfg.head_dim,
-                                   dtype=p.dtype, device=p.device)
-        self.v_cache = torch.zeros_like(self.k_cache)
+        """(Re)allocate the cache: K and V ``[B, H, max_len, hd]`` per layer, once (not timed)."""
+        if max_len > self.cfg.learned_positions:
+            raise LimitError(f"{self.cfg.name} has {self.cfg.learned_positions} positions; asked for {max_len}.")
+        if hasattr(self, "cache"):
+            del self.cache                       # free the old cache before allocating the new one
+        with self.device:                        # StaticKVCache allocates on the default device
+            self.cache = StaticKVCache(self.model, max_len, max_batch)
+        self.batch = max_batch
 
     def cache_nbytes(self) -> int:
-        return self.k_cache.numel() * self.k_cache.element_size() * 2
+        return self.cache.nbytes()
 
     @torch.inference_mode()
-    def forward(self, ids: torch.Tensor, start: int) -> torch.Tensor:
-        """ids: [B, N] tokens at positions start..start+N-1 -> logits [B, N, V]; writes their K/V."""
-        b, n = ids.shape
-        H, hd = self.cfg.n_heads, self.cfg.head_dim
-        end = start + n
-        x = self.wte(ids) + self.wpe(torch.arange(start, end, device=ids.device))   # [B, N, d]
-        for i, blk in enumerate(self.blocks):
-            q, k, v = blk.qkv(blk.ln1(x)).split(self.cfg.d_model, dim=2)          # [B, N, d] each
-            q = q.view(b, n, H, hd).transpose(1, 2)                                 # [B, H, N, hd]
-            self.k_cache[i, :b, :, start:end] = k.view(b, n, H, hd).transpose(1, 2)  # copy in place
-            self.v_cache[i, :b, :, start:end] = v.view(b, n, H, hd).transpose(1, 2)
-            k_all, v_all = self.k_cache[i, :b, :, :end], self.v_cache[i, :b, :, :end]  # [B, H, T, hd]
-            y = self._attend(q, k_all, v_all, start)                                 # [B, H, N, hd]
-            x = x + blk.proj(y.transpose(1, 2).reshape(b, n, self.cfg.d_model))
-            x = x + blk.fc2(F.gelu(blk.fc(blk.ln2(x))))
-        return F.linear(self.ln_f(x), self.wte.weight)                               # [B, N, V]
-
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) -> torch.Tensor:
-        n, t = q.shape[2], k.shape[2]
-        mask = None
-        if n > 1:   # query i (position start+i) reads keys 0..start+i
-            mask = torch.arange(t).unsqueeze(0) <= torch.arange(start, start + n).unsqueeze(1)
-        if self.sdpa:
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        scores = q @ k.transpose(-2, -1) / self.cfg.head_dim ** 0.5                   # [B, H, N, T]
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        return torch.softmax(scores, dim=-1) @ v
+    def __call__(self, ids: torch.Tensor, start: int) -> torch.Tensor:
+        """ids: [B, N] tokens at positions start..start+N-1 -> logits of the last one [B, 1, V];
+        their K/V go to cache columns start..start+N-1 (a repeated call overwrites the same ones)."""
+        if ids.shape[0] != self.batch:
+            raise ValueError(f"the cache holds batch {self.batch}, not {ids.shape[0]}")
+        self.cache.lengths = [start] * self.model.config.n_layer
+        return self.model(ids, self.cache, start, last_only=True)
 
 
 def stack_cache_bytes(cfg: ModelConfig, batch: int, max_len: int) -> int:
-    """Bytes of RefStack's preallocated fp32 cache."""
+    """Bytes of MeasuredGPT's preallocated fp32 cache (StaticKVCache: K and V of every layer)."""
     return cache_bytes_per_token(cfg, "fp32") * batch * max_len
 
 
@@ -134,18 +106,18 @@ def _check_cache(cfg: ModelConfig, batch: object, max_len: object) -> tuple[int,
     return batch, max_len
 
 
-def build_stack(name: str, batch: int, max_len: int) -> RefStack:
-    """A RefStack within the caps: batch, length and cache bytes."""
+def build_stack(name: str, batch: int, max_len: int) -> MeasuredGPT:
+    """The GPT of shape ``name`` with a cache within the caps: batch, length and cache bytes."""
     cfg = _shape(name)
-    return RefStack(cfg, *_check_cache(cfg, batch, max_len))
+    return MeasuredGPT(cfg, *_check_cache(cfg, batch, max_len))
 
 
-def _ready(name: str, batch: int, max_len: int, stack: RefStack | None) -> RefStack:
-    """``stack`` with a fresh cache of the asked size (its weights reused), or a new stack."""
+def _ready(name: str, batch: int, max_len: int, stack: MeasuredGPT | None) -> MeasuredGPT:
+    """``stack`` with a fresh cache of the asked size (its weights reused), or a new one."""
     if stack is None:
         return build_stack(name, batch, max_len)
     if stack.cfg != _shape(name):
-        raise ValueError("the stack has another shape")
+        raise ValueError("the GPT has another shape")
     stack.reset_cache(*_check_cache(stack.cfg, batch, max_len))
     return stack
 
@@ -199,7 +171,7 @@ class PrefillPoint:
     tpot_ms: float
 
 
-def _decode_point(stack: RefStack, batch: int, context: int, steps: int) -> DecodePoint:
+def _decode_point(stack: MeasuredGPT, batch: int, context: int, steps: int) -> DecodePoint:
     """Time one decode step that reads ``context`` keys: the token at position context - 1.
 
     Every repeat decodes at that same position (overwriting the same cache column), so each timed
@@ -241,7 +213,7 @@ def _ints(name: str, values: Sequence[int], low: int, high: int) -> list[int]:
 
 
 def measure_batch_sweep(shape: str, batches: Sequence[int], context: int, steps: int = 6,
-                        progress: Progress | None = None, stack: RefStack | None = None,
+                        progress: Progress | None = None, stack: MeasuredGPT | None = None,
                         threads: int = 1) -> list[DecodePoint]:
     """Decode step time against batch size at a fixed context (DESIGN.md §4: flat, then rising)."""
     batches = _ints("Batch size", batches, 1, MAX_MEASURE_BATCH)
@@ -249,11 +221,14 @@ def measure_batch_sweep(shape: str, batches: Sequence[int], context: int, steps:
     steps = check_int("Steps", steps, 1, MAX_MEASURE_STEPS)
 
     def go() -> list[DecodePoint]:
-        st = _ready(shape, max(batches), context, stack)
+        _check_cache(_shape(shape), max(batches), context)     # the largest cache, before any work
+        st = _ready(shape, batches[0], context, stack)
         out = []
         for i, b in enumerate(batches):
             if progress:
                 progress(i / len(batches), f"batch {b}")
+            if st.batch != b:     # StaticKVCache has a fixed batch: a cache of exactly b rows (not timed)
+                st.reset_cache(b, context)
             out.append(_decode_point(st, b, context, steps))
         if progress:
             progress(1.0, "done")
@@ -262,7 +237,7 @@ def measure_batch_sweep(shape: str, batches: Sequence[int], context: int, steps:
 
 
 def measure_context_sweep(shape: str, contexts: Sequence[int], batch: int = 1, steps: int = 6,
-                          progress: Progress | None = None, stack: RefStack | None = None,
+                          progress: Progress | None = None, stack: MeasuredGPT | None = None,
                           threads: int = 1) -> list[DecodePoint]:
     """Decode step time against the number of cached tokens it reads."""
     contexts = _ints("Context length", contexts, 1, MAX_MEASURE_CONTEXT)
@@ -283,7 +258,7 @@ def measure_context_sweep(shape: str, contexts: Sequence[int], batch: int = 1, s
 
 
 def measure_prefill(shape: str, prompt_lens: Sequence[int], steps: int = 4, repeats: int = 2,
-                    progress: Progress | None = None, stack: RefStack | None = None,
+                    progress: Progress | None = None, stack: MeasuredGPT | None = None,
                     threads: int = 1) -> list[PrefillPoint]:
     """Time to first token (a prefill of the prompt) and time per output token (decode steps
     right after it), batch 1, for each prompt length."""
@@ -297,8 +272,8 @@ def measure_prefill(shape: str, prompt_lens: Sequence[int], steps: int = 4, repe
         for i, p in enumerate(lens):
             if progress:
                 progress(i / len(lens), f"prompt {p}")
-            ids = torch.zeros(1, p, dtype=torch.long)
-            ttft = _time_ms(lambda: st(ids, 0), repeats=repeats, warmup=1)
+            ids = torch.zeros(1, p, dtype=torch.long)                  # [1, P]
+            ttft = _time_ms(lambda: st(ids, 0), repeats=repeats, warmup=1)  # logits of the last position only
             tpot = _decode_point(st, 1, p + 1, steps).ms_per_step    # the first token after the prompt
             out.append(PrefillPoint(p, ttft, tpot))
         if progress:
@@ -309,7 +284,8 @@ def measure_prefill(shape: str, prompt_lens: Sequence[int], steps: int = 4, repe
 
 def planned_flops(cfg: ModelConfig, batches: Sequence[int], context: int, contexts: Sequence[int],
                   prompt_lens: Sequence[int], steps: int, prefill_runs: int = 3) -> int:
-    """The least arithmetic ``measure_all`` will do (timed calls plus one warm-up each)."""
+    """The arithmetic ``measure_all`` will at least do (timed calls plus one warm-up each); a prefill
+    is counted with a readout at every position, a little more than the ``last_only`` pass needs."""
     decode = sum((steps + 1) * pass_flops(cfg, 1, context - 1).scaled(b).total for b in batches)
     decode += sum((steps + 1) * pass_flops(cfg, 1, c - 1).total for c in contexts)
     prefill = sum(prefill_runs * pass_flops(cfg, p, 0).total + (min(steps, 4) + 1) * pass_flops(cfg, 1, p).total
@@ -319,7 +295,7 @@ def planned_flops(cfg: ModelConfig, batches: Sequence[int], context: int, contex
 
 @dataclass(frozen=True)
 class Measurements:
-    """The three sweeps of the cost page, measured on one stack (weights built once)."""
+    """The three sweeps of the cost page, measured on one GPT (weights built once)."""
 
     shape: str
     batch: list[DecodePoint]
@@ -353,7 +329,7 @@ def measure_all(shape: str, batches: Sequence[int], context: int, contexts: Sequ
     t0 = time.perf_counter()
     if progress:
         progress(0.0, "weights")
-    stack = RefStack(cfg, 1, 2)
+    stack = MeasuredGPT(cfg, 1, 2)
     threads = check_int("Threads", threads, 1, 64)
     b = measure_batch_sweep(shape, batches, context, steps, part(0.05, 0.45), stack, threads)
     c = measure_context_sweep(shape, contexts, 1, steps, part(0.45, 0.75), stack, threads)

@@ -6,7 +6,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from kvviz import cost
 from kvviz.cache import KVCache
-from kvviz.cost_measure import RefStack
+from kvviz.cost_measure import MeasuredGPT
 from kvviz.generation import run_generation
 from kvviz.models.abc import ABCModel
 
@@ -89,28 +89,38 @@ def test_abc_decode_attention_flops_equal_torch_count():
 
 
 @pytest.mark.parametrize("batch, context", [(1, 9), (3, 17)])
-def test_reference_stack_decode_flops_equal_torch_count(batch, context):
-    """A whole GPT-2-style decode step (explicit attention products) counted by torch equals the
-    formula for one new position reading ``context`` keys, times the batch."""
-    stack = RefStack(cost.TINY_GPT, batch, 32, sdpa=False)
-    ids = torch.zeros(batch, 1, dtype=torch.long)
-    assert _torch_flops(lambda: stack(ids, context - 1)) == \
-        cost.pass_flops(cost.TINY_GPT, 1, context - 1).scaled(batch).total
-    # the fused kernel hides attention from torch's counter: only the linear part remains
-    fused = RefStack(cost.TINY_GPT, batch, 32, sdpa=True)
-    assert _torch_flops(lambda: fused(ids, context - 1)) == \
-        cost.pass_flops(cost.TINY_GPT, 1, context - 1).scaled(batch).linear
+def test_measured_gpt_decode_flops_equal_torch_count(batch, context):
+    """A whole decode step of the GPT with explicit attention products (the stepper's ``trace``
+    path) counted by torch equals the formula for one new position reading ``context`` keys, times
+    the batch."""
+    gpt = MeasuredGPT(cost.TINY_GPT, batch, 32)
+    model, cache = gpt.model, gpt.cache
+    ids = torch.zeros(batch, 1, dtype=torch.long)                    # [B, 1]
+
+    def explicit():
+        cache.lengths = [context - 1] * model.config.n_layer
+        with torch.no_grad():
+            model.lm_head(model.hidden(ids, cache, context - 1, trace=[]))
+
+    formula = cost.pass_flops(cost.TINY_GPT, 1, context - 1).scaled(batch)
+    assert _torch_flops(explicit) == formula.total
+    # the fused kernel the timing runs hides attention from torch's counter (CPU): only the linear part
+    assert _torch_flops(lambda: gpt(ids, context - 1)) == formula.linear
 
 
-def test_reference_stack_cache_is_exact():
-    """Prefill + cached decode steps give the logits of one full pass (the preallocated cache works)."""
+def test_measured_gpt_static_cache_is_exact():
+    """Prefill + cached decode steps through the adapter's static cache give the logits of one full
+    pass of the same GPT without a cache."""
     torch.manual_seed(0)
-    ids = torch.randint(0, 65, (2, 12))
-    full = RefStack(cost.TINY_GPT, 2, 16)(ids, 0)
-    inc = RefStack(cost.TINY_GPT, 2, 16)
-    outs = [inc(ids[:, :7], 0)] + [inc(ids[:, i:i + 1], i) for i in range(7, 12)]
-    assert torch.allclose(torch.cat(outs, dim=1), full, atol=1e-5)
-    assert inc.cache_nbytes() == cost.cache_bytes(cost.TINY_GPT, 16, 2, "fp32")
+    gpt = MeasuredGPT(cost.TINY_GPT, 2, 16)
+    ids = torch.randint(0, 65, (2, 12))                                # [B, T]
+    with torch.no_grad():
+        full = gpt.model(ids)                                          # [B, T, V]
+    outs = [gpt(ids[:, :7], 0)] + [gpt(ids[:, i:i + 1], i) for i in range(7, 12)]   # each [B, 1, V]
+    assert torch.allclose(torch.cat(outs, dim=1), full[:, 6:], atol=1e-5, rtol=1e-5)
+    # a repeated step at the same position overwrites the same column: same logits again
+    assert torch.allclose(gpt(ids[:, 11:12], 11), outs[-1], atol=1e-6)
+    assert gpt.cache_nbytes() == cost.cache_bytes(cost.TINY_GPT, 16, 2, "fp32")
 
 
 def test_intensity_prefill_grows_decode_levels_off():

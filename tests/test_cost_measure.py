@@ -2,9 +2,11 @@
 and refuse sizes beyond the caps before allocating anything."""
 import pytest
 
-from kvviz import cost
+from kvviz import cost, cost_measure
 from kvviz.cost_measure import build_stack, measure_all, measure_batch_sweep
+from kvviz.gpt_generate import StaticKVCache
 from kvviz.limits import MAX_MEASURE_BATCH, LimitError
+from kvviz.models.gpt import GPT
 
 
 def test_measure_all_on_the_tiny_shape_reports_every_sweep():
@@ -25,9 +27,19 @@ def test_measure_all_on_the_tiny_shape_reports_every_sweep():
 
 
 def test_stack_cache_is_preallocated_to_the_asked_size():
-    stack = build_stack("tiny", 3, 40)
-    assert stack.k_cache.shape == (4, 3, 4, 40, 32)
-    assert stack.cache_nbytes() == cost.cache_bytes(cost.TINY_GPT, 40, 3, "fp32")
+    gpt = build_stack("tiny", 3, 40)
+    assert isinstance(gpt.model, GPT) and isinstance(gpt.cache, StaticKVCache)
+    assert len(gpt.cache.k) == 4 and {tuple(k.shape) for k in gpt.cache.k + gpt.cache.v} == {(3, 4, 40, 32)}
+    assert gpt.cache_nbytes() == cost_measure.stack_cache_bytes(cost.TINY_GPT, 3, 40) == \
+        cost.cache_bytes(cost.TINY_GPT, 40, 3, "fp32")
+
+
+def test_batch_sweep_reuses_the_weights_and_sizes_the_cache_per_point():
+    gpt = build_stack("tiny", 1, 2)
+    weights = gpt.model.transformer.wte.weight
+    pts = measure_batch_sweep("tiny", [1, 3], 16, steps=1, stack=gpt)
+    assert [p.batch for p in pts] == [1, 3]
+    assert gpt.model.transformer.wte.weight is weights and gpt.cache.k[0].shape == (3, 4, 16, 32)
 
 
 @pytest.mark.parametrize("call, words", [

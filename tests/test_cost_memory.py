@@ -8,7 +8,7 @@ import torch
 
 from kvviz import cost
 from kvviz.cache import KVCache
-from kvviz.cost_measure import RefStack
+from kvviz.cost_measure import MeasuredGPT
 from kvviz.limits import LimitError
 
 # torch dtypes that store one value per element; int4 is packed two per byte (uint8)
@@ -73,11 +73,18 @@ def test_parameter_counts_match_model_cards(cfg, billions):
     assert cost.param_count(cfg) / 1e9 == pytest.approx(billions, rel=1e-3)
 
 
-def test_reference_stack_has_exactly_the_counted_parameters():
-    tiny = RefStack(cost.TINY_GPT, 1, 4)
-    assert sum(p.numel() for p in tiny.parameters()) == cost.param_count(cost.TINY_GPT)
-    gpt2 = RefStack(cost.GPT2_SMALL, 1, 4, device="meta")   # shapes only, no memory
-    assert sum(p.numel() for p in gpt2.parameters()) == cost.param_count(cost.GPT2_SMALL)
+def test_measured_gpt_has_exactly_the_counted_parameters():
+    """The GPT the timing runs (kvviz.models.gpt, tied readout counted once) has param_count weights."""
+    tiny = MeasuredGPT(cost.TINY_GPT, 1, 4)
+    assert tiny.model.n_params() == cost.param_count(cost.TINY_GPT)
+    gpt2 = MeasuredGPT(cost.GPT2_SMALL, 1, 4, device="meta")   # shapes only, no memory
+    assert gpt2.model.transformer.wte.weight.is_meta
+    assert gpt2.model.n_params() == cost.param_count(cost.GPT2_SMALL) == 124_439_808
+
+
+def test_measured_gpt_refuses_shapes_it_cannot_build():
+    with pytest.raises(ValueError, match="not a GPT-2-style shape"):
+        MeasuredGPT(cost.LLAMA3_8B, 1, 4, device="meta")
 
 
 def test_grouped_and_multi_query_savings():

@@ -177,3 +177,33 @@ def test_page_renders_in_every_language_and_keeps_the_tab():
     at.selectbox(key="lang_select").set_value("de").run()
     no_exception(at)
     assert at.subheader[0].value.startswith("Die Komplexitätstabelle der Lektion")
+
+
+def test_batching_tab_runs_the_tiny_gpt():
+    from kvviz.batching import run_batch
+    from kvviz.models.gpt import GPTModel
+
+    at = open_page(PAGE, {"tab": "Batching"})
+    at.segmented_control(key="bt_model").set_value("gpt").run()
+    no_exception(at)
+    # the A/B/C prompts are replaced by the GPT's own examples, so the run works straight away
+    assert at.text_input(key="bt_p1").value == "Today the weather is so"
+    assert heading(at).startswith("Event 0 of 7: prefill (3 sequences)")
+    assert len(at.success) == 3 and all("Same as running this prompt alone" in s.value for s in at.success)
+    m = GPTModel()
+    run = run_batch(m, [m.tokenize(at.text_input(key=k).value) for k in ("bt_p1", "bt_p2", "bt_p3")], 4)
+    grid = next(s for s in plotly_specs(at) if s["data"][0]["type"] == "heatmap")
+    assert grid["data"][0]["text"][1][:run.pad[1]] == ["pad"] * run.pad[1]
+    # each sequence's bars are its own top tokens, its greedy choice among them
+    bars = next(s for s in plotly_specs(at) if s["data"][0]["type"] == "bar")["data"][0]
+    for b, seq in enumerate(run.events[1].tokens):
+        names = [tok for outer, tok in zip(*bars["x"]) if outer == f"Sequence {b + 1}"]
+        assert seq[0] in names and 5 <= len(names) <= 6
+    at.selectbox(key="bt_layer").set_value(3).run()
+    at.selectbox(key="bt_head").set_value(4).run()
+    table = at.dataframe[0].value
+    k = run.events[0].cache.keys[2][0, 3, 0, :4].tolist()                 # layer 3, head 4, column 0
+    assert table["Sequence 1 k"][0] == "(" + ", ".join(f"{x:.4g}" for x in k) + ", …)"
+    at.text_input(key="bt_p2").set_value("It was purple").run()
+    no_exception(at)
+    assert "Unknown word(s) 'purple'" in errors(at)

@@ -62,3 +62,32 @@ def test_weather_round_trip_with_repair_and_values(server, browser):
     finally:
         first.close()
         second.close()
+
+
+def test_cost_batching_round_trip_with_the_gpt(server, browser):
+    first, second = Page(browser), Page(browser)
+    try:
+        first.goto(f"{server}/Cost_and_scale?tab=Batching")
+        first.page.get_by_text("Tiny GPT (trained)", exact=True).click()
+        expect(first.page).to_have_url(re.compile(r"bt_model=gpt"), timeout=30_000)
+        first.settle()
+        box = first.page.get_by_label("Prompt 3", exact=True)
+        box.fill("")
+        box.press("Enter")
+        expect(first.page.locator("h3").first).to_have_text(re.compile(r"\(2 sequences\)"), timeout=60_000)
+        first.settle()
+        first.page.locator("h1").first.click()
+        first.page.keyboard.press("End")
+        expect(first.page).to_have_url(re.compile(r"step=7"), timeout=30_000)
+        first.settle()
+        url = first.page.url
+        assert "bt_p3=" in url and "tab=Batching" in url
+        before = _screen(first)
+        second.goto(url)                     # a new visitor with the copied address
+        assert _screen(second) == before
+        assert before[0].startswith("Event 7 of 7: choose (2 sequences)")
+        assert before[1][:5] == ["Today", "the", "weather", "is", "so"]
+        second.assert_clean()
+    finally:
+        first.close()
+        second.close()

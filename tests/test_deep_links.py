@@ -26,7 +26,8 @@ def test_lecture_link_opens_the_named_state(page, params, key):
     for k, v in params.items():                      # every named widget shows the linked value
         if k in ("step", "tab", "lang", "present"):
             continue
-        values = [w.value for kind in ("slider", "number_input", "segmented_control", "toggle", "text_input")
+        values = [w.value for kind in ("slider", "number_input", "segmented_control", "toggle", "text_input",
+                                       "selectbox")
                   for w in at.get(kind) if getattr(w, "key", None) == k]
         assert values, (k, "no widget")
         expected = v if isinstance(v, str) else float(v)

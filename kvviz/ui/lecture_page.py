@@ -36,8 +36,10 @@ SCRIPT: list[tuple[str, list[tuple[str, dict, str]]]] = [
     ]),
     ("cost", [
         (COST, {"tab": "Memory"}, "cost_memory"),
+        (COST, {"tab": "Memory", "mem_preset": "llama3-8b", "mem_tokens": 8192, "mem_batch": 8}, "cost_memory_gqa"),
         (COST, {"tab": "Compute (FLOPs)"}, "cost_compute"),
         (COST, {"tab": "Batching", "step": 2}, "cost_batching"),
+        (COST, {"tab": "Batching", "bt_model": "gpt", "step": 2}, "cost_batching_gpt"),
         (COST, {"tab": "Measured here"}, "cost_measured"),
         (COST, {"tab": "Disaggregated serving"}, "cost_serving"),
     ]),

@@ -135,7 +135,8 @@ def _stepper(run: BatchRun, comparisons: list[SoloComparison]) -> None:
             _sequence(ev, run, b, labels[b], comparisons[b])
     model = get_model(run.model_name)
     layer, head = _layer_head(model)
-    left, right = st.columns(2)
+    # the GPT's maps have more columns and longer labels: one above the other, full width
+    left, right = st.columns(2) if len(model.logit_tokens) <= 8 else (st.container(), st.container())
     with left:
         _attention(src, labels, layer, head, model.n_layers * model.n_heads > 1)
     with right:
@@ -200,9 +201,10 @@ def _attention(src: BatchEvent, labels: list[str], layer: int, head: int, name_h
         queries += [f"{labels[b]} · {p}:{src.sequences[b][p]}" for p in rec.positions[b][rows].tolist()]
     keys = [f"c{c}" for c in range(src.n_columns)]
     fig = attention_heatmap(torch.cat(weights), queries, keys,
-                            t("cost.bt_att_title", phase=t("abc.phase_" + src.phase))
-                            + (f"<br><sup>{t('cost.bt_att_which', layer=layer + 1, head=head + 1)}</sup>"
-                               if name_head else ""),
+                            t("cost.bt_att_title", phase=t("abc.phase_" + src.phase)) + "<br><sup>"
+                            + t("cost.bt_att_sub")
+                            + (f" · {t('cost.bt_att_which', layer=layer + 1, head=head + 1)}" if name_head else "")
+                            + "</sup>",
                             show_scale=False, allowed=torch.cat(masks), words=figure_words())
     fig.update_xaxes(title=t("cost.bt_att_x"))
     fig.update_yaxes(title=t("cost.bt_att_y"))

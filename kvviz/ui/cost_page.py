@@ -36,6 +36,10 @@ def _tab_labels() -> list[str]:
             if chosen in other:
                 st.session_state["tab"] = labels[other.index(chosen)]
                 break
+        else:
+            if "tab" not in st.session_state:       # a link's unknown tab: say so once, open the first
+                urlstate.notice(t("cost.bad_tab", raw=str(chosen)[:40], tabs=", ".join(labels), first=labels[0]))
+                st.session_state["tab"] = labels[0]
     return labels
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -99,6 +100,13 @@ class Page:
         self.page.locator("[data-testid='stApp'][data-test-script-state='notRunning']").wait_for(
             state="attached", timeout=timeout)
         self.page.wait_for_timeout(250)
+
+    def wait_heading(self, pattern: str, timeout: int = 30_000) -> None:
+        """Wait until the page's event heading matches ``pattern``: after a key press or click, a
+        settle alone may look before the rerun has started (seen on a loaded CI machine)."""
+        from playwright.sync_api import expect
+        heading = self.page.locator("h3").filter(has_text=re.compile(r"^(Event|Evento|Ereignis) ")).first
+        expect(heading).to_have_text(re.compile(pattern), timeout=timeout)
 
     def goto(self, url: str) -> None:
         self.page.goto(url, timeout=90_000)

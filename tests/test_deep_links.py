@@ -117,11 +117,22 @@ def test_cost_batching_measure_and_serving_settings_restored_from_the_address():
     no_exception(ms)
     assert ms.multiselect(key="ms_batches").value == [1, 4] and ms.select_slider(key="ms_context").value == 64
     assert ms.multiselect(key="ms_prompts").value == [8, 32, 128]     # the GPT-2 shape's default
+    # the address follows the widgets: a list in any order, its default dropped again
+    ms.multiselect(key="ms_batches").set_value([4, 2, 1]).run()
+    assert ms.query_params["ms_batches"] == "1,2,4"
+    ms.multiselect(key="ms_batches").set_value([8, 4, 2, 1]).run()
+    assert "ms_batches" not in ms.query_params                       # the GPT-2 shape's default
+    ai = open_page(COST, {"tab": "Measured here", "ai_model": "gpt2", "ai_context": "512", "ai_ridge": "150.5"})
+    no_exception(ai)
+    assert ai.selectbox(key="ai_model").value == "gpt2" and ai.number_input(key="ai_context").value == 512
+    assert ai.number_input(key="ai_ridge").value == 150.5 and not _warnings(ai)
     sv = open_page(COST, {"tab": "Disaggregated serving", "sv_model": "mistral-7b", "sv_link": "25",
                           "sv_prompt": "2048"})
     no_exception(sv)
     assert sv.number_input(key="sv_link").value == 25.0 and sv.number_input(key="sv_prompt").value == 2048
     assert not _warnings(sv)
+    sv.number_input(key="sv_link").set_value(1234567.0).run()
+    assert sv.query_params["sv_link"] == "1234567"                  # every digit, so a link reopens it
 
 
 @pytest.mark.parametrize("tab, params, key", [
@@ -136,6 +147,8 @@ def test_cost_batching_measure_and_serving_settings_restored_from_the_address():
     ("Memory", {"mem_preset": "gpt5"}, "mem_preset"),
     ("Batching", {"bt_model": "llama"}, "bt_model"),
     ("Measured here", {"ms_context": "100"}, "ms_context"),
+    ("Measured here", {"ms_context": "abc"}, "ms_context"),
+    ("Measured here", {"ai_ridge": "nan"}, "ai_ridge"),
     ("Lotes", {}, "Lotes"),
 ])
 def test_cost_bad_address_values_fall_back_with_a_notice(tab, params, key):

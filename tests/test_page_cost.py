@@ -204,6 +204,13 @@ def test_batching_tab_runs_the_tiny_gpt():
     table = at.dataframe[0].value
     k = run.events[0].cache.keys[2][0, 3, 0, :4].tolist()                 # layer 3, head 4, column 0
     assert table["Sequence 1 k"][0] == "(" + ", ".join(f"{x:.4g}" for x in k) + ", …)"
+    next(b for b in at.button if b.label == "End").click().run()
+    assert heading(at).startswith("Event 7 of 7: choose (3 sequences)")
+    assert all("Same as running this prompt alone" in s.value for s in at.success)
+    # back to the A/B/C model: its own prompts, and the GPT's layer/head leave the address
+    at.segmented_control(key="bt_model").set_value("abc").run()
+    assert at.text_input(key="bt_p1").value == "A B" and "bt_layer" not in at.query_params
+    at.segmented_control(key="bt_model").set_value("gpt").run()
     at.text_input(key="bt_p2").set_value("It was purple").run()
     no_exception(at)
     assert "Unknown word(s) 'purple'" in errors(at)

@@ -41,6 +41,9 @@ def _on_model() -> None:
     """Another model: its own example prompts (A/B/C prompts mean nothing to the GPT)."""
     for k, v in zip(_prompt_keys(), DEFAULT_PROMPTS[st.session_state.bt_model]):
         st.session_state[k] = v
+    for k in ("bt_layer", "bt_head"):        # the GPT's view; meaningless for the other model
+        st.session_state.pop(k, None)
+        st.query_params.pop(k, None)
     urlstate.sync_all(_defaults())
 
 

@@ -122,20 +122,26 @@ def _results(res: Measurements) -> None:
                   tpot=f"{pf[-1].tpot_ms:.2f}", x=f"{pf[-1].ttft_ms / pf[-1].tpot_ms:.1f}"))
 
 
+AI_DEFAULTS = {"ai_model": "llama3-8b", "ai_ridge": 300.0, "ai_context": 4096}
+
+
 def _intensity() -> None:
     st.subheader(t("cost.ai_title"))
     st.markdown(t("cost.ai_intro"))
     ss = st.session_state
-    ss.setdefault("ai_model", "llama3-8b")
-    ss.setdefault("ai_ridge", 300.0)
-    ss.setdefault("ai_context", 4096)
+    urlstate.choice_param("ai_model", list(cost.PRESETS), AI_DEFAULTS["ai_model"])
+    urlstate.float_param("ai_ridge", AI_DEFAULTS["ai_ridge"], 0.001, 999_999)
+    urlstate.int_param("ai_context", AI_DEFAULTS["ai_context"], 1, MAX_COST_TOKENS)
+
+    def kept(key: str) -> dict:
+        return dict(persist_state=KEEP, on_change=urlstate.sync, args=(key, AI_DEFAULTS[key]))
     c = st.columns([3, 1, 1])
-    c[0].selectbox(t("cost.preset"), list(cost.PRESETS), key="ai_model", persist_state=KEEP,
-                   format_func=lambda k: cost.PRESETS[k].name)
-    c[1].number_input(t("cost.ai_context"), step=1, key="ai_context", persist_state=KEEP,
-                      help=t("cost.ai_context_help"))
-    c[2].number_input(t("cost.ai_ridge"), step=10.0, key="ai_ridge", persist_state=KEEP, format="%.4g",
-                      help=t("cost.ai_ridge_help"))
+    c[0].selectbox(t("cost.preset"), list(cost.PRESETS), key="ai_model", format_func=lambda k: cost.PRESETS[k].name,
+                   **kept("ai_model"))
+    c[1].number_input(t("cost.ai_context"), step=1, key="ai_context", help=t("cost.ai_context_help"),
+                      **kept("ai_context"))
+    c[2].number_input(t("cost.ai_ridge"), step=10.0, key="ai_ridge", format="%.4g", help=t("cost.ai_ridge_help"),
+                      **kept("ai_ridge"))
     cfg = cost.PRESETS[ss.ai_model]
     try:
         ctx = check_int("Context", ss.ai_context, 1, MAX_COST_TOKENS)

@@ -48,8 +48,8 @@ def choice_param(key: str, options: Sequence, default: object, parse: Callable[[
         try:
             value = parse(raw) if raw is not None else default
         except ValueError:
-            value = default
-        if value not in options:
+            value = None                     # unreadable: the notice below says so
+        if value is None or value not in options:
             notice(t("url.bad_choice", name=key, raw=str(raw)[:40], options=", ".join(map(str, options)),
                      default=default))
             value = default
@@ -106,12 +106,16 @@ def ints_param(key: str, options: Sequence[int], default: Sequence[int]) -> None
 def sync(key: str, default: object) -> None:
     """Write ``st.session_state[key]`` to the address (removed when it equals the default)."""
     value = st.session_state.get(key, default)
+    if isinstance(value, (list, tuple)):         # a multiselect: order does not matter
+        value = sorted(value)
+        default = sorted(default) if isinstance(default, (list, tuple)) else default
     if value == default:
         st.query_params.pop(key, None)
-    elif isinstance(value, (list, tuple)):
+    elif isinstance(value, list):
         st.query_params[key] = ",".join(map(str, value))
     else:
-        st.query_params[key] = f"{value:g}" if isinstance(value, float) else str(value)
+        # 15 significant digits: enough for a float to come back as the same number
+        st.query_params[key] = f"{value:.15g}" if isinstance(value, float) else str(value)
 
 
 def sync_all(defaults: dict[str, object]) -> None:

@@ -28,6 +28,7 @@ PAGES = [("ABC_miniature", "ArrowRight", "abc.step"),
          ("ABC_miniature?abc_rule=sample&abc_tau=1.5&abc_seed=3", "ArrowRight", "abc.step"),
          ("Weather_heads?new=8", "ArrowRight", "weather.step"),
          ("Cost_and_scale?tab=Batching", "ArrowRight", "cost.batch_step"),
+         ("Cost_and_scale?tab=Batching&bt_model=gpt", "ArrowRight", "cost.batch_step"),
          ("Tiny_GPT", "ArrowRight", "gpt.step")]
 
 WATCH = """() => { window.__kv = []; const app = document.querySelector("[data-testid='stApp']");

@@ -16,7 +16,7 @@ import streamlit as st
 from kvviz.figures import COLORS, attention_heads_figure, attention_heatmap, logits_bar
 from kvviz.generation import Event, Run
 from kvviz.trace import cache_table, run_dict
-from kvviz.ui import presenter, urlstate
+from kvviz.ui import presenter, step_keys, urlstate
 from kvviz.ui.charts import chart, figure_words, table_headers
 from kvviz.ui.i18n import t
 
@@ -59,14 +59,16 @@ def step_controls(n_events: int) -> int:
         st.session_state[STEP_KEY] = last
     # room for the label plus its shortcut hint in every language ("Siguiente →", "Reset Home")
     cols = st.columns([1.4, 1.7, 1.7, 1.7, 1.5], vertical_alignment="bottom")
-    cols[0].button(t("stepper.prev"), icon=":material/chevron_left:", shortcut="Left",
+    cols[0].button(t("stepper.prev"), icon=":material/chevron_left:", shortcut="Left", key=step_keys.BUTTONS["ArrowLeft"],
                    on_click=_shift, args=(-1, last), help=t("stepper.prev_help"), width="stretch")
     cols[1].button(t("stepper.next"), icon=":material/chevron_right:", shortcut="Right", type="primary",
-                   on_click=_shift, args=(1, last), help=t("stepper.next_help"), width="stretch")
-    cols[2].button(t("stepper.reset"), icon=":material/restart_alt:", shortcut="Home",
+                   key=step_keys.BUTTONS["ArrowRight"], on_click=_shift, args=(1, last), help=t("stepper.next_help"),
+                   width="stretch")
+    cols[2].button(t("stepper.reset"), icon=":material/restart_alt:", shortcut="Home", key=step_keys.BUTTONS["Home"],
                    on_click=_reset, help=t("stepper.reset_help"), width="stretch")
-    cols[3].button(t("stepper.end"), icon=":material/last_page:", shortcut="End",
+    cols[3].button(t("stepper.end"), icon=":material/last_page:", shortcut="End", key=step_keys.BUTTONS["End"],
                    on_click=_end, args=(last,), help=t("stepper.end_help"), width="stretch")
+    step_keys.install()          # presses that Streamlit's shortcuts drop mid-rerun still step
     with presenter.settings("stepper.step"):
         step = st.slider(t("stepper.step"), 0, last, key=STEP_KEY, bind="query-params",
                          help=t("stepper.step_help"))

@@ -1,0 +1,61 @@
+"""Key presses lost while a step is still being drawn (a benchmark, not a test).
+
+    python bench/lost_presses.py [--presses 25]
+
+A fresh ``streamlit run``; on each stepping page, ArrowRight is pressed again as soon as the event
+heading shows the previous press (so most presses land while the step fragment is still rerunning,
+like a lecturer pressing quickly). A press counts as lost when the heading has not moved 8 s later.
+``kvviz/ui/step_keys.py`` exists because Streamlit's own button shortcuts lose some of these.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from tests.conftest import CHROME_ARGS, CHROMIUM, Page, server  # noqa: E402
+
+PAGES = ["ABC_miniature?new=32", "Weather_heads?new=20", "Tiny_GPT?gpt_new=40",
+         "Cost_and_scale?tab=Batching&bt_new=30"]
+SHOWS = "(n) => [...document.querySelectorAll('h3')].some(e => e.innerText.startsWith('Event ' + n + ' of'))"
+
+
+def lost_presses(tab: Page, presses: int) -> int:
+    tab.page.locator("h1").first.click()
+    at, lost = 0, 0
+    for _ in range(presses):
+        tab.page.keyboard.press("ArrowRight")
+        try:
+            tab.page.wait_for_function(SHOWS, arg=at + 1, timeout=8_000)
+            at += 1
+        except Exception:          # noqa: BLE001 - the heading did not move: the press was lost
+            lost += 1
+    return lost
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--presses", type=int, default=25)
+    a = ap.parse_args()
+    gen = server.__wrapped__()
+    base = next(gen)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+        for path in PAGES:
+            tab = Page(browser)
+            tab.goto(f"{base}/{path}")
+            print(f"{path:40s} lost {lost_presses(tab, a.presses)} of {a.presses} presses")
+            tab.close()
+        browser.close()
+    try:
+        next(gen)
+    except StopIteration:
+        pass
+
+
+if __name__ == "__main__":
+    main()

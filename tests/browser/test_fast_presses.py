@@ -1,0 +1,35 @@
+"""Keys pressed as fast as the page redraws: every press steps once (kvviz/ui/step_keys.py), and
+a focused slider keeps its own arrow keys."""
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.browser
+
+SHOWS = "(n) => [...document.querySelectorAll('h3')].some(e => e.innerText.startsWith('Event ' + n + ' of'))"
+
+
+def test_fast_presses_are_not_lost(server, tab):
+    tab.goto(f"{server}/ABC_miniature?new=32")
+    tab.page.locator("h1").first.click()
+    for n in range(1, 21):
+        tab.page.keyboard.press("ArrowRight")      # the next press lands while this step still draws
+        tab.page.wait_for_function(SHOWS, arg=n, timeout=15_000)
+    tab.settle()
+    tab.wait_heading(r"^Event 20 of 63")
+    expect(tab.page).to_have_url(re.compile(r"step=20"))
+    tab.page.keyboard.press("Home")
+    tab.wait_heading(r"^Event 0 of 63")
+    tab.assert_clean()
+
+
+def test_a_focused_slider_keeps_its_arrow_keys(server, tab):
+    tab.goto(f"{server}/ABC_miniature?new=32&step=5")
+    tab.page.get_by_role("slider", name="Event").focus()
+    tab.page.keyboard.press("ArrowRight")          # the slider moves one event, not two
+    tab.wait_heading(r"^Event 6 of 63")
+    tab.settle()
+    tab.page.wait_for_timeout(1_000)
+    tab.wait_heading(r"^Event 6 of 63")
+    tab.assert_clean()

@@ -15,9 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from playwright.sync_api import sync_playwright  # noqa: E402
-
-from tests.conftest import CHROME_ARGS, CHROMIUM, Page, server  # noqa: E402
+from bench.step_clicks import app_in_browser  # noqa: E402
+from tests.conftest import Page  # noqa: E402
 
 PAGES = ["ABC_miniature?new=32", "Weather_heads?new=20", "Tiny_GPT?gpt_new=40",
          "Cost_and_scale?tab=Batching&bt_new=30"]
@@ -41,21 +40,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--presses", type=int, default=25)
     a = ap.parse_args()
-    gen = server.__wrapped__()
-    base = next(gen)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+    with app_in_browser() as (browser, base):
         for path in PAGES:
             tab = Page(browser)
             tab.goto(f"{base}/{path}")
             print(f"{path:40s} lost {lost_presses(tab, a.presses)} of {a.presses} presses")
             tab.close()
-        browser.close()
-    try:
-        next(gen)
-    except StopIteration:
-        pass
-
 
 if __name__ == "__main__":
     main()

@@ -18,10 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from playwright.sync_api import sync_playwright  # noqa: E402
-
-from bench.step_clicks import server_times, time_press  # noqa: E402
-from tests.conftest import CHROME_ARGS, CHROMIUM, Page, server  # noqa: E402
+from bench.step_clicks import app_in_browser, server_times, time_press  # noqa: E402
+from tests.conftest import Page  # noqa: E402
 
 # (slider label, key, query string)
 CASES = [("Top-p", "ArrowLeft", "sampling_top_p=0.9"), ("Temperature τ", "ArrowRight", "sampling_tau=0.5")]
@@ -34,10 +32,7 @@ def main() -> None:
     a = ap.parse_args()
     log = Path(tempfile.mkdtemp()) / "timing.csv"
     os.environ["KVVIZ_TIMING_LOG"] = str(log)
-    gen = server.__wrapped__()
-    base = next(gen)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+    with app_in_browser() as (browser, base):
         for label, key, query in CASES:
             tab = Page(browser)
             tab.goto(f"{base}/Sampling?{query}&sampling_n={a.draws}")
@@ -54,11 +49,6 @@ def main() -> None:
                   f"{statistics.median(server_ms):6.1f} ms max {max(server_ms):6.1f} ms | browser round trip "
                   f"median {statistics.median(ms):6.1f} ms")
             tab.close()
-        browser.close()
-    try:
-        next(gen)
-    except StopIteration:
-        pass
 
 
 if __name__ == "__main__":

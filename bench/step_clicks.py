@@ -15,11 +15,13 @@ import os
 import statistics
 import tempfile
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from playwright.sync_api import sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, sync_playwright  # noqa: E402
 
 from tests.conftest import CHROME_ARGS, CHROMIUM, Page, server  # noqa: E402
 
@@ -57,16 +59,30 @@ def time_clicks(tab: Page, key: str, clicks: int) -> list[float]:
     return [ms for ms in times if ms is not None]
 
 
+@contextmanager
+def app_in_browser() -> Iterator[tuple[Browser, str]]:
+    """A fresh ``streamlit run`` (the browser tests' own fixture) and Debian's chromium: yields
+    (browser, base URL); stops both afterwards."""
+    gen = server.__wrapped__()
+    base = next(gen)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+            try:
+                yield browser, base
+            finally:
+                browser.close()
+    finally:
+        next(gen, None)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clicks", type=int, default=15)
     a = ap.parse_args()
     log = Path(tempfile.mkdtemp()) / "timing.csv"
     os.environ["KVVIZ_TIMING_LOG"] = str(log)     # inherited by the streamlit server
-    gen = server.__wrapped__()          # the same fixture the browser tests use
-    base = next(gen)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+    with app_in_browser() as (browser, base):
         for path, key, label in PAGES:
             tab = Page(browser)
             tab.goto(f"{base}/{path}")
@@ -77,11 +93,6 @@ def main() -> None:
                   f"max {max(server_ms):6.1f} ms | browser round trip median {statistics.median(ms):6.1f} ms "
                   f"p90 {sorted(ms)[int(0.9 * (len(ms) - 1))]:6.1f} ms")
             tab.close()
-        browser.close()
-    try:
-        next(gen)
-    except StopIteration:
-        pass
 
 
 if __name__ == "__main__":

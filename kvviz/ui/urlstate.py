@@ -14,6 +14,16 @@ import streamlit as st
 from kvviz.ui.i18n import t
 
 
+def _number(raw: str, low: float, high: float, whole: bool) -> float | None:
+    """``raw`` as a finite number in [low, high] (a whole one if ``whole``), else None."""
+    try:
+        f = float(raw)
+    except ValueError:
+        return None
+    ok = math.isfinite(f) and low <= f <= high and (f.is_integer() or not whole)
+    return f if ok else None
+
+
 def int_param(key: str, default: int | None, low: int, high: int) -> None:
     """Initialise ``st.session_state[key]`` from ``?key=`` once per session (valid ints in range).
 
@@ -24,12 +34,8 @@ def int_param(key: str, default: int | None, low: int, high: int) -> None:
     raw = st.query_params.get(key)
     value = default
     if raw:
-        try:
-            f = float(raw)
-            ok = math.isfinite(f) and f.is_integer() and low <= f <= high
-        except ValueError:
-            ok = False
-        if ok:
+        f = _number(raw, low, high, whole=True)
+        if f is not None:
             value = int(f)
         else:
             notice(t("url.bad_value", name=key, raw=raw[:40], low=low, high=high,
@@ -63,12 +69,8 @@ def float_param(key: str, default: float, low: float, high: float) -> None:
     raw = st.query_params.get(key)
     value = default
     if raw:
-        try:
-            f = float(raw)
-            ok = math.isfinite(f) and low <= f <= high
-        except ValueError:
-            ok = False
-        if ok:
+        f = _number(raw, low, high, whole=False)
+        if f is not None:
             value = f
         else:
             notice(t("url.bad_number", name=key, raw=raw[:40], low=f"{low:g}", high=f"{high:g}",

@@ -5,7 +5,8 @@
 A fresh ``streamlit run``; on each stepping page, ArrowRight is pressed again as soon as the event
 heading shows the previous press (so most presses land while the step fragment is still rerunning,
 like a lecturer pressing quickly). A press counts as lost when the heading has not moved 8 s later.
-``kvviz/ui/step_keys.py`` exists because Streamlit's own button shortcuts lose some of these.
+The loop is ``tests.conftest.Page.lost_presses``, which tests/browser/test_fast_presses.py runs too;
+``kvviz/ui/step_keys.py`` exists because Streamlit's own button shortcuts lose some of these presses.
 """
 from __future__ import annotations
 
@@ -20,20 +21,6 @@ from tests.conftest import Page  # noqa: E402
 
 PAGES = ["ABC_miniature?new=32", "Weather_heads?new=20", "Tiny_GPT?gpt_new=40",
          "Cost_and_scale?tab=Batching&bt_new=30"]
-SHOWS = "(n) => [...document.querySelectorAll('h3')].some(e => e.innerText.startsWith('Event ' + n + ' of'))"
-
-
-def lost_presses(tab: Page, presses: int) -> int:
-    tab.page.locator("h1").first.click()
-    at, lost = 0, 0
-    for _ in range(presses):
-        tab.page.keyboard.press("ArrowRight")
-        try:
-            tab.page.wait_for_function(SHOWS, arg=at + 1, timeout=8_000)
-            at += 1
-        except Exception:          # noqa: BLE001 - the heading did not move: the press was lost
-            lost += 1
-    return lost
 
 
 def main() -> None:
@@ -44,8 +31,9 @@ def main() -> None:
         for path in PAGES:
             tab = Page(browser)
             tab.goto(f"{base}/{path}")
-            print(f"{path:40s} lost {lost_presses(tab, a.presses)} of {a.presses} presses")
+            print(f"{path:40s} lost {tab.lost_presses(a.presses)[1]} of {a.presses} presses")
             tab.close()
+
 
 if __name__ == "__main__":
     main()

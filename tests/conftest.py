@@ -101,12 +101,35 @@ class Page:
             state="attached", timeout=timeout)
         self.page.wait_for_timeout(250)
 
+    @property
+    def event_heading(self):
+        """The stepper's "Event i of n: phase" heading (in any language)."""
+        return self.page.locator("h3").filter(has_text=re.compile(r"^(Event|Evento|Ereignis) ")).first
+
+    def heading(self) -> str:
+        return self.event_heading.inner_text()
+
     def wait_heading(self, pattern: str, timeout: int = 30_000) -> None:
         """Wait until the page's event heading matches ``pattern``: after a key press or click, a
         settle alone may look before the rerun has started (seen on a loaded CI machine)."""
         from playwright.sync_api import expect
-        heading = self.page.locator("h3").filter(has_text=re.compile(r"^(Event|Evento|Ereignis) ")).first
-        expect(heading).to_have_text(re.compile(pattern), timeout=timeout)
+        expect(self.event_heading).to_have_text(re.compile(pattern), timeout=timeout)
+
+    def lost_presses(self, presses: int, key: str = "ArrowRight") -> tuple[int, int]:
+        """Press ``key`` again as soon as the (English) heading shows the previous press, so most
+        presses land while the step is still being drawn; a press is lost when the heading has not
+        moved 8 s later. Returns (events moved, presses lost); the page starts at event 0."""
+        shows = "(n) => [...document.querySelectorAll('h3')].some(e => e.innerText.startsWith('Event ' + n + ' of'))"
+        self.page.locator("h1").first.click()      # focus the page, not a widget
+        at = lost = 0
+        for _ in range(presses):
+            self.page.keyboard.press(key)
+            try:
+                self.page.wait_for_function(shows, arg=at + 1, timeout=8_000)
+                at += 1
+            except Exception:                       # noqa: BLE001 - the heading did not move
+                lost += 1
+        return at, lost
 
     def goto(self, url: str) -> None:
         self.page.goto(url, timeout=90_000)

@@ -4,14 +4,10 @@ import pytest
 pytestmark = pytest.mark.browser
 
 
-def heading(tab) -> str:
-    return tab.page.locator("h3").first.inner_text()
-
-
 def test_deep_link_on_fresh_server_then_right_key(server, tab):
     # first visit of the freshly started server goes straight to the page with ?step=3
     tab.goto(f"{server}/ABC_miniature?step=3")
-    assert heading(tab).startswith("Event 3 of 11")
+    assert tab.heading().startswith("Event 3 of 11")
     heat = tab.page.locator("[data-testid='stPlotlyChart']").first
     heat.wait_for()
     assert "0.401" in heat.inner_text() and "1:B" in heat.inner_text()   # the decode row of event 2

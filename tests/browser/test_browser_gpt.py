@@ -4,13 +4,9 @@ import pytest
 pytestmark = pytest.mark.browser
 
 
-def heading(tab) -> str:
-    return tab.page.locator("h3").first.inner_text()
-
-
 def test_deep_link_keys_selectors_and_timing(server, tab):
     tab.goto(f"{server}/Tiny_GPT?step=2")
-    assert heading(tab).startswith("Event 2 of 15: decode")
+    assert tab.heading().startswith("Event 2 of 15: decode")
     heat = tab.page.locator("[data-testid='stPlotlyChart']").first
     heat.wait_for()
     assert "5:" in heat.inner_text()                        # the decoded token's query, at position 5
@@ -28,7 +24,7 @@ def test_deep_link_keys_selectors_and_timing(server, tab):
     box.press("Enter")
     tab.settle()
     assert "layer 4, head 1" in tab.page.locator("[data-testid='stPlotlyChart']").first.inner_text()
-    assert heading(tab).startswith("Event 3 of 15")          # the selector kept the step
+    assert tab.heading().startswith("Event 3 of 15")          # the selector kept the step
     tab.page.get_by_role("button", name="Measure", exact=True).click()
     tab.settle(timeout=120_000)
     tab.page.get_by_text("Why the speed-up is far below the FLOP ratio").wait_for(timeout=120_000)

@@ -4,17 +4,13 @@ import pytest
 pytestmark = pytest.mark.browser
 
 
-def heading(tab) -> str:
-    return tab.page.locator("h3").first.inner_text()
-
-
 def charts(tab):
     return tab.page.locator("[data-testid='stPlotlyChart']")
 
 
 def test_deep_link_to_the_stale_decode_keys_and_reveal(server, tab):
     tab.goto(f"{server}/Weather_heads?step=2")
-    assert heading(tab).startswith("Event 2 of 5: decode")
+    assert tab.heading().startswith("Event 2 of 5: decode")
     main = tab.page.locator("[data-testid='stMain']")
     assert "differs by 1.0" in main.inner_text() and "max |Δ| = 1" in main.inner_text()
     heads = charts(tab).nth(1)
@@ -69,6 +65,6 @@ def test_coming_from_the_abc_page_starts_clean(server, tab):
     tab.goto(f"{server}/ABC_miniature?prompt=C+A+B&step=3")
     tab.page.locator("[data-testid='stSidebar'] a", has_text="Today weather is so").click()
     tab.settle()
-    assert heading(tab).startswith("Event 0 of 5: prefill")
+    assert tab.heading().startswith("Event 0 of 5: prefill")
     assert tab.page.locator("[data-testid='stAlert']", has_text="can't be run").count() == 0
     tab.assert_clean()

@@ -7,23 +7,13 @@ from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
 
-SHOWS = "(n) => [...document.querySelectorAll('h3')].some(e => e.innerText.startsWith('Event ' + n + ' of'))"
-
 
 def test_fast_presses_are_not_lost(server, tab):
     """20 presses, each as soon as the previous one shows. Streamlit's own shortcuts lost 16 of 100
     such presses (≈ 3 of 20); with kvviz/ui/step_keys.py 1 of 485 was lost in our runs, so one
     lost press is tolerated and two fail (a regression passes this with probability ≈ 0.15)."""
     tab.goto(f"{server}/ABC_miniature?new=32")
-    tab.page.locator("h1").first.click()
-    at = lost = 0
-    for _ in range(20):
-        tab.page.keyboard.press("ArrowRight")      # the next press lands while this step still draws
-        try:
-            tab.page.wait_for_function(SHOWS, arg=at + 1, timeout=8_000)
-            at += 1
-        except Exception:                           # noqa: BLE001 - the heading did not move
-            lost += 1
+    at, lost = tab.lost_presses(20)               # the next press lands while this step still draws
     assert lost <= 1, f"{lost} of 20 presses lost"
     tab.settle()
     tab.wait_heading(rf"^Event {at} of 63")

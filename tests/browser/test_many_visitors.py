@@ -22,10 +22,6 @@ PAGES = [
 ]
 
 
-def _heading(tab: Page):
-    return tab.page.locator("h3").filter(has_text=re.compile(r"^Event \d+ of \d+")).first
-
-
 def _plans():
     """Session i: page i % 3, that page's (i // 3)-th prompt, 3–7 new tokens, 1–4 steps."""
     for i in range(SESSIONS):
@@ -52,7 +48,7 @@ def test_twenty_sessions_keep_their_own_state(server, browser):
                         wait_until="commit", timeout=120_000)
             tabs.append(t)
         for t in tabs:
-            expect(_heading(t)).to_have_text(re.compile(r"^Event 0 of"), timeout=120_000)
+            expect(t.event_heading).to_have_text(re.compile(r"^Event 0 of"), timeout=120_000)
             t.settle(timeout=120_000)
         for round_ in range(4):              # interleaved Next clicks across all sessions
             for t, plan in zip(tabs, plans):
@@ -63,12 +59,12 @@ def test_twenty_sessions_keep_their_own_state(server, browser):
             # Wait for each session's own rerun to show its next event. A settle alone is not
             # enough: on a loaded server a press's rerun may not have started when it looks.
             for t, plan, run in zip(tabs, plans, runs):
-                expect(_heading(t)).to_have_text(
+                expect(t.event_heading).to_have_text(
                     re.compile(rf"^Event {min(round_ + 1, plan[-1])} of {len(run.events) - 1}\b"), timeout=120_000)
         for t, plan, run in zip(tabs, plans, runs):
             t.settle(timeout=120_000)
             steps = plan[-1]
-            assert _heading(t).inner_text().startswith(f"Event {steps} of {len(run.events) - 1}"), plan
+            assert t.heading().startswith(f"Event {steps} of {len(run.events) - 1}"), plan
             strip = [chip.split()[-1] for chip in t.page.locator(".kv-chip").all_inner_texts()]
             assert strip == run.events[steps].sequence, (plan, strip)
             t.assert_clean()

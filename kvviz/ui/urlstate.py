@@ -24,23 +24,30 @@ def _number(raw: str, low: float, high: float, whole: bool) -> float | None:
     return f if ok else None
 
 
-def int_param(key: str, default: int | None, low: int, high: int) -> None:
-    """Initialise ``st.session_state[key]`` from ``?key=`` once per session (valid ints in range).
-
-    ``default=None`` is an optional field (empty): ``?key=`` empty or absent keeps it empty.
-    """
+def _number_param(key: str, default: float | None, low: float, high: float, whole: bool,
+                  refused: Callable[[str], str]) -> None:
+    """Initialise ``st.session_state[key]`` from ``?key=`` once per session; a value that is not a
+    finite number in [low, high] (whole if ``whole``) keeps ``default`` and shows ``refused(raw)``."""
     if key in st.session_state:
         return
     raw = st.query_params.get(key)
     value = default
     if raw:
-        f = _number(raw, low, high, whole=True)
-        if f is not None:
-            value = int(f)
+        f = _number(raw, low, high, whole)
+        if f is None:
+            notice(refused(raw[:40]))
         else:
-            notice(t("url.bad_value", name=key, raw=raw[:40], low=low, high=high,
-                     default=t("url.empty") if default is None else default))
+            value = int(f) if whole else f
     st.session_state[key] = value
+
+
+def int_param(key: str, default: int | None, low: int, high: int) -> None:
+    """Initialise ``st.session_state[key]`` from ``?key=`` once per session (valid ints in range).
+
+    ``default=None`` is an optional field (empty): ``?key=`` empty or absent keeps it empty.
+    """
+    _number_param(key, default, low, high, True, lambda raw: t(
+        "url.bad_value", name=key, raw=raw, low=low, high=high, default=t("url.empty") if default is None else default))
 
 
 def choice_param(key: str, options: Sequence, default: object, parse: Callable[[str], object] = str) -> None:
@@ -64,18 +71,8 @@ def choice_param(key: str, options: Sequence, default: object, parse: Callable[[
 
 def float_param(key: str, default: float, low: float, high: float) -> None:
     """``int_param`` for a decimal setting (finite, in [low, high])."""
-    if key in st.session_state:
-        return
-    raw = st.query_params.get(key)
-    value = default
-    if raw:
-        f = _number(raw, low, high, whole=False)
-        if f is not None:
-            value = f
-        else:
-            notice(t("url.bad_number", name=key, raw=raw[:40], low=f"{low:g}", high=f"{high:g}",
-                     default=f"{default:g}"))
-    st.session_state[key] = value
+    _number_param(key, default, low, high, False, lambda raw: t(
+        "url.bad_number", name=key, raw=raw, low=f"{low:g}", high=f"{high:g}", default=f"{default:g}"))
 
 
 def text_param(key: str, default: str, max_chars: int) -> None:

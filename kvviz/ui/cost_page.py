@@ -5,6 +5,8 @@ input keeps its value for the session (``persist_state``), so switching tabs los
 """
 from __future__ import annotations
 
+import functools
+
 import pandas as pd
 import streamlit as st
 
@@ -181,8 +183,12 @@ def _presets_table() -> pd.DataFrame:
 
 # --- compute --------------------------------------------------------------------------------------
 
+@functools.cache
 def _stepper_configs() -> dict[str, cost.ModelConfig]:
-    """Stepper model name -> its cost shape, for every model the stepper can run and count."""
+    """Stepper model name -> its cost shape, for every model the stepper can run and count.
+
+    Built once per process: the shapes never change, and the preset labels ask for them once per
+    option on every rerun. The dict is shared: read it, never change it."""
     from kvviz.registry import MODELS, get_model
 
     out = {}

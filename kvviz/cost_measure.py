@@ -21,7 +21,7 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TypeVar
 
 import torch
 
@@ -34,6 +34,7 @@ from kvviz.models.gpt import GPTConfig, random_gpt
 SHAPES: dict[str, ModelConfig] = {"tiny": TINY_GPT, "gpt2": GPT2_SMALL}
 Progress = Callable[[float, str], None]
 _LOCK = threading.Lock()
+T = TypeVar("T")
 
 
 def gpt_config(cfg: ModelConfig) -> GPTConfig:
@@ -203,6 +204,18 @@ def _run_locked(fn: Callable[[], object], threads: int = 1):
         _LOCK.release()
 
 
+def _sweep(values: Sequence[int], label: str, one: Callable[[int], T], progress: Progress | None) -> list[T]:
+    """``one(v)`` for every value, reporting ``progress(fraction, "<label> <v>")`` before each."""
+    out = []
+    for i, v in enumerate(values):
+        if progress:
+            progress(i / len(values), f"{label} {v}")
+        out.append(one(v))
+    if progress:
+        progress(1.0, "done")
+    return out
+
+
 def _ints(name: str, values: Sequence[int], low: int, high: int) -> list[int]:
     vals = [check_int(name, v, low, high) for v in values]
     if not vals:
@@ -223,16 +236,12 @@ def measure_batch_sweep(shape: str, batches: Sequence[int], context: int, steps:
     def go() -> list[DecodePoint]:
         _check_cache(_shape(shape), max(batches), context)     # the largest cache, before any work
         st = _ready(shape, batches[0], context, stack)
-        out = []
-        for i, b in enumerate(batches):
-            if progress:
-                progress(i / len(batches), f"batch {b}")
+
+        def one(b: int) -> DecodePoint:
             if st.batch != b:     # StaticKVCache has a fixed batch: a cache of exactly b rows (not timed)
                 st.reset_cache(b, context)
-            out.append(_decode_point(st, b, context, steps))
-        if progress:
-            progress(1.0, "done")
-        return out
+            return _decode_point(st, b, context, steps)
+        return _sweep(batches, "batch", one, progress)
     return _run_locked(go, threads)
 
 
@@ -246,14 +255,7 @@ def measure_context_sweep(shape: str, contexts: Sequence[int], batch: int = 1, s
 
     def go() -> list[DecodePoint]:
         st = _ready(shape, batch, max(contexts), stack)
-        out = []
-        for i, c in enumerate(contexts):
-            if progress:
-                progress(i / len(contexts), f"context {c}")
-            out.append(_decode_point(st, batch, c, steps))
-        if progress:
-            progress(1.0, "done")
-        return out
+        return _sweep(contexts, "context", lambda c: _decode_point(st, batch, c, steps), progress)
     return _run_locked(go, threads)
 
 
@@ -268,17 +270,13 @@ def measure_prefill(shape: str, prompt_lens: Sequence[int], steps: int = 4, repe
 
     def go() -> list[PrefillPoint]:
         st = _ready(shape, 1, max(lens) + 1, stack)
-        out = []
-        for i, p in enumerate(lens):
-            if progress:
-                progress(i / len(lens), f"prompt {p}")
+
+        def one(p: int) -> PrefillPoint:
             ids = torch.zeros(1, p, dtype=torch.long)                  # [1, P]
             ttft = _time_ms(lambda: st(ids, 0), repeats=repeats, warmup=1)  # logits of the last position only
             tpot = _decode_point(st, 1, p + 1, steps).ms_per_step    # the first token after the prompt
-            out.append(PrefillPoint(p, ttft, tpot))
-        if progress:
-            progress(1.0, "done")
-        return out
+            return PrefillPoint(p, ttft, tpot)
+        return _sweep(lens, "prompt", one, progress)
     return _run_locked(go, threads)
 
 

@@ -23,8 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from kvviz.gpt_generate import generate, generate_cached  # noqa: E402
-from kvviz.models.gpt import GPTConfig, load_tiny_gpt, random_gpt, to_transformers  # noqa: E402
+from kvviz.loops import generate, generate_cached  # noqa: E402
+from kvviz import cost  # noqa: E402
+from kvviz.models.gpt import gpt_config, load_tiny_gpt, random_gpt, to_transformers  # noqa: E402
 
 PROMPT = "Today the weather is so nice . It"     # 8 tokens: 8 + 248 − 1 fits in 256 positions
 
@@ -87,7 +88,7 @@ def main() -> None:
           f"-> {r1['ratio']:.2f}x (target >= 2x) {'PASS' if r1['ratio'] >= 2 else 'FAIL'} "
           f"[best runs {r1['best_ratio']:.2f}x]; same tokens: {r1['same']}")
 
-    big = random_gpt(GPTConfig(vocab_size=50_257, block_size=1_024, n_layer=12, n_head=12, n_embd=768), seed=0)
+    big = random_gpt(gpt_config(cost.GPT2_SMALL), seed=0)        # the one GPT-2-small shape (kvviz.cost)
     big_ids = [int(i) for i in torch.randint(0, 50_257, (len(ids),), generator=torch.Generator().manual_seed(0))]
     r2 = ours_vs_hf(big, big_ids, a.big_n, a.runs)
     print(f"2. GPT-2-small shape (random weights), N={a.big_n}: ours {r2['ours_tps']:,.1f} tok/s, transformers "

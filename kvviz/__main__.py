@@ -11,7 +11,8 @@ import json
 import sys
 
 from kvviz.generation import run_generation
-from kvviz.limits import MAX_NEW_TOKENS, MAX_SEED, LimitError
+from kvviz.limits import GPT_MAX_SWEEP_TOKENS, MAX_NEW_TOKENS, MAX_SEED, LimitError, check_int
+from kvviz.loops import generate
 from kvviz.registry import MODELS, get_model
 from kvviz.sampling import make_rule
 from kvviz.trace import run_dict
@@ -43,12 +44,13 @@ def main(argv: list[str] | None = None) -> int:
         sampling = a.top_k is not None or a.top_p is not None
         temperature = a.temperature if a.temperature is not None else (1.0 if sampling else 0.0)
         rule = make_rule(temperature, a.top_k, a.top_p)
-        # a model with its own tokenizer (gpt: words and punctuation) splits the prompt itself
-        prompt = model.tokenize(a.prompt) if hasattr(model, "tokenize") else a.prompt.split()
+        prompt = model.tokenize(a.prompt)
         if a.no_cache:
-            if not hasattr(model, "fast_generate"):
+            network = getattr(model, "network", None)     # models with a GPT network have the fast loops
+            if network is None:
                 p.error(f"--no-cache needs a model with a generate loop (gpt), not {a.model!r}")
-            gen = model.fast_generate(prompt, a.new_tokens, rule, a.seed, cache=False)
+            n = check_int("New tokens", a.new_tokens, 1, GPT_MAX_SWEEP_TOKENS)
+            gen = generate(network, [model.vocab.index(w) for w in prompt], n, rule, a.seed)
             json.dump({"model": model.name, "prompt": prompt, "cache": False, "rule": rule.describe(),
                        "seed": a.seed, "tokens": [model.vocab[i] for i in gen.tokens]}, sys.stdout, indent=1)
             print()

@@ -17,34 +17,13 @@ from typing import Protocol, Sequence
 import pandas as pd
 import torch
 
-from kvviz.cache import CacheSnapshot, KVCache
-from kvviz.generation import Run, run_generation
-from kvviz.limits import MAX_BATCH_PROMPTS, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, LimitError, check_int
-from kvviz.models.base import encode
+from kvviz.cache import Cache, DynamicCache
+from kvviz.generation import CacheSnapshot, Run, run_generation
+from kvviz.limits import MAX_BATCH_PROMPTS, LimitError, check_int
+from kvviz.models.base import BatchPassRecord, ModelLimits, encode
 from kvviz.sampling import Choice, Greedy, SelectionRule
 
 PAD = "·"   # how a padding slot is shown
-
-
-@dataclass(frozen=True)
-class BatchPassRecord:
-    """One batched pass. B sequences, L layers, H heads, N new columns, T columns in all.
-
-      positions  [B, N]           absolute position of each new column's token (-1 for padding)
-      q          [B, L, H, N, d]
-      k, v       [B, L, H, N, d]  the columns this pass appended to the cache
-      attention  [B, L, H, N, T]  after the padding and causal masks (rows of padding are all 0)
-      output     [B, N, d_out]
-      logits     [B, N, V_out]
-    """
-
-    positions: torch.Tensor
-    q: torch.Tensor
-    k: torch.Tensor
-    v: torch.Tensor
-    attention: torch.Tensor
-    output: torch.Tensor
-    logits: torch.Tensor
 
 
 class BatchModel(Protocol):
@@ -55,31 +34,14 @@ class BatchModel(Protocol):
     logit_tokens: list[str]
     n_layers: int
     n_heads: int
+    limits: ModelLimits
 
     def forward_batch(self, token_ids: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor,
-                      cache: KVCache) -> BatchPassRecord:
+                      cache: Cache) -> BatchPassRecord:
         """token_ids, positions: [B, N] (padding: any id, position -1); key_mask: [B, T] for every
-        column after this pass (cached + new). Append the new K/V ``[B, H, N, d]`` to ``cache``
-        layer by layer (``cache.update``) and attend with ``allowed_keys(key_mask, N)``."""
+        column after this pass (cached + new). Store the new K/V ``[B, H, N, d]`` in ``cache``
+        layer by layer (``cache.update``) and attend with ``models.base.allowed_keys(key_mask, N)``."""
         ...
-
-
-def allowed_keys(key_mask: torch.Tensor, n_new: int) -> torch.Tensor:
-    """[B, N, T] True where new column i may read key column j: j real and j <= i's column.
-
-    key_mask: [B, T]; the N new columns are the last N of T.
-    """
-    t = key_mask.shape[1]
-    q_col = torch.arange(t - n_new, t).unsqueeze(1)          # [N, 1]
-    causal = torch.arange(t).unsqueeze(0) <= q_col           # [N, T]
-    return causal.unsqueeze(0) & key_mask.unsqueeze(1)       # [B, N, T]
-
-
-def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """Softmax over the last axis of ``scores`` [..., N, T] where ``allowed`` (broadcastable);
-    a row with no allowed key (a padding query) becomes all zeros instead of NaN."""
-    att = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
-    return torch.nan_to_num(att, nan=0.0)
 
 
 @dataclass(frozen=True)
@@ -144,15 +106,15 @@ def run_batch(model: BatchModel, prompts: Sequence[Sequence[str]], new_tokens: i
     for i, p in enumerate(prompts):
         if not p:
             raise LimitError(f"Prompt {i + 1} is empty: give at least one token.")
-        check_int(f"Prompt {i + 1} length", len(p), 1, MAX_PROMPT_TOKENS)
-    new_tokens = check_int("New tokens", new_tokens, 1, MAX_NEW_TOKENS)
+        check_int(f"Prompt {i + 1} length", len(p), 1, model.limits.max_prompt_tokens)
+    new_tokens = check_int("New tokens", new_tokens, 1, model.limits.max_new_tokens)
     ids = [encode(model, p) for p in prompts]
     rule = rule or Greedy()
     gens = [torch.Generator().manual_seed(int(seed)) for _ in prompts]
     n_seq, width = len(prompts), max(len(p) for p in prompts)
     pad = [width - len(p) for p in prompts]
 
-    cache = KVCache(model.n_layers)
+    cache = DynamicCache(model.n_layers)
     slots: list[list[str | None]] = [[None] * pad[b] + prompts[b] for b in range(n_seq)]
     mask = torch.tensor([[c is not None for c in row] for row in slots])        # [B, T]
     sequences = [list(p) for p in prompts]
@@ -172,7 +134,8 @@ def run_batch(model: BatchModel, prompts: Sequence[Sequence[str]], new_tokens: i
         kv_pad += pos.numel() - real
         last = torch.stack([rec.logits[b, -1] for b in range(n_seq)])          # [B, V]
         events.append(BatchEvent(len(events), phase, tokens, positions, [list(s) for s in sequences],
-                                 [None] * n_seq, snapshot_slots(), key_mask.clone(), cache.snapshot(),
+                                 [None] * n_seq, snapshot_slots(), key_mask.clone(),
+                                 CacheSnapshot(*cache.snapshot(), rows=(), held_bytes=cache.nbytes()),
                                  rec, None, last, passes, kv_real, kv_pad))
 
     def do_choose() -> None:

@@ -14,8 +14,10 @@ made (``count_flops``), so a page can show the two agreeing.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Iterable, Sequence
 
 from kvviz.limits import (MAX_COST_BATCH, MAX_COST_GEN_TOKENS, MAX_COST_HEAD_DIM, MAX_COST_HEADS,
@@ -53,10 +55,21 @@ class ModelConfig:
     mlp_bias: bool = False
     tied_embeddings: bool = False
     source: str = ""
+    # V when it differs from K (the weather seed: one scalar value per token, shared by the heads);
+    # None = as many V heads as K/V heads, each head_dim wide
+    v_heads: int | None = None
+    v_head_dim: int | None = None
 
     @property
     def attention_kind(self) -> str:
         return attention_kind(self.n_heads, self.n_kv_heads)
+
+    @property
+    def kv_width(self) -> int:
+        """Values of K plus V one token stores per layer."""
+        v_heads = self.n_kv_heads if self.v_heads is None else self.v_heads
+        v_dim = self.head_dim if self.v_head_dim is None else self.v_head_dim
+        return self.n_kv_heads * self.head_dim + v_heads * v_dim
 
 
 def attention_kind(n_heads: int, n_kv_heads: int) -> str:
@@ -69,13 +82,21 @@ def attention_kind(n_heads: int, n_kv_heads: int) -> str:
 # --- presets ------------------------------------------------------------------------------------
 # Numbers copied from each model's config.json on its Hugging Face hub page (the URL in `source`).
 
-GPT2_SMALL = ModelConfig(
-    # https://huggingface.co/openai-community/gpt2/blob/main/config.json
-    # n_layer 12, n_head 12, n_embd 768, n_positions 1024, vocab_size 50257, MLP 4·n_embd
-    "GPT-2 small", n_layers=12, n_heads=12, n_kv_heads=12, head_dim=64, d_model=768, d_ff=3072,
-    vocab=50257, mlp="gelu", learned_positions=1024, max_context=1024, norm="layernorm",
-    qkv_bias=True, out_bias=True, mlp_bias=True, tied_embeddings=True,
-    source="https://huggingface.co/openai-community/gpt2/blob/main/config.json")
+def gpt2_layout(name: str, n_layer: int, n_head: int, n_embd: int, vocab: int, block_size: int,
+                n_kv_head: int | None = None, source: str = "") -> ModelConfig:
+    """A GPT-2-style shape (kvviz's own GPT): biases everywhere, a 4× GELU MLP, two LayerNorms per
+    block, learned positions and a readout tied to the token embedding."""
+    return ModelConfig(
+        name, n_layers=n_layer, n_heads=n_head, n_kv_heads=n_head if n_kv_head is None else n_kv_head,
+        head_dim=n_embd // n_head, d_model=n_embd, d_ff=4 * n_embd, vocab=vocab, mlp="gelu",
+        learned_positions=block_size, max_context=block_size, norm="layernorm", qkv_bias=True,
+        out_bias=True, mlp_bias=True, tied_embeddings=True, source=source)
+
+
+# https://huggingface.co/openai-community/gpt2/blob/main/config.json
+# n_layer 12, n_head 12, n_embd 768, n_positions 1024, vocab_size 50257, MLP 4·n_embd
+GPT2_SMALL = gpt2_layout("GPT-2 small", 12, 12, 768, 50257, 1024,
+                         source="https://huggingface.co/openai-community/gpt2/blob/main/config.json")
 
 LLAMA3_8B = ModelConfig(
     # https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json
@@ -118,12 +139,20 @@ LLAMA31_70B = ModelConfig(
     d_ff=28672, vocab=128256, mlp="gated", max_context=131072, norm="rmsnorm",
     source="https://huggingface.co/meta-llama/Llama-3.1-70B/blob/main/config.json")
 
-TINY_GPT = ModelConfig(
-    # The small GPT shape of DESIGN.md §4 (4 layers, 4 heads, n_embd 128, character vocabulary 65),
-    # GPT-2 style; kvviz's own measurements run it.
-    "Tiny GPT shape", n_layers=4, n_heads=4, n_kv_heads=4, head_dim=32, d_model=128, d_ff=512,
-    vocab=65, mlp="gelu", learned_positions=1024, max_context=1024, norm="layernorm",
-    qkv_bias=True, out_bias=True, mlp_bias=True, tied_embeddings=True, source="DESIGN.md §4")
+# The small GPT shape of DESIGN.md §4 (4 layers, 4 heads, n_embd 128, character vocabulary 65),
+# GPT-2 style: what kvviz's measurements and benchmarks run.
+TINY_GPT = gpt2_layout("Tiny GPT shape", 4, 4, 128, 65, 1024, source="DESIGN.md §4")
+
+
+def _trained_tiny_gpt() -> ModelConfig:
+    """The GPT kvviz ships (kvviz/data/tiny_gpt.json records the config it was trained with)."""
+    path = Path(__file__).resolve().parent / "data" / "tiny_gpt.json"
+    c = json.loads(path.read_text(encoding="utf-8"))["config"]
+    return gpt2_layout("kvviz tiny GPT (trained)", c["n_layer"], c["n_head"], c["n_embd"], c["vocab_size"],
+                       c["block_size"], c.get("n_kv_head"), source="kvviz/data/tiny_gpt.json")
+
+
+TRAINED_TINY_GPT = _trained_tiny_gpt()
 
 ABC_CONFIG = ModelConfig(
     # The A/B/C miniature (DESIGN.md §1.1): Q = K = V = the 2-d token vector, no projections, no
@@ -132,18 +161,28 @@ ABC_CONFIG = ModelConfig(
     mlp="none", qkv_proj=False, out_proj=False, norm="none", norms_per_layer=0, max_context=64,
     source="DESIGN.md §1.1")
 
+WEATHER_CONFIG = ModelConfig(
+    # "Today weather is so" (DESIGN.md §1.2): four hand-made heads with Q = ones(64) and ±1 keys of
+    # 64 values, one scalar value per token shared by the heads, no projections, no MLP; the
+    # readout W_vocab is 4 head contexts × 3 words.
+    "Today weather is so", n_layers=1, n_heads=4, n_kv_heads=4, head_dim=64, d_model=4, d_ff=0, vocab=3,
+    mlp="none", qkv_proj=False, out_proj=False, norm="none", norms_per_layer=0, max_context=64,
+    v_heads=1, v_head_dim=1, source="DESIGN.md §1.2")
+
+# The presets of the Cost page's calculators (what a user picks from)
 PRESETS: dict[str, ModelConfig] = {
     "gpt2": GPT2_SMALL, "llama3-8b": LLAMA3_8B, "mistral-7b": MISTRAL_7B, "qwen2.5-7b": QWEN25_7B,
     "falcon-7b": FALCON_7B, "llama3.1-70b": LLAMA31_70B, "tiny": TINY_GPT, "abc": ABC_CONFIG,
 }
 
-# Stepper models by name -> their shape (a model may instead carry a ``cost_config`` attribute).
-_MODEL_CONFIGS = {"abc": ABC_CONFIG}
+# Every named shape kvviz computes with, each defined once: the presets, the GPT kvviz ships and
+# the hand-made weather heads. Models carry theirs as ``cost_config``.
+SHAPES: dict[str, ModelConfig] = {**PRESETS, "tiny-gpt": TRAINED_TINY_GPT, "weather": WEATHER_CONFIG}
 
 
 def config_of(model: object) -> ModelConfig:
-    """The cost shape of a stepper model: its ``cost_config`` attribute, else a known name."""
-    cfg = getattr(model, "cost_config", None) or _MODEL_CONFIGS.get(getattr(model, "name", ""))
+    """The cost shape of a model (its ``cost_config``, part of the model protocol)."""
+    cfg = getattr(model, "cost_config", None)
     if cfg is None:
         raise ValueError(f"no cost configuration for model {getattr(model, 'name', model)!r}")
     return cfg
@@ -192,8 +231,9 @@ def check_config(cfg: ModelConfig) -> ModelConfig:
 # --- memory -------------------------------------------------------------------------------------
 
 def cache_bytes_per_token(cfg: ModelConfig, dtype: str = "fp16") -> int:
-    """K and V of one token in every layer: 2 · L · KV heads · head size · bits / 8 (always whole)."""
-    return 2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * DTYPE_BITS[check_dtype(dtype)] // 8
+    """K and V of one token in every layer: 2 · L · KV heads · head size · bits / 8 (always whole;
+    with a V narrower than K, L · (K width + V width) · bits / 8)."""
+    return cfg.n_layers * cfg.kv_width * DTYPE_BITS[check_dtype(dtype)] // 8
 
 
 def cache_bytes(cfg: ModelConfig, tokens: object, batch: object = 1, dtype: str = "fp16") -> int:
@@ -303,8 +343,8 @@ class Flops:
         return Flops(self.linear * k, self.attention * k)
 
 
-def linear_flops_per_token(cfg: ModelConfig) -> int:
-    """Matrix products that touch one position regardless of the context: 2 · (weights used)."""
+def block_flops_per_token(cfg: ModelConfig) -> int:
+    """The layers' matrix products for one position, regardless of the context: 2 · (weights used)."""
     d, h, kv, hd = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
     per_layer = 0
     if cfg.qkv_proj:
@@ -312,12 +352,24 @@ def linear_flops_per_token(cfg: ModelConfig) -> int:
     if cfg.out_proj:
         per_layer += 2 * h * hd * d
     per_layer += 2 * {"gelu": 2, "gated": 3, "none": 0}[cfg.mlp] * d * cfg.d_ff
-    return cfg.n_layers * per_layer + 2 * d * cfg.vocab
+    return cfg.n_layers * per_layer
+
+
+def readout_flops(cfg: ModelConfig) -> int:
+    """The readout to the vocabulary of one position: 2 · d · V."""
+    return 2 * cfg.d_model * cfg.vocab
+
+
+def linear_flops_per_token(cfg: ModelConfig) -> int:
+    """Everything but attention for one position, its readout included."""
+    return block_flops_per_token(cfg) + readout_flops(cfg)
 
 
 def attention_flops_per_pair(cfg: ModelConfig) -> int:
-    """One (query, visible key) pair in every layer and query head: Q·K (2·hd) and weight·V (2·hd)."""
-    return 4 * cfg.n_layers * cfg.n_heads * cfg.head_dim
+    """One (query, visible key) pair in every layer and query head: Q·K (2·hd) and weight·V (2·hd;
+    2 · V width when V is narrower)."""
+    v_dim = cfg.head_dim if cfg.v_head_dim is None else cfg.v_head_dim
+    return 2 * cfg.n_layers * cfg.n_heads * (cfg.head_dim + v_dim)
 
 
 def _tri(m: int) -> int:       # 1 + 2 + … + m: pairs a causal pass over positions 0..m-1 reads
@@ -328,10 +380,33 @@ def _tet(m: int) -> int:       # _tri(1) + … + _tri(m)
     return m * (m + 1) * (m + 2) // 6
 
 
-def pass_flops(cfg: ModelConfig, n_new: int, start: int) -> Flops:
-    """One pass over positions start..start+n_new-1 with positions 0..start-1 already cached."""
+def pass_flops(cfg: ModelConfig, n_new: int, start: int, last_only: bool = False) -> Flops:
+    """One pass over positions start..start+n_new-1 with positions 0..start-1 already cached.
+
+    ``last_only``: logits only for the last position (the generation loops need no more; the
+    stepper computes them for every new position)."""
     pairs = _tri(start + n_new) - _tri(start)     # query at position p reads p + 1 keys
-    return Flops(n_new * linear_flops_per_token(cfg), pairs * attention_flops_per_pair(cfg))
+    readouts = 1 if last_only else n_new
+    return Flops(n_new * block_flops_per_token(cfg) + readouts * readout_flops(cfg),
+                 pairs * attention_flops_per_pair(cfg))
+
+
+def loop_flops(cfg: ModelConfig, prompt_len: int, new_tokens: int, cached: bool) -> Flops:
+    """What kvviz.loops computes to generate ``new_tokens`` after a ``prompt_len`` prompt, logits of
+    the last position only. With the cache: a prefill, then one position per further token.
+    Without: every step reruns the text, cropped to the model's learned positions."""
+    p = check_int("Prompt length", prompt_len, 1, MAX_COST_GEN_TOKENS)
+    n = check_int("New tokens", new_tokens, 1, MAX_COST_GEN_TOKENS)
+    if cached:
+        total = pass_flops(cfg, p, 0, last_only=True)
+        for t in range(1, n):
+            total = total + pass_flops(cfg, 1, p + t - 1, last_only=True)
+        return total
+    window = cfg.learned_positions or cfg.max_context or p + n
+    total = Flops(0, 0)
+    for t in range(n):
+        total = total + pass_flops(cfg, min(p + t, window), 0, last_only=True)
+    return total
 
 
 def step_flops(cfg: ModelConfig, context: int, cached: bool) -> Flops:

@@ -3,9 +3,9 @@
 ``MeasuredGPT`` builds the GPT of ``kvviz.models.gpt`` in a ``kvviz.cost`` shape (the tiny shape or
 GPT-2 small: token + learned position embeddings, pre-LayerNorm blocks with fused QKV and
 ``F.scaled_dot_product_attention``, a 4d GELU MLP, a final LayerNorm, a readout tied to the
-embedding) and gives it ``kvviz.gpt_generate.StaticKVCache``: K/V **preallocated** as
+embedding) and gives it a ``kvviz.cache.StaticCache``: K/V **preallocated** as
 ``[B, H, T_max, hd]`` per layer, so a decode step only writes one column. Every call is the GPT's
-own forward, ``model(ids, cache, start, last_only=True)``.
+own forward, ``model(ids, cache, start, last_only=True)``, as in the generation loops.
 
 The weights are random (GPT-2's initialisation, seeded): timing depends only on the shapes, and the
 cost formulas of ``kvviz.cost`` describe exactly this network (``param_count`` equals its parameter
@@ -25,11 +25,11 @@ from typing import Callable, Sequence, TypeVar
 
 import torch
 
+from kvviz.cache import StaticCache
 from kvviz.cost import GPT2_SMALL, TINY_GPT, ModelConfig, cache_bytes_per_token, pass_flops, param_count
-from kvviz.gpt_generate import StaticKVCache
 from kvviz.limits import (MAX_MEASURE_BATCH, MAX_MEASURE_CACHE_BYTES, MAX_MEASURE_CONTEXT,
                           MAX_MEASURE_GFLOP, MAX_MEASURE_STEPS, LimitError, check_int)
-from kvviz.models.gpt import GPTConfig, random_gpt
+from kvviz.models.gpt import gpt_config, random_gpt
 
 SHAPES: dict[str, ModelConfig] = {"tiny": TINY_GPT, "gpt2": GPT2_SMALL}
 Progress = Callable[[float, str], None]
@@ -37,20 +37,8 @@ _LOCK = threading.Lock()
 T = TypeVar("T")
 
 
-def gpt_config(cfg: ModelConfig) -> GPTConfig:
-    """``cfg`` as kvviz's GPT: GPT-2 layout only (multi-head, GELU MLP of width 4d, LayerNorm, biases,
-    learned positions, tied readout); anything else has no GPT to run."""
-    if (cfg.n_kv_heads != cfg.n_heads or cfg.mlp != "gelu" or cfg.n_heads * cfg.head_dim != cfg.d_model
-            or cfg.d_ff != 4 * cfg.d_model or cfg.norm != "layernorm" or cfg.norms_per_layer != 2
-            or not (cfg.qkv_proj and cfg.out_proj and cfg.qkv_bias and cfg.out_bias and cfg.mlp_bias)
-            or not cfg.tied_embeddings or not cfg.learned_positions):
-        raise ValueError(f"{cfg.name} is not a GPT-2-style shape")
-    return GPTConfig(vocab_size=cfg.vocab, block_size=cfg.learned_positions, n_layer=cfg.n_layers,
-                     n_head=cfg.n_heads, n_embd=cfg.d_model)
-
-
 class MeasuredGPT:
-    """kvviz's GPT in the shape ``cfg`` (random weights, frozen) with a preallocated StaticKVCache.
+    """kvviz's GPT in the shape ``cfg`` (random weights, frozen) with a preallocated StaticCache.
 
     ``device="meta"`` builds shapes only (no memory), for counting parameters.
     """
@@ -68,8 +56,9 @@ class MeasuredGPT:
             raise LimitError(f"{self.cfg.name} has {self.cfg.learned_positions} positions; asked for {max_len}.")
         if hasattr(self, "cache"):
             del self.cache                       # free the old cache before allocating the new one
-        with self.device:                        # StaticKVCache allocates on the default device
-            self.cache = StaticKVCache(self.model, max_len, max_batch)
+        c = self.model.config
+        self.cache = StaticCache(c.n_layer, max_len).allocate(max_batch, c.kv_heads, c.head_dim,
+                                                              device=self.device)
         self.batch = max_batch
 
     def cache_nbytes(self) -> int:
@@ -77,16 +66,26 @@ class MeasuredGPT:
 
     @torch.inference_mode()
     def __call__(self, ids: torch.Tensor, start: int) -> torch.Tensor:
-        """ids: [B, N] tokens at positions start..start+N-1 -> logits of the last one [B, 1, V];
+        """ids: [B, N] tokens at positions start..start+N-1 -> logits of the last one [B, V];
         their K/V go to cache columns start..start+N-1 (a repeated call overwrites the same ones)."""
         if ids.shape[0] != self.batch:
             raise ValueError(f"the cache holds batch {self.batch}, not {ids.shape[0]}")
-        self.cache.lengths = [start] * self.model.config.n_layer
+        if start > self.cache.get_seq_length():
+            raise ValueError(f"positions 0..{start - 1} must be in the cache first (see ``fill``)")
+        self.cache.crop(start)                   # drop what an earlier call wrote after start
         return self.model(ids, self.cache, start, last_only=True)
+
+    @torch.inference_mode()
+    def fill(self, positions: int) -> None:
+        """Put ``positions`` positions into the cache (one untimed prefill of token 0), so a decode
+        step can then read them."""
+        self.cache.reset()
+        if positions > 0:
+            self.model(torch.zeros(self.batch, positions, dtype=torch.long), self.cache, 0, last_only=True)
 
 
 def stack_cache_bytes(cfg: ModelConfig, batch: int, max_len: int) -> int:
-    """Bytes of MeasuredGPT's preallocated fp32 cache (StaticKVCache: K and V of every layer)."""
+    """Bytes of MeasuredGPT's preallocated fp32 cache (a StaticCache: K and V of every layer)."""
     return cache_bytes_per_token(cfg, "fp32") * batch * max_len
 
 
@@ -181,8 +180,9 @@ def _decode_point(stack: MeasuredGPT, batch: int, context: int, steps: int) -> D
     """
     cfg = stack.cfg
     ids = torch.zeros(batch, 1, dtype=torch.long)
+    stack.fill(context - 1)                                      # the cached positions it reads (untimed)
     ms = _time_ms(lambda: stack(ids, context - 1), repeats=steps, warmup=1)
-    flops = pass_flops(cfg, 1, context - 1).scaled(batch).total
+    flops = pass_flops(cfg, 1, context - 1, last_only=True).scaled(batch).total
     moved = param_count(cfg) * 4 + batch * context * cache_bytes_per_token(cfg, "fp32")
     return DecodePoint(batch, context, ms, flops, moved)
 
@@ -238,7 +238,7 @@ def measure_batch_sweep(shape: str, batches: Sequence[int], context: int, steps:
         st = _ready(shape, batches[0], context, stack)
 
         def one(b: int) -> DecodePoint:
-            if st.batch != b:     # StaticKVCache has a fixed batch: a cache of exactly b rows (not timed)
+            if st.batch != b:     # a StaticCache has a fixed batch: a cache of exactly b rows (not timed)
                 st.reset_cache(b, context)
             return _decode_point(st, b, context, steps)
         return _sweep(batches, "batch", one, progress)
@@ -282,12 +282,16 @@ def measure_prefill(shape: str, prompt_lens: Sequence[int], steps: int = 4, repe
 
 def planned_flops(cfg: ModelConfig, batches: Sequence[int], context: int, contexts: Sequence[int],
                   prompt_lens: Sequence[int], steps: int, prefill_runs: int = 3) -> int:
-    """The arithmetic ``measure_all`` will at least do (timed calls plus one warm-up each); a prefill
-    is counted with a readout at every position, a little more than the ``last_only`` pass needs."""
-    decode = sum((steps + 1) * pass_flops(cfg, 1, context - 1).scaled(b).total for b in batches)
-    decode += sum((steps + 1) * pass_flops(cfg, 1, c - 1).total for c in contexts)
-    prefill = sum(prefill_runs * pass_flops(cfg, p, 0).total + (min(steps, 4) + 1) * pass_flops(cfg, 1, p).total
-                  for p in prompt_lens)
+    """The arithmetic ``measure_all`` will at least do: timed calls plus one warm-up each, and the
+    untimed prefill that fills the cache before each decode measurement."""
+    def fill(c: int, b: int = 1) -> int:
+        return pass_flops(cfg, c - 1, 0, last_only=True).scaled(b).total if c > 1 else 0
+
+    decode = sum((steps + 1) * pass_flops(cfg, 1, context - 1, last_only=True).scaled(b).total + fill(context, b)
+                 for b in batches)
+    decode += sum((steps + 1) * pass_flops(cfg, 1, c - 1, last_only=True).total + fill(c) for c in contexts)
+    prefill = sum(prefill_runs * pass_flops(cfg, p, 0, last_only=True).total + fill(p + 1)
+                  + (min(steps, 4) + 1) * pass_flops(cfg, 1, p, last_only=True).total for p in prompt_lens)
     return decode + prefill
 
 

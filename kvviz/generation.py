@@ -2,18 +2,52 @@
 
 Every event is an immutable record, so stepping back and forth only replays records. After a
 ``choose`` the chosen token is *pending*: it is not in the cache until the next ``decode`` processes it.
+
+The cache (kvviz.cache, any kind) holds tensors only; the stepper keeps the log of which event
+computed each cached row (``CacheRow``), and every event carries a ``CacheSnapshot``: the K/V
+tensors as attention read them after the event, with those rows.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import torch
 
-from kvviz.cache import CacheSnapshot, KVCache
-from kvviz.limits import MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, MAX_SEED, LimitError, check_int
+from kvviz.cache import Cache, DynamicCache
+from kvviz.limits import MAX_SEED, LimitError, check_int
 from kvviz.models.base import Model, PassRecord, encode
 from kvviz.sampling import Choice, Greedy, SelectionRule
+
+
+@dataclass(frozen=True)
+class CacheRow:
+    """The stepper's record of one cached position (the tensors live in the cache)."""
+
+    position: int
+    token: str
+    event: int        # index of the stepper event whose pass computed this row
+    phase: str        # "prefill" or "decode"
+    rewritten_at: int | None = None  # event index if the row was overwritten later (never in a real cache)
+
+
+@dataclass(frozen=True)
+class CacheSnapshot:
+    """What the cache held after one event: K and V per layer ``[batch, kv_heads, seq, head_dim]``
+    (None for a layer not yet written), one row per position, and the bytes the cache held."""
+
+    keys: tuple[torch.Tensor | None, ...]
+    values: tuple[torch.Tensor | None, ...]
+    rows: tuple[CacheRow, ...]
+    held_bytes: int = 0
+
+    @property
+    def seq_length(self) -> int:
+        return len(self.rows)
+
+    def nbytes(self) -> int:
+        """Bytes the cache object really held after the event (its storages)."""
+        return self.held_bytes
 
 
 @dataclass(frozen=True)
@@ -51,7 +85,7 @@ class Event:
 
     @property
     def cache_len(self) -> int:
-        return len(self.cache)
+        return self.cache.seq_length
 
     @property
     def chosen(self) -> str | None:
@@ -67,8 +101,9 @@ class Run:
     seed: int = 0                  # the draws' torch.Generator seed (same seed, same tokens)
 
 
-# A hook a model may provide to fix its cache before a decode pass (the weather seed's repair).
-RepairHook = Callable[[KVCache, int, int], bool]
+# A hook a model may provide to fix its cache before a decode pass (the weather seed's repair):
+# (cache, start_pos of the pass) -> the positions whose cached rows it rewrote.
+RepairHook = Callable[[Cache, int], list[int]]
 
 
 def _check(model: Model, ids: list[int], rec: PassRecord) -> RecomputeCheck:
@@ -81,39 +116,46 @@ def _check(model: Model, ids: list[int], rec: PassRecord) -> RecomputeCheck:
 
 def run_generation(model: Model, prompt: Sequence[str], new_tokens: int,
                    rule: SelectionRule | None = None, seed: int = 0,
-                   repair: RepairHook | None = None,
-                   max_prompt: int = MAX_PROMPT_TOKENS, max_new: int = MAX_NEW_TOKENS) -> Run:
+                   repair: RepairHook | None = None, cache: Cache | None = None) -> Run:
     """Generate ``new_tokens`` tokens and return every event.
 
     Events: prefill, choose, then (decode, choose) for each further token, so 2 * new_tokens
-    events; the last chosen token stays pending.
+    events; the last chosen token stays pending. ``cache``: the cache kind to run with (an empty
+    cache object; default a DynamicCache). The model's ``limits`` cap the prompt and the run.
     """
     prompt = list(prompt)
     if not prompt:
         raise LimitError("The prompt is empty: give at least one token.")
-    check_int("Prompt length", len(prompt), 1, max_prompt)
-    new_tokens = check_int("New tokens", new_tokens, 1, max_new)
+    check_int("Prompt length", len(prompt), 1, model.limits.max_prompt_tokens)
+    new_tokens = check_int("New tokens", new_tokens, 1, model.limits.max_new_tokens)
     seed = check_int("Seed", seed, 0, MAX_SEED)
     ids = encode(model, prompt)
     rule = rule or Greedy()
     generator = torch.Generator().manual_seed(seed)   # one stream per run: same seed, same draws
-    cache = KVCache(model.n_layers)
+    cache = DynamicCache(model.n_layers) if cache is None else cache
+    rows: list[CacheRow] = []                          # the stepper's log: who wrote each cached row
     events: list[Event] = []
     sequence = list(prompt)
     kv_computed = kv_recompute = 0
 
+    def snapshot() -> CacheSnapshot:
+        keys, values = cache.snapshot()
+        return CacheSnapshot(keys, values, tuple(rows), cache.nbytes())
+
     def do_pass(phase: str, tokens: list[str], start: int) -> None:
         nonlocal kv_computed, kv_recompute
-        cache.current_event, cache.current_phase = len(events), phase
-        repaired = bool(repair and phase == "decode" and repair(cache, start, len(events)))
+        index = len(events)
+        rewritten = repair(cache, start) if repair and phase == "decode" else []
+        for pos in rewritten:
+            rows[pos] = replace(rows[pos], rewritten_at=index)
         rec = model.forward(ids[start:start + len(tokens)], cache, start)
-        cache.add_rows(tokens, start)
+        rows.extend(CacheRow(start + i, tok, index, phase) for i, tok in enumerate(tokens))
         kv_computed += len(tokens)
         kv_recompute += start + len(tokens)
         check = _check(model, ids[:start + len(tokens)], rec)
-        events.append(Event(len(events), phase, tokens, rec.positions, list(sequence), None,
-                            cache.snapshot(), rec, check, None, rec.logits[-1], kv_computed,
-                            kv_recompute, repaired))
+        events.append(Event(index, phase, tokens, rec.positions, list(sequence), None,
+                            snapshot(), rec, check, None, rec.logits[-1], kv_computed,
+                            kv_recompute, bool(rewritten)))
 
     def do_choose() -> None:
         last = events[-1]
@@ -123,7 +165,7 @@ def run_generation(model: Model, prompt: Sequence[str], new_tokens: int,
         ids.append(model.vocab.index(token))
         pos = len(sequence) - 1
         events.append(Event(len(events), "choose", [token], [pos], list(sequence), token,
-                            cache.snapshot(), None, None, choice, last.logits, kv_computed,
+                            last.cache, None, None, choice, last.logits, kv_computed,
                             kv_recompute))
 
     do_pass("prefill", prompt, 0)

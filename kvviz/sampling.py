@@ -36,7 +36,12 @@ class Choice:
 
 class SelectionRule(Protocol):
     def choose(self, logits: torch.Tensor, generator: torch.Generator | None) -> Choice:
-        """logits: [V] float tensor; returns the chosen index."""
+        """logits: [V] float tensor; returns the chosen index and what led to it."""
+        ...
+
+    def draw(self, logits: torch.Tensor, generator: torch.Generator | None) -> int:
+        """The index ``choose`` picks for the same logits and generator state, without the lists
+        (the fast generation loops use this)."""
         ...
 
     def describe(self) -> dict:
@@ -206,6 +211,9 @@ class Greedy:
         """[input, greedy]: the greedy stage keeps only the argmax (probability 1)."""
         return _greedy_stages(_as_vector(logits))
 
+    def draw(self, logits: torch.Tensor, generator: torch.Generator | None = None) -> int:
+        return int(torch.argmax(logits))
+
     def choose(self, logits: torch.Tensor, generator: torch.Generator | None = None) -> Choice:
         final = self.stages(logits)[-1]
         return Choice(final.kept[0], final.probs, final.kept, self.describe())
@@ -261,13 +269,34 @@ class Sampler:
         out.append(_stage("top-p", self.top_p, y, x, top_p_mass_before(x)))
         return out
 
-    def choose(self, logits: torch.Tensor, generator: torch.Generator | None = None) -> Choice:
-        final = self.stages(logits)[-1]
+    def filtered(self, logits: torch.Tensor) -> torch.Tensor:
+        """The logits the draw uses: float64, divided by τ, then top-k, then top-p ([V], -inf =
+        removed). The same functions as ``stages``, without the bookkeeping."""
+        x = apply_temperature(_as_vector(logits), self.temperature)
+        if self.top_k is not None:
+            x = top_k_filter(x, self.top_k)
+        if self.top_p is not None:
+            x = top_p_filter(x, self.top_p)
+        return x
+
+    def draw(self, logits: torch.Tensor, generator: torch.Generator | None = None) -> int:
         if self.is_greedy:
-            idx = final.kept[0]
-        else:
-            idx = int(torch.multinomial(torch.tensor(final.probs, dtype=torch.float64), 1, generator=generator))
-        return Choice(idx, final.probs, final.kept, self.describe())
+            return int(torch.argmax(logits))
+        return _pick(torch.softmax(self.filtered(logits), dim=-1), generator)
+
+    def choose(self, logits: torch.Tensor, generator: torch.Generator | None = None) -> Choice:
+        if self.is_greedy:
+            final = self.stages(logits)[-1]
+            return Choice(final.kept[0], final.probs, final.kept, self.describe())
+        x = self.filtered(logits)
+        probs = torch.softmax(x, dim=-1)
+        kept = (~torch.isneginf(x)).nonzero().flatten().tolist()
+        return Choice(_pick(probs, generator), probs.tolist(), kept, self.describe())
+
+
+def _pick(probs: torch.Tensor, generator: torch.Generator | None) -> int:
+    """One seeded draw from ``probs`` [V] (float64): the only place a sampled token is drawn."""
+    return int(torch.multinomial(probs, 1, generator=generator))
 
 
 def make_rule(temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None) -> Greedy | Sampler:

@@ -6,8 +6,7 @@ import math
 import pandas as pd
 import torch
 
-from kvviz.cache import CacheSnapshot
-from kvviz.generation import Event, Run
+from kvviz.generation import CacheSnapshot, Event, Run
 
 
 def _round(x: torch.Tensor | float, nd: int = 6):

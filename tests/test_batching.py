@@ -3,7 +3,8 @@ mask in the cache, one pass per step; every sequence equals its prompt run alone
 import pytest
 import torch
 
-from kvviz.batching import allowed_keys, compare_with_solo, padded_cache_table, run_batch, solo_runs
+from kvviz.batching import compare_with_solo, padded_cache_table, run_batch, solo_runs
+from kvviz.models.base import allowed_keys
 from kvviz.limits import LimitError
 from kvviz.models.abc import ABCModel
 from kvviz.sampling import Sampler

@@ -81,13 +81,13 @@ def test_gpt_batch_refuses_positions_past_block_size():
     n = M.config.block_size
     ids = torch.zeros(1, 1, dtype=torch.long)
     with pytest.raises(LimitError, match=f"learned only {n} positions"):
-        M.gpt.hidden_batch(ids, torch.tensor([[n]]), torch.ones(1, 1, 1, dtype=torch.bool), None)
+        M.network.hidden(ids, positions=torch.tensor([[n]]), allowed=torch.ones(1, 1, 1, dtype=torch.bool))
 
 
 def test_gpt_cost_shape_matches_the_network():
     cfg = M.cost_config
     assert cost.config_of(M) is cfg
-    assert cost.param_count(cfg) == M.gpt.n_params() == sum(p.numel() for p in M.gpt.parameters())
+    assert cost.param_count(cfg) == M.network.n_params() == sum(p.numel() for p in M.network.parameters())
     assert (cfg.n_layers, cfg.n_heads, cfg.head_dim, cfg.vocab) == (4, 4, 32, len(M.vocab))
 
 

@@ -5,7 +5,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from kvviz import cost
-from kvviz.cache import KVCache
+from kvviz.cache import DynamicCache
 from kvviz.cost_measure import MeasuredGPT
 from kvviz.generation import run_generation
 from kvviz.models.abc import ABCModel
@@ -81,7 +81,7 @@ def test_abc_decode_attention_flops_equal_torch_count():
     for ev in run.events:
         if ev.phase != "decode":
             continue
-        cache = KVCache(1)
+        cache = DynamicCache(1)
         m.forward(ids[: ev.positions[0]], cache, 0)          # prefix into a fresh cache
         torch_count = _torch_flops(lambda: m.forward(ids[ev.positions[0]: ev.positions[0] + 1], cache,
                                                      ev.positions[0]))
@@ -97,10 +97,12 @@ def test_measured_gpt_decode_flops_equal_torch_count(batch, context):
     model, cache = gpt.model, gpt.cache
     ids = torch.zeros(batch, 1, dtype=torch.long)                    # [B, 1]
 
+    gpt.fill(context - 1)                                            # the keys the step reads
+
     def explicit():
-        cache.lengths = [context - 1] * model.config.n_layer
+        cache.crop(context - 1)
         with torch.no_grad():
-            model.lm_head(model.hidden(ids, cache, context - 1, trace=[]))
+            model.readout(model.hidden(ids, cache, context - 1, trace=[]))
 
     formula = cost.pass_flops(cost.TINY_GPT, 1, context - 1).scaled(batch)
     assert _torch_flops(explicit) == formula.total
@@ -116,8 +118,8 @@ def test_measured_gpt_static_cache_is_exact():
     ids = torch.randint(0, 65, (2, 12))                                # [B, T]
     with torch.no_grad():
         full = gpt.model(ids)                                          # [B, T, V]
-    outs = [gpt(ids[:, :7], 0)] + [gpt(ids[:, i:i + 1], i) for i in range(7, 12)]   # each [B, 1, V]
-    assert torch.allclose(torch.cat(outs, dim=1), full[:, 6:], atol=1e-5, rtol=1e-5)
+    outs = [gpt(ids[:, :7], 0)] + [gpt(ids[:, i:i + 1], i) for i in range(7, 12)]   # each [B, V]
+    assert torch.allclose(torch.stack(outs, dim=1), full[:, 6:], atol=1e-5, rtol=1e-5)
     # a repeated step at the same position overwrites the same column: same logits again
     assert torch.allclose(gpt(ids[:, 11:12], 11), outs[-1], atol=1e-6)
     assert gpt.cache_nbytes() == cost.cache_bytes(cost.TINY_GPT, 16, 2, "fp32")

@@ -1,5 +1,5 @@
 """DESIGN.md §1.3 cache memory: the seed's GPT-2 figures, every preset against an independent
-calculation (real tensors in a real KVCache), parameter counts against the published ones, and the
+calculation (real tensors in a real DynamicCache), parameter counts against the published ones, and the
 validation messages a user sees."""
 import math
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from kvviz import cost
-from kvviz.cache import KVCache
+from kvviz.cache import DynamicCache
 from kvviz.cost_measure import MeasuredGPT
 from kvviz.limits import LimitError
 
@@ -25,14 +25,14 @@ def test_gpt2_small_fp16_seed_figures():
 
 
 def _measured_bytes_per_token(cfg: cost.ModelConfig, dtype: str, tokens: int = 3, batch: int = 2) -> float:
-    """Fill a real KVCache with tensors of the model's K/V shape and read back its nbytes."""
-    cache = KVCache(cfg.n_layers)
+    """Fill a real DynamicCache with tensors of the model's K/V shape and read back its nbytes."""
+    cache = DynamicCache(cfg.n_layers)
     if dtype == "int4":   # two 4-bit values per byte: the head dimension halves in bytes
         k = torch.zeros(batch, cfg.n_kv_heads, tokens, cfg.head_dim // 2, dtype=torch.uint8)
     else:
         k = torch.zeros(batch, cfg.n_kv_heads, tokens, cfg.head_dim).to(TORCH_DTYPES[dtype])
     for layer in range(cfg.n_layers):
-        cache.update(layer, k, k)
+        cache.update(k, k, layer)
     return cache.nbytes() / (tokens * batch)
 
 

@@ -5,22 +5,22 @@ import json
 import pytest
 import torch
 
-from kvviz.cache import KVCache
+from kvviz import cost
+from kvviz.cache import DynamicCache, StaticCache
 from kvviz.generation import run_generation
-from kvviz.gpt_corpus import UnknownWordsError, corpus_tokens, vocabulary, WEATHER, ACTIONS
-from kvviz.gpt_generate import (LeanGPT, StaticKVCache, choose_next, compare, generate, generate_cached,
-                                lean_gpt, max_cached_new_tokens)
-from kvviz.gpt_timing import (cache_bytes_formula, flop_ratio, generation_flops, measure_sweep, pass_flops,
-                              sweep_sizes)
+from kvviz.gpt_timing import measure_sweep, sweep_sizes
 from kvviz.limits import LimitError
-from kvviz.models.gpt import (CHECKPOINT, CHECKPOINT_META, GPTConfig, GPTModel, load_tiny_gpt, plain_state_dict,
-                              random_gpt, weights_sha256)
-from kvviz.train_gpt import train
+from kvviz.loops import compare, generate, generate_cached, max_cached_new_tokens
+from kvviz.models.gpt import (CHECKPOINT, CHECKPOINT_META, GPTConfig, GPTModel, UnknownWordsError, cost_config,
+                              load_tiny_gpt, plain_state_dict, random_gpt, weights_sha256)
+from kvviz.models.gpt.corpus import ACTIONS, WEATHER, corpus_tokens, vocabulary
+from kvviz.models.gpt.train import train
 from kvviz.sampling import Greedy, Sampler
 
 TINY = load_tiny_gpt()
 M = TINY.model
 TOK = TINY.tokenizer
+SHAPE = cost_config(M.config)                 # the network's shape for kvviz.cost
 WEATHER_WORDS = {w for ws in WEATHER.values() for w in ws}
 PROMPTS = ["Today the weather is so", "It is rainy in London , so we", "In Oslo the sky", "Tomorrow"]
 RULES = [Greedy(), Sampler(1.0), Sampler(0.8, top_k=5), Sampler(1.3, top_p=0.9), Sampler(0.7, 10, 0.8)]
@@ -75,8 +75,10 @@ def test_trained_weights_pick_what_we_do_from_the_weather_word_earlier_in_the_se
 def test_tokenizer_is_word_level_forgives_case_and_names_unknown_words():
     assert TOK.tokenize("today THE weather is so,nice!") == ["Today", "the", "weather", "is", "so", ",", "nice", "!"]
     assert TOK.decode(TOK.encode("It is cold . In Oslo")) == "It is cold. In Oslo"
-    with pytest.raises(UnknownWordsError, match="'hello', 'Zürich'"):
+    with pytest.raises(UnknownWordsError, match="'hello', 'Zürich'") as err:
         TOK.tokenize("hello weather in Zürich hello")
+    assert err.value.tokens == ["hello", "Zürich"]
+    assert GPTModel(TINY).tokenize("today THE weather") == ["Today", "the", "weather"]
     assert set(corpus_tokens(500, seed=3)) <= set(vocabulary())
     assert corpus_tokens(50, seed=1) == corpus_tokens(50, seed=1) != corpus_tokens(50, seed=2)
 
@@ -111,14 +113,18 @@ def test_sampling_really_samples_and_the_seed_decides():
     assert generate_cached(M, ids, 12, Sampler(1.2), 3).tokens == generate_cached(M, ids, 12, Sampler(1.2), 3).tokens
 
 
-def test_fast_choice_draws_exactly_what_the_sampler_draws():
+def test_the_loops_draw_exactly_what_the_sampler_chooses():
     g = torch.Generator().manual_seed(0)
-    for rule in RULES:
-        for seed in range(30):
-            logits = torch.randn(83, generator=g) * 3
-            fast = choose_next(logits, rule, torch.Generator().manual_seed(seed))
+    huge = torch.tensor([1e4, -1e4, 9999.9, 0.0, -3.0] * 16 + [1e4, 2.0, -1e4])   # ±1e4 at τ = 0.01
+    cases = [(torch.randn(83, generator=g) * 3, rule) for rule in RULES for _ in range(6)]
+    cases += [(huge, Sampler(0.01)), (huge, Sampler(0.01, top_p=0.9)), (huge * 0.001, Sampler(0.01, top_k=3))]
+    for logits, rule in cases:
+        for seed in range(5):
+            fast = rule.draw(logits, torch.Generator().manual_seed(seed))
             slow = rule.choose(logits, torch.Generator().manual_seed(seed)).index
             assert fast == slow, (rule.describe(), seed)
+    # at τ = 0.01 a margin of 0.1 in the logits is 10 after scaling: the runner-up (9999.9) is never drawn
+    assert {float(huge[Sampler(0.01).draw(huge, torch.Generator().manual_seed(s))]) for s in range(20)} == {1e4}
 
 
 def test_long_generation_reaches_position_255_and_the_cached_path_stops_with_a_clear_error():
@@ -169,35 +175,53 @@ def test_stepper_runs_the_gpt_with_per_layer_cache_and_recompute_check():
     assert [e.kv_computed for e in run.events if e.record is not None] == [5, 6, 7, 8, 9, 10]
     chosen = [e.chosen for e in run.events if e.phase == "choose"]
     assert chosen == [TOK.vocab[i] for i in generate_cached(M, TOK.encode("Today the weather is so"), 6).tokens]
-    assert run.events[-1].cache.nbytes() == cache_bytes_formula(M.config, 10)
+    assert run.events[-1].cache.nbytes() == cost.cache_bytes(SHAPE, 10, 1, "fp32")
 
 
-def test_lean_loop_computes_the_modules_numbers():
-    lean = LeanGPT(M)
-    ids = torch.tensor([TOK.encode("Today the weather is so nice . It is")])
-
-    def same(a, b):   # the head's layout differs ([d, V] copy): float32 rounding only
-        return torch.allclose(a, b, rtol=0, atol=1e-5) and torch.equal(a.argmax(-1), b.argmax(-1))
-
+def test_every_cache_kind_and_split_of_the_text_computes_the_same_numbers():
+    """One network: a full pass, a prefill + a 2-token pass + a decode step through the static
+    cache, and the same through the dynamic cache all give the same last logits (the cached K/V
+    bit for bit), and the stepper's explicit-weights path agrees with the fused one."""
+    ids = torch.tensor([TOK.encode("Today the weather is so nice . It is")])          # 9 tokens
     with torch.no_grad():
-        assert same(lean(ids), M(ids, last_only=True)[:, -1])                     # full pass, causal
-        a, b = StaticKVCache(M, 12), StaticKVCache(M, 12)
-        assert same(lean(ids[:, :6], a, 0), M(ids[:, :6], b, 0, last_only=True)[:, -1])   # prefill
-        assert same(lean(ids[:, 6:8], a, 6), M(ids[:, 6:8], b, 6, last_only=True)[:, -1])  # 2 after a past
-        assert same(lean(ids[:, 8:], a, 8), M(ids[:, 8:], b, 8, last_only=True)[:, -1])   # one decode step
-        assert torch.equal(a.k[3], b.k[3]) and torch.equal(a.v[0], b.v[0])          # the blocks: bit for bit
-        with pytest.raises(LimitError, match="block_size"):
-            lean(ids, None, 250)
+        full = M(ids, last_only=True)
+        a, b = StaticCache(4, 12), DynamicCache(4)
+        for cache in (a, b):
+            M(ids[:, :6], cache, 0)
+            M(ids[:, 6:8], cache, 6)
+        la, lb = M(ids[:, 8:], a, 8, last_only=True), M(ids[:, 8:], b, 8, last_only=True)
+    assert torch.equal(la, lb)
+    for layer in range(4):
+        assert torch.equal(a.layers[layer].kv()[0], b.layers[layer].keys)
+        assert torch.equal(a.layers[layer].kv()[1], b.layers[layer].values)
+    assert torch.allclose(la, full, rtol=0, atol=1e-5) and torch.equal(la.argmax(-1), full.argmax(-1))
+    rec = GPTModel(TINY).forward(ids[0].tolist(), None, 0)                          # explicit weights
+    assert torch.allclose(rec.logits[-1], full[0], rtol=0, atol=1e-5)
+    with pytest.raises(LimitError, match="block_size"):
+        M(ids, None, 250)
 
 
-def test_lean_copy_follows_weight_changes():
+def test_the_readout_copy_follows_weight_changes():
     model = random_gpt(GPTConfig(vocab_size=40, block_size=32, n_layer=1, n_head=2, n_embd=16), seed=2)
-    first = lean_gpt(model)
-    assert lean_gpt(model) is first
+    first = model.head()
+    assert model.head() is first
     with torch.no_grad():
         model.transformer.wte.weight.mul_(2.0)                  # weights changed in place: rebuild
-    assert lean_gpt(model) is not first
-    assert torch.equal(lean_gpt(model).head, model.transformer.wte.weight.t())
+    assert model.head() is not first
+    assert torch.equal(model.head(), model.transformer.wte.weight.t())
+    x = torch.randn(3, 16)
+    with torch.no_grad():
+        assert torch.allclose(model.readout(x), x @ model.transformer.wte.weight.t())
+
+
+def test_grouped_kv_heads_run_and_hold_fewer_heads_in_the_cache():
+    """n_kv_head < n_head: each K/V head serves a group of query heads; the cache holds only them."""
+    cfg = GPTConfig(vocab_size=40, block_size=32, n_layer=2, n_head=4, n_embd=32, n_kv_head=2)
+    model = random_gpt(cfg, seed=3)
+    assert model.transformer.h[0].attn.c_attn.weight.shape == ((4 + 2 * 2) * 8, 32)
+    a, b = generate(model, [1, 2, 3], 10), generate_cached(model, [1, 2, 3], 10)
+    assert a.tokens == b.tokens
+    assert b.cache_bytes == cost.cache_bytes(cost_config(cfg), 12, 1, "fp32") == 2 * 2 * 12 * 2 * 8 * 4
 
 
 def test_attention_records_match_the_fast_path():
@@ -211,35 +235,40 @@ def test_attention_records_match_the_fast_path():
 # ---- memory and FLOPs ------------------------------------------------------------------------------
 
 def test_cache_memory_formula_and_the_gpt2_small_figures():
-    gpt2 = GPTConfig(vocab_size=50_257, block_size=1_024, n_layer=12, n_head=12, n_embd=768)
-    assert cache_bytes_formula(gpt2, 1, bytes_per_value=2) == 36_864
-    assert round(cache_bytes_formula(gpt2, 1024, bytes_per_value=2) / 1e6, 1) == 37.7
-    assert cache_bytes_formula(M.config, 10, batch=3) == 3 * 2 * 4 * 10 * 128 * 4
+    assert cost.cache_bytes_per_token(cost.GPT2_SMALL, "fp16") == 36_864
+    assert round(cost.cache_bytes(cost.GPT2_SMALL, 1024, 1, "fp16") / 1e6, 1) == 37.7
+    assert cost.cache_bytes(SHAPE, 10, 3, "fp32") == 3 * 2 * 4 * 10 * 128 * 4     # 2·L·T·d·4 × batch
 
 
-def test_measured_cache_bytes_equal_the_formula_and_views_would_cost_more():
+def test_measured_cache_bytes_equal_the_formula():
     ids = TOK.encode("Today the weather is so")
     g = generate_cached(M, ids, 12)
-    assert g.cache_bytes == cache_bytes_formula(M.config, len(ids) + 12 - 1)
-    # the stepper's cache copies its rows too: exactly 2·L·T·d·4 after the prefill
-    cache = KVCache(4)
+    assert g.cache_bytes == cost.cache_bytes(SHAPE, len(ids) + 12 - 1, 1, "fp32")
+    # the stepper's cache copies its rows too (no views of the fused q/k/v output): exactly 2·L·T·d·4
+    cache = DynamicCache(4)
     GPTModel(TINY).forward(ids, cache, 0)
-    assert cache.nbytes() == cache_bytes_formula(M.config, len(ids))
-    static = StaticKVCache(M, 8)
-    assert static.nbytes() == cache_bytes_formula(M.config, 8)
+    assert cache.nbytes() == cost.cache_bytes(SHAPE, len(ids), 1, "fp32")
+    static = StaticCache(4, 8)
+    GPTModel(TINY).forward(ids, static, 0)
+    assert static.nbytes() == cost.cache_bytes(SHAPE, 8, 1, "fp32")       # preallocated: all 8 rows
 
 
-def test_flop_counts_follow_the_seed_table():
-    cfg = GPTConfig()
-    L, d, V = cfg.n_layer, cfg.n_embd, cfg.vocab_size
-    one = pass_flops(cfg, 1, 9)                                  # one token reading 10 keys
-    assert (one.dense, one.attention, one.head) == (24 * L * d * d, 4 * L * d * 10, 2 * d * V)
+def test_flop_counts_of_the_loops_follow_the_seed_table():
+    L, d, V = SHAPE.n_layers, SHAPE.d_model, SHAPE.vocab
+    one = cost.pass_flops(SHAPE, 1, 9, last_only=True)                       # one token reading 10 keys
+    assert (one.linear, one.attention) == (24 * L * d * d + 2 * d * V, 4 * L * d * 10)
     P, N = 5, 20
-    cached, uncached = generation_flops(cfg, P, N, True), generation_flops(cfg, P, N, False)
-    assert cached.dense == 24 * L * d * d * (P + N - 1)                      # O(N d²)
-    assert uncached.dense == 24 * L * d * d * sum(P + t for t in range(N))   # O(N² d²)
+    cached, uncached = cost.loop_flops(SHAPE, P, N, True), cost.loop_flops(SHAPE, P, N, False)
+    assert cached.linear == 24 * L * d * d * (P + N - 1) + 2 * d * V * N                  # O(N d²)
+    assert uncached.linear == 24 * L * d * d * sum(P + t for t in range(N)) + 2 * d * V * N   # O(N² d²)
     assert uncached.attention == 4 * L * d * sum((P + t) * (P + t + 1) // 2 for t in range(N))   # O(N³ d)
-    assert flop_ratio(cfg, P, 248) > 10 * flop_ratio(cfg, P, 8) > 10       # the gap widens with N
+
+    def ratio(n: int) -> float:
+        return cost.loop_flops(SHAPE, P, n, False).total / cost.loop_flops(SHAPE, P, n, True).total
+    assert ratio(248) > 10 * ratio(8) > 10                                   # the gap widens with N
+    # past the learned positions the recomputing loop crops the text: each pass at most 256 tokens
+    crop = cost.loop_flops(SHAPE, 250, 10, False)
+    assert crop.linear == 24 * L * d * d * sum(min(250 + t, 256) for t in range(10)) + 2 * d * V * 10
 
 
 def test_sweep_measures_both_loops_and_reports_progress():
@@ -247,10 +276,11 @@ def test_sweep_measures_both_loops_and_reports_progress():
     seen = []
     sweep = measure_sweep(M, ids, [4, 8], progress=lambda f, what: seen.append(f))
     assert [p.n for p in sweep.points] == [4, 8] and all(p.same_tokens for p in sweep.points)
-    assert all(p.seconds_cached > 0 and p.seconds_uncached > 0 for p in sweep.points)
     assert seen[0] == 0 and seen[-1] == 1.0 and seen == sorted(seen)
     e = sweep.explanation()
-    assert e["n"] == 8 and e["flop_ratio"] == pytest.approx(flop_ratio(M.config, 5, 8))
+    ratio = cost.loop_flops(SHAPE, 5, 8, False).total / cost.loop_flops(SHAPE, 5, 8, True).total
+    assert e["n"] == 8 and e["flop_ratio"] == pytest.approx(ratio)
+    assert sweep.weight_bytes == M.n_params() * 4 == cost.weight_bytes(SHAPE, "fp32")
     assert sweep_sizes(M, 5, 248) == [8, 16, 32, 64, 128, 248]
     assert sweep_sizes(M, 60, 999) == [8, 16, 32, 64, 128, 197]
     with pytest.raises(LimitError):

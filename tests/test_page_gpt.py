@@ -1,7 +1,7 @@
 """The Tiny GPT page in AppTest: stepping with layer/head selectors, verification, memory, timing, bad input."""
 from tests.conftest import no_exception, open_page, plotly_specs
 
-from kvviz.gpt_corpus import WEATHER
+from kvviz.models.gpt.corpus import WEATHER
 from kvviz.ui.i18n import LANGS, strings
 
 PAGE = "pages/4_Tiny_GPT.py"

@@ -3,6 +3,8 @@ the seed's repair, and edited values."""
 import json
 
 import pytest
+
+from kvviz.models.base import UnknownTokenError
 import torch
 
 from kvviz.figures import attention_heads_figure, causal_mask_figure
@@ -145,7 +147,10 @@ def test_value_table_checks():
 
 
 def test_prompt_words_any_case_and_unknown_words():
-    assert WeatherModel.canonical(["today", "WEATHER", "Is", "sunny"]) == ["Today", "weather", "is", "sunny"]
+    assert M.tokenize("today WEATHER,Is so") == ["Today", "weather", "is", "so"]
+    with pytest.raises(UnknownTokenError, match="'sunny'") as err:
+        M.tokenize("today sunny weather Sunny")
+    assert err.value.tokens == ["sunny", "Sunny"]
     with pytest.raises(ValueError, match="Unknown token"):
         run_generation(M, ["Today", "sunny"], 1)
     run = run_generation(M, ["so", "warm", "delicious"], 2)          # any vocabulary word may be in a prompt

@@ -10,8 +10,10 @@ from typing import Sequence
 
 import torch
 
-from kvviz.cache import KVCache
-from kvviz.models.base import PassRecord, causal_softmax
+from kvviz.cache import Cache
+from kvviz.cost import ABC_CONFIG
+from kvviz.models.base import (BatchPassRecord, ModelLimits, PassRecord, allowed_keys, causal_softmax,
+                               masked_softmax, tokenize_by_vocab)
 
 VECTORS = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]], dtype=torch.float64)  # [3, 2]
 
@@ -23,12 +25,18 @@ class ABCModel:
     n_layers = 1
     n_heads = 1
     output_labels = ["h0", "h1"]
+    limits = ModelLimits()
+    cost_config = ABC_CONFIG
 
-    def forward(self, token_ids: Sequence[int], cache: KVCache | None, start_pos: int) -> PassRecord:
+    def tokenize(self, text: str) -> list[str]:
+        """"A B", "a,b" → ["A", "B"]; anything but A, B, C raises UnknownTokenError."""
+        return tokenize_by_vocab(text, self.vocab, self.limits.max_prompt_chars)
+
+    def forward(self, token_ids: Sequence[int], cache: Cache | None, start_pos: int) -> PassRecord:
         x = VECTORS[list(token_ids)]                    # [N, 2]
         q = k = v = x.view(1, 1, -1, 2)                 # [batch=1, heads=1, N, 2]
         if cache is not None:
-            k_all, v_all = cache.update(0, k, v)        # [1, 1, T, 2]
+            k_all, v_all = cache.update(k, v, 0)        # [1, 1, T, 2]
         else:
             k_all, v_all = k, v
         scores = q @ k_all.transpose(-2, -1) / math.sqrt(2.0)   # [1, 1, N, T]
@@ -43,14 +51,12 @@ class ABCModel:
         )
 
     def forward_batch(self, token_ids: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor,
-                      cache: KVCache):
+                      cache: Cache) -> BatchPassRecord:
         """B sequences at once (kvviz.batching): token_ids, positions [B, N]; key_mask [B, T].
         No positions in this model, so ``positions`` only marks padding (-1)."""
-        from kvviz.batching import BatchPassRecord, allowed_keys, masked_softmax
-
         x = VECTORS[token_ids]                           # [B, N, 2]
         q = k = v = x.unsqueeze(1)                       # [B, heads=1, N, 2]
-        k_all, v_all = cache.update(0, k, v)             # [B, 1, T, 2]
+        k_all, v_all = cache.update(k, v, 0)             # [B, 1, T, 2]
         scores = q @ k_all.transpose(-2, -1) / math.sqrt(2.0)           # [B, 1, N, T]
         att = masked_softmax(scores, allowed_keys(key_mask, token_ids.shape[1]).unsqueeze(1))
         h = (att @ v_all)[:, 0]                          # [B, N, 2]

@@ -1,4 +1,10 @@
-"""The model protocol every kvviz model follows, and the record of one forward pass."""
+"""The protocol every kvviz model follows, the records of a forward pass, and attention masks.
+
+A model is anything with ``forward(token_ids, cache, start_pos) -> PassRecord`` plus what the
+pages and the CLI need to use it without knowing which model it is: ``tokenize(text)``, its
+``limits`` and its ``cost_config`` (the shape kvviz.cost computes with). Models that can run
+several sequences in one pass add ``forward_batch`` (kvviz.batching).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,16 +12,18 @@ from typing import Protocol, Sequence
 
 import torch
 
-from kvviz.cache import KVCache
+from kvviz.cache import Cache
+from kvviz.cost import ModelConfig
+from kvviz.limits import MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS, LimitError
 
 
 @dataclass(frozen=True)
 class PassRecord:
     """What one forward pass computed for its *new* positions.
 
-    Shapes (L layers, H heads, N new positions, T total visible positions):
+    Shapes (L layers, H heads, H_kv K/V heads, N new positions, T total visible positions):
       q          [L, H, N, d_q]
-      k, v       [L, H, N, d_k] / [L, H, N, d_v]   (the rows this pass computed)
+      k, v       [L, H_kv, N, d_k] / [L, H_v, N, d_v]   (the rows this pass computed)
       attention  [L, H, N, T]   after the causal mask and softmax
       output     [N, d_out]     the model's readout before the vocabulary projection
       logits     [N, V_out]     over ``model.logit_tokens``
@@ -30,6 +38,45 @@ class PassRecord:
     logits: torch.Tensor
 
 
+@dataclass(frozen=True)
+class BatchPassRecord:
+    """One batched pass. B sequences, L layers, H heads, N new columns, T columns in all.
+
+      positions  [B, N]           absolute position of each new column's token (-1 for padding)
+      q          [B, L, H, N, d]
+      k, v       [B, L, H, N, d]  the columns this pass appended to the cache
+      attention  [B, L, H, N, T]  after the padding and causal masks (rows of padding are all 0)
+      output     [B, N, d_out]
+      logits     [B, N, V_out]
+    """
+
+    positions: torch.Tensor
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    attention: torch.Tensor
+    output: torch.Tensor
+    logits: torch.Tensor
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    """Caps a model enforces on one run (kvviz.limits holds the numbers)."""
+
+    max_prompt_tokens: int = MAX_PROMPT_TOKENS
+    max_new_tokens: int = MAX_NEW_TOKENS
+    max_prompt_chars: int = MAX_PROMPT_CHARS
+
+
+class UnknownTokenError(LimitError):
+    """A prompt word that is not in the model's vocabulary; ``tokens`` lists them (once each)."""
+
+    def __init__(self, tokens: Sequence[str], vocab: Sequence[str]) -> None:
+        self.tokens = list(dict.fromkeys(tokens))
+        shown = " ".join(vocab) if len(vocab) <= 20 else f"{len(vocab)} words"
+        super().__init__(f"Unknown token(s) {', '.join(repr(u) for u in self.tokens)}; the vocabulary is {shown}.")
+
+
 class Model(Protocol):
     """One protocol for the toy models and the tiny GPT."""
 
@@ -39,35 +86,72 @@ class Model(Protocol):
     n_layers: int
     n_heads: int
     output_labels: list[str]  # names of the output components (e.g. h0, h1 or head 1..4)
+    limits: ModelLimits
+    cost_config: ModelConfig
 
-    def forward(self, token_ids: Sequence[int], cache: KVCache | None, start_pos: int) -> PassRecord:
-        """Run ``token_ids`` (positions start_pos..) against ``cache``; append their K/V to it."""
+    def tokenize(self, text: str) -> list[str]:
+        """Prompt text → tokens of ``vocab``; raises UnknownTokenError (or LimitError) otherwise."""
+        ...
+
+    def forward(self, token_ids: Sequence[int], cache: Cache | None, start_pos: int) -> PassRecord:
+        """Run ``token_ids`` (positions start_pos..) against ``cache``; store their K/V in it."""
         ...
 
 
+# --- masks ------------------------------------------------------------------------------------
+
+def causal_allowed(start_pos: int, n_new: int, n_keys: int) -> torch.Tensor:
+    """[N, T] True where the new query i (absolute position start_pos + i) may read key j (position j)."""
+    q_pos = torch.arange(start_pos, start_pos + n_new).unsqueeze(1)   # [N, 1]
+    return torch.arange(n_keys).unsqueeze(0) <= q_pos                  # [N, T]
+
+
+def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last axis of ``scores`` [..., N, T] where ``allowed`` (broadcastable);
+    a row with no allowed key (a padding query) becomes all zeros instead of NaN."""
+    att = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    return torch.nan_to_num(att, nan=0.0)
+
+
 def causal_softmax(scores: torch.Tensor, start_pos: int) -> torch.Tensor:
-    """Mask future keys and softmax over the last axis.
+    """Mask future keys and softmax over the last axis; scores [..., N, T], query i at start_pos + i."""
+    return masked_softmax(scores, causal_allowed(start_pos, scores.shape[-2], scores.shape[-1]))
 
-    scores: [..., N, T] where query i sits at absolute position start_pos + i and key j at j.
-    """
-    n, t = scores.shape[-2], scores.shape[-1]
-    q_pos = torch.arange(start_pos, start_pos + n).unsqueeze(1)   # [N, 1]
-    k_pos = torch.arange(t).unsqueeze(0)                          # [1, T]
-    allowed = k_pos <= q_pos                                       # [N, T]
-    return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
 
+def allowed_keys(key_mask: torch.Tensor, n_new: int) -> torch.Tensor:
+    """Batched decoding: [B, N, T] True where new column i may read key column j, i.e. j holds a
+    real token of that sequence (``key_mask`` [B, T]) and is not in the future. The N new columns
+    are the last N of T."""
+    t = key_mask.shape[1]
+    q_col = torch.arange(t - n_new, t).unsqueeze(1)          # [N, 1]
+    causal = torch.arange(t).unsqueeze(0) <= q_col           # [N, T]
+    return causal.unsqueeze(0) & key_mask.unsqueeze(1)       # [B, N, T]
+
+
+# --- prompts ----------------------------------------------------------------------------------
 
 def encode(model: Model, tokens: Sequence[str]) -> list[int]:
-    """Token strings to ids; raises ValueError naming every unknown token."""
+    """Token strings to ids; raises UnknownTokenError naming every unknown token."""
     unknown = [t for t in tokens if t not in model.vocab]
     if unknown:
-        raise ValueError(f"Unknown token(s) {', '.join(repr(u) for u in dict.fromkeys(unknown))}; "
-                         f"the vocabulary is {' '.join(model.vocab)}.")
+        raise UnknownTokenError(unknown, model.vocab)
     return [model.vocab.index(t) for t in tokens]
 
 
-def split_prompt(text: str, max_chars: int = 2_000) -> list[str]:
-    """Whitespace- or comma-separated prompt text to token strings; raises ValueError when too long."""
+def split_prompt(text: str, max_chars: int = MAX_PROMPT_CHARS) -> list[str]:
+    """Whitespace- or comma-separated prompt text to token strings; raises LimitError when too long."""
     if len(text) > max_chars:
-        raise ValueError(f"The prompt is {len(text):,} characters long; the limit is {max_chars:,}.")
+        raise LimitError(f"The prompt is {len(text):,} characters long; the limit is {max_chars:,}.")
     return text.replace(",", " ").split()
+
+
+def tokenize_by_vocab(text: str, vocab: Sequence[str], max_chars: int = MAX_PROMPT_CHARS) -> list[str]:
+    """The toy models' tokenizer: split on spaces and commas, match each word to ``vocab`` ignoring
+    case ("a" → "A", "today" → "Today"); unknown words raise UnknownTokenError."""
+    by_lower = {tok.lower(): tok for tok in vocab}
+    words = split_prompt(text, max_chars)
+    tokens = [w if w in vocab else by_lower.get(w.lower(), w) for w in words]
+    unknown = [t for t in tokens if t not in vocab]
+    if unknown:
+        raise UnknownTokenError(unknown, vocab)
+    return tokens

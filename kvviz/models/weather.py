@@ -25,9 +25,10 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import torch
 
-from kvviz.cache import KVCache
+from kvviz.cache import Cache
+from kvviz.cost import WEATHER_CONFIG
 from kvviz.limits import MAX_ABS_TOKEN_VALUE, LimitError, check_float
-from kvviz.models.base import PassRecord, causal_softmax
+from kvviz.models.base import ModelLimits, PassRecord, causal_softmax, tokenize_by_vocab
 
 D_K = 64
 VOCAB = ["Today", "weather", "is", "so", "nice", "warm", "delicious"]
@@ -99,16 +100,17 @@ class WeatherModel:
     n_layers = 1
     n_heads = len(HEADS)
     output_labels = [f"head {i + 1} ({h.name})" for i, h in enumerate(HEADS)]
+    limits = ModelLimits()
+    cost_config = WEATHER_CONFIG
 
     def __init__(self, values: Mapping[str, object] | Iterable[tuple[str, object]] | None = None) -> None:
         self.values = check_values(values)
         self._value_of = torch.tensor([self.values[tok] for tok in VOCAB], dtype=torch.float64)  # [V]
 
-    @staticmethod
-    def canonical(tokens: Sequence[str]) -> list[str]:
-        """Match typed words to the vocabulary ignoring case ("today" -> "Today"); others stay as typed."""
-        by_lower = {tok.lower(): tok for tok in VOCAB}
-        return [by_lower.get(tok.lower(), tok) for tok in tokens]
+    def tokenize(self, text: str) -> list[str]:
+        """Words matched to the vocabulary ignoring case ("today" → "Today"); unknown words raise
+        UnknownTokenError."""
+        return tokenize_by_vocab(text, self.vocab, self.limits.max_prompt_chars)
 
     def key_signs(self, start_pos: int, n: int) -> torch.Tensor:
         """[H, N] key signs of positions start_pos..start_pos+n-1 for a pass whose last position is theirs."""
@@ -116,14 +118,14 @@ class WeatherModel:
         return torch.tensor([[rule.key_sign(p + 1, last) for p in range(start_pos, start_pos + n)]
                              for rule in HEADS], dtype=torch.float64)
 
-    def forward(self, token_ids: Sequence[int], cache: KVCache | None, start_pos: int) -> PassRecord:
+    def forward(self, token_ids: Sequence[int], cache: Cache | None, start_pos: int) -> PassRecord:
         n, h = len(token_ids), self.n_heads
         q = torch.ones(1, h, n, D_K, dtype=torch.float64)                      # [L=1, H, N, d_k]
         k = self.key_signs(start_pos, n)[None, :, :, None].expand(1, h, n, D_K).contiguous()  # [1, H, N, d_k]
         # one scalar value per token, shared by every head (as multi-query attention shares V)
         v = self._value_of[list(token_ids)].view(1, 1, n, 1)                   # [1, 1, N, 1]
         if cache is not None:
-            k_all, v_all = cache.update(0, k, v)                              # [1, H, T, d_k], [1, 1, T, 1]
+            k_all, v_all = cache.update(k, v, 0)                              # [1, H, T, d_k], [1, 1, T, 1]
         else:
             k_all, v_all = k, v
         scores = q @ k_all.transpose(-2, -1) / math.sqrt(D_K)                 # [1, H, N, T], entries ±8
@@ -136,24 +138,27 @@ class WeatherModel:
             logits=contexts @ W_VOCAB,                                        # [N, 3]
         )
 
-    def repair(self, cache: KVCache, start_pos: int, event_index: int) -> bool:
+    def repair(self, cache: Cache, start_pos: int) -> list[int]:
         """The seed's manual fix, as a ``run_generation(repair=...)`` hook.
 
         Before the decode pass of position ``start_pos`` (0-based), rewrite every cached key that
         a recompute would now compute differently (head 2: the old last position is no longer last).
-        Returns True if it rewrote anything. A real cached model never does this: it never revisits
+        Returns the positions it rewrote. A real cached model never does this: it never revisits
         old rows, which is exactly why its keys must not depend on later tokens.
         """
-        keys = cache.keys[0]                                                  # [1, H, T, d_k]
-        if keys is None:
-            return False
-        rewrote = False
+        layer = cache.layers[0]
+        if layer.keys is None:
+            return []
+        keys = layer.keys.clone()                                             # [1, H, T, d_k]
+        rewrote: list[int] = []
         for head, rule in enumerate(HEADS):
             if not rule.depends_on_future:
                 continue
-            for pos in range(keys.shape[2]):
+            for pos in range(cache.get_seq_length()):
                 want = rule.key_sign(pos + 1, start_pos + 1)                   # the new token will be last
-                if float(cache.keys[0][0, head, pos, 0]) != want:             # type: ignore[index]
-                    cache.rewrite(0, pos, head, torch.full((D_K,), want, dtype=torch.float64), event_index)
-                    rewrote = True
-        return rewrote
+                if float(keys[0, head, pos, 0]) != want:
+                    keys[0, head, pos] = want
+                    rewrote.append(pos)
+        if rewrote:
+            layer.keys = keys        # a new tensor: snapshots taken before keep the stale key
+        return sorted(set(rewrote))

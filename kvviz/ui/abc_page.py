@@ -6,7 +6,6 @@ import streamlit as st
 from kvviz.generation import Event, Run
 from kvviz.limits import MAX_NEW_TOKENS, LimitError, check_int
 from kvviz.models.abc import ABCModel
-from kvviz.models.base import split_prompt
 from kvviz.ui import presenter, stepper, urlstate
 from kvviz.ui.i18n import t
 from kvviz.ui.perf import timed
@@ -43,7 +42,7 @@ def _inputs() -> Run | None:
     rule, seed = rule_controls("abc")
     st.caption(t("stepper.rule_caption"))
     try:
-        tokens = [tok.upper() for tok in split_prompt(text or "")]
+        tokens = MODEL.tokenize(text or "")
         n = check_int(t("abc.new_tokens"), new, 1, MAX_NEW_TOKENS)
         return cached_run("abc", tuple(tokens), n, **rule.settings(), seed=seed)
     except (LimitError, ValueError) as e:

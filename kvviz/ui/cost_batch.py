@@ -4,12 +4,11 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
-from kvviz.batching import (BatchEvent, BatchRun, SoloComparison, allowed_keys, padded_cache_table,
-                            top_logit_columns)
+from kvviz.batching import BatchEvent, BatchRun, SoloComparison, padded_cache_table, top_logit_columns
 from kvviz.cost_figures import grouped_logits, padded_cache_grid
 from kvviz.figures import attention_heatmap
 from kvviz.limits import MAX_NEW_TOKENS, MAX_PROMPT_CHARS, LimitError
-from kvviz.models.base import split_prompt
+from kvviz.models.base import allowed_keys
 from kvviz.registry import get_model
 from kvviz.ui import stepper, urlstate
 from kvviz.ui.charts import chart, figure_words
@@ -48,9 +47,7 @@ def _on_model() -> None:
 
 
 def _tokens(model_name: str, text: str) -> tuple[str, ...]:
-    if model_name == "gpt":
-        return tuple(get_model("gpt").tokenize(text))
-    return tuple(tok.upper() for tok in split_prompt(text))
+    return tuple(get_model(model_name).tokenize(text))
 
 
 def _inputs() -> tuple[BatchRun, list, list[SoloComparison]] | None:

@@ -9,11 +9,11 @@ import streamlit as st
 
 from kvviz.figures import speedup_chart, top_probs_bar
 from kvviz.generation import Event, Run, run_generation
-from kvviz.gpt_generate import Comparison, compare, max_cached_new_tokens, next_token_probs
-from kvviz.gpt_timing import Sweep, cache_bytes_formula, measure_sweep, sweep_sizes
-from kvviz.limits import (GPT_MAX_NEW_TOKENS, GPT_MAX_PROMPT_TOKENS, GPT_MAX_SWEEP_TOKENS, MAX_PROMPT_CHARS,
-                          LimitError)
-from kvviz.models.gpt import GPTConfig, GPTModel, TinyGPT, load_tiny_gpt
+from kvviz import cost
+from kvviz.gpt_timing import Sweep, measure_sweep, sweep_sizes
+from kvviz.limits import GPT_MAX_SWEEP_TOKENS, MAX_PROMPT_CHARS, LimitError
+from kvviz.loops import Comparison, compare, max_cached_new_tokens, next_token_probs
+from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
 from kvviz.sampling import Sampler, SelectionRule
 from kvviz.trace import cache_shapes
 from kvviz.ui import presenter, stepper, urlstate
@@ -24,8 +24,6 @@ from kvviz.ui.rule_controls import rule_controls
 
 DEFAULT_PROMPT = "Today the weather is so"
 CHECK_TOL = 1e-4          # float32: a recompute differs by rounding only (~1e-6)
-# GPT-2 small, for the memory comparison of DESIGN.md §1.3
-GPT2_SMALL = GPTConfig(vocab_size=50_257, block_size=1_024, n_layer=12, n_head=12, n_embd=768)
 
 RuleKey = tuple[float, int | None, float | None]   # (temperature, top_k, top_p); temperature 0 = greedy
 
@@ -50,13 +48,12 @@ def _rule(key: RuleKey) -> SelectionRule:
 
 @st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)
 def _run(tokens: tuple[str, ...], new: int, rule_key: RuleKey, seed: int) -> Run:
-    return run_generation(GPTModel(_tiny()), list(tokens), new, _rule(rule_key), seed,
-                          max_prompt=GPT_MAX_PROMPT_TOKENS, max_new=GPT_MAX_NEW_TOKENS)
+    return run_generation(GPTModel(_tiny()), list(tokens), new, _rule(rule_key), seed)
 
 
 @st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
 def _compare(ids: tuple[int, ...], new: int, rule_key: RuleKey, seed: int) -> Comparison:
-    return compare(_tiny().model, list(ids), new, _rule(rule_key), seed)
+    return compare(_tiny().model, list(ids), new, _rule(rule_key), seed)   # both loops warmed first
 
 
 # ---- inputs --------------------------------------------------------------------------------------
@@ -65,10 +62,11 @@ def _inputs(model: GPTModel) -> tuple[list[str], int, RuleKey, int] | None:
     c = st.columns([3, 1])
     text = c[0].text_input(t("gpt.prompt"), value=DEFAULT_PROMPT, key="gpt_prompt", bind="query-params",
                            max_chars=400, help=t("gpt.prompt_help"))
-    urlstate.int_param("gpt_new", 8, 1, GPT_MAX_NEW_TOKENS)   # not bind: it raises on ?gpt_new=inf
-    new = c[1].number_input(t("gpt.new_tokens"), 1, GPT_MAX_NEW_TOKENS, key="gpt_new",
+    cap = model.limits.max_new_tokens
+    urlstate.int_param("gpt_new", 8, 1, cap)   # not bind: it raises on ?gpt_new=inf
+    new = c[1].number_input(t("gpt.new_tokens"), 1, cap, key="gpt_new",
                             on_change=urlstate.sync, args=("gpt_new", 8),
-                            help=t("gpt.new_tokens_help", cap=GPT_MAX_NEW_TOKENS))
+                            help=t("gpt.new_tokens_help", cap=cap))
     rule, seed = rule_controls("gpt")            # the same selection-rule controls as every model page
     settings = rule.settings()
     rule_key = (settings["temperature"], settings["top_k"], settings["top_p"])
@@ -80,8 +78,8 @@ def _inputs(model: GPTModel) -> tuple[list[str], int, RuleKey, int] | None:
         tokens = model.tokenize(text or "")
         if not tokens:
             raise LimitError(t("gpt.empty"))
-        if len(tokens) > GPT_MAX_PROMPT_TOKENS:
-            raise LimitError(t("gpt.too_many", n=len(tokens), cap=GPT_MAX_PROMPT_TOKENS))
+        if len(tokens) > model.limits.max_prompt_tokens:
+            raise LimitError(t("gpt.too_many", n=len(tokens), cap=model.limits.max_prompt_tokens))
         return tokens, int(new), rule_key, seed
     except (LimitError, ValueError) as e:
         st.error(t("gpt.bad_prompt", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
@@ -111,7 +109,7 @@ def _probs_view(ev: Event, nxt: Event | None, model: GPTModel) -> None:
     choice = ev.choice or (nxt.choice if nxt is not None else None)
     chosen = choice.index if choice is not None else None
     probs = next_token_probs(ev.logits)
-    fig = top_probs_bar(probs, model.logit_tokens, chosen, t("gpt.probs_title", pos=len(ev.cache) - 1),
+    fig = top_probs_bar(probs, model.logit_tokens, chosen, t("gpt.probs_title", pos=ev.cache_len - 1),
                         axis_title=t("gpt.probs_axis"))
     chart(fig, t("gpt.probs_alt"))
     if choice is not None and choice.rule.get("name") != "greedy":
@@ -132,7 +130,8 @@ def _cache_growth(ev: Event, model: GPTModel, layer: int) -> None:
         lambda r: ["font-weight:bold" if bold[r.name] else ""] * len(r), axis=1),
         hide_index=True, width="stretch",
         column_config={t("gpt.col_bytes"): st.column_config.NumberColumn(format="localized")})
-    measured, formula = ev.cache.nbytes(), cache_bytes_formula(cfg, ev.cache_len)
+    measured = ev.cache.nbytes()
+    formula = cost.cache_bytes_per_token(model.cost_config, "fp32") * ev.cache_len   # 2·L·T·d·4
     st.caption(t("gpt.cache_bytes_line", measured=f"{measured:,}", layers=cfg.n_layer, T=ev.cache_len,
                  d=cfg.n_embd, formula=f"{formula:,}", ok="✓" if measured == formula else "✗"))
     if new:
@@ -200,15 +199,15 @@ def _memory(cmp: Comparison, model: GPTModel) -> None:
     cfg = model.config
     st.header(t("gpt.memory_title"))
     T = len(cmp.cached.prompt) + len(cmp.cached.tokens) - 1
-    formula = cache_bytes_formula(cfg, T)
+    per_token = cost.cache_bytes_per_token(model.cost_config, "fp32")          # 2·L·d·4
+    formula = per_token * T
     c = st.columns(3)
     c[0].metric(t("gpt.memory_positions"), T, help=t("gpt.memory_positions_help"))
     c[1].metric(t("gpt.memory_measured"), f"{cmp.cached.cache_bytes:,} B", help=t("gpt.memory_measured_help"))
     c[2].metric(t("gpt.memory_formula"), f"{formula:,} B",
                 help=t("gpt.memory_formula_help", L=cfg.n_layer, T=T, d=cfg.n_embd))
-    per_token = cache_bytes_formula(cfg, 1)
-    g2 = cache_bytes_formula(GPT2_SMALL, 1, bytes_per_value=2)
-    g2_full = cache_bytes_formula(GPT2_SMALL, 1024, bytes_per_value=2)
+    g2 = cost.cache_bytes_per_token(cost.GPT2_SMALL, "fp16")
+    g2_full = cost.cache_bytes(cost.GPT2_SMALL, 1024, 1, "fp16")
     st.markdown(t("gpt.memory_body", L=cfg.n_layer, d=cfg.n_embd, T=T, per_token=f"{per_token:,}",
                   formula=f"{formula:,}", g2=f"{g2:,}", g2_full=f"{g2_full:,}", g2_mb=f"{g2_full / 1e6:.1f}",
                   same=t("gpt.memory_equal") if cmp.cached.cache_bytes == formula else t("gpt.memory_not_equal")))
@@ -233,11 +232,11 @@ def _timing(tokens: list[str], rule_key: RuleKey, seed: int, model: GPTModel) ->
     st.header(t("gpt.timing_title"))
     st.markdown(t("gpt.timing_intro"))
     ids = [model.tokenizer.index[w] for w in tokens]
-    limit = min(GPT_MAX_SWEEP_TOKENS, max_cached_new_tokens(model.gpt, len(ids)))
+    limit = min(GPT_MAX_SWEEP_TOKENS, max_cached_new_tokens(model.network, len(ids)))
     if limit < 1:
         st.warning(t("gpt.timing_no_room", n=len(ids), block=model.config.block_size))
         return
-    options = sweep_sizes(model.gpt, len(ids), limit)
+    options = sweep_sizes(model.network, len(ids), limit)
     c = st.columns([3, 1, 1.2], vertical_alignment="bottom")
     max_n = c[0].select_slider(t("gpt.timing_max_n"), options, value=options[-1] if options[-1] <= 128
                                else max(n for n in options if n <= 128), key="gpt_sweep_max",
@@ -255,7 +254,7 @@ def _timing(tokens: list[str], rule_key: RuleKey, seed: int, model: GPTModel) ->
             try:
                 bar = st.progress(0.0, text=t("gpt.timing_progress", what="…"))
                 ns = [n for n in options if n <= max_n]
-                sweep = measure_sweep(model.gpt, ids, ns, _rule(rule_key), seed, int(repeats),
+                sweep = measure_sweep(model.network, ids, ns, _rule(rule_key), seed, int(repeats),
                                       progress=lambda f, what: bar.progress(min(1.0, f),
                                                                             text=t("gpt.timing_progress", what=what)))
                 st.session_state["gpt_sweep"] = (inputs, sweep)
@@ -298,7 +297,7 @@ def render() -> None:
     cfg = model.config
     st.title(t("gpt.title"))
     presenter.intro(t("gpt.intro", layers=cfg.n_layer, heads=cfg.n_head, d=cfg.n_embd, vocab=cfg.vocab_size,
-                      block=cfg.block_size, params=f"{model.gpt.n_params():,}"))
+                      block=cfg.block_size, params=f"{model.network.n_params():,}"))
     if tiny.trained:
         tr = tiny.meta.get("training", {})
         st.caption(t("gpt.weights_trained", steps=tr.get("steps", "?"), loss=tr.get("val_loss", "?")))

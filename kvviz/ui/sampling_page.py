@@ -11,7 +11,6 @@ import torch
 from kvviz.generation import run_generation
 from kvviz.limits import MAX_DRAWS, MAX_NEW_TOKENS, MAX_SEED, MAX_TYPED_CHARS, LimitError
 from kvviz.logit_sources import LogitSource, TypedLogitsError, parse_logits, quiz_distribution
-from kvviz.models.base import split_prompt
 from kvviz.registry import get_model
 from kvviz.sampling import Sampler, Stage, draw_counts
 from kvviz.sampling_figures import display_order, draws_histogram, removed_heights, stage_bars
@@ -54,7 +53,7 @@ def _model_source() -> LogitSource | None:
                               on_change=urlstate.sync, args=("sampling_after", 0), help=t("sampling.after_help"))
     model = get_model(name)
     try:
-        tokens = [tok.upper() for tok in split_prompt(text or "")] if name == "abc" else split_prompt(text or "")
+        tokens = model.tokenize(text or "")
         run = cached_run(name, tuple(tokens), int(after) + 1)          # earlier tokens chosen greedily
     except (LimitError, ValueError) as e:
         st.error(t("sampling.bad_prompt", reason=str(e)), icon=":material/error:")

@@ -79,7 +79,7 @@ def token_strip(ev: Event, prompt_len: int, position_base: int = 0) -> None:
     """Prompt, processed and pending tokens as coloured chips, with a legend.
 
     ``position_base`` = 1 numbers the chips from 1 (the weather seed counts positions 1..n)."""
-    token_chips(ev.sequence, prompt_len, len(ev.cache), position_base=position_base)
+    token_chips(ev.sequence, prompt_len, ev.cache_len, position_base=position_base)
 
 
 def token_chips(sequence: list[str], prompt_len: int, cached: int, legend: bool = True,

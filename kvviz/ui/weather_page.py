@@ -8,7 +8,6 @@ import streamlit as st
 from kvviz.figures import COLORS, causal_mask_figure
 from kvviz.generation import Event, Run
 from kvviz.limits import MAX_ABS_TOKEN_VALUE, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, LimitError
-from kvviz.models.base import split_prompt
 from kvviz.models.weather import (D_K, DEFAULT_VALUES, HEADS, SEED_PROMPT, VOCAB, W_VOCAB, WeatherModel,
                                   check_values, values_from_text, values_to_text)
 from kvviz.staleness import Diagnosis, comparison_table, diagnose
@@ -117,7 +116,7 @@ def _prompt_inputs() -> tuple[list[str] | None, int, bool]:
                             help=t("weather.new_tokens_help", cap=MAX_NEW_TOKENS))
     repair = c[2].toggle(t("weather.repair"), key="repair", bind="query-params", help=t("weather.repair_help"))
     try:
-        tokens: list[str] | None = WeatherModel.canonical(split_prompt(text or ""))
+        tokens: list[str] | None = WeatherModel().tokenize(text or "")
     except ValueError as e:                    # too long; unknown words and emptiness: the engine says
         st.error(t("weather.bad_prompt", reason=str(e), vocab=" ".join(VOCAB)), icon=":material/error:")
         tokens = None

@@ -1,20 +1,18 @@
-"""A small templated English corpus about the weather, and the word-level tokenizer of the tiny GPT.
+"""A small templated English corpus about the weather, the tiny GPT's training text.
 
 The corpus is generated (no download): sentences such as "Today the weather is so sunny ." or
 "It is rainy in London , so we take an umbrella ." A city leans towards its own weather, and what
 "we" do depends on the weather word earlier in the sentence, so a trained model has something to
 attend to. Same seed ⇒ same text.
 
-Tokenizer: **word level**. Words and the punctuation marks ``. , !`` are tokens; the vocabulary is
-exactly the words the corpus can produce, in a fixed order. A word is matched exactly, else in
-lower case, else capitalised ("THE" → "the", "today" → "Today"); anything else is refused with a
-message naming the unknown words.
+``vocabulary()`` is exactly the words and punctuation marks the corpus can produce, in a fixed
+order; the word-level tokenizer over it is kvviz.models.gpt.tokenizer.
 """
 from __future__ import annotations
 
 import random
-import re
-from typing import Sequence
+
+from kvviz.models.gpt.tokenizer import PUNCT
 
 # weather kind -> adjectives; a sentence never mixes two kinds
 WEATHER = {
@@ -39,7 +37,6 @@ CITIES = {
 }
 DAYS = {"Today": ["is"], "Yesterday": ["was"], "Tomorrow": ["will", "be"]}
 KINDS = list(WEATHER)
-PUNCT = ".,!"
 
 
 def _kind(rng: random.Random, city: str | None = None) -> str:
@@ -97,51 +94,3 @@ def vocabulary() -> list[str]:
             if w not in words:
                 words.append(w)
     return words
-
-
-class UnknownWordsError(ValueError):
-    """The prompt has words the vocabulary lacks (the message names them)."""
-
-
-class WordTokenizer:
-    """Word-level tokenizer over a fixed vocabulary; punctuation marks are tokens of their own."""
-
-    def __init__(self, vocab: Sequence[str]) -> None:
-        self.vocab = list(vocab)
-        self.index = {w: i for i, w in enumerate(self.vocab)}
-
-    def _match(self, word: str) -> str | None:
-        for form in (word, word.lower(), word.capitalize()):
-            if form in self.index:
-                return form
-        return None
-
-    def split(self, text: str) -> list[str]:
-        """Raw words: punctuation split off, whitespace dropped."""
-        return re.findall(rf"[^\s{re.escape(PUNCT)}]+|[{re.escape(PUNCT)}]", text)
-
-    def tokenize(self, text: str) -> list[str]:
-        """Text to vocabulary tokens; raises UnknownWordsError naming every unknown word."""
-        out, unknown = [], []
-        for w in self.split(text):
-            tok = self._match(w)
-            if tok is None:
-                unknown.append(w)
-            else:
-                out.append(tok)
-        if unknown:
-            names = ", ".join(repr(u) for u in dict.fromkeys(unknown))
-            raise UnknownWordsError(f"Unknown word(s) {names}: the tiny GPT knows only the "
-                                    f"{len(self.vocab)} words of its weather corpus.")
-        return out
-
-    def encode(self, text: str) -> list[int]:
-        return [self.index[t] for t in self.tokenize(text)]
-
-    def decode(self, ids: Sequence[int]) -> str:
-        """Ids to text, with no space before punctuation."""
-        text = ""
-        for i in ids:
-            w = self.vocab[int(i)]
-            text += w if (w in PUNCT or not text) else " " + w
-        return text

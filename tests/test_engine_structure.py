@@ -1,0 +1,103 @@
+"""The engine's shape: every model follows the whole protocol, and the modules import each other
+without circles (and without imports tucked into functions to dodge one)."""
+import ast
+from pathlib import Path
+
+import pytest
+
+from kvviz import cost
+from kvviz.generation import run_generation
+from kvviz.models.base import ModelLimits, UnknownTokenError
+from kvviz.registry import MODELS, get_model
+
+ENGINE = Path(__file__).resolve().parents[1] / "kvviz"
+PROMPTS = {"abc": "a, b c", "weather": "today WEATHER is so", "gpt": "today the weather"}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_model_tokenizes_knows_its_limits_and_its_cost_shape(name):
+    model = get_model(name)
+    tokens = model.tokenize(PROMPTS[name])
+    assert tokens and set(tokens) <= set(model.vocab)
+    with pytest.raises(UnknownTokenError) as err:
+        model.tokenize(PROMPTS[name] + " Zebra")
+    assert err.value.tokens == ["Zebra"]
+    assert isinstance(model.limits, ModelLimits)
+    cfg = cost.config_of(model)
+    assert cfg in cost.SHAPES.values()              # one table of named shapes
+    run = run_generation(model, tokens, 3)
+    cost.count_flops(run.events, cfg)               # the records have the shape the cost model says
+    last = run.events[-1]
+    values_per_token = cfg.n_layers * cfg.kv_width
+    assert last.cache.nbytes() == values_per_token * last.cache_len * last.logits.element_size()
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_limits_are_enforced_by_the_stepper(name):
+    model = get_model(name)
+    word = model.tokenize(PROMPTS[name])[0]
+    with pytest.raises(ValueError, match="Prompt length"):
+        run_generation(model, [word] * (model.limits.max_prompt_tokens + 1), 1)
+    with pytest.raises(ValueError, match="New tokens"):
+        run_generation(model, [word], model.limits.max_new_tokens + 1)
+
+
+def _imports(path: Path) -> tuple[set[str], list[str]]:
+    """kvviz modules ``path`` imports at its top level, and those it imports inside a function."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    top, nested = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("kvviz"):
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names if a.name.startswith("kvviz")]
+        else:
+            continue
+        inside = any(isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     for p in ast.walk(tree) if p is not node and node in ast.walk(p))
+        (nested.extend(names) if inside else top.update(names))
+    return top, nested
+
+
+def _engine_modules() -> dict[str, Path]:
+    out = {}
+    for path in ENGINE.rglob("*.py"):
+        rel = path.relative_to(ENGINE.parent).with_suffix("")
+        if "ui" in rel.parts:
+            continue
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        out[name] = path
+    return out
+
+
+def test_the_engine_has_no_import_circles_and_no_function_level_imports():
+    modules = _engine_modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        top, nested = _imports(path)
+        graph[name] = {m for m in top if m in modules and m != name}
+        # the one exception: transformers is a development dependency (tests and benchmarks)
+        assert not nested, f"{name} imports {nested} inside a function"
+    # no cycle (packages re-export their modules; a module importing its own package is a cycle too)
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> None:
+        if state.get(m) == 1:
+            raise AssertionError(f"import circle: {' -> '.join(path + [m])}")
+        if state.get(m) == 2:
+            return
+        state[m] = 1
+        for dep in sorted(graph[m]):
+            visit(dep, path + [m])
+        state[m] = 2
+
+    for m in sorted(graph):
+        visit(m, [])
+
+
+def test_models_import_nothing_from_loops_batching_or_pages():
+    for name, path in _engine_modules().items():
+        if name.startswith("kvviz.models"):
+            top, _ = _imports(path)
+            bad = {m for m in top if m.split(".")[1] in ("loops", "batching", "generation", "ui", "gpt_timing")}
+            assert not bad, (name, bad)

@@ -38,6 +38,10 @@ def test_cost_memory_tab_writes_bytes_the_local_way(lang):
     assert any(exact in m.value for m in at.markdown)
     for spec in plotly_specs(at):                                    # every chart: the language's marks
         assert spec["layout"]["separators"] == fmt.plotly_separators(lang)
+    hovers = [tr.get("hovertemplate") or "" for tr in plotly_specs(at)[0]["data"]]
+    assert any(f": {fmt.nbytes(per_token * 1024, lang)}<" in h for h in hovers)     # "your setting: 37,7 MB"
+    sizes = [c for tr in plotly_specs(at)[0]["data"] for c in (tr.get("customdata") or [])]
+    assert "36,9 kB" in sizes if lang != "en" else "36.9 kB" in sizes               # the lines' hover texts
 
 
 def test_cost_compute_tab_factor_and_flops_in_german():

@@ -148,7 +148,7 @@ def _intensity() -> None:
                       **kept("ai_ridge"))
     cfg = cost.PRESETS[ss.ai_model]
     try:
-        ctx = check_int("Context", ss.ai_context, 1, MAX_COST_TOKENS)
+        ctx = check_int(t("cost.ai_context"), ss.ai_context, 1, MAX_COST_TOKENS)
         ridge = float(ss.ai_ridge)
         if not (ridge > 0 and ridge < 1e6):
             raise LimitError(t("cost.ai_bad_ridge"))

@@ -137,7 +137,9 @@ def _memory() -> None:
         "batch": t("cost.fig_batch"), "hover": t("cost.fig_mem_hover"), "accel": t("cost.fig_accel"),
         "weights": t("cost.fig_weights", dtype=rep.dtype, size=fmt.nbytes(weights or 0)),
         "you": t("cost.fig_you"),
-        "hover_you": t("cost.fig_you_hover"), "x": t("cost.fig_context"), "y": t("cost.fig_cache_bytes"),
+        # filled in here, in the page's language (the builder's own .format(size=…) then has nothing left to do)
+        "hover_you": t("cost.fig_you_hover", size=fmt.nbytes(rep.total)),
+        "x": t("cost.fig_context"), "y": t("cost.fig_cache_bytes"),
         "title": t("cost.fig_mem_title", name=preset.name if same else t("cost.custom"), dtype=rep.dtype)})
     chart(fig, t("cost.fig_mem_alt"))
 

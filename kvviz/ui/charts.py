@@ -2,6 +2,10 @@
 
 The format of that download (PNG for slides, SVG for print) is one sidebar setting for the whole
 app; plotly's own export does the work in the browser, so the server renders no images.
+
+Numbers follow the page's language here too (``kvviz.ui.fmt``): plotly's ``separators`` for what
+plotly formats itself (hover templates, ticks), and :func:`localize_numbers` for labels the pure
+figure builders already wrote as English text ("0.670", "1,000", "12.5×").
 """
 from __future__ import annotations
 
@@ -10,7 +14,8 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from kvviz.ui.i18n import t
+from kvviz.ui import fmt
+from kvviz.ui.i18n import current_lang, t
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -41,11 +46,41 @@ def format_picker() -> None:
                          default="png", required=True, help=t("charts.format_help"))
 
 
+def _relocalized(value, lang: str):
+    """``value`` (a label, or a list / nested list of labels) with English number labels rewritten."""
+    if isinstance(value, str):
+        return fmt.relocalize(value, lang)
+    if isinstance(value, (list, tuple)):
+        return [_relocalized(v, lang) for v in value]
+    return value                        # numbers, arrays, None: plotly formats those itself
+
+
+def localize_numbers(fig: "go.Figure", lang: str) -> "go.Figure":
+    """Write the figure's numbers the way ``lang`` does, in place: ``layout.separators`` (decimal and
+    thousands marks of every number plotly formats) and the text labels, hover data and tick texts that
+    are one English-formatted number. Other text (tokens, titles) is left alone."""
+    fig.layout.separators = fmt.plotly_separators(lang)
+    if lang == fmt.REFERENCE:
+        return fig
+    for trace in fig.data:
+        for prop in ("text", "customdata"):
+            value = getattr(trace, prop, None)
+            if isinstance(value, (str, list, tuple)):
+                setattr(trace, prop, _relocalized(value, lang))
+    for name in fig.layout.to_plotly_json():
+        axis = fig.layout[name] if name.startswith(("xaxis", "yaxis")) else None
+        if axis is not None and axis.ticktext:
+            axis.ticktext = _relocalized(axis.ticktext, lang)
+    return fig
+
+
 def chart(fig: "go.Figure", alt: str, key: str | None = None) -> None:
-    """``st.plotly_chart`` at full width with an accessible label and the chosen export format."""
-    fmt = st.session_state.get(KEY) or "png"
+    """``st.plotly_chart`` at full width with an accessible label, the chosen export format, and its
+    numbers in the page's language."""
+    export = st.session_state.get(KEY) or "png"
     name = re.sub(r"[^a-z0-9]+", "_", alt.lower()).strip("_")[:60] or "kvviz_chart"
+    localize_numbers(fig, current_lang())
     st.plotly_chart(fig, width="stretch", alt=alt, key=key, config={
         "displaylogo": False,
-        "toImageButtonOptions": {"format": fmt, "filename": f"kvviz_{name}", "scale": 2},
+        "toImageButtonOptions": {"format": export, "filename": f"kvviz_{name}", "scale": 2},
     })

@@ -10,7 +10,7 @@ from kvviz.figures import attention_heatmap
 from kvviz.limits import MAX_NEW_TOKENS, MAX_PROMPT_CHARS, LimitError
 from kvviz.models.base import allowed_keys
 from kvviz.registry import get_model
-from kvviz.ui import stepper, urlstate
+from kvviz.ui import fmt, stepper, urlstate
 from kvviz.ui.charts import chart, figure_words
 from kvviz.ui.i18n import t
 from kvviz.ui.perf import timed
@@ -169,9 +169,9 @@ def _sequence(ev: BatchEvent, run: BatchRun, b: int, label: str, comparison: Sol
     st.markdown(f"**{label}** · {t('cost.bt_prompt_was', p=' '.join(run.prompts[b]), pad=run.pad[b])}")
     stepper.token_chips(ev.sequences[b], len(run.prompts[b]), ev.cached(b), legend=False)
     if comparison.same_tokens and comparison.max_abs_diff <= run.tolerance:
-        st.success(t("cost.bt_same", diff=f"{comparison.max_abs_diff:.1e}"), icon=":material/check_circle:")
+        st.success(t("cost.bt_same", diff=fmt.sci(comparison.max_abs_diff, 1)), icon=":material/check_circle:")
     else:
-        st.error(t("cost.bt_differs", diff=f"{comparison.max_abs_diff:.3g}"), icon=":material/error:")
+        st.error(t("cost.bt_differs", diff=fmt.num(comparison.max_abs_diff, ".3g")), icon=":material/error:")
 
 
 def _layer_head(model) -> tuple[int, int]:

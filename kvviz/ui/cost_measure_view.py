@@ -2,6 +2,7 @@
 arithmetic intensity of prefill vs decode from the formulas."""
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from kvviz import cost
@@ -9,7 +10,7 @@ from kvviz.cost_figures import line_chart, step_time_vs_batch
 from kvviz.cost_measure import SHAPES, Measurements, measure_all
 from kvviz.limits import (MAX_COST_TOKENS, MAX_MEASURE_BATCH, MAX_MEASURE_CACHE_BYTES, MAX_MEASURE_CONTEXT,
                           MAX_MEASURE_GFLOP, LimitError, check_int)
-from kvviz.ui import urlstate
+from kvviz.ui import fmt, urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.i18n import t
 
@@ -64,8 +65,8 @@ def render() -> None:
                      **kept("ms_contexts"))
     d[1].multiselect(t("cost.ms_prompts"), PROMPT_OPTIONS, key="ms_prompts", help=t("cost.ms_prompts_help"),
                      **kept("ms_prompts"))
-    st.caption(t("cost.ms_caps", batch=MAX_MEASURE_BATCH, ctx=MAX_MEASURE_CONTEXT,
-                 mib=MAX_MEASURE_CACHE_BYTES // 2**20, gflop=MAX_MEASURE_GFLOP))
+    st.caption(t("cost.ms_caps", batch=fmt.integer(MAX_MEASURE_BATCH), ctx=fmt.integer(MAX_MEASURE_CONTEXT),
+                 mib=fmt.integer(MAX_MEASURE_CACHE_BYTES // 2**20), gflop=fmt.sig(MAX_MEASURE_GFLOP)))
     if st.button(t("cost.ms_run"), type="primary", icon=":material/timer:", help=t("cost.ms_run_help")):
         bar = st.progress(0.0, text=t("cost.ms_progress", what="…"))
         try:
@@ -88,24 +89,27 @@ def render() -> None:
 
 def _results(res: Measurements) -> None:
     cfg = SHAPES[res.shape]
-    st.caption(t("cost.ms_done", s=f"{res.seconds:.1f}", name=cfg.name, threads=res.threads))
+    st.caption(t("cost.ms_done", s=fmt.fixed(res.seconds, 1), name=cfg.name, threads=res.threads))
     pts = res.batch
     first, last = pts[0], pts[-1]
     m = st.columns(3)
-    m[0].metric(t("cost.ms_tok_s_1", b=first.batch), f"{first.tokens_per_s:,.0f}")
-    m[1].metric(t("cost.ms_tok_s_n", b=last.batch), f"{last.tokens_per_s:,.0f}",
-                delta=f"×{last.tokens_per_s / first.tokens_per_s:.1f}", delta_color="off")
+    m[0].metric(t("cost.ms_tok_s_1", b=first.batch), fmt.fixed(first.tokens_per_s, 0))
+    m[1].metric(t("cost.ms_tok_s_n", b=last.batch), fmt.fixed(last.tokens_per_s, 0),
+                delta=fmt.factor(last.tokens_per_s / first.tokens_per_s, 1), delta_color="off")
     m[2].metric(t("cost.ms_step_rise", a=first.batch, b=last.batch),
-                f"×{last.ms_per_step / first.ms_per_step:.2f}",
+                fmt.factor(last.ms_per_step / first.ms_per_step, 2),
                 help=t("cost.ms_step_rise_help"))
     fig = step_time_vs_batch([p.batch for p in pts], [p.ms_per_step for p in pts], [p.tokens_per_s for p in pts],
                              {"ms": t("cost.ms_ms"), "tok_s": t("cost.ms_tok_s"), "x": t("cost.ms_batch_x"),
                               "title": t("cost.ms_batch_title", name=cfg.name, ctx=pts[0].context)})
     chart(fig, t("cost.ms_batch_alt"))
     st.markdown(t("cost.ms_batch_text"))
-    st.dataframe([{t("cost.ms_batch_x"): p.batch, t("cost.ms_ms"): round(p.ms_per_step, 3),
-                   t("cost.ms_tok_s"): round(p.tokens_per_s), "GFLOP/s": round(p.gflops, 2),
-                   "GB/s": round(p.gbytes_per_s, 2)} for p in pts], hide_index=True, width="stretch")
+    table = pd.DataFrame([{t("cost.ms_batch_x"): p.batch, t("cost.ms_ms"): p.ms_per_step,
+                           t("cost.ms_tok_s"): p.tokens_per_s, "GFLOP/s": p.gflops, "GB/s": p.gbytes_per_s}
+                          for p in pts])
+    digits = {t("cost.ms_ms"): 3, t("cost.ms_tok_s"): 0, "GFLOP/s": 2, "GB/s": 2}   # numbers stay numbers
+    st.dataframe(table.style.format({c: (lambda v, d=d: fmt.fixed(v, d)) for c, d in digits.items()}),
+                 hide_index=True, width="stretch")
     left, right = st.columns(2)
     with left:
         cx = res.context
@@ -118,8 +122,8 @@ def _results(res: Measurements) -> None:
                          {t("cost.ms_ttft"): [p.ttft_ms for p in pf], t("cost.ms_tpot"): [p.tpot_ms for p in pf]},
                          {"x": t("cost.ms_prompt_x"), "y": t("cost.ms_time"), "title": t("cost.ms_ttft_title")})
         chart(fig, t("cost.ms_ttft_alt"))
-    st.markdown(t("cost.ms_ttft_text", p=pf[-1].prompt_len, ttft=f"{pf[-1].ttft_ms:.1f}",
-                  tpot=f"{pf[-1].tpot_ms:.2f}", x=f"{pf[-1].ttft_ms / pf[-1].tpot_ms:.1f}"))
+    st.markdown(t("cost.ms_ttft_text", p=fmt.integer(pf[-1].prompt_len), ttft=fmt.fixed(pf[-1].ttft_ms, 1),
+                  tpot=fmt.fixed(pf[-1].tpot_ms, 2), x=fmt.fixed(pf[-1].ttft_ms / pf[-1].tpot_ms, 1)))
 
 
 AI_DEFAULTS = {"ai_model": "llama3-8b", "ai_ridge": 300.0, "ai_context": 4096}
@@ -144,7 +148,7 @@ def _intensity() -> None:
                       **kept("ai_ridge"))
     cfg = cost.PRESETS[ss.ai_model]
     try:
-        ctx = check_int("Context", ss.ai_context, 1, MAX_COST_TOKENS)
+        ctx = check_int(t("cost.ai_context"), ss.ai_context, 1, MAX_COST_TOKENS)
         ridge = float(ss.ai_ridge)
         if not (ridge > 0 and ridge < 1e6):
             raise LimitError(t("cost.ai_bad_ridge"))
@@ -154,9 +158,9 @@ def _intensity() -> None:
     except (LimitError, ValueError, TypeError, OverflowError) as e:
         st.error(t("cost.bad_input", reason=str(e)), icon=":material/error:")
         return
-    fig = line_chart(xs, {t("cost.ai_prefill"): pre, t("cost.ai_decode", ctx=f"{ctx:,}"): dec},
+    fig = line_chart(xs, {t("cost.ai_prefill"): pre, t("cost.ai_decode", ctx=fmt.integer(ctx)): dec},
                      {"x": t("cost.ai_x"), "y": t("cost.ai_y"), "title": t("cost.ai_fig_title", name=cfg.name)},
-                     log_x=True, log_y=True, hlines={t("cost.ai_ridge_line", r=f"{ridge:g}"): ridge})
+                     log_x=True, log_y=True, hlines={t("cost.ai_ridge_line", r=fmt.sig(ridge)): ridge})
     chart(fig, t("cost.ai_alt"))
-    st.markdown(t("cost.ai_text", d1=f"{dec[0]:.2f}", d64=f"{dec[6]:.1f}", p512=f"{pre[9]:.0f}",
-                  ridge=f"{ridge:g}", ctx=f"{ctx:,}", limit=f"{cost.decode_intensity_limit(cfg, ctx):.1f}"))
+    st.markdown(t("cost.ai_text", d1=fmt.fixed(dec[0], 2), d64=fmt.fixed(dec[6], 1), p512=fmt.fixed(pre[9], 0),
+                  ridge=fmt.sig(ridge), ctx=fmt.integer(ctx), limit=fmt.fixed(cost.decode_intensity_limit(cfg, ctx), 1)))

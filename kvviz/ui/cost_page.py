@@ -11,11 +11,10 @@ import pandas as pd
 import streamlit as st
 
 from kvviz import cost
-from kvviz.cost_figures import (disaggregated_diagram, flops_vs_n, human_bytes, human_flops,
-                                kv_sharing_bars, memory_vs_context)
+from kvviz.cost_figures import disaggregated_diagram, flops_vs_n, kv_sharing_bars, memory_vs_context
 from kvviz.limits import (MAX_COST_BATCH, MAX_COST_GEN_TOKENS, MAX_COST_HEAD_DIM, MAX_COST_HEADS,
                           MAX_COST_LAYERS, MAX_COST_TOKENS, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, LimitError)
-from kvviz.ui import presenter, urlstate
+from kvviz.ui import fmt, presenter, urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.i18n import LANGS, strings, t
 
@@ -95,7 +94,7 @@ def _memory() -> None:
     top[0].selectbox(t("cost.preset"), list(cost.PRESETS), format_func=_preset_label, key="mem_preset",
                      on_change=_apply_preset, help=t("cost.preset_help"), persist_state=KEEP)
     top[1].selectbox(t("cost.dtype"), list(cost.DTYPE_BITS), key="mem_dtype", help=t("cost.dtype_help"),
-                     format_func=lambda d: f"{d} ({cost.DTYPE_BITS[d] / 8:g} B)", persist_state=KEEP,
+                     format_func=lambda d: f"{d} ({fmt.sig(cost.DTYPE_BITS[d] / 8)} B)", persist_state=KEEP,
                      on_change=urlstate.sync, args=("mem_dtype", "fp16"))
     top[2].number_input(t("cost.tokens"), step=1, key="mem_tokens", help=t("cost.tokens_help"),
                         persist_state=KEEP, on_change=urlstate.sync, args=("mem_tokens", 1024))
@@ -119,14 +118,15 @@ def _memory() -> None:
                else t("cost.mem_edited", name=preset.name))
 
     m = st.columns(3)
-    m[0].metric(t("cost.per_token"), f"{rep.bytes_per_token:,} B", help=t("cost.per_token_help"))
-    m[1].metric(t("cost.total"), human_bytes(rep.total), help=t("cost.total_help", exact=f"{rep.total:,}"))
+    m[0].metric(t("cost.per_token"), f"{fmt.integer(rep.bytes_per_token)} B", help=t("cost.per_token_help"))
+    m[1].metric(t("cost.total"), fmt.nbytes(rep.total), help=t("cost.total_help", exact=fmt.integer(rep.total)))
     m[2].metric(t("cost.kind"), rep.kind, help=t("cost.kind_help"),
-                delta=None if rep.kind == "MHA" else t("cost.saving_delta", x=f"{rep.saving_vs_mha:g}"),
+                delta=None if rep.kind == "MHA" else t("cost.saving_delta", x=fmt.sig(rep.saving_vs_mha)),
                 delta_color="off", delta_arrow="off")
     st.markdown(t("cost.mem_formula", L=cfg.n_layers, kv=cfg.n_kv_heads, hd=cfg.head_dim,
-                  b=f"{cost.DTYPE_BITS[rep.dtype] / 8:g}", per=f"{rep.bytes_per_token:,}",
-                  T=f"{rep.tokens:,}", B=f"{rep.batch:,}", total=f"{rep.total:,}", human=human_bytes(rep.total)))
+                  b=fmt.sig(cost.DTYPE_BITS[rep.dtype] / 8), per=fmt.integer(rep.bytes_per_token),
+                  T=fmt.integer(rep.tokens), B=fmt.integer(rep.batch), total=fmt.integer(rep.total),
+                  human=fmt.nbytes(rep.total)))
 
     weights = cost.weight_bytes(preset, rep.dtype) if same and preset.vocab else None
     top_x = min(cost.MAX_COST_TOKENS, max(4 * rep.tokens, 4096))
@@ -135,9 +135,11 @@ def _memory() -> None:
     series = {b: [rep.bytes_per_token * x * b for x in grid] for b in batches}
     fig = memory_vs_context(grid, series, cost.ACCELERATOR_GB, weights, (rep.tokens, rep.total), {
         "batch": t("cost.fig_batch"), "hover": t("cost.fig_mem_hover"), "accel": t("cost.fig_accel"),
-        "weights": t("cost.fig_weights", dtype=rep.dtype, size=human_bytes(weights or 0)),
+        "weights": t("cost.fig_weights", dtype=rep.dtype, size=fmt.nbytes(weights or 0)),
         "you": t("cost.fig_you"),
-        "hover_you": t("cost.fig_you_hover"), "x": t("cost.fig_context"), "y": t("cost.fig_cache_bytes"),
+        # filled in here, in the page's language (the builder's own .format(size=…) then has nothing left to do)
+        "hover_you": t("cost.fig_you_hover", size=fmt.nbytes(rep.total)),
+        "x": t("cost.fig_context"), "y": t("cost.fig_cache_bytes"),
         "title": t("cost.fig_mem_title", name=preset.name if same else t("cost.custom"), dtype=rep.dtype)})
     chart(fig, t("cost.fig_mem_alt"))
 
@@ -147,9 +149,10 @@ def _memory() -> None:
         for gb in cost.ACCELERATOR_GB:
             free = gb * 10**9 - (weights or 0)
             n = cost.tokens_that_fit(cfg, max(free, 0), rep.batch, rep.dtype)
-            fits.append({t("cost.fit_accel"): f"{gb} GB",
-                         t("cost.fit_tokens", B=rep.batch): f"{n:,}" if free > 0 else t("cost.fit_no_room")})
-        st.markdown(t("cost.fit_title_weights", size=human_bytes(weights)) if weights else t("cost.fit_title"))
+            fits.append({t("cost.fit_accel"): f"{fmt.integer(gb)} GB",
+                         t("cost.fit_tokens", B=fmt.integer(rep.batch)): fmt.integer(n) if free > 0
+                         else t("cost.fit_no_room")})
+        st.markdown(t("cost.fit_title_weights", size=fmt.nbytes(weights)) if weights else t("cost.fit_title"))
         st.dataframe(pd.DataFrame(fits), hide_index=True, width="stretch")
     with right:
         bars = cost.kv_sharing(cfg, rep.tokens, rep.batch, rep.dtype)
@@ -160,10 +163,10 @@ def _memory() -> None:
                                "title": t("cost.fig_share_title", h=cfg.n_heads)})
         chart(fig, t("cost.fig_share_alt"))
     if rep.kind == "MHA":
-        st.markdown(t("cost.gqa_text_mha", h=cfg.n_heads, x1=f"{rep.mha_total / rep.mqa_total:g}"))
+        st.markdown(t("cost.gqa_text_mha", h=cfg.n_heads, x1=fmt.sig(rep.mha_total / rep.mqa_total)))
     else:
         st.markdown(t("cost.gqa_text", kind=rep.kind, h=cfg.n_heads, kv=cfg.n_kv_heads,
-                      x=f"{rep.saving_vs_mha:g}", group=cfg.n_heads // cfg.n_kv_heads))
+                      x=fmt.sig(rep.saving_vs_mha), group=cfg.n_heads // cfg.n_kv_heads))
     with st.expander(t("cost.presets_title")):
         st.dataframe(_presets_table(), hide_index=True, width="stretch",
                      column_config={t("cost.col_source"): st.column_config.LinkColumn()})
@@ -174,9 +177,9 @@ def _presets_table() -> pd.DataFrame:
     for cfg in cost.PRESETS.values():
         rows.append({t("cost.col_model"): cfg.name, t("cost.col_kind"): cfg.attention_kind,
                      t("cost.col_layers"): cfg.n_layers, t("cost.col_heads"): f"{cfg.n_heads} / {cfg.n_kv_heads}",
-                     t("cost.col_hd"): cfg.head_dim, t("cost.col_params"): f"{cost.param_count(cfg):,}",
-                     t("cost.col_per_token"): f"{cost.cache_bytes_per_token(cfg, 'fp16'):,}",
-                     t("cost.col_context"): f"{cfg.max_context:,}",
+                     t("cost.col_hd"): cfg.head_dim, t("cost.col_params"): fmt.integer(cost.param_count(cfg)),
+                     t("cost.col_per_token"): fmt.integer(cost.cache_bytes_per_token(cfg, "fp16")),
+                     t("cost.col_context"): fmt.integer(cfg.max_context),
                      t("cost.col_source"): cfg.source if cfg.source.startswith("http") else None})
     return pd.DataFrame(rows)
 
@@ -248,7 +251,7 @@ def _compute() -> None:
                    help=t("cost.fl_model_help"), persist_state=KEEP, on_change=urlstate.sync, args=("fl_model", first))
     c[1].number_input(t("cost.fl_prompt"), step=1, key="fl_prompt", help=t("cost.fl_prompt_help"),
                       persist_state=KEEP, on_change=urlstate.sync, args=("fl_prompt", 2))
-    c[2].number_input(t("cost.fl_n"), step=1, key="fl_n", help=t("cost.fl_n_help", cap=f"{MAX_COST_GEN_TOKENS:,}"),
+    c[2].number_input(t("cost.fl_n"), step=1, key="fl_n", help=t("cost.fl_n_help", cap=fmt.integer(MAX_COST_GEN_TOKENS)),
                       persist_state=KEEP, on_change=urlstate.sync, args=("fl_n", 32))
     ss = st.session_state
     cfg = options[ss.fl_model]
@@ -280,17 +283,17 @@ def _compute() -> None:
                     and counted["uncached"][i] == curve_value(cfg, p, counted["n"][i], False)
                     for i in range(last + 1))
         msg = t("cost.counted_ok" if agree else "cost.counted_bad", model=cfg.name, n=counted["n"][last],
-                cached=f"{counted['cached'][last]:,}", uncached=f"{counted['uncached'][last]:,}")
+                cached=fmt.integer(counted["cached"][last]), uncached=fmt.integer(counted["uncached"][last]))
         (st.success if agree else st.error)(msg, icon=":material/check_circle:" if agree else ":material/error:")
     else:
         st.info(t("cost.counted_none", cap=MAX_NEW_TOKENS), icon=":material/info:")
 
-    st.subheader(t("cost.table_title", n=f"{n:,}", p=p, name=cfg.name))
+    st.subheader(t("cost.table_title", n=fmt.integer(n), p=fmt.integer(p), name=cfg.name))
     st.dataframe(_complexity_table(with_c, without), hide_index=True, width="stretch")
-    st.markdown(t("cost.per_token_text", n=f"{n:,}", t=f"{p + n - 1:,}", cached=human_flops(step_c.total),
-                  uncached=human_flops(step_u.total), x=_ratio(step_u.total, step_c.total),
-                  lin=f"{cost.linear_flops_per_token(cfg):,}", att=f"{cost.attention_flops_per_pair(cfg):,}",
-                  params=f"{cost.param_count(cfg):,}"))
+    st.markdown(t("cost.per_token_text", n=fmt.integer(n), t=fmt.integer(p + n - 1), cached=fmt.flops(step_c.total),
+                  uncached=fmt.flops(step_u.total), x=_ratio(step_u.total, step_c.total),
+                  lin=fmt.integer(cost.linear_flops_per_token(cfg)), att=fmt.integer(cost.attention_flops_per_pair(cfg)),
+                  params=fmt.integer(cost.param_count(cfg))))
     with st.expander(t("cost.flops_more_title")):
         st.markdown(t("cost.flops_more_body"))
 
@@ -300,7 +303,7 @@ def curve_value(cfg: cost.ModelConfig, p: int, n: int, cached: bool) -> int:
 
 
 def _ratio(a: int, b: int) -> str:
-    return "—" if b == 0 else f"{a / b:,.1f}×"
+    return "—" if b == 0 else fmt.factor(a / b, 1)
 
 
 def _complexity_table(with_c: cost.Flops, without: cost.Flops) -> pd.DataFrame:
@@ -310,8 +313,8 @@ def _complexity_table(with_c: cost.Flops, without: cost.Flops) -> pd.DataFrame:
         (t("cost.row_total"), "", without.total, "", with_c.total),
     ]
     return pd.DataFrame([{t("cost.col_part"): name, t("cost.col_no_cache_order"): o1,
-                          t("cost.col_no_cache"): f"{u:,}", t("cost.col_cache_order"): o2,
-                          t("cost.col_cache"): f"{c:,}", t("cost.col_saved"): _ratio(u, c)}
+                          t("cost.col_no_cache"): fmt.integer(u), t("cost.col_cache_order"): o2,
+                          t("cost.col_cache"): fmt.integer(c), t("cost.col_saved"): _ratio(u, c)}
                          for name, o1, u, o2, c in rows])
 
 
@@ -365,25 +368,18 @@ def _serving() -> None:
         st.error(t("cost.bad_input", reason=str(e)), icon=":material/error:")
         return
     m = st.columns(4)
-    m[0].metric(t("cost.sv_size"), human_bytes(tr.bytes), help=t("cost.total_help", exact=f"{tr.bytes:,}"))
-    m[1].metric(t("cost.sv_time"), _seconds(tr.seconds), help=t("cost.sv_time_help"))
-    m[2].metric(t("cost.sv_layer"), human_bytes(tr.per_layer_bytes), help=t("cost.sv_layer_help", L=cfg.n_layers))
-    m[3].metric(t("cost.sv_steps"), f"{tr.seconds / floor:,.1f}",
-                help=t("cost.sv_steps_help", step=_seconds(floor)))
+    m[0].metric(t("cost.sv_size"), fmt.nbytes(tr.bytes), help=t("cost.total_help", exact=fmt.integer(tr.bytes)))
+    m[1].metric(t("cost.sv_time"), fmt.duration(tr.seconds), help=t("cost.sv_time_help"))
+    m[2].metric(t("cost.sv_layer"), fmt.nbytes(tr.per_layer_bytes), help=t("cost.sv_layer_help", L=cfg.n_layers))
+    m[3].metric(t("cost.sv_steps"), fmt.num(tr.seconds / floor, ",.1f"),
+                help=t("cost.sv_steps_help", step=fmt.duration(floor)))
     fig = disaggregated_diagram({
         "requests": t("cost.dg_requests"), "prefill": t("cost.dg_prefill"), "decode": t("cost.dg_decode"),
-        "transfer": t("cost.dg_transfer", size=human_bytes(tr.bytes), time=_seconds(tr.seconds),
-                      link=f"{float(ss.sv_link):g}"),
+        "transfer": t("cost.dg_transfer", size=fmt.nbytes(tr.bytes), time=fmt.duration(tr.seconds),
+                      link=fmt.sig(float(ss.sv_link))),
         "tokens": t("cost.dg_tokens"), "title": t("cost.dg_title", name=cfg.name)})
     chart(fig, t("cost.dg_alt"))
-    st.markdown(t("cost.serve_body", p=f"{int(ss.sv_prompt):,}", B=int(ss.sv_batch), name=cfg.name,
-                  size=human_bytes(tr.bytes), time=_seconds(tr.seconds), step=_seconds(floor)))
-
-
-def _seconds(s: float) -> str:
-    if s >= 1:
-        return f"{s:,.2f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:,.3g} ms"
-    return f"{s * 1e6:,.3g} µs"
+    st.markdown(t("cost.serve_body", p=fmt.integer(int(ss.sv_prompt)), B=fmt.integer(int(ss.sv_batch)),
+                  name=cfg.name, size=fmt.nbytes(tr.bytes), time=fmt.duration(tr.seconds),
+                  step=fmt.duration(floor)))
 

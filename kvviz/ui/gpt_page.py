@@ -16,7 +16,7 @@ from kvviz.loops import Comparison, compare, max_cached_new_tokens, next_token_p
 from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
 from kvviz.sampling import Sampler, SelectionRule
 from kvviz.trace import cache_shapes
-from kvviz.ui import presenter, stepper, urlstate
+from kvviz.ui import fmt, presenter, stepper, urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.i18n import t
 from kvviz.ui.perf import timed
@@ -113,7 +113,7 @@ def _probs_view(ev: Event, nxt: Event | None, model: GPTModel) -> None:
                         axis_title=t("gpt.probs_axis"))
     chart(fig, t("gpt.probs_alt"))
     if choice is not None and choice.rule.get("name") != "greedy":
-        st.caption(t("gpt.probs_sampled", kept=len(choice.kept), p=f"{choice.probs[choice.index]:.3f}"))
+        st.caption(t("gpt.probs_sampled", kept=len(choice.kept), p=fmt.fixed(choice.probs[choice.index], 3)))
     if ev.pending:
         st.markdown(t("gpt.pending", tok=ev.pending, pos=len(ev.sequence) - 1))
 
@@ -127,13 +127,13 @@ def _cache_growth(ev: Event, model: GPTModel, layer: int) -> None:
     shapes = shapes.rename(columns={"layer": t("gpt.col_layer"), "K shape": t("gpt.col_k_shape"),
                                     "V shape": t("gpt.col_v_shape"), "bytes (K + V)": t("gpt.col_bytes")})
     st.dataframe(shapes.style.apply(
-        lambda r: ["font-weight:bold" if bold[r.name] else ""] * len(r), axis=1),
-        hide_index=True, width="stretch",
-        column_config={t("gpt.col_bytes"): st.column_config.NumberColumn(format="localized")})
+        lambda r: ["font-weight:bold" if bold[r.name] else ""] * len(r), axis=1).format(
+        {t("gpt.col_bytes"): fmt.integer}),          # shown in the page's language, kept a number
+        hide_index=True, width="stretch")
     measured = ev.cache.nbytes()
     formula = cost.cache_bytes_per_token(model.cost_config, "fp32") * ev.cache_len   # 2·L·T·d·4
-    st.caption(t("gpt.cache_bytes_line", measured=f"{measured:,}", layers=cfg.n_layer, T=ev.cache_len,
-                 d=cfg.n_embd, formula=f"{formula:,}", ok="✓" if measured == formula else "✗"))
+    st.caption(t("gpt.cache_bytes_line", measured=fmt.integer(measured), layers=cfg.n_layer, T=ev.cache_len,
+                 d=cfg.n_embd, formula=fmt.integer(formula), ok="✓" if measured == formula else "✗"))
     if new:
         st.caption(t("gpt.cache_grew", n=len(ev.positions)))
 
@@ -183,12 +183,12 @@ def _verification(cmp: Comparison, run: Run, model: GPTModel) -> None:
         with col:
             st.markdown(f"**{t('gpt.verify_' + key)}**")
             st.code(tok.decode(gen.tokens), language=None, wrap_lines=True)
-            st.caption(t("gpt.verify_time", ms=f"{gen.seconds * 1e3:.1f}", n=len(gen.tokens)))
+            st.caption(t("gpt.verify_time", ms=fmt.fixed(gen.seconds * 1e3, 1), n=len(gen.tokens)))
     if cmp.identical:
-        st.success(t("gpt.verify_same", n=len(cmp.cached.tokens), diff=f"{cmp.max_abs_logit_diff:.1e}"),
+        st.success(t("gpt.verify_same", n=len(cmp.cached.tokens), diff=fmt.sci(cmp.max_abs_logit_diff, 1)),
                    icon=":material/check_circle:")
     else:
-        st.error(t("gpt.verify_differ", pos=cmp.first_difference, diff=f"{cmp.max_abs_logit_diff:.2e}"),
+        st.error(t("gpt.verify_differ", pos=cmp.first_difference, diff=fmt.sci(cmp.max_abs_logit_diff, 2)),
                  icon=":material/error:")
     stepped = [e.chosen for e in run.events if e.phase == "choose"]
     same_as_stepper = stepped == [model.vocab[i] for i in cmp.cached.tokens]
@@ -203,29 +203,36 @@ def _memory(cmp: Comparison, model: GPTModel) -> None:
     formula = per_token * T
     c = st.columns(3)
     c[0].metric(t("gpt.memory_positions"), T, help=t("gpt.memory_positions_help"))
-    c[1].metric(t("gpt.memory_measured"), f"{cmp.cached.cache_bytes:,} B", help=t("gpt.memory_measured_help"))
-    c[2].metric(t("gpt.memory_formula"), f"{formula:,} B",
+    c[1].metric(t("gpt.memory_measured"), f"{fmt.integer(cmp.cached.cache_bytes)} B",
+                help=t("gpt.memory_measured_help"))
+    c[2].metric(t("gpt.memory_formula"), f"{fmt.integer(formula)} B",
                 help=t("gpt.memory_formula_help", L=cfg.n_layer, T=T, d=cfg.n_embd))
     g2 = cost.cache_bytes_per_token(cost.GPT2_SMALL, "fp16")
     g2_full = cost.cache_bytes(cost.GPT2_SMALL, 1024, 1, "fp16")
-    st.markdown(t("gpt.memory_body", L=cfg.n_layer, d=cfg.n_embd, T=T, per_token=f"{per_token:,}",
-                  formula=f"{formula:,}", g2=f"{g2:,}", g2_full=f"{g2_full:,}", g2_mb=f"{g2_full / 1e6:.1f}",
+    st.markdown(t("gpt.memory_body", L=cfg.n_layer, d=cfg.n_embd, T=T, per_token=fmt.integer(per_token),
+                  formula=fmt.integer(formula), g2=fmt.integer(g2), g2_full=fmt.integer(g2_full),
+                  g2_mb=fmt.fixed(g2_full / 1e6, 1),
                   same=t("gpt.memory_equal") if cmp.cached.cache_bytes == formula else t("gpt.memory_not_equal")))
 
 
-def _sweep_table(sweep: Sweep) -> pd.DataFrame:
-    return pd.DataFrame([{
+def _sweep_table(sweep: Sweep):
+    """The sweep as a table: numbers stay numbers (sortable), shown in the page's language."""
+    df = pd.DataFrame([{
         "N": p.n,
-        t("gpt.col_uncached_ms"): round(p.seconds_uncached * 1e3, 1),
-        t("gpt.col_cached_ms"): round(p.seconds_cached * 1e3, 1),
-        t("gpt.col_uncached_tps"): round(p.n / p.seconds_uncached),
-        t("gpt.col_cached_tps"): round(p.n / p.seconds_cached),
-        t("gpt.col_speedup"): round(p.speedup, 2),
-        t("gpt.col_model"): round(sweep.predicted_speedup(p.n), 2),
-        t("gpt.col_flops"): round(p.flop_ratio, 1),
-        t("gpt.col_share"): f"{100 * p.speedup / p.flop_ratio:.0f} %",
+        t("gpt.col_uncached_ms"): p.seconds_uncached * 1e3,
+        t("gpt.col_cached_ms"): p.seconds_cached * 1e3,
+        t("gpt.col_uncached_tps"): p.n / p.seconds_uncached,
+        t("gpt.col_cached_tps"): p.n / p.seconds_cached,
+        t("gpt.col_speedup"): p.speedup,
+        t("gpt.col_model"): sweep.predicted_speedup(p.n),
+        t("gpt.col_flops"): p.flop_ratio,
+        t("gpt.col_share"): p.speedup / p.flop_ratio,
         t("gpt.col_same"): "✓" if p.same_tokens else "✗",
     } for p in sweep.points])
+    digits = {"gpt.col_uncached_ms": 1, "gpt.col_cached_ms": 1, "gpt.col_uncached_tps": 0, "gpt.col_cached_tps": 0,
+              "gpt.col_speedup": 2, "gpt.col_model": 2, "gpt.col_flops": 1}
+    shown = {t(k): (lambda v, d=d: fmt.fixed(v, d)) for k, d in digits.items()}
+    return df.style.format({**shown, t("gpt.col_share"): fmt.percent})
 
 
 def _timing(tokens: list[str], rule_key: RuleKey, seed: int, model: GPTModel) -> None:
@@ -271,7 +278,7 @@ def _timing(tokens: list[str], rule_key: RuleKey, seed: int, model: GPTModel) ->
     if stored_inputs != inputs:
         st.caption(t("gpt.timing_stale"))
     if sweep.noisy():
-        st.warning(t("gpt.timing_noisy", spread=f"{max(p.spread for p in sweep.points):.1f}"),
+        st.warning(t("gpt.timing_noisy", spread=fmt.fixed(max(p.spread for p in sweep.points), 1)),
                    icon=":material/warning:")
     ns = [p.n for p in sweep.points]
     fig = speedup_chart(ns, {
@@ -282,11 +289,11 @@ def _timing(tokens: list[str], rule_key: RuleKey, seed: int, model: GPTModel) ->
     chart(fig, t("gpt.chart_alt"))
     st.dataframe(_sweep_table(sweep), hide_index=True, width="stretch")
     e = sweep.explanation()
-    st.markdown(t("gpt.explain", n=e["n"], speedup=f"{e['speedup']:.1f}", flops=f"{e['flop_ratio']:.0f}",
-                  share=f"{100 * e['share']:.0f}", step_ms=f"{e['step_ms']:.2f}",
-                  step_gflops=f"{e['step_gflops']:.2f}", full_tokens=e["full_tokens"], full_ms=f"{e['full_ms']:.2f}",
-                  full_gflops=f"{e['full_gflops']:.1f}", weights_mb=f"{e['weights_mb']:.1f}",
-                  model=f"{e['time_model']:.1f}"))
+    st.markdown(t("gpt.explain", n=e["n"], speedup=fmt.fixed(e["speedup"], 1), flops=fmt.fixed(e["flop_ratio"], 0),
+                  share=fmt.percent(e["share"]), step_ms=fmt.fixed(e["step_ms"], 2),
+                  step_gflops=fmt.fixed(e["step_gflops"], 2), full_tokens=e["full_tokens"],
+                  full_ms=fmt.fixed(e["full_ms"], 2), full_gflops=fmt.fixed(e["full_gflops"], 1),
+                  weights_mb=fmt.fixed(e["weights_mb"], 1), model=fmt.fixed(e["time_model"], 1)))
 
 
 # ---- the page ------------------------------------------------------------------------------------
@@ -297,10 +304,12 @@ def render() -> None:
     cfg = model.config
     st.title(t("gpt.title"))
     presenter.intro(t("gpt.intro", layers=cfg.n_layer, heads=cfg.n_head, d=cfg.n_embd, vocab=cfg.vocab_size,
-                      block=cfg.block_size, params=f"{model.network.n_params():,}"))
+                      block=cfg.block_size, params=fmt.integer(model.network.n_params())))
     if tiny.trained:
         tr = tiny.meta.get("training", {})
-        st.caption(t("gpt.weights_trained", steps=tr.get("steps", "?"), loss=tr.get("val_loss", "?")))
+        steps, loss = tr.get("steps"), tr.get("val_loss")
+        st.caption(t("gpt.weights_trained", steps="?" if steps is None else fmt.integer(steps),
+                     loss="?" if loss is None else fmt.sig(loss)))
     else:
         st.warning(t("gpt.weights_random", seed=tiny.meta.get("fallback_seed", 0)), icon=":material/casino:")
     with presenter.settings():

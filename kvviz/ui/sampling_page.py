@@ -14,7 +14,7 @@ from kvviz.logit_sources import LogitSource, TypedLogitsError, parse_logits, qui
 from kvviz.registry import get_model
 from kvviz.sampling import Sampler, Stage, draw_counts
 from kvviz.sampling_figures import display_order, draws_histogram, removed_heights, stage_bars
-from kvviz.ui import presenter, urlstate
+from kvviz.ui import fmt, presenter, urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.i18n import t
 from kvviz.ui.perf import timed
@@ -77,7 +77,7 @@ def _typed_source() -> LogitSource | None:
         st.error(t(f"sampling.err_{e.code}", **e.params), icon=":material/error:")
         return None
     if src.prob_sum is not None and abs(src.prob_sum - 1) > 1e-9:
-        st.info(t("sampling.normalised", total=f"{src.prob_sum:.6g}"), icon=":material/balance:")
+        st.info(t("sampling.normalised", total=fmt.sig(src.prob_sum, 6)), icon=":material/balance:")
     return src
 
 
@@ -106,8 +106,8 @@ def _stage_caption(i: int, s: Stage, stages: list[Stage], tokens: list[str]) -> 
     prev = stages[i - 1]
     if s.name == "temperature":
         trend = "same" if s.setting == 1 else ("sharper" if s.setting < 1 else "flatter")
-        return t(f"sampling.cap_temperature_{trend}", tau=f"{s.setting:g}", h0=f"{prev.entropy_bits:.3f}",
-                 h1=f"{s.entropy_bits:.3f}")
+        return t(f"sampling.cap_temperature_{trend}", tau=fmt.sig(s.setting), h0=fmt.fixed(prev.entropy_bits, 3),
+                 h1=fmt.fixed(s.entropy_bits, 3))
     if s.setting is None:
         return t(f"sampling.cap_{s.name.replace('-', '_')}_off")
     if s.name == "top-k":
@@ -117,11 +117,11 @@ def _stage_caption(i: int, s: Stage, stages: list[Stage], tokens: list[str]) -> 
     # top-p: name the first removed token and the mass before it, or the largest mass that stayed below p
     if not s.removed:
         last = max(s.kept, key=lambda j: s.mass_before[j])
-        return t("sampling.cap_top_p_none", p=f"{s.setting:g}", tok=tokens[last],
-                 mass=f"{s.mass_before[last]:.3f}")
+        return t("sampling.cap_top_p_none", p=fmt.sig(s.setting), tok=tokens[last],
+                 mass=fmt.fixed(s.mass_before[last], 3))
     first = min(s.removed, key=lambda j: s.mass_before[j])
-    return t("sampling.cap_top_p", p=f"{s.setting:g}", kept=_set_list([tokens[j] for j in s.kept]),
-             tok=tokens[first], mass=f"{s.mass_before[first]:.3f}")
+    return t("sampling.cap_top_p", p=fmt.sig(s.setting), kept=_set_list([tokens[j] for j in s.kept]),
+             tok=tokens[first], mass=fmt.fixed(s.mass_before[first], 3))
 
 
 def _stages(stages: list[Stage], tokens: list[str]) -> None:
@@ -135,9 +135,9 @@ def _stages(stages: list[Stage], tokens: list[str]) -> None:
         for col, i in zip(cols, range(row, min(row + per_row, len(stages)))):
             s = stages[i]
             threshold = s.setting if s.name == "top-p" and s.setting is not None else None
-            labels["threshold"] = t("sampling.lbl_threshold", p=f"{threshold:g}") if threshold else ""
+            labels["threshold"] = t("sampling.lbl_threshold", p=fmt.sig(threshold)) if threshold else ""
             title = t("sampling.stage_title", n=i + 1, name=t(f"sampling.stage_{s.name.replace('-', '_')}"),
-                      h=f"{s.entropy_bits:.3f}")
+                      h=fmt.fixed(s.entropy_bits, 3))
             with col:
                 fig = stage_bars(s, ghosts[max(i - 1, 0)], tokens, order, title, labels, threshold)
                 chart(fig, t("sampling.stage_alt", name=s.name), key=f"stage_{i}")
@@ -146,8 +146,8 @@ def _stages(stages: list[Stage], tokens: list[str]) -> None:
     cols = st.columns(len(stages))
     for i, (col, s) in enumerate(zip(cols, stages)):
         change = 0.0 if i == 0 else s.entropy_bits - stages[i - 1].entropy_bits
-        delta = f"{change:+.3f}" if abs(change) >= 5e-4 else None        # no arrow for "unchanged"
-        col.metric(t(f"sampling.stage_{s.name.replace('-', '_')}"), t("sampling.bits", h=f"{s.entropy_bits:.3f}"),
+        delta = fmt.signed(change, 3) if abs(change) >= 5e-4 else None        # no arrow for "unchanged"
+        col.metric(t(f"sampling.stage_{s.name.replace('-', '_')}"), t("sampling.bits", h=fmt.fixed(s.entropy_bits, 3)),
                    delta=delta, delta_color="off", help=t("sampling.entropy_help"))
 
 
@@ -166,21 +166,21 @@ def _draws(rule, seed: int, stages: list[Stage], src: LogitSource) -> None:
     urlstate.int_param("sampling_n", 1_000, 1, MAX_DRAWS)
     n = c[0].number_input(t("sampling.n_draws"), 1, MAX_DRAWS, step=100, key="sampling_n",
                           on_change=urlstate.sync, args=("sampling_n", 1_000),
-                          help=t("sampling.n_draws_help", cap=f"{MAX_DRAWS:,}"))
+                          help=t("sampling.n_draws_help", cap=fmt.integer(MAX_DRAWS)))
     c[1].button(t("sampling.new_seed"), icon=":material/casino:", on_click=_new_seed, disabled=greedy,
                 help=t("sampling.new_seed_help"), width="stretch")
     key = "one_draw_greedy" if greedy else "one_draw"
-    c[2].markdown(t(f"sampling.{key}", seed=seed, tok=src.tokens[one.index], p=f"{one.probs[one.index]:.3f}"))
+    c[2].markdown(t(f"sampling.{key}", seed=seed, tok=src.tokens[one.index], p=fmt.fixed(one.probs[one.index], 3)))
     final = stages[-1]
     counts = draw_counts(final.probs, int(n), seed)
     order = display_order(stages)
     fig = draws_histogram(counts, final.probs, src.tokens, order,
-                          t("sampling.hist_title", n=f"{int(n):,}", seed=seed),
+                          t("sampling.hist_title", n=fmt.integer(n), seed=seed),
                           {"observed": t("sampling.observed"), "expected": t("sampling.expected"),
                            "axis": t("sampling.lbl_freq_axis"), "draws": t("sampling.lbl_draws")})
     chart(fig, t("sampling.hist_alt"), key="hist")
     gap = max(abs(counts[i] / int(n) - final.probs[i]) for i in range(len(counts)))
-    st.caption(t("sampling.hist_caption", gap=f"{gap:.4f}", n=f"{int(n):,}"))
+    st.caption(t("sampling.hist_caption", gap=fmt.fixed(gap, 4), n=fmt.integer(n)))
 
 
 # ---------------------------------------------------------------- 5. check your understanding
@@ -226,8 +226,8 @@ def _questions() -> None:
 
     def reveal2() -> None:
         mb = dict(zip(q.tokens, st2.mass_before))
-        st.markdown(t("sampling.q2_reveal", p=QUIZ_P, kept=_set_list(list(engine)), b=f"{mb['B']:.2f}",
-                      c=f"{mb['C']:.2f}", pa=f"{st2.probs[0]:.3f}", pb=f"{st2.probs[1]:.3f}"))
+        st.markdown(t("sampling.q2_reveal", p=fmt.sig(QUIZ_P), kept=_set_list(list(engine)), b=fmt.fixed(mb["B"], 2),
+                      c=fmt.fixed(mb["C"], 2), pa=fmt.fixed(st2.probs[0], 3), pb=fmt.fixed(st2.probs[1], 3)))
         st.button(t("sampling.q2_show"), on_click=_show_quiz_on_charts, icon=":material/bar_chart:")
     _question(2, options, lambda o: _set_list(list(o)), engine, reveal2)
 

@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 
 import streamlit as st
 
+from kvviz.ui import fmt
 from kvviz.ui.i18n import t
 
 
@@ -47,7 +48,8 @@ def int_param(key: str, default: int | None, low: int, high: int) -> None:
     ``default=None`` is an optional field (empty): ``?key=`` empty or absent keeps it empty.
     """
     _number_param(key, default, low, high, True, lambda raw: t(
-        "url.bad_value", name=key, raw=raw, low=low, high=high, default=t("url.empty") if default is None else default))
+        "url.bad_value", name=key, raw=raw, low=fmt.integer(low), high=fmt.integer(high),
+        default=t("url.empty") if default is None else fmt.integer(default)))
 
 
 def choice_param(key: str, options: Sequence, default: object, parse: Callable[[str], object] = str) -> None:
@@ -72,7 +74,7 @@ def choice_param(key: str, options: Sequence, default: object, parse: Callable[[
 def float_param(key: str, default: float, low: float, high: float) -> None:
     """``int_param`` for a decimal setting (finite, in [low, high])."""
     _number_param(key, default, low, high, False, lambda raw: t(
-        "url.bad_number", name=key, raw=raw, low=f"{low:g}", high=f"{high:g}", default=f"{default:g}"))
+        "url.bad_number", name=key, raw=raw, low=fmt.sig(low), high=fmt.sig(high), default=fmt.sig(default)))
 
 
 def text_param(key: str, default: str, max_chars: int) -> None:

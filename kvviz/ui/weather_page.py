@@ -12,7 +12,7 @@ from kvviz.models.weather import (D_K, DEFAULT_VALUES, HEADS, SEED_PROMPT, VOCAB
                                   check_values, values_from_text, values_to_text)
 from kvviz.staleness import Diagnosis, comparison_table, diagnose
 from kvviz.trace import kv_column
-from kvviz.ui import presenter, stepper, urlstate
+from kvviz.ui import fmt, presenter, stepper, urlstate
 from kvviz.ui.charts import chart, figure_words
 from kvviz.ui.i18n import t
 from kvviz.ui.perf import timed
@@ -40,9 +40,9 @@ def _short_heads() -> list[str]:
 
 
 def _num(x: float) -> str:
-    """Numbers in sentences: 12.5, 10.33, 6.0 (the tables carry 4 decimals)."""
+    """Numbers in sentences: 12.5, 10.33, 6.0 (the tables carry 4 decimals), in the page's language."""
     text = f"{x:.4g}"
-    return text if any(c in text for c in ".e") else text + ".0"
+    return fmt.num(x, ".4g") if any(c in text for c in ".e") else fmt.num(x, ".1f")
 
 
 def _pos(p: int, tokens: list[str]) -> str:
@@ -51,7 +51,7 @@ def _pos(p: int, tokens: list[str]) -> str:
 
 def _reads_text(att_row, tokens: list[str]) -> str:
     """'2:weather 0.50 · 4:so 0.50' from one attention row [T] (labels as on the heatmaps)."""
-    return " · ".join(f"{r.position + BASE}:{r.token} {r.weight:.2f}" for r in reads(att_row, tokens))
+    return " · ".join(f"{r.position + BASE}:{r.token} {fmt.fixed(r.weight, 2)}" for r in reads(att_row, tokens))
 
 
 # ---------------------------------------------------------------- inputs
@@ -88,7 +88,7 @@ def _values_editor() -> tuple[dict[str, float] | None, str | None]:
             "token": st.column_config.TextColumn(t("weather.col_token"), help=t("weather.col_token_help")),
             "value": st.column_config.NumberColumn(
                 t("weather.col_value"), format="plain",
-                help=t("weather.col_value_help", cap=f"{MAX_ABS_TOKEN_VALUE:g}")),
+                help=t("weather.col_value_help", cap=fmt.sig(MAX_ABS_TOKEN_VALUE))),
         })
     st.button(t("weather.values_reset"), icon=":material/restart_alt:", on_click=_bump_editor,
               help=t("weather.values_reset_help"))
@@ -126,7 +126,7 @@ def _prompt_inputs() -> tuple[list[str] | None, int, bool]:
 def _prompt_view(tokens: list[str], values: dict[str, float]) -> None:
     """The prompt as positions, tokens and values, and its causal mask."""
     st.markdown(f"**{t('weather.prompt_table')}**")
-    table = pd.DataFrame([[w for w in tokens], [f"{values[w]:g}" for w in tokens]],
+    table = pd.DataFrame([[w for w in tokens], [fmt.sig(values[w]) for w in tokens]],
                          index=[t("weather.col_token"), t("weather.col_value")],
                          columns=[str(p + BASE) for p in range(len(tokens))])
     st.dataframe(table, width="stretch")
@@ -217,7 +217,7 @@ def _prefill_contexts(src: Event, values: dict[str, float]) -> None:
     df = pd.DataFrame(out.T.tolist(), index=_head_titles(), columns=cols).round(4)
     notes = prose_vs_tensor(src.sequence[:out.shape[0]], out, values)
     marks = {(n.head, n.position) for n in notes}
-    styled = df.style.format("{:.4f}").apply(
+    styled = df.style.format(lambda v: fmt.fixed(v, 4)).apply(
         lambda col: [f"background-color:{COLORS['pending']}55;font-weight:bold"
                      if (i, cols.index(col.name)) in marks else "" for i in range(len(col))], axis=0)
     st.markdown(f"**{t('weather.contexts_heading')}**")
@@ -226,10 +226,10 @@ def _prefill_contexts(src: Event, values: dict[str, float]) -> None:
     for n in notes:
         where = _pos(n.position, src.sequence)
         if n.prose_token is None:
-            items.append(t("weather.prose_head1", pos=where, tensor=f"{n.tensor_value:.4f}"))
+            items.append(t("weather.prose_head1", pos=where, tensor=fmt.fixed(n.tensor_value, 4)))
         else:
             items.append(t("weather.prose_head2", pos=where, prose=_num(n.prose_value), tok=n.prose_token,
-                           tensor=f"{n.tensor_value:.4f}", last=len(src.sequence[:out.shape[0]])))
+                           tensor=fmt.fixed(n.tensor_value, 4), last=len(src.sequence[:out.shape[0]])))
     st.warning(t("weather.prose_heading") + "\n\n" + "\n".join(f"- {i}" for i in items),
                icon=":material/menu_book:")
 
@@ -239,8 +239,8 @@ def _logits_formula(src: Event) -> None:
     ctx = src.record.output[-1].tolist()                        # [H]
     parts = []
     for j, word in enumerate(WeatherModel.logit_tokens):
-        terms = " + ".join(f"{W_VOCAB[h, j].item():g}·{_num(ctx[h])}" for h in range(len(HEADS)))
-        parts.append(f"{word} = {terms} = **{src.record.logits[-1, j].item():.3f}**")
+        terms = " + ".join(f"{fmt.sig(W_VOCAB[h, j].item())}·{_num(ctx[h])}" for h in range(len(HEADS)))
+        parts.append(f"{word} = {terms} = **{fmt.fixed(src.record.logits[-1, j].item(), 3)}**")
     st.markdown(t("weather.logits_formula", pos=src.positions[-1] + BASE) + "  \n" + "  \n".join(parts))
 
 
@@ -250,7 +250,7 @@ def _comparison_markdown(table: pd.DataFrame, bad: set[int]) -> str:
     head = [t("weather.col_head"), t("weather.col_cached"), t("weather.col_recomputed"), t("weather.col_diff")]
     lines = ["| " + " | ".join(h.replace("|", "\\|") for h in head) + " |", "|---|---:|---:|---:|"]
     for i, row in enumerate(table.itertuples(index=False)):
-        cells = [f"{x:.4f}" for x in row[1:]]
+        cells = [fmt.fixed(x, 4) for x in row[1:]]
         if i in bad:
             cells = [f":red-background[**{c}**]" for c in cells]
         lines.append(f"| {row[0]} | " + " | ".join(cells) + " |")
@@ -272,7 +272,7 @@ def _decode_comparison(src: Event, diag: Diagnosis) -> None:
         why = []
         for row in (r for r in diag.stale if r.kind == "key"):
             why.append(t("weather.stale_key", head=heads[row.head], pos=_pos(row.position, tokens),
-                         cached=f"{row.cached[0].item():+g}", recomputed=f"{row.recomputed[0].item():+g}",
+                         cached=fmt.num(row.cached[0].item(), "+g"), recomputed=fmt.num(row.recomputed[0].item(), "+g"),
                          event=row.computed_at, d_k=D_K))
         st.markdown(f"**{t('weather.why_heading')}**\n\n" + "\n".join(f"- {w}" for w in why)
                     + "\n\n" + t("weather.why_body"))

@@ -1,0 +1,137 @@
+"""One word per idea: every string of every locale file follows kvviz/ui/locales/glossary.toml.
+
+The files are read here, from disk (not through kvviz.ui.i18n), so a page's new JSON file or a new key
+is checked the moment it exists. Each glossary entry is its own test per language, named after the
+idea it fixes; a failure lists file, key and the variant found.
+"""
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from kvviz.ui.i18n import LANGS, LOCALES
+
+GLOSSARY = tomllib.loads((LOCALES / "glossary.toml").read_text(encoding="utf-8"))
+ENTRIES = [("term", e) for e in GLOSSARY["term"]] + [("style", e) for e in GLOSSARY["style"]]
+
+# not prose: {placeholders} and {{ }} escapes, `code spans`, URLs, ?name=value address parts
+NOT_PROSE = re.compile(r"\{\{|\}\}|\{\w*\}|`[^`]*`|https?://\S+|\?\w+=[^\s)]*")
+
+
+def prose(text: str) -> str:
+    return NOT_PROSE.sub(" ", text)
+
+
+def locale_strings(lang: str, root: Path = LOCALES) -> dict[str, str]:
+    """Every string of every ``<root>/<lang>/*.json`` as ``"file.json:key" -> text``."""
+    out = {}
+    for f in sorted((root / lang).glob("*.json")):
+        for key, text in json.loads(f.read_text(encoding="utf-8")).items():
+            out[f"{lang}/{f.name}:{key}"] = text
+    return out
+
+
+def violations(patterns: list[str], strings: dict[str, str]) -> list[str]:
+    """``file:key: 'found' (pattern)`` for every match of a rejected pattern."""
+    found = []
+    for where, text in strings.items():
+        for pattern in patterns:
+            for m in re.finditer(pattern, prose(text)):
+                found.append(f"{where}: {m.group(0)!r} ({pattern})")
+    return found
+
+
+def _entry_id(kind: str, entry: dict, lang: str) -> str:
+    return f"{kind}:{entry['idea'].split(' (')[0]}:{lang}"
+
+
+REJECTS = [(kind, e, lang) for kind, e in ENTRIES for lang in e.get("reject", {})]
+USES = [(e, lang) for _, e in ENTRIES for lang in e.get("use", {})]
+
+
+def test_glossary_is_complete_and_every_pattern_compiles():
+    for kind, e in ENTRIES:
+        assert e.get("idea") and e.get("note"), e
+        if kind == "term":
+            assert all(e.get(lang) for lang in LANGS), f"{e['idea']}: a word for every language"
+        for lang, patterns in e.get("reject", {}).items():
+            assert lang in LANGS and isinstance(patterns, list), e["idea"]
+            for p in patterns:
+                re.compile(p)
+        for lang, p in e.get("use", {}).items():
+            assert lang in LANGS, e["idea"]
+            re.compile(p)
+
+
+@pytest.mark.parametrize("kind,entry,lang", REJECTS, ids=[_entry_id(*r) for r in REJECTS])
+def test_no_rejected_variant(kind, entry, lang):
+    found = violations(entry["reject"][lang], locale_strings(lang))
+    assert not found, f"{entry['idea']}: use {entry.get(lang, '')!r} ({entry['note']})\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("entry,lang", USES, ids=[_entry_id("use", e, lang) for e, lang in USES])
+def test_the_chosen_word_is_the_one_in_use(entry, lang):
+    """The glossary describes the strings as they are: its word occurs in that language."""
+    pattern = entry["use"][lang]
+    assert any(re.search(pattern, prose(s)) for s in locale_strings(lang).values()), (entry["idea"], pattern)
+
+
+def test_german_quotes_open_low_and_close_high():
+    bad = [k for k, s in locale_strings("de").items() if s.count("„") != s.count("“")]
+    assert not bad, bad
+
+
+def test_spanish_quotes_pair():
+    bad = [k for k, s in locale_strings("es").items() if s.count("«") != s.count("»")]
+    assert not bad, bad
+
+
+def _rejects(idea_start: str, lang: str) -> list[str]:
+    return next(e["reject"][lang] for _, e in ENTRIES if e["idea"].startswith(idea_start))
+
+
+def _flags(idea_start: str, lang: str, text: str) -> bool:
+    return bool(violations(_rejects(idea_start, lang), {"x": text}))
+
+
+def test_rules_are_precise_about_boundaries_case_and_compounds():
+    """The rules catch the variants and leave their near neighbours alone."""
+    # word boundaries, accents and code: «cache» is caught, «caché» and `generate_cached` are not
+    assert _flags("KV cache", "es", "Depende de lo que quede en el KV cache")
+    assert _flags("KV cache", "es", "demasiado grande para un cache")
+    assert not _flags("KV cache", "es", "Lo que quede en la caché KV; ver `generate_cached` y las cachés")
+    # gender, compounds excluded: «die Cache-Tabelle» is the table's gender, «das Prefill-Ergebnis» too
+    assert _flags("KV cache", "de", "Jetzt ist die Cache leer") and not _flags("KV cache", "de", "die Cache-Tabelle")
+    assert _flags("prefill", "de", "Das Prefill hat den Prompt") and _flags("prefill", "de", "das parallele Prefill")
+    assert not _flags("prefill", "de", "das Prefill-Ergebnis; der Prefill; dem Prefill")
+    # case: German writes nouns capitalised, so a lowercase «decode» is English left over
+    assert _flags("decode", "de", "the decode step") and not _flags("decode", "de", "der Decode-Durchlauf")
+    assert _flags("disaggregated serving", "es", "el Disaggregated serving")
+    assert not _flags("disaggregated serving", "es", "el Disaggregated Serving")
+    # whole words only: «Kopf» is the head, «Kopfzeile» is not; «lote» but not «lotería»
+    assert _flags("attention head", "de", "Attention-Kopf") and not _flags("attention head", "de", "die Kopfzeile")
+    assert _flags("batch", "es", "en un mismo lote") and not _flags("batch", "es", "la lotería")
+    # placeholders are not prose: {head} and {layer} in a Spanish string are fine
+    assert not _flags("attention head", "es", "capa {layer}, cabeza {head}")
+    # formal address: «Sie» anywhere, even opening a sentence about «they»
+    assert _flags("form of address: German", "de", "Wählen Sie eine Vorlage")
+    assert _flags("form of address: German", "de", "Sie sind gewählt, aber nicht verarbeitet")
+    assert not _flags("form of address: German", "de", "Wähle eine Vorlage; sie bleibt")
+    assert _flags("form of address: Spanish", "es", "Pulse el botón") and not _flags(
+        "form of address: Spanish", "es", "Pulsa el botón")
+
+
+def test_a_new_page_file_is_checked_without_registering_it(tmp_path):
+    """A locale file another page adds later is read by the same loop as the existing ones."""
+    (tmp_path / "de").mkdir()
+    (tmp_path / "de" / "newpage.json").write_text(json.dumps({"intro": "Der Kopf liest den Nur-Anhängen-Cache."}),
+                                                  encoding="utf-8")
+    found = []
+    for _, e in ENTRIES:
+        found += violations(e.get("reject", {}).get("de", []), locale_strings("de", tmp_path))
+    assert any("newpage.json:intro" in f and "Kopf" in f for f in found)
+    assert any("Nur-Anhängen" in f for f in found)

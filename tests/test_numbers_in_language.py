@@ -1,0 +1,127 @@
+"""Numbers on the pages follow the page's language (kvviz.ui.fmt): 0,330 and 36.864 on a Spanish or
+German page, 0.330 and 36,864 in English; charts carry plotly's separators; downloads stay
+machine-readable (the same bytes in every language)."""
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from kvviz import cost
+from kvviz.ui import fmt
+from tests.conftest import no_exception, open_page, plotly_specs
+
+COST = "pages/5_Cost_and_scale.py"
+SAMPLING = "pages/3_Sampling.py"
+WEATHER = "pages/2_Weather_heads.py"
+GPT = "pages/4_Tiny_GPT.py"
+ABC = "pages/1_ABC_miniature.py"
+
+
+def _metrics(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+@pytest.mark.parametrize("lang", ["en", "es", "de"])
+def test_cost_memory_tab_writes_bytes_the_local_way(lang):
+    at = open_page(COST, {"lang": lang})
+    no_exception(at)
+    per_token = cost.cache_bytes_per_token(cost.GPT2_SMALL, "fp16")
+    values = set(_metrics(at).values())
+    assert {f"{fmt.integer(per_token, lang)} B", fmt.nbytes(per_token * 1024, lang)} <= values
+    assert {"en": "36,864 B", "es": "36.864 B", "de": "36.864 B"}[lang] in values
+    assert {"en": "37.7 MB", "es": "37,7 MB", "de": "37,7 MB"}[lang] in values
+    exact = fmt.integer(per_token * 1024, lang)                      # 37,748,736 | 37.748.736 bytes
+    assert any(exact in m.value for m in at.markdown)
+    for spec in plotly_specs(at):                                    # every chart: the language's marks
+        assert spec["layout"]["separators"] == fmt.plotly_separators(lang)
+    hovers = [tr.get("hovertemplate") or "" for tr in plotly_specs(at)[0]["data"]]
+    assert any(f": {fmt.nbytes(per_token * 1024, lang)}<" in h for h in hovers)     # "your setting: 37,7 MB"
+    sizes = [c for tr in plotly_specs(at)[0]["data"] for c in (tr.get("customdata") or [])]
+    assert "36,9 kB" in sizes if lang != "en" else "36.9 kB" in sizes               # the lines' hover texts
+
+
+def test_cost_compute_tab_factor_and_flops_in_german():
+    at = open_page(COST, {"lang": "de", "tab": "Compute (FLOPs)"})
+    no_exception(at)
+    table = at.dataframe[0].value
+    c = cost.generation_flops(cost.ABC_CONFIG, 2, 32, True)
+    assert list(table["FLOPs mit Cache"]) == [fmt.integer(c.linear, "de"), fmt.integer(c.attention, "de"),
+                                             fmt.integer(c.total, "de")]
+    assert all(re.fullmatch(r"[\d.]+,\d×", x) for x in table["Ohne ÷ mit"]), list(table["Ohne ÷ mit"])
+    text = next(m.value for m in at.markdown if "so viel" in m.value)
+    assert "× so viel" in text and "×× " not in text
+
+
+def test_sampling_page_in_spanish():
+    at = open_page(SAMPLING, {"lang": "es"})
+    no_exception(at)
+    assert any("H = 1,607 bits" in s["layout"]["title"]["text"] for s in plotly_specs(at))
+    assert "1,607 bits" in [m.value for m in at.metric]
+    at = open_page(SAMPLING, {"lang": "es", "sampling_rule": "greedy"})
+    hist = next(s for s in plotly_specs(at) if "sorteos con semilla" in s["layout"]["title"]["text"])
+    assert hist["data"][0]["text"][0] == "1.000"                      # "1,000" drawn by the builder
+    bars = [s for s in plotly_specs(at) if s["data"][0]["type"] == "bar"]
+    labels = [t for s in bars for tr in s["data"] for t in (tr.get("text") or []) if t]
+    assert labels and all("." not in t or t == "1.000" for t in labels), labels   # 0,600 not 0.600
+
+
+def test_weather_page_formula_and_contexts_in_spanish():
+    at = open_page(WEATHER, {"lang": "es", "step": "0"})
+    no_exception(at)
+    md = " ".join(m.value for m in at.markdown)
+    assert "**15,300**" in md and "**14,200**" in md and "12,5" in md          # logits = context × W_vocab
+    assert "15.300" not in md and "12.5" not in md
+    heat = next(s for s in plotly_specs(at) if s["data"][0]["type"] == "heatmap")
+    assert heat["layout"]["separators"] == ",."
+
+
+def test_tiny_gpt_memory_in_german():
+    at = open_page(GPT, {"lang": "de"})
+    no_exception(at)
+    metrics = _metrics(at)
+    measured = metrics["Gemessene Bytes"]
+    assert measured == metrics["2 · L · T · d · 4 Bytes"] and measured.endswith(" B") and "," not in measured
+    body = next(m.value for m in at.markdown if "GPT-2 small" in m.value)
+    assert "**36.864 Bytes pro Token**" in body and "37,7 MB" in body
+
+
+def _downloads(monkeypatch, lang: str) -> dict[str, str]:
+    """The files behind the page's download buttons, built as a click would build them."""
+    from streamlit.runtime.media_file_manager import MediaFileManager
+
+    made: dict[str, object] = {}
+    original = MediaFileManager.add_deferred
+
+    def record(self, data_callable, mimetype, coordinates, file_name=None, **kw):
+        made[file_name] = data_callable
+        return original(self, data_callable, mimetype, coordinates, file_name, **kw)
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", record)
+    at = open_page(ABC, {"lang": lang, "step": "2"})
+    no_exception(at)
+    return {name: make() for name, make in made.items()}
+
+
+def test_downloads_stay_machine_readable_in_every_language(monkeypatch):
+    files = {lang: _downloads(monkeypatch, lang) for lang in ("en", "es", "de")}
+    assert set(files["en"]) == {"abc_trace.json", "abc_cache_step2.csv"}
+    for lang in ("es", "de"):
+        assert files[lang] == files["en"], lang                      # the same bytes, whatever the language
+
+    def floats(x):
+        if isinstance(x, float):
+            yield x
+        elif isinstance(x, dict):
+            for v in x.values():
+                yield from floats(v)
+        elif isinstance(x, list):
+            for v in x:
+                yield from floats(v)
+    assert any(True for _ in floats(json.loads(files["de"]["abc_trace.json"])))   # JSON numbers, not text
+    table = pd.read_csv(io.StringIO(files["de"]["abc_cache_step2.csv"]))
+    assert list(table.columns[:2]) == ["position", "token"]           # stable English headers
+    assert table["position"].tolist() == [0, 1, 2]                      # numbers a program reads back

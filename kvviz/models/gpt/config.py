@@ -26,6 +26,12 @@ class GPTConfig:
         return self.n_head if self.n_kv_head is None else self.n_kv_head
 
 
+def draft_config(vocab_size: int, block_size: int = 256) -> GPTConfig:
+    """The draft model's shape for speculative decoding (kvviz.loops.speculative_generate): the tiny
+    GPT's tokenizer and positions, but 1 layer of width 64 (2 heads of 32) instead of 4 of 128."""
+    return GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=1, n_head=2, n_embd=64)
+
+
 def check_positions(cfg: GPTConfig, start_pos: int, n: int) -> None:
     """Learned positions cannot slide: refuse positions at or past block_size."""
     if start_pos + n > cfg.block_size:

@@ -3,6 +3,8 @@
 Run as ``python -m kvviz.train_gpt`` (a shim for this module):
 
     python -m kvviz.train_gpt            # the shipped checkpoint (seed 0), a few minutes on 2 CPU cores
+    python -m kvviz.train_gpt --draft --threads 1   # the draft model for speculative decoding:
+                                         # 1 layer, width 64, same corpus and tokenizer → draft_gpt.pt
     python -m kvviz.train_gpt --steps 50 --out /tmp/t.pt   # a quick smoke run
 
 Everything is seeded (corpus, initial weights, batch order), so a rerun on the same machine and
@@ -21,11 +23,19 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from kvviz.models.gpt.config import GPTConfig
+from kvviz.models.gpt.config import GPTConfig, draft_config
 from kvviz.models.gpt.corpus import corpus_tokens, vocabulary
 from kvviz.models.gpt.model import random_gpt
 from kvviz.models.gpt.tokenizer import WordTokenizer
-from kvviz.models.gpt.weights import CHECKPOINT, plain_state_dict, weights_sha256
+from kvviz.models.gpt.weights import CHECKPOINT, DRAFT_CHECKPOINT, plain_state_dict, weights_sha256
+
+
+# The draft trains for fewer steps than the tiny GPT on purpose: after the full 1,200 steps a 1-layer,
+# width-64 model nearly matches the target on this simple corpus (held-out loss 0.679 vs 0.675; its
+# proposals were accepted 98 % of the time at τ = 1), so speculative decoding would have nothing to
+# reject. After 500 steps (loss ≈ 0.93) it accepts ≈ 80 % at τ = 1 and has not yet learned what
+# "we" do in which weather: a useful draft that visibly disagrees.
+DRAFT_STEPS = 500
 
 
 def batches(data: torch.Tensor, block: int, batch: int, generator: torch.Generator):
@@ -58,14 +68,16 @@ def evaluate(model, data: torch.Tensor, block: int, n_batches: int = 4, batch: i
 
 
 def train(steps: int = 1200, batch: int = 8, lr: float = 3e-3, seed: int = 0, sentences: int = 30_000,
-          threads: int = 2, log_every: int = 25) -> tuple[torch.nn.Module, dict]:
+          threads: int = 2, log_every: int = 25, draft: bool = False) -> tuple[torch.nn.Module, dict]:
+    """Train the tiny GPT (or, with ``draft``, the draft model's smaller shape, ``draft_config``) on the
+    same generated corpus with the same schedule; returns the model (eval mode) and its record."""
     torch.set_num_threads(threads)
     vocab = vocabulary()
     tok = WordTokenizer(vocab)
     ids = torch.tensor([tok.index[t] for t in corpus_tokens(sentences, seed)], dtype=torch.long)
     n_val = len(ids) // 20                                  # last 5 % held out
     train_ids, val_ids = ids[:-n_val], ids[-n_val:]
-    cfg = GPTConfig(vocab_size=len(vocab))
+    cfg = draft_config(len(vocab)) if draft else GPTConfig(vocab_size=len(vocab))
     model = random_gpt(cfg, seed).train()
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -95,23 +107,27 @@ def train(steps: int = 1200, batch: int = 8, lr: float = 3e-3, seed: int = 0, se
                      "corpus_sentences": sentences, "corpus_tokens": len(ids), "threads": threads,
                      "final_train_loss": round(loss, 4), "val_loss": round(evaluate(model, val_ids, cfg.block_size), 4),
                      "seconds": round(time.perf_counter() - t0, 1), "torch": torch.__version__,
-                     "command": "python -m kvviz.train_gpt"},
+                     "command": "python -m kvviz.train_gpt" + (" --draft" if draft else "")},
     }
     return model, info
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=1200)
+    ap.add_argument("--steps", type=int, default=None, help=f"default 1200, or {DRAFT_STEPS} with --draft")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sentences", type=int, default=30_000)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", default=str(CHECKPOINT))
+    ap.add_argument("--draft", action="store_true",
+                    help=f"train the draft model (1 layer, width 64) into {DRAFT_CHECKPOINT.name}")
+    ap.add_argument("--out", default=None, help=f"checkpoint path (default {CHECKPOINT.name}, "
+                                                f"or {DRAFT_CHECKPOINT.name} with --draft)")
     a = ap.parse_args(argv)
-    model, info = train(a.steps, a.batch, a.lr, a.seed, a.sentences, a.threads)
-    out = Path(a.out)
+    steps = a.steps if a.steps is not None else (DRAFT_STEPS if a.draft else 1200)
+    model, info = train(steps, a.batch, a.lr, a.seed, a.sentences, a.threads, draft=a.draft)
+    out = Path(a.out or (DRAFT_CHECKPOINT if a.draft else CHECKPOINT))
     out.parent.mkdir(parents=True, exist_ok=True)
     sd = plain_state_dict(model)
     torch.save(sd, out)

@@ -2,7 +2,8 @@
 
 ``kvviz/data/tiny_gpt.pt`` is a plain state_dict (nn.Linear layout, no tied lm_head copy) and
 ``tiny_gpt.json`` beside it the config, vocabulary and how the weights were trained
-(kvviz.models.gpt.train). GPT-2's Conv1D stores four kinds of weights ``[in, out]`` where nn.Linear
+(kvviz.models.gpt.train). ``draft_gpt.pt`` + ``.json`` are the draft model of speculative decoding in
+the same format (1 layer, width 64, the same tokenizer and corpus). GPT-2's Conv1D stores four kinds of weights ``[in, out]`` where nn.Linear
 stores ``[out, in]``: ``hf_state_dict`` transposes them, so ``transformers.GPT2LMHeadModel`` loads
 the same weights (tests and benchmarks compare against it).
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from kvviz.models.gpt.config import GPTConfig
+from kvviz.models.gpt.config import GPTConfig, draft_config
 from kvviz.models.gpt.corpus import vocabulary
 from kvviz.models.gpt.model import GPT, random_gpt
 from kvviz.models.gpt.tokenizer import WordTokenizer
@@ -24,6 +25,7 @@ from kvviz.models.gpt.tokenizer import WordTokenizer
 DATA = Path(__file__).resolve().parents[2] / "data"
 CHECKPOINT = DATA / "tiny_gpt.pt"        # plain state_dict (nn.Linear layout, no tied lm_head copy)
 CHECKPOINT_META = DATA / "tiny_gpt.json"  # config, vocabulary and how the weights were trained
+DRAFT_CHECKPOINT = DATA / "draft_gpt.pt"  # the draft model for speculative decoding (same format)
 
 # GPT-2's Conv1D weights are [in, out]; nn.Linear's are [out, in]
 CONV1D_SUFFIXES = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
@@ -94,13 +96,8 @@ class TinyGPT:
     meta: dict
 
 
-@lru_cache(maxsize=2)
-def load_tiny_gpt(path: str | None = None, fallback_seed: int = 0) -> TinyGPT:
-    """The trained checkpoint (kvviz/data/tiny_gpt.pt + .json); seeded random weights if it is missing.
-
-    Cached per process and frozen (requires_grad off): callers share it and must not modify it.
-    """
-    ckpt = Path(path) if path else CHECKPOINT
+def _load(ckpt: Path, fallback: GPTConfig, fallback_seed: int) -> TinyGPT:
+    """A checkpoint + its .json record; seeded random weights of shape ``fallback`` if either is missing."""
     meta_path = ckpt.with_suffix(".json")
     if ckpt.exists() and meta_path.exists():
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
@@ -109,9 +106,25 @@ def load_tiny_gpt(path: str | None = None, fallback_seed: int = 0) -> TinyGPT:
         vocab, trained = meta["vocab"], True
     else:
         vocab = vocabulary()
-        cfg = GPTConfig(vocab_size=len(vocab))
-        model, trained = random_gpt(cfg, fallback_seed), False
-        meta = {"config": asdict(cfg), "vocab": vocab, "fallback_seed": fallback_seed}
+        model, trained = random_gpt(fallback, fallback_seed), False
+        meta = {"config": asdict(fallback), "vocab": vocab, "fallback_seed": fallback_seed}
     model.requires_grad_(False)
     model.head()                       # build the readout copy now, before the model is shared
     return TinyGPT(model, WordTokenizer(vocab), trained, meta)
+
+
+@lru_cache(maxsize=2)
+def load_tiny_gpt(path: str | None = None, fallback_seed: int = 0) -> TinyGPT:
+    """The trained checkpoint (kvviz/data/tiny_gpt.pt + .json); seeded random weights if it is missing.
+
+    Cached per process and frozen (requires_grad off): callers share it and must not modify it.
+    """
+    return _load(Path(path) if path else CHECKPOINT, GPTConfig(vocab_size=len(vocabulary())), fallback_seed)
+
+
+@lru_cache(maxsize=2)
+def load_draft_gpt(path: str | None = None, fallback_seed: int = 0) -> TinyGPT:
+    """The draft model (kvviz/data/draft_gpt.pt + .json: 1 layer, width 64, the tiny GPT's tokenizer),
+    trained by ``python -m kvviz.train_gpt --draft``; seeded random weights of that shape if missing.
+    Cached and frozen like ``load_tiny_gpt``."""
+    return _load(Path(path) if path else DRAFT_CHECKPOINT, draft_config(len(vocabulary())), fallback_seed)

@@ -11,6 +11,10 @@ Everything here is exact integer arithmetic on a model's shape (DESIGN.md §1.3)
 
 Formulas come in closed form (``generation_flops``) and as a count over the passes a run actually
 made (``count_flops``), so a page can show the two agreeing.
+
+Speculative decoding's expectations (Leviathan et al. 2023) are here too: tokens per target pass
+and the wall-time improvement from the acceptance rate α, the proposals per round γ and the cost
+ratio c of a draft pass to a target pass.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from typing import Iterable, Sequence
 
 from kvviz.limits import (MAX_COST_BATCH, MAX_COST_GEN_TOKENS, MAX_COST_HEAD_DIM, MAX_COST_HEADS,
                           MAX_COST_LAYERS, MAX_COST_TOKENS, MAX_COST_VOCAB, MAX_COST_WIDTH,
-                          LimitError, check_int)
+                          MAX_SPEC_FORMULA_GAMMA, LimitError, check_float, check_int)
 
 # Bits per stored value. fp8/int4 caches also keep small per-block scales, ignored here.
 DTYPE_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int4": 4}
@@ -565,3 +569,48 @@ def decode_step_floor(cfg: ModelConfig, context: int, batch: int, dtype: str,
         raise LimitError(f"Memory bandwidth must be between 0.001 and 1,000 TB/s, got {bandwidth_tb_s}.")
     moved = weight_bytes(cfg, dtype) + cache_bytes(cfg, context, batch, dtype)
     return moved / (bw * 1e12)
+
+
+# ---------------------------------------------------------------- speculative decoding
+
+def _spec_inputs(alpha: object, gamma: object) -> tuple[float, int]:
+    return (check_float("Acceptance rate α", alpha, 0.0, 1.0),
+            check_int("γ (draft tokens per round)", gamma, 0, MAX_SPEC_FORMULA_GAMMA))
+
+
+def speculative_tokens_per_pass(alpha: object, gamma: object) -> float:
+    """Expected tokens one target pass yields when each of γ proposals is accepted with probability α
+    (independently) until the first rejection, which the target replaces, or all γ and the target's
+    own next token (Leviathan et al. 2023, Eq. 1):
+
+        1 + α + α² + … + α^γ = (1 − α^(γ+1)) / (1 − α),   γ + 1 at α = 1, 1 at α = 0.
+    """
+    a, g = _spec_inputs(alpha, gamma)
+    return float(g + 1) if a == 1.0 else (1.0 - a ** (g + 1)) / (1.0 - a)
+
+
+def speculative_speedup(alpha: object, gamma: object, c: object, verify_cost: object = 1.0) -> float:
+    """Expected wall-time improvement of speculative over plain decoding (Leviathan et al. 2023,
+    Theorem 3.8): tokens per target pass over the time of a round in target decode passes,
+
+        (1 − α^(γ+1)) / ((1 − α)(γ·c + v)),
+
+    c = time of a draft pass / time of a target decode pass, v = ``verify_cost`` = time of the target's
+    pass over γ + 1 positions / time of a one-position pass. The paper takes v = 1 (an accelerator reads
+    the weights once, however many positions; the extra arithmetic is free); on a CPU v > 1 and grows
+    with γ, which is why the measured speed-up falls short of the v = 1 formula. The round's bookkeeping
+    (draws, the acceptance test) is left out.
+    """
+    a, g = _spec_inputs(alpha, gamma)
+    c = check_float("Cost ratio c", c, 0.0, 1_000.0)
+    v = check_float("Verification cost v", verify_cost, 0.0, 1_000.0)
+    if g * c + v <= 0:
+        raise LimitError("A round must cost something: γ·c + v is 0.")
+    return speculative_tokens_per_pass(a, g) / (g * c + v)
+
+
+def best_gamma(alpha: object, c: object, max_gamma: int = 16) -> int:
+    """The γ in 1..max_gamma with the largest expected improvement (v = 1). Speculation pays at all
+    (some improvement > 1) exactly when α > c (Leviathan et al. 2023, Corollary 3.9)."""
+    g_max = check_int("Largest γ", max_gamma, 1, MAX_SPEC_FORMULA_GAMMA)
+    return max(range(1, g_max + 1), key=lambda g: (speculative_speedup(alpha, g, c), -g))

@@ -122,7 +122,7 @@ def _ready(name: str, batch: int, max_len: int, stack: MeasuredGPT | None) -> Me
     return stack
 
 
-def _time_ms(fn: Callable[[], object], repeats: int, warmup: int = 1, budget_s: float = 0.15,
+def time_ms(fn: Callable[[], object], repeats: int, warmup: int = 1, budget_s: float = 0.15,
              max_samples: int = 200) -> float:
     """Median wall time of ``fn`` in milliseconds: at least ``repeats`` calls, and more (up to
     ``max_samples``) while they fit in ``budget_s``, so fast shapes get enough samples to shrug
@@ -181,14 +181,15 @@ def _decode_point(stack: MeasuredGPT, batch: int, context: int, steps: int) -> D
     cfg = stack.cfg
     ids = torch.zeros(batch, 1, dtype=torch.long)
     stack.fill(context - 1)                                      # the cached positions it reads (untimed)
-    ms = _time_ms(lambda: stack(ids, context - 1), repeats=steps, warmup=1)
+    ms = time_ms(lambda: stack(ids, context - 1), repeats=steps, warmup=1)
     flops = pass_flops(cfg, 1, context - 1, last_only=True).scaled(batch).total
     moved = param_count(cfg) * 4 + batch * context * cache_bytes_per_token(cfg, "fp32")
     return DecodePoint(batch, context, ms, flops, moved)
 
 
-def _run_locked(fn: Callable[[], object], threads: int = 1):
-    """Run one measurement at a time, on ``threads`` torch threads.
+def run_locked(fn: Callable[[], object], threads: int = 1):
+    """Run one measurement at a time, on ``threads`` torch threads (one lock for every measurement
+    of the process: these sweeps and kvviz.speculative's speed-up).
 
     One thread by default: on a shared, busy machine two threads that wait for each other at every
     matrix product made a tiny-shape step 10-50× slower in our runs; one thread stays steady.
@@ -242,7 +243,7 @@ def measure_batch_sweep(shape: str, batches: Sequence[int], context: int, steps:
                 st.reset_cache(b, context)
             return _decode_point(st, b, context, steps)
         return _sweep(batches, "batch", one, progress)
-    return _run_locked(go, threads)
+    return run_locked(go, threads)
 
 
 def measure_context_sweep(shape: str, contexts: Sequence[int], batch: int = 1, steps: int = 6,
@@ -256,7 +257,7 @@ def measure_context_sweep(shape: str, contexts: Sequence[int], batch: int = 1, s
     def go() -> list[DecodePoint]:
         st = _ready(shape, batch, max(contexts), stack)
         return _sweep(contexts, "context", lambda c: _decode_point(st, batch, c, steps), progress)
-    return _run_locked(go, threads)
+    return run_locked(go, threads)
 
 
 def measure_prefill(shape: str, prompt_lens: Sequence[int], steps: int = 4, repeats: int = 2,
@@ -273,11 +274,11 @@ def measure_prefill(shape: str, prompt_lens: Sequence[int], steps: int = 4, repe
 
         def one(p: int) -> PrefillPoint:
             ids = torch.zeros(1, p, dtype=torch.long)                  # [1, P]
-            ttft = _time_ms(lambda: st(ids, 0), repeats=repeats, warmup=1)  # logits of the last position only
+            ttft = time_ms(lambda: st(ids, 0), repeats=repeats, warmup=1)  # logits of the last position only
             tpot = _decode_point(st, 1, p + 1, steps).ms_per_step    # the first token after the prompt
             return PrefillPoint(p, ttft, tpot)
         return _sweep(lens, "prompt", one, progress)
-    return _run_locked(go, threads)
+    return run_locked(go, threads)
 
 
 def planned_flops(cfg: ModelConfig, batches: Sequence[int], context: int, contexts: Sequence[int],

@@ -13,6 +13,13 @@ MAX_TYPED_CHARS = 4_000     # raw text of those logits
 GPT_MAX_PROMPT_TOKENS = 64  # tiny GPT: prompt words
 GPT_MAX_NEW_TOKENS = 48     # tiny GPT: tokens per stepped run (every event keeps its attention and cache)
 GPT_MAX_SWEEP_TOKENS = 248  # tiny GPT: largest N the timing sweep generates (prompt + N − 1 ≤ block_size 256)
+# Speculative decoding (kvviz.loops.speculative_generate; prompt ≤ GPT_MAX_PROMPT_TOKENS)
+SPEC_MAX_GAMMA = 8             # draft proposals per round
+SPEC_MAX_NEW_TOKENS = 128      # tokens per run (every round keeps p and q over the vocabulary)
+SPEC_MAX_ATTENTION_TOKENS = 48  # tokens per run that keeps the verification passes' attention (as the stepper)
+SPEC_MEASURE_MAX_TOKENS = 64   # tokens per timed run of the speed-up measurement
+SPEC_MEASURE_MAX_RUNS = 10     # timed runs per γ (speculative and plain each)
+MAX_SPEC_FORMULA_GAMMA = 1_000  # γ in the expected speed-up formulas (kvviz.cost)
 
 
 class LimitError(ValueError):

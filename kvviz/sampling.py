@@ -299,6 +299,43 @@ def _pick(probs: torch.Tensor, generator: torch.Generator | None) -> int:
     return int(torch.multinomial(probs, 1, generator=generator))
 
 
+# ---------------------------------------------------------------- distributions (speculative decoding)
+
+def is_greedy(rule: SelectionRule) -> bool:
+    """True for ``Greedy()`` and for a ``Sampler`` at temperature 0."""
+    return isinstance(rule, Greedy) or bool(getattr(rule, "is_greedy", False))
+
+
+def rule_probs(rule: SelectionRule, logits: torch.Tensor) -> torch.Tensor:
+    """The distribution ``rule.draw`` draws from, ``[V]`` float64: the softmax of the rule's filtered
+    logits (temperature, then top-k, then top-p), or for a greedy rule a one-hot vector on the
+    argmax (the τ → 0 limit; ties to the lowest index, like ``draw``).
+
+    For a sampler, ``draw_from(rule_probs(rule, logits), g)`` draws exactly what ``rule.draw(logits, g)``
+    draws and consumes the same generator state, so a loop may keep the distribution and still draw
+    the same token (a greedy ``draw`` takes the argmax and consumes nothing).
+    """
+    if is_greedy(rule):
+        x = _as_vector(logits)
+        out = torch.zeros_like(x)
+        out[int(torch.argmax(x))] = 1.0
+        return out
+    if not isinstance(rule, Sampler):
+        raise TypeError(f"No distribution known for the rule {rule!r}: use Greedy or Sampler.")
+    return torch.softmax(rule.filtered(logits), dim=-1)
+
+
+def draw_from(probs: torch.Tensor, generator: torch.Generator | None) -> int:
+    """One seeded draw from a probability vector ``[V]`` (e.g. ``rule_probs``, or speculative
+    decoding's residual distribution): the same draw ``Sampler.draw`` makes."""
+    return _pick(probs, generator)
+
+
+def uniform(generator: torch.Generator | None) -> float:
+    """One seeded uniform number in [0, 1) (speculative decoding's acceptance test)."""
+    return float(torch.rand(1, generator=generator, dtype=torch.float64))
+
+
 def make_rule(temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None) -> Greedy | Sampler:
     """The rule for these settings: Greedy when temperature is 0, else a Sampler (validated)."""
     if check_temperature(temperature) == 0:

@@ -1,0 +1,221 @@
+"""Speculative decoding around the engine (kvviz.loops.speculative_generate): the pair of models,
+the JSON of a run, the ``speculate`` command and the speed-up measured on this machine.
+
+``measure_speedup`` times speculative against plain cached decoding of the tiny GPT for each γ, with
+the acceptance rate α, the cost ratio c = draft pass / target pass and the cost of the verification
+pass over γ + 1 positions measured in the same run, and puts the expected improvement of
+kvviz.cost (Leviathan et al.'s formula, and the same with the verification pass's measured cost)
+beside the measured one. Like kvviz.cost_measure: capped (kvviz.limits) and one at a time per
+process (the same lock).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from kvviz.cache import StaticCache
+from kvviz.cost import pass_flops, speculative_speedup, speculative_tokens_per_pass
+from kvviz.cost_measure import run_locked, time_ms
+from kvviz.limits import (MAX_SEED, SPEC_MAX_GAMMA, SPEC_MAX_NEW_TOKENS, SPEC_MEASURE_MAX_RUNS,
+                          SPEC_MEASURE_MAX_TOKENS, LimitError, check_int)
+from kvviz.loops import Speculation, check_speculation, generate_cached, speculative_generate
+from kvviz.models.gpt import GPT, GPTModel, TinyGPT, cost_config, load_draft_gpt, load_tiny_gpt
+from kvviz.sampling import SelectionRule, make_rule
+
+Progress = Callable[[float, str], None]
+
+
+def load_pair() -> tuple[TinyGPT, TinyGPT]:
+    """The target (the tiny GPT) and its draft (1 layer, width 64), both shared read-only."""
+    return load_tiny_gpt(), load_draft_gpt()
+
+
+# ---------------------------------------------------------------- JSON and the command line
+
+def speculation_dict(spec: Speculation, vocab: Sequence[str]) -> dict:
+    """The ``speculate`` command's JSON: tokens as words; per round the draft's proposals, how many
+    were accepted, the emitted tokens, and both caches' lengths after the rollback."""
+    words = lambda ids: [vocab[i] for i in ids]     # noqa: E731
+    rate = spec.acceptance_rate
+    return {
+        "tokens": words(spec.tokens),
+        "rounds": [{"draft": words(pr.token for pr in r.proposals), "accepted": r.n_accepted,
+                    "emitted": words(r.emitted), "target_cache_len": r.target_cache.after,
+                    "draft_cache_len": r.draft_cache.after} for r in spec.rounds],
+        "acceptance_rate": None if rate is None else round(rate, 4),
+        "target_passes": spec.target_passes,
+        "draft_passes": spec.draft_passes,
+    }
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``speculate`` to kvviz's command line (``python -m kvviz speculate --prompt …``)."""
+    sp = sub.add_parser("speculate", help="speculative decoding of the tiny GPT with its draft model, as JSON")
+    sp.add_argument("--prompt", required=True, help='words of the tiny GPT, e.g. "Today the weather is so"')
+    sp.add_argument("--new-tokens", type=int, default=24, help=f"tokens to generate (1..{SPEC_MAX_NEW_TOKENS})")
+    sp.add_argument("--gamma", type=int, default=4, help=f"draft tokens per round (1..{SPEC_MAX_GAMMA})")
+    sp.add_argument("--temperature", type=float, default=None,
+                    help="sample with this temperature (0 = greedy; default: greedy, or 1 with --top-k/--top-p)")
+    sp.add_argument("--top-k", type=int, default=None, help="keep only the k most likely tokens (k >= 1)")
+    sp.add_argument("--top-p", type=float, default=None, help="keep the smallest top set reaching mass p (0 < p <= 1)")
+    sp.add_argument("--seed", type=int, default=0, help=f"seed of the draws (0..{MAX_SEED}; default 0)")
+    sp.set_defaults(handler=lambda a: run_command(a, sp))
+
+
+def run_command(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Run ``speculate``: the JSON on stdout, or one line on stderr and exit code 2 (``parser.error``)."""
+    target, draft = load_pair()
+    try:
+        sampling = a.top_k is not None or a.top_p is not None
+        rule = make_rule(a.temperature if a.temperature is not None else (1.0 if sampling else 0.0), a.top_k, a.top_p)
+        prompt = GPTModel(target).tokenize(a.prompt)
+        ids = [target.tokenizer.index[w] for w in prompt]
+        spec = speculative_generate(target.model, draft.model, ids, a.new_tokens, a.gamma, rule, a.seed)
+    except (LimitError, ValueError) as e:
+        parser.error(str(e))
+    json.dump(speculation_dict(spec, target.tokenizer.vocab), sys.stdout, indent=1)
+    print()
+    return 0
+
+
+# ---------------------------------------------------------------- the speed-up, measured here
+
+@dataclass(frozen=True)
+class SpeedPoint:
+    """Speculative vs plain cached decoding of ``new_tokens`` tokens at one γ (medians over the runs)."""
+
+    gamma: int
+    new_tokens: int
+    speculative_s: float            # median wall time of speculative_generate (prefill included)
+    plain_s: float                  # median wall time of generate_cached, same prompt, rule and N
+    speculative_best_s: float       # fastest run of each (noise on a shared machine only adds time)
+    plain_best_s: float
+    acceptance_rate: float          # α: accepted / tested over all runs
+    tokens_per_target_pass: float   # new tokens per verification pass, over all runs
+    verify_ms: float                # the target's pass over γ + 1 positions (the verification pass)
+    expected: float                 # kvviz.cost.speculative_speedup(α, γ, c): the paper's formula (v = 1)
+    expected_with_verify: float     # the same with v = verify_ms / target_ms measured
+
+    @property
+    def speculative_tps(self) -> float:
+        return self.new_tokens / self.speculative_s
+
+    @property
+    def plain_tps(self) -> float:
+        return self.new_tokens / self.plain_s
+
+    @property
+    def measured(self) -> float:
+        """Measured improvement: plain time / speculative time (medians)."""
+        return self.plain_s / self.speculative_s
+
+    @property
+    def measured_best(self) -> float:
+        return self.plain_best_s / self.speculative_best_s
+
+    @property
+    def expected_tokens_per_pass(self) -> float:
+        """(1 − α^(γ+1)) / (1 − α) with the measured α, beside ``tokens_per_target_pass``."""
+        return speculative_tokens_per_pass(self.acceptance_rate, self.gamma)
+
+
+@dataclass(frozen=True)
+class SpeedMeasurement:
+    """One measurement: every γ, and the single-pass times the formula needs."""
+
+    points: list[SpeedPoint]
+    target_ms: float        # one target decode pass (one position)
+    draft_ms: float         # one draft decode pass
+    context: int            # cached positions those passes read (mid-run)
+    c_flops: float          # the same ratio in FLOPs (kvviz.cost.pass_flops): what c would be if time were arithmetic
+    rule: dict
+    prompt_len: int
+    new_tokens: int
+    runs: int
+    threads: int
+    seconds: float
+
+    @property
+    def c(self) -> float:
+        """The cost ratio of Leviathan et al.: draft pass time / target pass time."""
+        return self.draft_ms / self.target_ms
+
+
+def _pass_ms(model: GPT, n: int, context: int, repeats: int) -> float:
+    """Median ms of one pass over ``n`` new positions after ``context`` cached ones, as the loops call
+    it (one position: logits of the last only; more: every position's logits, as a verification)."""
+    cache = StaticCache(model.config.n_layer, context + n)
+    model(torch.zeros(1, context, dtype=torch.long), cache, 0, last_only=True)      # untimed fill
+    ids = torch.zeros(1, n, dtype=torch.long)
+
+    def one() -> None:
+        cache.crop(context)
+        model(ids, cache, context, last_only=n == 1)
+    return time_ms(one, repeats=repeats, warmup=2)
+
+
+def _gammas(gammas: Sequence[int]) -> list[int]:
+    vals = sorted({check_int("Gamma", g, 1, SPEC_MAX_GAMMA) for g in gammas})
+    if not vals:
+        raise LimitError("Give at least one γ to measure.")
+    return vals
+
+
+@torch.inference_mode()
+def measure_speedup(target: GPT, draft: GPT, prompt_ids: Sequence[int], gammas: Sequence[int] = range(1, 7),
+                    new_tokens: int = 48, rule: SelectionRule | None = None, runs: int = 3,
+                    progress: Progress | None = None, threads: int = 1) -> SpeedMeasurement:
+    """For each γ: ``runs`` speculative runs (seeds 0..runs−1) interleaved with as many plain
+    ``generate_cached`` runs, then single passes of both models for c and the verification cost.
+
+    Capped: γ ≤ SPEC_MAX_GAMMA, N ≤ SPEC_MEASURE_MAX_TOKENS, runs ≤ SPEC_MEASURE_MAX_RUNS; one
+    measurement at a time per process (kvviz.cost_measure.run_locked), one torch thread by default.
+    """
+    gammas = _gammas(gammas)
+    n = check_int("New tokens", new_tokens, 2, SPEC_MEASURE_MAX_TOKENS)
+    runs = check_int("Runs", runs, 1, SPEC_MEASURE_MAX_RUNS)
+    threads = check_int("Threads", threads, 1, 64)
+    ids = list(prompt_ids)
+    check_speculation(target, draft, len(ids), n, max(gammas))
+    context = len(ids) + n // 2
+
+    def go() -> SpeedMeasurement:
+        t0 = time.perf_counter()
+        if progress:
+            progress(0.0, "warm-up")
+        speculative_generate(target, draft, ids, 4, 2, rule)          # first-call allocations, both loops
+        generate_cached(target, ids, 4, rule, keep_logits=False)
+        target_ms = _pass_ms(target, 1, context, repeats=20)
+        draft_ms = _pass_ms(draft, 1, context, repeats=20)
+        points = []
+        for i, g in enumerate(gammas):
+            if progress:
+                progress(0.05 + 0.95 * i / len(gammas), f"γ = {g}")
+            spec: list[Speculation] = []
+            plain: list[float] = []
+            for seed in range(runs):
+                spec.append(speculative_generate(target, draft, ids, n, g, rule, seed))
+                plain.append(generate_cached(target, ids, n, rule, seed, keep_logits=False).seconds)
+            accepted, tested = sum(s.accepted for s in spec), sum(s.tested for s in spec)
+            alpha = accepted / tested
+            verify_ms = _pass_ms(target, g + 1, context, repeats=10)
+            c = draft_ms / target_ms
+            points.append(SpeedPoint(
+                g, n, statistics.median(s.seconds for s in spec), statistics.median(plain),
+                min(s.seconds for s in spec), min(plain), alpha,
+                sum(len(s.tokens) for s in spec) / sum(len(s.rounds) for s in spec), verify_ms,
+                speculative_speedup(alpha, g, c), speculative_speedup(alpha, g, c, verify_ms / target_ms)))
+        if progress:
+            progress(1.0, "done")
+        flops = [pass_flops(cost_config(m.config), 1, context, last_only=True).total for m in (draft, target)]
+        return SpeedMeasurement(points, target_ms, draft_ms, context, flops[0] / flops[1],
+                                (rule or make_rule()).describe(), len(ids), n, runs, threads,
+                                time.perf_counter() - t0)
+    return run_locked(go, threads)

@@ -363,7 +363,7 @@ def speculative_round(target: GPT, draft: GPT, target_cache: Cache, draft_cache:
     if d_before > start:
         raise ValueError("the draft cache holds more positions than the target cache")
     greedy = is_greedy(rule)
-    fed = list(sequence[d_before:])
+    fed = list(sequence[d_before:]) if gamma else []          # a round with γ = 0 runs no draft pass
     # 1. the draft proposes γ tokens, one pass each
     proposed: list[int] = []
     qs: list[torch.Tensor] = []

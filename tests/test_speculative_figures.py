@@ -1,0 +1,101 @@
+"""The speculative-decoding figure builders: a record in, a figure out, without a browser."""
+import json
+
+import pytest
+
+from kvviz import cost
+from kvviz.figures import COLORS
+from kvviz.loops import speculative_generate
+from kvviz.models.gpt import load_draft_gpt, load_tiny_gpt
+from kvviz.sampling import Sampler
+from kvviz.speculative import SpeedMeasurement, SpeedPoint
+from kvviz.speculative_figures import (cache_figure, position_figure, proposals_figure, residual_figure,
+                                       speedup_figure)
+
+TINY, DRAFT = load_tiny_gpt(), load_draft_gpt()
+VOCAB = TINY.tokenizer.vocab
+SPEC = speculative_generate(TINY.model, DRAFT.model, TINY.tokenizer.encode("It is rainy in London , so we"), 24, 4,
+                            Sampler(1.0), seed=2)
+REJECTED = next(r for r in SPEC.rounds if r.rejected_at is not None and r.rejected_at < r.gamma - 1)
+ALL_IN = next((r for r in SPEC.rounds if r.bonus and r.gamma), None)
+
+
+def _spec(fig) -> dict:
+    return json.loads(fig.to_json())
+
+
+def test_proposals_figure_shows_q_p_acceptance_and_u_per_proposal():
+    r = REJECTED
+    d = _spec(proposals_figure(r, VOCAB, "Round"))
+    q, p, acc, u = d["data"]
+    labels = [f"{i + 1} · {VOCAB[pr.token]}" for i, pr in enumerate(r.proposals)]
+    assert q["x"] == p["x"] == acc["x"] == labels
+    assert q["y"] == [pr.q for pr in r.proposals] and p["y"] == [pr.p for pr in r.proposals]
+    assert q["marker"]["color"] == COLORS["pending"] and p["marker"]["color"] == COLORS["prompt"]
+    assert acc["y"] == pytest.approx([min(1, pr.p / pr.q) for pr in r.proposals])
+    k = r.rejected_at
+    assert acc["marker"]["color"][:k] == [COLORS["processed"]] * k
+    assert acc["marker"]["color"][k] == COLORS["chosen"] and acc["marker"]["color"][k + 1] == COLORS["removed"]
+    assert u["y"] == [pr.u for pr in r.proposals[:k + 1]]          # only the tested proposals had a u
+    assert all(uu >= a for uu, a in zip(u["y"][k:], acc["y"][k:k + 1]))   # the rejected u lies above its bar
+
+
+def test_greedy_round_has_no_u_and_an_empty_round_says_so():
+    g = speculative_generate(TINY.model, DRAFT.model, TINY.tokenizer.encode("Today the weather is so"), 10, 3)
+    d = _spec(proposals_figure(g.rounds[0], VOCAB, "Greedy"))
+    assert len(d["data"]) == 3 and set(d["data"][2]["y"]) <= {0.0, 1.0}
+    last = g.rounds[-1] if g.rounds[-1].gamma == 0 else None
+    if last is not None:
+        assert "plain step" in _spec(proposals_figure(last, VOCAB, "x"))["layout"]["annotations"][0]["text"]
+
+
+def test_residual_figure_shows_p_q_and_the_normalised_residual_at_the_rejection():
+    r = REJECTED
+    d = _spec(residual_figure(r, VOCAB, "Residual", top=8))
+    q, p, res = d["data"]
+    k = r.rejected_at
+    tokens = [VOCAB.index(x) for x in p["x"]]
+    assert r.proposals[k].token in tokens and r.emitted[-1] in tokens
+    assert p["y"] == [float(r.p[k, t]) for t in tokens] and q["y"] == [float(r.q[k, t]) for t in tokens]
+    assert res["y"] == [float(r.residual[t]) for t in tokens] and res["marker"]["color"] == COLORS["chosen"]
+    assert all(abs(x - max(0.0, a - b) / float((r.p[k] - r.q[k]).clamp(min=0).sum())) < 1e-9
+               for x, a, b in zip(res["y"], p["y"], q["y"]))
+    notes = [a["text"] for a in d["layout"]["annotations"]]
+    assert any("proposed" in t for t in notes) and any("drawn" in t for t in notes)
+    if ALL_IN is not None:
+        with pytest.raises(ValueError):
+            residual_figure(ALL_IN, VOCAB, "x")
+        bonus = _spec(position_figure(ALL_IN, ALL_IN.gamma, VOCAB, "Bonus"))
+        assert len(bonus["data"]) == 1                 # only p at the bonus position
+    with pytest.raises(ValueError):
+        position_figure(r, r.gamma + 1, VOCAB, "x")
+
+
+def test_cache_figure_strikes_out_the_rows_the_rollback_removes():
+    r = REJECTED
+    d = _spec(cache_figure(SPEC.cache_rows(r.index, "target"), SPEC.cache_rows(r.index, "draft"), VOCAB,
+                           "Caches", window=10))
+    heat = d["data"][0]
+    assert heat["y"] == ["draft cache", "target cache"] and len(heat["x"]) == 10
+    target_text = heat["text"][1]
+    struck = [t for t in target_text if t.startswith("<s>")]
+    assert len(struck) == r.gamma - r.n_accepted == len(r.target_cache.removed)
+    assert heat["z"][1][-len(struck):] == [2] * len(struck)
+    assert [t["name"] for t in d["data"][1:]] == ["cached before", "written, kept", "written, removed"]
+
+
+def test_speedup_figure_puts_formula_and_measurement_side_by_side():
+    pts = [SpeedPoint(g, 48, 0.02, 0.03, 0.018, 0.028, 0.8, 2.5, 0.5 + 0.1 * g,
+                      cost.speculative_speedup(0.8, g, 0.3), cost.speculative_speedup(0.8, g, 0.3, 1 + 0.2 * g))
+           for g in (1, 2, 3)]
+    m = SpeedMeasurement(pts, 0.5, 0.15, 30, 0.06, {"name": "greedy"}, 5, 48, 3, 1, 2.0)
+    d = _spec(speedup_figure([1, 2, 3, 4], "Speed-up", alpha=0.8, c=0.3, measurement=m,
+                             labels={"measured": "gemessen"}))
+    names = [t["name"] for t in d["data"]]
+    assert names == ["expected (α = 0.80, c = 0.30)", "expected, measured α and c",
+                     "expected with the verification pass's measured cost", "gemessen"]
+    assert d["data"][0]["y"] == pytest.approx([cost.speculative_speedup(0.8, g, 0.3) for g in (1, 2, 3, 4)])
+    assert d["data"][3]["y"] == pytest.approx([1.5] * 3)
+    assert d["data"][2]["y"] == pytest.approx([p.expected_with_verify for p in pts])
+    only_formula = _spec(speedup_figure(range(1, 7), "x", alpha=0.5, c=0.1))
+    assert len(only_formula["data"]) == 1 and only_formula["layout"]["shapes"][0]["y0"] == 1.0

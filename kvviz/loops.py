@@ -383,7 +383,7 @@ def speculative_round(target: GPT, draft: GPT, target_cache: Cache, draft_cache:
     d_grown = pos
     # 2. the target verifies the pending token and every proposal in one pass
     t_logits, attention = _verify(target, [sequence[-1], *proposed], target_cache, start, keep_attention)
-    ps = torch.stack([rule_probs(rule, row) for row in t_logits])                  # [γ + 1, V]
+    ps = rule_probs(rule, t_logits)                                                # [γ + 1, V], row by row
     # 3. accept while u < p/q; replace the first rejection by a draw from the residual
     proposals: list[Proposal] = []
     residual = None

@@ -179,13 +179,22 @@ def _as_vector(logits: torch.Tensor) -> torch.Tensor:
     return check_logits(logits.detach().to(torch.float64))
 
 
+def _as_rows(logits: torch.Tensor) -> torch.Tensor:
+    """One logits vector [V] or several [..., V] (each row on its own), float64, checked."""
+    if logits.ndim == 0:
+        raise LimitError("A selection rule takes logits [V] or [..., V], got a single number.")
+    return check_logits(logits.detach().to(torch.float64))
+
+
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """logits / τ (τ > 0). If that overflows float64 (|z|/τ > 1.8e308, e.g. τ = 1e-310), the largest
-    logit is subtracted first: softmax gives the same probabilities, and no token becomes -inf."""
+    """logits / τ (τ > 0), [..., V]. If that overflows float64 (|z|/τ > 1.8e308, e.g. τ = 1e-310), each
+    row's largest logit is subtracted first: softmax gives the same probabilities, and no token
+    becomes -inf."""
     y = logits / temperature
     finite = torch.isfinite(logits)
     if (finite & ~torch.isfinite(y)).any():
-        y = (logits - logits[finite].max()) / temperature
+        top = logits.masked_fill(~finite, NEG_INF).amax(dim=-1, keepdim=True)
+        y = (logits - top) / temperature
         y = torch.where(finite, y.clamp(min=torch.finfo(y.dtype).min), y)
     return y
 
@@ -271,8 +280,9 @@ class Sampler:
 
     def filtered(self, logits: torch.Tensor) -> torch.Tensor:
         """The logits the draw uses: float64, divided by τ, then top-k, then top-p ([V], -inf =
-        removed). The same functions as ``stages``, without the bookkeeping."""
-        x = apply_temperature(_as_vector(logits), self.temperature)
+        removed). The same functions as ``stages``, without the bookkeeping. Several rows [..., V]
+        are filtered each on its own (speculative decoding's verification pass)."""
+        x = apply_temperature(_as_rows(logits), self.temperature)
         if self.top_k is not None:
             x = top_k_filter(x, self.top_k)
         if self.top_p is not None:
@@ -309,17 +319,16 @@ def is_greedy(rule: SelectionRule) -> bool:
 def rule_probs(rule: SelectionRule, logits: torch.Tensor) -> torch.Tensor:
     """The distribution ``rule.draw`` draws from, ``[V]`` float64: the softmax of the rule's filtered
     logits (temperature, then top-k, then top-p), or for a greedy rule a one-hot vector on the
-    argmax (the τ → 0 limit; ties to the lowest index, like ``draw``).
+    argmax (the τ → 0 limit; ties to the lowest index, like ``draw``). Logits ``[..., V]`` give one
+    distribution per row, each exactly what the row alone gives.
 
     For a sampler, ``draw_from(rule_probs(rule, logits), g)`` draws exactly what ``rule.draw(logits, g)``
     draws and consumes the same generator state, so a loop may keep the distribution and still draw
     the same token (a greedy ``draw`` takes the argmax and consumes nothing).
     """
     if is_greedy(rule):
-        x = _as_vector(logits)
-        out = torch.zeros_like(x)
-        out[int(torch.argmax(x))] = 1.0
-        return out
+        x = _as_rows(logits)
+        return torch.zeros_like(x).scatter_(-1, x.argmax(dim=-1, keepdim=True), 1.0)
     if not isinstance(rule, Sampler):
         raise TypeError(f"No distribution known for the rule {rule!r}: use Greedy or Sampler.")
     return torch.softmax(rule.filtered(logits), dim=-1)

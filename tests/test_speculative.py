@@ -16,7 +16,7 @@ from kvviz.loops import generate_cached, speculative_generate, speculative_round
 from kvviz.models.gpt import (DRAFT_CHECKPOINT, GPTConfig, draft_config, load_draft_gpt, load_tiny_gpt,
                               random_gpt, weights_sha256)
 from kvviz.models.gpt.corpus import vocabulary
-from kvviz.sampling import Greedy, Sampler, rule_probs
+from kvviz.sampling import Greedy, Sampler, draw_from, rule_probs
 from kvviz.speculative import measure_speedup, speculation_dict
 from tests.test_cli import cli
 
@@ -58,6 +58,24 @@ def test_the_draft_disagrees_with_the_target_sometimes_yet_is_useful():
     alpha = sum(r.accepted for r in runs) / sum(r.tested for r in runs)
     assert 0.5 < alpha < 0.95, alpha
     assert sum(r.tokens_per_target_pass for r in runs) / len(runs) > 2.0
+
+
+def test_p_and_q_are_the_distributions_the_rule_draws_from_row_by_row():
+    """Speculative decoding applies the rule's filters (temperature, then top-k, then top-p) to the
+    target's and the draft's logits alike: p and q are ``rule_probs``, what ``rule.draw`` samples."""
+    g = torch.Generator().manual_seed(0)
+    for rule in [Greedy()] + SAMPLERS + [Sampler(1e-310), Sampler(0.01, top_p=0.9)]:
+        x = torch.randn(5, 82, generator=g) * 4
+        x[1, :4] = x[1].max()                           # a tie at the top
+        x[2] *= 1e4
+        x[3, 7] = float("-inf")
+        rows = rule_probs(rule, x)
+        assert torch.equal(rows, torch.stack([rule_probs(rule, r) for r in x]))   # one pass = each row alone
+        if isinstance(rule, Sampler) and not rule.is_greedy:
+            a, b = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+            assert [rule.draw(r, a) for r in x] == [draw_from(rule_probs(rule, r), b) for r in x]
+        else:
+            assert rows.argmax(-1).tolist() == [rule.draw(r, None) for r in x] and set(rows.flatten().tolist()) == {0, 1}
 
 
 # ---- exactness ---------------------------------------------------------------------------------------

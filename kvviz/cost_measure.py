@@ -122,7 +122,7 @@ def _ready(name: str, batch: int, max_len: int, stack: MeasuredGPT | None) -> Me
     return stack
 
 
-def time_ms(fn: Callable[[], object], repeats: int, warmup: int = 1, budget_s: float = 0.15,
+def _time_ms(fn: Callable[[], object], repeats: int, warmup: int = 1, budget_s: float = 0.15,
              max_samples: int = 200) -> float:
     """Median wall time of ``fn`` in milliseconds: at least ``repeats`` calls, and more (up to
     ``max_samples``) while they fit in ``budget_s``, so fast shapes get enough samples to shrug
@@ -181,7 +181,7 @@ def _decode_point(stack: MeasuredGPT, batch: int, context: int, steps: int) -> D
     cfg = stack.cfg
     ids = torch.zeros(batch, 1, dtype=torch.long)
     stack.fill(context - 1)                                      # the cached positions it reads (untimed)
-    ms = time_ms(lambda: stack(ids, context - 1), repeats=steps, warmup=1)
+    ms = _time_ms(lambda: stack(ids, context - 1), repeats=steps, warmup=1)
     flops = pass_flops(cfg, 1, context - 1, last_only=True).scaled(batch).total
     moved = param_count(cfg) * 4 + batch * context * cache_bytes_per_token(cfg, "fp32")
     return DecodePoint(batch, context, ms, flops, moved)
@@ -274,7 +274,7 @@ def measure_prefill(shape: str, prompt_lens: Sequence[int], steps: int = 4, repe
 
         def one(p: int) -> PrefillPoint:
             ids = torch.zeros(1, p, dtype=torch.long)                  # [1, P]
-            ttft = time_ms(lambda: st(ids, 0), repeats=repeats, warmup=1)  # logits of the last position only
+            ttft = _time_ms(lambda: st(ids, 0), repeats=repeats, warmup=1)  # logits of the last position only
             tpot = _decode_point(st, 1, p + 1, steps).ms_per_step    # the first token after the prompt
             return PrefillPoint(p, ttft, tpot)
         return _sweep(lens, "prompt", one, progress)

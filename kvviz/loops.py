@@ -338,6 +338,7 @@ def _verify(target: GPT, tokens: list[int], cache: Cache, start: int,
     return target.readout(x[0]), torch.stack([t[3][0] for t in trace])
 
 
+@torch.inference_mode()
 def speculative_round(target: GPT, draft: GPT, target_cache: Cache, draft_cache: Cache, sequence: Sequence[int],
                       gamma: int, rule: SelectionRule, generator: torch.Generator | None, index: int = 0,
                       keep_attention: bool = False) -> SpecRound:

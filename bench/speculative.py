@@ -5,9 +5,8 @@ speculative runs of N tokens (seeds 0..runs−1) interleaved with as many plain 
 medians; the acceptance rate α of those runs; single passes for the cost ratio c = draft pass /
 target pass and for the verification pass over γ + 1 positions, v = its time / a one-position pass.
 Beside the measured speed-up it prints the expected one of Leviathan et al. (v = 1), the same with
-the measured v, and what a round costs beyond its passes (draws, the acceptance test, bookkeeping,
-and the prompt's prefill spread over the rounds): the fastest run's time per round minus γ draft passes
-and one verification pass (fastest single passes).
+the measured v, and where a round's time goes inside the fastest speculative run: γ draft passes,
+the verification pass, and the rest (draws, the acceptance test, records, the prompt's prefill).
 Every --repeat repeats the whole measurement; the load average is printed before and after.
 
 usage: python bench/speculative.py [--repeat 3] [--runs 7] [--n 64] [--threads 1]
@@ -40,20 +39,22 @@ def table(name: str, m) -> list[dict]:
     print(f"\n{name}: c = {m.c:.3f} (draft {m.draft_ms:.3f} ms / target {m.target_ms:.3f} ms per decode pass at "
           f"{m.context} cached positions; FLOP ratio {m.c_flops:.3f}), N = {m.new_tokens}, {m.runs} runs, "
           f"{m.seconds:.1f} s")
-    print("| γ | α | tokens / target pass (expected) | spec tok/s | plain tok/s | measured × (best runs) "
-          "| expected × (v = 1) | v | expected × (measured v) | round overhead ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| γ | α | tokens / target pass (expected) | spec tok/s | plain tok/s | measured × (fastest runs) "
+          "| expected × (v = 1) | v | expected × (measured v) | fastest run per round: draft + verify + rest ms "
+          "| plain ms/token |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for p in m.points:
-        rounds = p.new_tokens / p.tokens_per_target_pass
-        passes_ms = p.gamma * m.draft_ms + p.verify_ms
-        overhead = p.speculative_best_s * 1e3 / rounds - passes_ms     # fastest run, as the pass times
         v = p.verify_ms / m.target_ms
+        plain_step = p.plain_best_s * 1e3 / p.new_tokens
         print(f"| {p.gamma} | {p.acceptance_rate:.2f} | {p.tokens_per_target_pass:.2f} ({p.expected_tokens_per_pass:.2f}) "
               f"| {p.speculative_tps:,.0f} | {p.plain_tps:,.0f} | {p.measured:.2f} ({p.measured_best:.2f}) "
-              f"| {p.expected:.2f} | {v:.2f} | {p.expected_with_verify:.2f} | {overhead:.3f} |")
-        rows.append(dict(gamma=p.gamma, measured=p.measured, expected=p.expected, expected_v=p.expected_with_verify,
-                         alpha=p.acceptance_rate, overhead=overhead, v=v, c=m.c))
+              f"| {p.expected:.2f} | {v:.2f} | {p.expected_with_verify:.2f} "
+              f"| {p.gamma} × {p.run_draft_ms:.3f} + {p.run_verify_ms:.3f} + {p.run_other_ms:.3f} | {plain_step:.3f} |")
+        rows.append(dict(gamma=p.gamma, measured=p.measured, best=p.measured_best, expected=p.expected,
+                         expected_v=p.expected_with_verify, alpha=p.acceptance_rate, v=v, c=m.c,
+                         draft=p.run_draft_ms, verify=p.run_verify_ms, other=p.run_other_ms, plain=plain_step,
+                         spec_tps=p.speculative_tps, plain_tps=p.plain_tps))
     return rows
 
 
@@ -78,12 +79,15 @@ def main() -> None:
     print(f"\n## medians over {a.repeat} runs (load average after: {load()})")
     for name, runs in summary.items():
         print(f"\n{name}")
-        print("| γ | α | measured × | expected × (v = 1) | expected × (measured v) | v | c | round overhead ms |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("| γ | α | spec tok/s | plain tok/s | measured × (fastest) | expected × (v = 1) | v "
+              "| expected × (measured v) | c | per round: draft + verify + rest ms | plain ms/token |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for i in range(len(runs[0])):
             med = {k: statistics.median(r[i][k] for r in runs) for k in runs[0][i]}
-            print(f"| {runs[0][i]['gamma']} | {med['alpha']:.2f} | {med['measured']:.2f} | {med['expected']:.2f} "
-                  f"| {med['expected_v']:.2f} | {med['v']:.2f} | {med['c']:.3f} | {med['overhead']:.3f} |")
+            print(f"| {runs[0][i]['gamma']} | {med['alpha']:.2f} | {med['spec_tps']:,.0f} | {med['plain_tps']:,.0f} "
+                  f"| {med['measured']:.2f} ({med['best']:.2f}) | {med['expected']:.2f} | {med['v']:.2f} "
+                  f"| {med['expected_v']:.2f} | {med['c']:.3f} | {runs[0][i]['gamma']} × {med['draft']:.3f} + "
+                  f"{med['verify']:.3f} + {med['other']:.3f} | {med['plain']:.3f} |")
 
 
 if __name__ == "__main__":

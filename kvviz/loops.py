@@ -218,6 +218,8 @@ class SpecRound:
     target_cache: CacheLengths
     draft_cache: CacheLengths
     attention: torch.Tensor | None = None   # [layers, heads, γ + 1, start + γ + 1] of the verification pass
+    draft_seconds: float = 0.0          # wall time of the round's draft passes (the networks only)
+    verify_seconds: float = 0.0         # wall time of the verification pass
 
     @property
     def gamma(self) -> int:
@@ -285,6 +287,11 @@ class Speculation:
     def draft_passes(self) -> int:
         """Draft forward passes: the prefill and one per proposal."""
         return (self.prefill_len > 0) + self.proposed
+
+    def pass_seconds(self) -> tuple[float, float]:
+        """Wall time inside the draft's and the target's passes of the rounds (prefill left out): the
+        rest of ``seconds`` is the prefill and the rounds' own work (draws, the test, records)."""
+        return sum(r.draft_seconds for r in self.rounds), sum(r.verify_seconds for r in self.rounds)
 
     @property
     def tokens_per_target_pass(self) -> float:
@@ -371,8 +378,11 @@ def speculative_round(target: GPT, draft: GPT, target_cache: Cache, draft_cache:
     d_logits: list[torch.Tensor] = []
     d_lens: list[int] = []
     x, pos = fed, d_before
+    draft_s = 0.0
     for _ in range(gamma):
+        t0 = time.perf_counter()
         logits = draft(torch.tensor([x]), draft_cache, pos, last_only=True)[0]     # [V]
+        draft_s += time.perf_counter() - t0
         pos += len(x)
         q = rule_probs(rule, logits)                                               # [V] float64
         tok = int(torch.argmax(q)) if greedy else draw_from(q, generator)
@@ -383,7 +393,9 @@ def speculative_round(target: GPT, draft: GPT, target_cache: Cache, draft_cache:
         x = [tok]
     d_grown = pos
     # 2. the target verifies the pending token and every proposal in one pass
+    t0 = time.perf_counter()
     t_logits, attention = _verify(target, [sequence[-1], *proposed], target_cache, start, keep_attention)
+    verify_s = time.perf_counter() - t0
     ps = rule_probs(rule, t_logits)                                                # [γ + 1, V], row by row
     # 3. accept while u < p/q; replace the first rejection by a draw from the residual
     proposals: list[Proposal] = []
@@ -420,7 +432,7 @@ def speculative_round(target: GPT, draft: GPT, target_cache: Cache, draft_cache:
         emitted=tuple(proposed[:n_acc]) + (last,),
         target_cache=CacheLengths(start, start + gamma + 1, target_cache.get_seq_length()),
         draft_cache=CacheLengths(d_before, d_grown, draft_cache.get_seq_length()),
-        attention=attention)
+        attention=attention, draft_seconds=draft_s, verify_seconds=verify_s)
 
 
 @torch.inference_mode()

@@ -102,6 +102,11 @@ class SpeedPoint:
     verify_ms: float                # the target's pass over γ + 1 positions (the verification pass), fastest
     expected: float                 # kvviz.cost.speculative_speedup(α, γ, c): the paper's formula (v = 1)
     expected_with_verify: float     # the same with v = verify_ms / target_ms measured
+    # inside the fastest speculative run: where a round's time goes
+    rounds: int = 0
+    run_draft_ms: float = 0.0       # mean draft pass
+    run_verify_ms: float = 0.0      # mean verification pass
+    run_other_ms: float = 0.0       # per round, the rest: draws, the acceptance test, records (and the prefill)
 
     @property
     def speculative_tps(self) -> float:
@@ -207,6 +212,9 @@ def measure_speedup(target: GPT, draft: GPT, prompt_ids: Sequence[int], gammas: 
             for seed in range(runs):
                 spec.append(speculative_generate(target, draft, ids, n, g, rule, seed))
                 plain.append(generate_cached(target, ids, n, rule, seed, keep_logits=False).seconds)
+            fastest = min(spec, key=lambda s: s.seconds)
+            d_s, v_s = fastest.pass_seconds()
+            rounds = len(fastest.rounds)
             accepted, tested = sum(s.accepted for s in spec), sum(s.tested for s in spec)
             alpha = accepted / tested
             verify_ms = _pass_ms(target, g + 1, context, repeats=30)
@@ -215,7 +223,9 @@ def measure_speedup(target: GPT, draft: GPT, prompt_ids: Sequence[int], gammas: 
                 g, n, statistics.median(s.seconds for s in spec), statistics.median(plain),
                 min(s.seconds for s in spec), min(plain), alpha,
                 sum(len(s.tokens) for s in spec) / sum(len(s.rounds) for s in spec), verify_ms,
-                speculative_speedup(alpha, g, c), speculative_speedup(alpha, g, c, verify_ms / target_ms)))
+                speculative_speedup(alpha, g, c), speculative_speedup(alpha, g, c, verify_ms / target_ms),
+                rounds, d_s * 1e3 / max(1, fastest.proposed), v_s * 1e3 / rounds,
+                (fastest.seconds - d_s - v_s) * 1e3 / rounds))
         if progress:
             progress(1.0, "done")
         flops = [pass_flops(cost_config(m.config), 1, context, last_only=True).total for m in (draft, target)]

@@ -251,6 +251,8 @@ def test_round_records_carry_what_a_page_shows():
     assert spec.prefill_len == len(ids) - 1
     assert spec.target_passes == 1 + len(spec.rounds) and spec.draft_passes == 1 + spec.proposed
     assert spec.tokens_per_target_pass == len(spec.tokens) / len(spec.rounds)
+    draft_s, verify_s = spec.pass_seconds()
+    assert 0 < draft_s and 0 < verify_s and draft_s + verify_s < spec.seconds
     for r in spec.rounds:
         g = r.gamma
         assert r.q.shape == (g, V) and r.p.shape == (g + 1, V) and r.draft_logits.shape == (g, V)
@@ -351,6 +353,7 @@ def test_measure_speedup_times_both_loops_and_puts_the_formula_beside_it():
         assert p.expected_with_verify == pytest.approx(
             cost.speculative_speedup(p.acceptance_rate, p.gamma, m.c, p.verify_ms / m.target_ms))
         assert 1 <= p.tokens_per_target_pass <= p.gamma + 1
+        assert p.rounds >= 8 / (p.gamma + 1) and p.run_draft_ms > 0 and p.run_verify_ms > 0 and p.run_other_ms > 0
     for kw in (dict(gammas=[9]), dict(gammas=[]), dict(new_tokens=65), dict(new_tokens=1), dict(runs=11)):
         with pytest.raises(LimitError):
             measure_speedup(T, D, ids, **kw)

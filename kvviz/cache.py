@@ -551,28 +551,35 @@ class PagedCache(Cache):
                 seq.blocks.append(self._take(s))
 
     def _plan_for(self, layer_idx: int, ids: tuple[int, ...], ns: Sequence[int]) -> dict:
-        """Where this pass writes and reads, as slot numbers ``block · block_size + offset`` (the
-        same for every layer of a pass, so computed once): ``rows`` [R] picks the real new columns
-        from the [B·N] new columns, ``new`` [R] their slots, ``read`` [B, T] every row's slots,
-        right-aligned (left padding reads slot 0 and is masked)."""
+        """Where this pass writes and reads (the same for every layer of a pass, so computed once).
+
+        When every row is equally long and has no padding (one sequence; a batch decoding in step)
+        the pass reads whole blocks: ``table`` [B, blocks] and the first new position ``start``.
+        Otherwise slot numbers ``block · block_size + offset``: ``rows`` [R] picks the real new
+        columns from the [B·N] new columns, ``new`` [R] their slots, ``read`` [B, T] every row's
+        slots, right-aligned (left padding reads slot 0 and is masked)."""
         key = (ids, tuple(self.seqs[s].lengths[layer_idx] for s in ids), tuple(ns), self._version)
         if self._plan is not None and self._plan[0] == key:
             return self._plan[1]
         bs = self.block_size
-        totals = [self.seqs[s].lengths[layer_idx] + n for s, n in zip(ids, ns)]
+        starts = key[1]
+        totals = [a + n for a, n in zip(starts, ns)]
         width, n_cols = max(totals), max(ns)
         n_tab = max(1, max(len(self.seqs[s].blocks) for s in ids))
         table = torch.tensor([self.seqs[s].blocks + [0] * (n_tab - len(self.seqs[s].blocks)) for s in ids])  # [B, nb]
-        pos = torch.arange(width).unsqueeze(0) - torch.tensor([width - t for t in totals]).unsqueeze(1)    # [B, T]
-        pos = pos.clamp(min=0)
-        read = table.gather(1, pos // bs) * bs + pos % bs                                                 # [B, T]
-        if min(ns) == n_cols:                # no padding: every new column is written
-            rows, new = None, read[:, width - n_cols:].flatten()
-        else:
-            rows = torch.tensor([b * n_cols + c for b, n in enumerate(ns) for c in range(n_cols - n, n_cols)],
-                                dtype=torch.long)
-            new = torch.cat([read[b, width - n:] for b, n in enumerate(ns)])                              # [R]
-        plan: dict = {"rows": rows, "new": new, "read": read}
+        plan: dict = {"table": table, "width": width, "start": starts[0],
+                      "blockwise": min(totals) == width and min(ns) == n_cols and n_tab * bs >= width}
+        if not plan["blockwise"]:
+            pos = torch.arange(width).unsqueeze(0) - torch.tensor([width - t for t in totals]).unsqueeze(1)  # [B, T]
+            pos = pos.clamp(min=0)
+            read = table.gather(1, pos // bs) * bs + pos % bs                                             # [B, T]
+            if min(ns) == n_cols:            # no padding: every new column is written
+                rows, new = None, read[:, width - n_cols:].flatten()
+            else:
+                rows = torch.tensor([b * n_cols + c for b, n in enumerate(ns) for c in range(n_cols - n, n_cols)],
+                                    dtype=torch.long)
+                new = torch.cat([read[b, width - n:] for b, n in enumerate(ns)])                          # [R]
+            plan.update(rows=rows, new=new, read=read)
         self._plan = (key, plan)
         return plan
 
@@ -605,8 +612,18 @@ class PagedCache(Cache):
             layer.allocate(key.shape[1], key.shape[-1], key.dtype, key.device, value.shape[1], value.shape[-1])
         self._ensure_blocks(layer_idx, ids, ns)
         plan = self._plan_for(layer_idx, ids, ns)
+        bs = self.block_size
         for pool, new in ((layer.keys, key), (layer.values, value)):
             heads, d = pool.shape[1], pool.shape[-1]
+            if plan["blockwise"]:            # every row writes positions start.. into the same block slots
+                table, pos = plan["table"], plan["start"]
+                while pos < plan["width"]:
+                    i, off = divmod(pos, bs)
+                    n = min(bs - off, plan["width"] - pos)
+                    col = pos - plan["start"]
+                    pool[table[:, i], :, off:off + n] = new[:, :, col:col + n].detach()
+                    pos += n
+                continue
             cols = new.detach().transpose(1, 2).reshape(B * n_cols, heads, d)        # [B·N, H, d]
             if plan["rows"] is not None:                                          # drop the left padding
                 cols = cols.index_select(0, plan["rows"])
@@ -616,11 +633,21 @@ class PagedCache(Cache):
         return self._read(layer, plan)
 
     def _read(self, layer: PagedLayer, plan: dict) -> KV:
-        """Gather every row's slots from both pools → K, V ``[B, H, T, head_dim]`` (new tensors)."""
+        """Every row's K and V through its block table → ``[B, H, T, head_dim]``: whole blocks side by
+        side (then the first T positions), or slot by slot when rows differ in length."""
         out = []
-        B, T = plan["read"].shape
         for pool in (layer.keys, layer.values):
             heads, d = pool.shape[1], pool.shape[-1]
+            if plan["blockwise"]:
+                table = plan["table"]
+                B, nb = table.shape
+                # one copy: pick the blocks along a head-first view, so each head's rows come out
+                # consecutive ([H, B·nb, bs, d] → [H, B, nb·bs, d] is a view)
+                kv = pool.transpose(0, 1).index_select(1, table.flatten()).view(heads, B, nb * self.block_size, d)
+                kv = kv.transpose(0, 1)                                                 # [B, H, nb·bs, d]
+                out.append(kv if nb * self.block_size == plan["width"] else kv[:, :, :plan["width"]])
+                continue
+            B, T = plan["read"].shape
             out.append(pool.view(-1, d).index_select(0, self._slots(plan, "read", heads)).view(B, heads, T, d))
         return out[0], out[1]
 

@@ -78,7 +78,7 @@ MAX_MEASURE_GFLOP = 300                 # arithmetic of one measurement (≈ 15 
 
 # Paged KV cache (kvviz/cache.py PagedCache): the pool is allocated per layer, so cap its size.
 MAX_PAGED_BLOCK_SIZE = 64       # positions per block (vLLM's default is 16)
-MAX_PAGED_BLOCKS = 1_024        # physical blocks in the pool
+MAX_PAGED_BLOCKS = 4_096        # physical blocks in the pool (per-block bookkeeping is Python lists)
 MAX_PAGED_SLOTS = 8_192         # blocks × block size (tiny GPT, fp32: 32 MiB of K/V)
 
 # Serving: the scheduler with continuous batching (kvviz/serving.py, `python -m kvviz serve`)

@@ -61,9 +61,12 @@ GREEDY = Greedy()
 @dataclass(frozen=True)
 class Request:
     id: int
-    prompt: tuple[str, ...]
+    prompt: tuple[str, ...]            # tokens of the model's vocabulary
     max_new_tokens: int
     arrival_step: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prompt", tuple(self.prompt))     # a list would make the record mutable
 
 
 def request_stream(n_requests: int, seed: int = 0, max_new_tokens: int = 12,

@@ -1,4 +1,5 @@
 """Command line: ``python -m kvviz trace MODEL --prompt "A B" --new-tokens 4`` prints the trace JSON;
+``python -m kvviz serve --requests 6 ...`` a served stream of requests (kvviz.serving);
 ``python -m kvviz speculate --prompt … --gamma 4`` a speculative run (kvviz.speculative).
 
 Greedy by default; ``--temperature/--top-k/--top-p`` sample instead (temperature 0 is greedy, and a
@@ -16,7 +17,8 @@ from kvviz.limits import GPT_MAX_SWEEP_TOKENS, MAX_NEW_TOKENS, MAX_SEED, LimitEr
 from kvviz.loops import generate
 from kvviz.registry import MODELS, get_model
 from kvviz.sampling import make_rule
-from kvviz.speculative import register as register_speculate
+from kvviz.serving import add_serve_command
+from kvviz.speculative import add_speculate_command
 from kvviz.trace import run_dict
 
 
@@ -40,10 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--seed", type=int, default=0, help=f"seed of the draws (0..{MAX_SEED}; default 0)")
     t.add_argument("--no-cache", action="store_true",
                    help="gpt only: print the tokens of the recomputing generate (no KV cache), not the trace")
-    register_speculate(sub)
+    add_serve_command(sub)
+    add_speculate_command(sub)
     a = p.parse_args(argv)
-    if hasattr(a, "handler"):                     # a command that brings its own handler
-        return a.handler(a)
+    if hasattr(a, "run"):                                 # a subcommand that handles itself
+        return a.run(a)
     model = get_model(a.model)
     try:
         sampling = a.top_k is not None or a.top_p is not None

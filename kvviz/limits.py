@@ -82,3 +82,17 @@ MAX_MEASURE_CONTEXT = 1_024
 MAX_MEASURE_STEPS = 32
 MAX_MEASURE_CACHE_BYTES = 256 * 2**20   # preallocated K/V cache of one measurement
 MAX_MEASURE_GFLOP = 300                 # arithmetic of one measurement (≈ 15 s on one slow core)
+
+# Paged KV cache (kvviz/cache.py PagedCache): the pool is allocated per layer, so cap its size.
+MAX_PAGED_BLOCK_SIZE = 64       # positions per block (vLLM's default is 16)
+MAX_PAGED_BLOCKS = 4_096        # physical blocks in the pool (per-block bookkeeping is Python lists)
+MAX_PAGED_SLOTS = 8_192         # blocks × block size (tiny GPT, fp32: 32 MiB of K/V)
+
+# Serving: the scheduler with continuous batching (kvviz/serving.py, `python -m kvviz serve`)
+MAX_SERVE_REQUESTS = 16         # requests in one stream
+MAX_SERVE_BLOCKS = 256          # blocks in the pool of one run
+MAX_SERVE_BLOCK_SIZE = 32       # positions per block
+MAX_SERVE_NEW_TOKENS = 32       # tokens one request may generate
+MAX_SERVE_SHARED_PREFIX = 32    # words every prompt of a stream begins with
+MAX_SERVE_BATCH = 8             # requests running together (one pass per step)
+MAX_SERVE_STEPS = 1_000         # steps of one run (a guard: a valid stream needs far fewer)

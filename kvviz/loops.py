@@ -81,8 +81,10 @@ def max_cached_new_tokens(model: GPT, prompt_len: int) -> int:
 
 @torch.inference_mode()
 def generate_cached(model: GPT, idx: Sequence[int] | torch.Tensor, max_new_tokens: int,
-                    rule: SelectionRule | None = None, seed: int = 0, keep_logits: bool = True) -> Generation:
-    """Prefill once, then decode one token per step with ``start_pos``; same draws as ``generate``."""
+                    rule: SelectionRule | None = None, seed: int = 0, keep_logits: bool = True,
+                    cache: Cache | None = None) -> Generation:
+    """Prefill once, then decode one token per step with ``start_pos``; same draws as ``generate``.
+    ``cache``: an empty cache of any kind (default a StaticCache of exactly the positions needed)."""
     ids = _prompt_tensor(idx, model, max_new_tokens)
     prompt_len = ids.shape[1]
     limit = max_cached_new_tokens(model, prompt_len)
@@ -93,7 +95,8 @@ def generate_cached(model: GPT, idx: Sequence[int] | torch.Tensor, max_new_token
             f"Without the cache, generate crops the oldest tokens instead.")
     rule = rule or Greedy()
     generator = torch.Generator().manual_seed(int(seed))
-    cache = StaticCache(model.config.n_layer, prompt_len + max_new_tokens - 1)
+    if cache is None:
+        cache = StaticCache(model.config.n_layer, prompt_len + max_new_tokens - 1)
     kept: list[torch.Tensor] = []
     new: list[int] = []
     t0 = time.perf_counter()

@@ -55,7 +55,7 @@ def speculation_dict(spec: Speculation, vocab: Sequence[str]) -> dict:
     }
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def add_speculate_command(sub: argparse._SubParsersAction) -> None:
     """Add ``speculate`` to kvviz's command line (``python -m kvviz speculate --prompt …``)."""
     sp = sub.add_parser("speculate", help="speculative decoding of the tiny GPT with its draft model, as JSON")
     sp.add_argument("--prompt", required=True, help='words of the tiny GPT, e.g. "Today the weather is so"')
@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     sp.add_argument("--top-k", type=int, default=None, help="keep only the k most likely tokens (k >= 1)")
     sp.add_argument("--top-p", type=float, default=None, help="keep the smallest top set reaching mass p (0 < p <= 1)")
     sp.add_argument("--seed", type=int, default=0, help=f"seed of the draws (0..{MAX_SEED}; default 0)")
-    sp.set_defaults(handler=lambda a: run_command(a, sp))
+    sp.set_defaults(run=lambda a: run_command(a, sp))
 
 
 def run_command(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

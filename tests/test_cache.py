@@ -2,14 +2,14 @@
 import pytest
 import torch
 
-from kvviz.cache import DynamicCache, StaticCache
+from kvviz.cache import DynamicCache, PagedCache, StaticCache
 from kvviz.generation import run_generation
 from kvviz.limits import LimitError
 from kvviz.models.abc import ABCModel
 from kvviz.models.gpt import load_tiny_gpt
 from kvviz.sampling import Sampler
 
-KINDS = [lambda: DynamicCache(2), lambda: StaticCache(2, 8)]
+KINDS = [lambda: DynamicCache(2), lambda: StaticCache(2, 8), lambda: PagedCache(2, 3, 4)]  # blocks of 3: 5 ∤
 
 
 def _kv(n: int, start: float = 0.0):
@@ -18,7 +18,7 @@ def _kv(n: int, start: float = 0.0):
     return k, -k
 
 
-@pytest.mark.parametrize("make", KINDS, ids=["dynamic", "static"])
+@pytest.mark.parametrize("make", KINDS, ids=["dynamic", "static", "paged"])
 def test_update_takes_key_value_layer_and_returns_the_whole_layer(make):
     cache = make()
     assert len(cache) == 2 and cache.get_seq_length() == 0       # len() counts layers, as in transformers
@@ -31,7 +31,7 @@ def test_update_takes_key_value_layer_and_returns_the_whole_layer(make):
     assert cache.get_seq_length(0) == 4 and cache.get_seq_length(1) == 0
 
 
-@pytest.mark.parametrize("make", KINDS, ids=["dynamic", "static"])
+@pytest.mark.parametrize("make", KINDS, ids=["dynamic", "static", "paged"])
 def test_crop_keeps_the_first_positions_and_reset_empties(make):
     cache = make()
     for layer in range(2):
@@ -69,7 +69,7 @@ def test_static_cache_is_allocated_once_from_the_first_key_and_refuses_overflow(
         cache.update(*_kv(1), 0)
 
 
-@pytest.mark.parametrize("make", KINDS, ids=["dynamic", "static"])
+@pytest.mark.parametrize("make", KINDS, ids=["dynamic", "static", "paged"])
 def test_snapshots_do_not_change_when_the_cache_does(make):
     cache = make()
     cache.update(*_kv(2), 0)

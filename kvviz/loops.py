@@ -387,10 +387,13 @@ def speculative_round(target: GPT, draft: GPT, target_cache: Cache, draft_cache:
         logits = draft(torch.tensor([x]), draft_cache, pos, last_only=True)[0]     # [V]
         draft_s += time.perf_counter() - t0
         pos += len(x)
-        q = rule_probs(rule, logits)                                               # [V] float64
-        tok = int(torch.argmax(q)) if greedy else draw_from(q, generator)
+        if greedy:                      # the argmax, as Greedy.draw; q (one-hot) for all rows below
+            tok = int(torch.argmax(logits))
+        else:
+            q = rule_probs(rule, logits)                                           # [V] float64
+            tok = draw_from(q, generator)
+            qs.append(q)
         proposed.append(tok)
-        qs.append(q)
         d_logits.append(logits)
         d_lens.append(pos)
         x = [tok]
@@ -400,13 +403,18 @@ def speculative_round(target: GPT, draft: GPT, target_cache: Cache, draft_cache:
     t_logits, attention = _verify(target, [sequence[-1], *proposed], target_cache, start, keep_attention)
     verify_s = time.perf_counter() - t0
     ps = rule_probs(rule, t_logits)                                                # [γ + 1, V], row by row
+    v = t_logits.shape[-1]
+    if not proposed:
+        q_all = torch.empty(0, v, dtype=torch.float64)
+    else:                                                                          # [γ, V]
+        q_all = rule_probs(rule, torch.stack(d_logits)) if greedy else torch.stack(qs)
     # 3. accept while u < p/q; replace the first rejection by a draw from the residual
     proposals: list[Proposal] = []
     residual = None
     n_acc = gamma
     last: int | None = None
     for i, tok in enumerate(proposed):
-        p_i, q_i = float(ps[i, tok]), float(qs[i][tok])
+        p_i, q_i = float(ps[i, tok]), float(q_all[i, tok])
         if n_acc < gamma:                                                      # after the first rejection
             proposals.append(Proposal(tok, q_i, p_i, None, None, d_lens[i]))
             continue
@@ -415,7 +423,7 @@ def speculative_round(target: GPT, draft: GPT, target_cache: Cache, draft_cache:
         proposals.append(Proposal(tok, q_i, p_i, u, ok, d_lens[i]))
         if not ok:
             n_acc = i
-            diff = (ps[i] - qs[i]).clamp(min=0.0)
+            diff = (ps[i] - q_all[i]).clamp(min=0.0)
             mass = float(diff.sum())
             # p ≤ q everywhere cannot happen when p(tok) < q(tok) (both sum to 1); guard against rounding
             residual = diff / mass if mass > 0 else ps[i]
@@ -426,10 +434,9 @@ def speculative_round(target: GPT, draft: GPT, target_cache: Cache, draft_cache:
     keep = start + 1 + n_acc
     target_cache.crop(keep)
     draft_cache.crop(min(d_grown, keep))
-    v = t_logits.shape[-1]
     return SpecRound(
         index=index, start=start, pending=sequence[-1], draft_fed=tuple(fed), proposals=tuple(proposals),
-        q=torch.stack(qs) if qs else torch.empty(0, v, dtype=torch.float64), p=ps,
+        q=q_all, p=ps,
         draft_logits=torch.stack(d_logits) if d_logits else torch.empty(0, v),
         target_logits=t_logits, residual=residual, n_accepted=n_acc,
         emitted=tuple(proposed[:n_acc]) + (last,),

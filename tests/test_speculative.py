@@ -29,6 +29,16 @@ SAMPLERS = [Sampler(1.0), Sampler(0.8, top_k=5), Sampler(1.3, top_p=0.9), Sample
 DISAGREE = "It is rainy in London , so we"
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """These models are tiny: one thread runs them faster than two fighting for a shared machine's cores
+    (DESIGN.md §4); the setting is restored for the other test modules."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 # ---- the draft model ---------------------------------------------------------------------------------
 
 def test_draft_checkpoint_is_shipped_small_and_matches_its_record():

@@ -1,4 +1,5 @@
-"""Command line: ``python -m kvviz trace MODEL --prompt "A B" --new-tokens 4`` prints the trace JSON.
+"""Command line: ``python -m kvviz trace MODEL --prompt "A B" --new-tokens 4`` prints the trace JSON;
+``python -m kvviz compress --kind window …`` compares a smaller cache with the full one (kvviz.compress).
 
 Greedy by default; ``--temperature/--top-k/--top-p`` sample instead (temperature 0 is greedy, and a
 filter without a temperature samples at 1), ``--seed`` fixes the draws: the same command prints the
@@ -10,6 +11,7 @@ import argparse
 import json
 import sys
 
+from kvviz import compress
 from kvviz.generation import run_generation
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, MAX_NEW_TOKENS, MAX_SEED, LimitError, check_int
 from kvviz.loops import generate
@@ -25,7 +27,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="python -m kvviz", description="Export a generation trace as JSON.")
+    p = _Parser(prog="python -m kvviz", description="Export a generation trace, or compare smaller caches, as JSON.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     t = sub.add_parser("trace", help="print the events of one run as JSON")
     t.add_argument("model", choices=sorted(MODELS), help="which model to run")
@@ -38,7 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--seed", type=int, default=0, help=f"seed of the draws (0..{MAX_SEED}; default 0)")
     t.add_argument("--no-cache", action="store_true",
                    help="gpt only: print the tokens of the recomputing generate (no KV cache), not the trace")
+    compress.add_command(sub)
     a = p.parse_args(argv)
+    if a.cmd != "trace":
+        return a.run(a)
     model = get_model(a.model)
     try:
         sampling = a.top_k is not None or a.top_p is not None

@@ -23,13 +23,19 @@ def to_grouped(model: GPT, n_kv_heads: int) -> GPT:
 
     ``n_kv_heads`` must divide the model's K/V heads (1 = multi-query). With ``n_kv_heads`` equal to
     them the weights are copied unchanged, so the logits are exactly the model's."""
-    cfg = model.config
-    old, hs = cfg.kv_heads, cfg.head_dim
+    old = model.config.kv_heads
     n = check_int("K/V heads", n_kv_heads, 1, old)
     if old % n:
         raise LimitError(f"K/V heads ({n}) must divide the model's {old} K/V heads: every new K/V head is "
                          f"the mean of the same number of old ones.")
-    sd = plain_state_dict(model)
+    with torch.inference_mode(False), torch.no_grad():   # ordinary tensors even when called under inference_mode
+        return _pooled(model, n)
+
+
+def _pooled(model: GPT, n: int) -> GPT:
+    cfg = model.config
+    old, hs = cfg.kv_heads, cfg.head_dim
+    sd = plain_state_dict(model)                      # copies
     per = old // n                                    # old K/V heads pooled into each new one
     q_rows = cfg.n_head * hs
     for i in range(cfg.n_layer):

@@ -28,6 +28,17 @@ from kvviz.models.gpt.tokenizer import WordTokenizer
 from kvviz.models.gpt.weights import CHECKPOINT, plain_state_dict, weights_sha256
 
 
+HELD_OUT_DIVISOR = 20        # the last 1/20 (5 %) of the corpus stream is held out
+
+
+def split_train_val(ids):
+    """The corpus stream (a tensor or a list) → (training part, held-out tail: the last 5 %).
+    Training windows are drawn from the first part only, so no training batch reads the tail
+    (kvviz.compress takes its evaluation prompts from it)."""
+    n_val = len(ids) // HELD_OUT_DIVISOR
+    return ids[:-n_val], ids[-n_val:]
+
+
 def batches(data: torch.Tensor, block: int, batch: int, generator: torch.Generator):
     """Endless random windows of the token stream: inputs [B, block] and next-token targets [B, block]."""
     while True:
@@ -63,8 +74,7 @@ def train(steps: int = 1200, batch: int = 8, lr: float = 3e-3, seed: int = 0, se
     vocab = vocabulary()
     tok = WordTokenizer(vocab)
     ids = torch.tensor([tok.index[t] for t in corpus_tokens(sentences, seed)], dtype=torch.long)
-    n_val = len(ids) // 20                                  # last 5 % held out
-    train_ids, val_ids = ids[:-n_val], ids[-n_val:]
+    train_ids, val_ids = split_train_val(ids)
     cfg = GPTConfig(vocab_size=len(vocab))
     model = random_gpt(cfg, seed).train()
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]

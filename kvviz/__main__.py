@@ -1,5 +1,6 @@
 """Command line: ``python -m kvviz trace MODEL --prompt "A B" --new-tokens 4`` prints the trace JSON;
 ``python -m kvviz serve --requests 6 ...`` a served stream of requests (kvviz.serving);
+``python -m kvviz compress --kind window …`` compares a smaller cache with the full one (kvviz.compress);
 ``python -m kvviz speculate --prompt … --gamma 4`` a speculative run (kvviz.speculative).
 
 Greedy by default; ``--temperature/--top-k/--top-p`` sample instead (temperature 0 is greedy, and a
@@ -12,6 +13,7 @@ import argparse
 import json
 import sys
 
+from kvviz import compress
 from kvviz.generation import run_generation
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, MAX_NEW_TOKENS, MAX_SEED, LimitError, check_int
 from kvviz.loops import generate
@@ -29,7 +31,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="python -m kvviz", description="Export a generation trace as JSON.")
+    p = _Parser(prog="python -m kvviz", description="Export a generation trace, serve, compare smaller caches or speculate, as JSON.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     t = sub.add_parser("trace", help="print the events of one run as JSON")
     t.add_argument("model", choices=sorted(MODELS), help="which model to run")
@@ -43,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--no-cache", action="store_true",
                    help="gpt only: print the tokens of the recomputing generate (no KV cache), not the trace")
     add_serve_command(sub)
+    compress.add_command(sub)
     add_speculate_command(sub)
     a = p.parse_args(argv)
     if hasattr(a, "run"):                                 # a subcommand that handles itself

@@ -24,11 +24,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from kvviz.limits import (MAX_COST_BATCH, MAX_COST_GEN_TOKENS, MAX_COST_HEAD_DIM, MAX_COST_HEADS,
-                          MAX_COST_LAYERS, MAX_COST_TOKENS, MAX_COST_VOCAB, MAX_COST_WIDTH,
-                          MAX_SPEC_FORMULA_GAMMA, LimitError, check_float, check_int)
+from kvviz.limits import (MAX_CACHE_SINKS, MAX_CACHE_WINDOW, MAX_COST_BATCH, MAX_COST_GEN_TOKENS,
+                          MAX_COST_HEAD_DIM, MAX_COST_HEADS, MAX_COST_LAYERS, MAX_COST_TOKENS, MAX_COST_VOCAB,
+                          MAX_COST_WIDTH, MAX_QUANT_GROUP_SIZE, MAX_SPEC_FORMULA_GAMMA, QUANT_BITS, LimitError,
+                          check_float, check_int)
 
-# Bits per stored value. fp8/int4 caches also keep small per-block scales, ignored here.
+# Bits per stored value. fp8/int4 caches also keep small per-block scales, ignored here
+# (``quantized_cache_bytes`` counts them for kvviz's own quantized cache).
 DTYPE_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int4": 4}
 
 # Common accelerator memory sizes (GB = 10⁹ bytes) drawn as horizontal lines.
@@ -245,6 +247,59 @@ def cache_bytes(cfg: ModelConfig, tokens: object, batch: object = 1, dtype: str 
     t = check_int("Tokens", tokens, 1, MAX_COST_TOKENS)
     b = check_int("Batch size", batch, 1, MAX_COST_BATCH)
     return cache_bytes_per_token(cfg, dtype) * t * b
+
+
+def window_cache_bytes(cfg: ModelConfig, tokens: object, window: object, sinks: object = 0,
+                       batch: object = 1, dtype: str = "fp16") -> int:
+    """A sliding-window cache with attention sinks after ``tokens`` tokens: it holds at most
+    sinks + window positions (kvviz.cache.SlidingWindowCache)."""
+    t = check_int("Tokens", tokens, 1, MAX_COST_TOKENS)
+    w = check_int("Window", window, 1, MAX_CACHE_WINDOW)
+    s = check_int("Sink tokens", sinks, 0, MAX_CACHE_SINKS)
+    return cache_bytes(cfg, min(t, w + s), batch, dtype)
+
+
+def quantized_rows(tokens: int, group_size: int, key_axis: str, residual: int) -> int:
+    """Of ``tokens`` cached positions, how many a KIVI-style cache holds as codes: those older than
+    the last ``residual``; with per-channel keys only whole groups of ``group_size`` positions."""
+    over = max(0, tokens - residual)
+    return over if key_axis == "token" else over - over % group_size
+
+
+def quantized_cache_bytes(cfg: ModelConfig, tokens: object, bits: object, group_size: object,
+                          key_axis: str = "channel", residual: object = 0, batch: object = 1,
+                          dtype: str = "fp32") -> int:
+    """Bytes of a quantized cache (kvviz.cache.QuantizedCache) after ``tokens`` tokens, per layer
+    and sequence (D = head size, G = group size, q quantized rows, f = tokens − q full-precision ones,
+    e = bytes of ``dtype``, the type of the scales, zero points and full-precision rows):
+
+    - codes: q · heads · ⌈D · bits / 8⌉ for K and for V (int4: two codes per byte);
+    - a scale and a zero point per group: values per token, ⌈D / G⌉ groups per row and head;
+      keys per token the same, or per channel (one group per channel per G rows): q / G · D;
+    - full precision: f · heads · D for K and for V.
+    """
+    t = check_int("Tokens", tokens, 1, MAX_COST_TOKENS)
+    if isinstance(bits, bool) or bits not in QUANT_BITS:
+        raise LimitError(f"Bits must be one of {', '.join(map(str, QUANT_BITS))}, got {bits!r}.")
+    g = check_int("Group size", group_size, 1, MAX_QUANT_GROUP_SIZE)
+    if key_axis not in ("channel", "token"):
+        raise LimitError(f"Key axis must be 'channel' or 'token', got {key_axis!r}.")
+    r = check_int("Residual window", residual, 0, MAX_COST_TOKENS)
+    b = check_int("Batch size", batch, 1, MAX_COST_BATCH)
+    if DTYPE_BITS[check_dtype(dtype)] % 8:
+        raise LimitError(f"Scales and full-precision rows need whole bytes; {dtype} has {DTYPE_BITS[dtype]} bits.")
+    e = DTYPE_BITS[dtype] // 8
+    k_heads, k_dim = cfg.n_kv_heads, cfg.head_dim
+    v_heads = k_heads if cfg.v_heads is None else cfg.v_heads
+    v_dim = k_dim if cfg.v_head_dim is None else cfg.v_head_dim
+    q = quantized_rows(t, g, key_axis, r)
+    f = t - q
+    codes = q * (k_heads * -(-k_dim * int(bits) // 8) + v_heads * -(-v_dim * int(bits) // 8))
+    k_groups = q * k_heads * -(-k_dim // g) if key_axis == "token" else q // g * k_heads * k_dim
+    v_groups = q * v_heads * -(-v_dim // g)
+    scales = 2 * (k_groups + v_groups) * e                  # a scale and a zero point per group
+    full = f * (k_heads * k_dim + v_heads * v_dim) * e
+    return cfg.n_layers * b * (codes + scales + full)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,11 @@ Every event is an immutable record, so stepping back and forth only replays reco
 The cache (kvviz.cache, any kind) holds tensors only; the stepper keeps the log of which event
 computed each cached row (``CacheRow``), and every event carries a ``CacheSnapshot``: the K/V
 tensors as attention read them after the event, with those rows.
+
+Smaller caches: the log also says which event evicted a row (``evicted_at``, a sliding window: the
+snapshot's K/V hold only ``held_rows``) and which stored it as quantized codes (``quantized_at``:
+the snapshot holds the dequantized values attention reads, the original row is in the pass record
+of the event that computed it, so kvviz.compress.row_errors gives each row's quantization error).
 """
 from __future__ import annotations
 
@@ -29,6 +34,8 @@ class CacheRow:
     event: int        # index of the stepper event whose pass computed this row
     phase: str        # "prefill" or "decode"
     rewritten_at: int | None = None  # event index if the row was overwritten later (never in a real cache)
+    evicted_at: int | None = None    # event whose pass evicted the row (a sliding window): no longer held
+    quantized_at: int | None = None  # event whose pass stored the row as quantized codes (QuantizedCache)
 
 
 @dataclass(frozen=True)
@@ -43,7 +50,14 @@ class CacheSnapshot:
 
     @property
     def seq_length(self) -> int:
+        """Positions processed so far (held or evicted)."""
         return len(self.rows)
+
+    @property
+    def held_rows(self) -> tuple[CacheRow, ...]:
+        """The rows the cache still holds, in the order of ``keys`` / ``values`` (row i of a layer's
+        K is ``held_rows[i]``); every row unless a sliding window evicted some."""
+        return tuple(r for r in self.rows if r.evicted_at is None)
 
     def nbytes(self) -> int:
         """Bytes the cache object really held after the event (its storages)."""
@@ -150,6 +164,12 @@ def run_generation(model: Model, prompt: Sequence[str], new_tokens: int,
             rows[pos] = replace(rows[pos], rewritten_at=index)
         rec = model.forward(ids[start:start + len(tokens)], cache, start)
         rows.extend(CacheRow(start + i, tok, index, phase) for i, tok in enumerate(tokens))
+        held, coded = set(cache.held_positions()), set(cache.quantized_positions())
+        for r in rows:                 # a smaller cache evicts or quantizes rows as it goes
+            if r.evicted_at is None and r.position not in held:
+                rows[r.position] = r = replace(r, evicted_at=index)
+            if r.quantized_at is None and r.position in coded:
+                rows[r.position] = replace(r, quantized_at=index)
         kv_computed += len(tokens)
         kv_recompute += start + len(tokens)
         check = _check(model, ids[:start + len(tokens)], rec)

@@ -96,3 +96,15 @@ MAX_SERVE_NEW_TOKENS = 32       # tokens one request may generate
 MAX_SERVE_SHARED_PREFIX = 32    # words every prompt of a stream begins with
 MAX_SERVE_BATCH = 8             # requests running together (one pass per step)
 MAX_SERVE_STEPS = 1_000         # steps of one run (a guard: a valid stream needs far fewer)
+
+# Smaller caches (kvviz.cache SlidingWindowCache / QuantizedCache, kvviz.compress): the evaluation
+# runs every variant over every held-out prompt, so its size is capped as a whole.
+MAX_CACHE_WINDOW = 256            # sliding window: recent positions kept (the tiny GPT has 256)
+MAX_CACHE_SINKS = 16              # sliding window: first positions always kept (StreamingLLM uses 4)
+MAX_QUANT_GROUP_SIZE = 128        # quantized cache: values sharing one scale and zero point
+MAX_QUANT_RESIDUAL = 256          # quantized cache: newest positions kept in full precision
+QUANT_BITS = (4, 8)               # quantized cache: int4 (two codes per byte) or int8
+COMPRESS_MAX_PROMPTS = 16         # evaluation: held-out prompts per run
+COMPRESS_MAX_NEW_TOKENS = 64      # evaluation: tokens the full cache generates per prompt
+COMPRESS_MAX_VARIANTS = 40        # evaluation: cache variants compared in one call
+COMPRESS_PROMPT_TOKENS = 16       # evaluation: length of every held-out prompt (tokens)

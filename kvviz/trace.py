@@ -84,7 +84,8 @@ def _shown(t: torch.Tensor | None) -> tuple[list, list, int]:
 
 def cache_table(cache: CacheSnapshot, head_labels: list[str] | None = None, layer: int = 0,
                 position_base: int = 0) -> pd.DataFrame:
-    """One row per cached position: position, token, K and V per head, event and phase.
+    """One row per cached position: position, token, K and V per head, event and phase. A row a
+    sliding window evicted shows "—" for K and V; evicted and quantized rows say so in the phase.
 
     K and V may have different head counts (V shared by all heads gives one "v" column).
     ``position_base`` = 1 numbers positions from 1, as the weather seed does.
@@ -96,17 +97,23 @@ def cache_table(cache: CacheSnapshot, head_labels: list[str] | None = None, laye
     # k, v per head side by side; when V is shared by the heads, all keys first, then the value(s)
     order = ([(kind, h) for h in range(k_heads) for kind in "kv"] if k_heads == v_heads
              else [("k", h) for h in range(k_heads)] + [("v", h) for h in range(v_heads)])
+    held = {r.position: i for i, r in enumerate(cache.held_rows)}   # position -> row of the K/V tensors
     rows = []
     for r in cache.rows:
         row = {"position": r.position + position_base, "token": r.token}
+        i = held.get(r.position)
         for kind, h in order:
             vals, const, dims = shown[kind]
             n = k_heads if kind == "k" else v_heads
-            row[kv_column(kind, h, n, head_labels)] = _fmt_vec(vals[h][r.position], dims, const[h][r.position])
+            row[kv_column(kind, h, n, head_labels)] = "—" if i is None else _fmt_vec(vals[h][i], dims, const[h][i])
         row["event"] = r.event
         row["phase"] = r.phase
         if r.rewritten_at is not None:
             row["phase"] = f"{r.phase}, rewritten at event {r.rewritten_at}"
+        if r.quantized_at is not None:
+            row["phase"] += f", quantized at event {r.quantized_at}"
+        if r.evicted_at is not None:
+            row["phase"] += f", evicted at event {r.evicted_at}"
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -14,6 +14,11 @@ from pathlib import Path
 
 import pytest
 
+# One torch thread for the tests and the servers they start (inherited): the models are tiny, and two
+# threads that wait for each other at every small matrix product made engine tests 10–50× slower
+# whenever the two cores were busy with a browser or another job.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -31,11 +31,22 @@ from kvviz.models.gpt.weights import CHECKPOINT, DRAFT_CHECKPOINT, plain_state_d
 
 
 # The draft trains for fewer steps than the tiny GPT on purpose: after the full 1,200 steps a 1-layer,
-# width-64 model nearly matches the target on this simple corpus (held-out loss 0.679 vs 0.675; its
-# proposals were accepted 98 % of the time at τ = 1), so speculative decoding would have nothing to
-# reject. After 500 steps (loss ≈ 0.93) it accepts ≈ 80 % at τ = 1 and has not yet learned what
-# "we" do in which weather: a useful draft that visibly disagrees.
+# width-64 model nearly matches the target on this simple corpus (held-out loss 0.679 vs 0.675; a
+# proposal would be accepted with probability Σ min(p, q) = 0.98 at τ = 1), so speculative decoding
+# would have nothing to reject. After 500 steps (loss ≈ 0.93) that probability is ≈ 0.81 and the
+# draft has not yet learned what "we" do in which weather: a useful draft that visibly disagrees.
 DRAFT_STEPS = 500
+
+
+HELD_OUT_DIVISOR = 20        # the last 1/20 (5 %) of the corpus stream is held out
+
+
+def split_train_val(ids):
+    """The corpus stream (a tensor or a list) → (training part, held-out tail: the last 5 %).
+    Training windows are drawn from the first part only, so no training batch reads the tail
+    (kvviz.compress takes its evaluation prompts from it)."""
+    n_val = len(ids) // HELD_OUT_DIVISOR
+    return ids[:-n_val], ids[-n_val:]
 
 
 def batches(data: torch.Tensor, block: int, batch: int, generator: torch.Generator):
@@ -75,8 +86,7 @@ def train(steps: int = 1200, batch: int = 8, lr: float = 3e-3, seed: int = 0, se
     vocab = vocabulary()
     tok = WordTokenizer(vocab)
     ids = torch.tensor([tok.index[t] for t in corpus_tokens(sentences, seed)], dtype=torch.long)
-    n_val = len(ids) // 20                                  # last 5 % held out
-    train_ids, val_ids = ids[:-n_val], ids[-n_val:]
+    train_ids, val_ids = split_train_val(ids)
     cfg = draft_config(len(vocab)) if draft else GPTConfig(vocab_size=len(vocab))
     model = random_gpt(cfg, seed).train()
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]

@@ -1,0 +1,180 @@
+"""The smaller caches of kvviz.cache: a sliding window with attention sinks and KIVI-style quantized K/V.
+
+Checked against what a user would notice: the logits (exact when nothing is evicted or quantized),
+which rows attention reads, the bytes the cache holds (against kvviz.cost) and the error bound."""
+import pytest
+import torch
+
+from kvviz import cost
+from kvviz.cache import DynamicCache, QuantizedCache, SlidingWindowCache, quantize
+from kvviz.generation import run_generation
+from kvviz.limits import LimitError
+from kvviz.models.gpt import GPTModel, cost_config, load_tiny_gpt
+
+TEXT = "Today the weather is so nice . It is rainy in London , so we take an umbrella ."   # 19 tokens
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_tiny_gpt()
+
+
+@pytest.fixture(scope="module")
+def ids(tiny):
+    return tiny.tokenizer.encode(TEXT)
+
+
+@torch.no_grad()
+def _logits(model, ids, cache, prefill: int) -> torch.Tensor:
+    """Logits of every position: a prefill of the first ``prefill`` tokens, then one token per step."""
+    out = [model(torch.tensor([ids[:prefill]]), cache, 0)[0]]
+    out += [model(torch.tensor([[t]]), cache, i)[0] for i, t in enumerate(ids[prefill:], start=prefill)]
+    return torch.cat(out)                                                   # [T, V]
+
+
+@torch.no_grad()
+def _banded_reference(model, ids, window: int, sinks: int) -> torch.Tensor:
+    """The whole text in one pass without a cache, each query reading only its sinks and window."""
+    n = len(ids)
+    q, k = torch.arange(n).unsqueeze(1), torch.arange(n).unsqueeze(0)
+    allowed = (k <= q) & ((k < sinks) | (k > q - window))                   # [N, N]
+    x = model.hidden(torch.tensor([ids]), None, positions=torch.arange(n).unsqueeze(0), allowed=allowed.unsqueeze(0))
+    return model.readout(x)[0]
+
+
+# --- sliding window -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("prefill", [1, 7, 19])
+def test_a_window_as_long_as_the_text_gives_exactly_the_full_caches_logits(tiny, ids, prefill):
+    full = _logits(tiny.model, ids, DynamicCache(4), prefill)
+    assert torch.equal(_logits(tiny.model, ids, SlidingWindowCache(4, len(ids), 0), prefill), full)
+    assert torch.equal(_logits(tiny.model, ids, SlidingWindowCache(4, 15, 4), prefill), full)  # 15 + 4 sinks ≥ 19
+
+
+@pytest.mark.parametrize("window,sinks", [(4, 0), (5, 2), (1, 3)])
+@pytest.mark.parametrize("prefill", [1, 12, 19])
+def test_a_window_reads_its_sinks_and_recent_positions_and_a_long_prefill_sees_the_same(tiny, ids, window,
+                                                                                        sinks, prefill):
+    """Prefilled or fed token by token, every position's logits are those of a pass that lets each
+    query read only positions < sinks and the last ``window`` (itself included)."""
+    ref = _banded_reference(tiny.model, ids, window, sinks)
+    cache = SlidingWindowCache(4, window, sinks)
+    got = _logits(tiny.model, ids, cache, prefill)
+    assert torch.allclose(got, ref, atol=2e-5), float((got - ref).abs().max())
+    full = _logits(tiny.model, ids, DynamicCache(4), 19)
+    assert (got[-1] - full[-1]).abs().max() > 0.1                          # what was evicted mattered
+    n = len(ids)
+    held = list(range(sinks)) + list(range(n - window, n))
+    assert cache.held_positions() == held and cache.get_seq_length() == n
+    assert cache.layers[0].keys.shape == (1, 4, len(held), 32)
+    cfg = cost_config(tiny.model.config)
+    assert cache.nbytes() == cost.window_cache_bytes(cfg, n, window, sinks, dtype="fp32")   # evicted rows freed
+
+
+def test_a_window_crops_back_only_while_the_rows_it_needs_are_held(tiny, ids):
+    cache = SlidingWindowCache(4, 4, 2)
+    _logits(tiny.model, ids[:10], cache, 10)                                # holds 0, 1, 6..9
+    cache.crop(9)
+    assert cache.held_positions() == [0, 1, 6, 7, 8] and cache.get_seq_length() == 9
+    with pytest.raises(LimitError, match="evicted position 5"):
+        cache.crop(8)                                                      # would need position 5 again
+    with pytest.raises(LimitError, match="Window"):
+        SlidingWindowCache(4, 0, 2)
+
+
+def test_the_stepper_logs_evicted_rows_and_every_snapshot_keeps_its_own_view(tiny):
+    model = GPTModel(tiny)
+    prompt = tiny.tokenizer.tokenize("Today the weather is so")             # 5 tokens
+    run = run_generation(model, prompt, 5, cache=SlidingWindowCache(4, 3, 1))
+    first, last = run.events[0].cache, run.events[-1].cache
+    assert [r.position for r in first.held_rows] == [0, 2, 3, 4]
+    assert [r.evicted_at for r in first.rows] == [None, 0, None, None, None]
+    assert [r.position for r in last.held_rows] == [0, 6, 7, 8] and last.seq_length == 9
+    assert last.rows[3].evicted_at == 4 and last.rows[2].evicted_at == 2   # the decode that pushed it out
+    assert last.keys[0].shape[2] == 4 and first.keys[0].shape[2] == 4
+    decode = run.events[-2]                                                 # its query read 0, 6, 7, 8
+    assert decode.record.attention.shape[-1] == 4
+
+
+# --- quantized ----------------------------------------------------------------------------------
+
+SETTINGS = [(8, "channel"), (8, "token"), (4, "channel"), (4, "token")]
+
+
+@pytest.mark.parametrize("bits,axis", SETTINGS)
+def test_every_dequantized_value_is_within_half_a_step_of_the_original(bits, axis):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 12, 7, generator=g) * torch.tensor([1, 5, 0.1, 2, 1, 30, 1])   # odd dim, uneven channels
+    x[0, 0, :4, 2] = 1.5                                                    # a constant group: exact
+    q = quantize(x, bits, 4, axis)
+    err = (q.dequantize() - x).abs()
+    assert (err <= q.step() / 2 + 1e-6 * x.abs().amax()).all()
+    assert float(err.max()) > 0                                             # it did round
+    assert int(q.unpacked().max()) == 2 ** bits - 1 and q.unpacked().shape == x.shape
+    assert q.codes.shape[-1] == (7 if bits == 8 else 4)                     # int4: two codes per byte
+    if axis == "channel":
+        assert q.scale.shape == (2, 3, 3, 7) and torch.equal(q.dequantize()[0, 0, :4, 2], x[0, 0, :4, 2])
+    else:
+        assert q.scale.shape == (2, 3, 12, 2)                                # 7 channels: groups of 4 and 3
+
+
+@pytest.mark.parametrize("bits,axis", SETTINGS)
+@pytest.mark.parametrize("residual", [0, 3])
+def test_nbytes_counts_codes_scales_and_the_residual_as_the_cost_formula_says(tiny, ids, bits, axis, residual):
+    cfg = cost_config(tiny.model.config)
+    cache = QuantizedCache(4, bits, 4, axis, residual)
+    with torch.no_grad():
+        tiny.model(torch.tensor([ids[:6]]), cache, 0)
+        for i in range(6, len(ids)):
+            assert cache.nbytes() == cost.quantized_cache_bytes(cfg, i, bits, 4, axis, residual), i
+            tiny.model(torch.tensor([[ids[i]]]), cache, i)
+    full = cost.cache_bytes(cfg, len(ids), dtype="fp32")
+    assert cache.nbytes() == cost.quantized_cache_bytes(cfg, len(ids), bits, 4, axis, residual) < full
+    layer = cache.layers[0]
+    quantized = len(cache.quantized_positions())
+    assert quantized == cost.quantized_rows(len(ids), 4, axis, residual) > 0
+    assert layer.keys.shape[2] == len(ids) - quantized >= residual          # the newest rows, full precision
+
+
+@pytest.mark.parametrize("bits,axis", SETTINGS)
+def test_a_residual_as_long_as_the_text_gives_exactly_the_full_caches_logits(tiny, ids, bits, axis):
+    full = _logits(tiny.model, ids, DynamicCache(4), 5)
+    assert torch.equal(_logits(tiny.model, ids, QuantizedCache(4, bits, 4, axis, len(ids)), 5), full)
+    lossy = _logits(tiny.model, ids, QuantizedCache(4, bits, 4, axis, 0), 5)
+    assert torch.equal(lossy[:5], full[:5])                 # the prefill reads its own K/V unquantized
+    assert not torch.equal(lossy[5:], full[5:])             # decode steps read dequantized rows
+
+
+def test_the_cache_reads_back_each_row_within_half_a_step_and_the_residual_exactly(tiny, ids):
+    cache = QuantizedCache(4, 4, 8, "channel", 2)
+    rec = GPTModel(tiny).forward(ids, cache, 0)                           # the K/V the model computed
+    keys, values = cache.snapshot()
+    layer = cache.layers[1]
+    q = len(cache.quantized_positions())                                  # 19 − 2 = 17 → 16 (whole groups)
+    assert q == 16
+    k_true, v_true = rec.k[1].unsqueeze(0), rec.v[1].unsqueeze(0)         # [1, 4, 19, 32]
+    assert (keys[1][:, :, :q] - k_true[:, :, :q]).abs().le(layer.quantized_keys.step() / 2 + 1e-6).all()
+    assert (values[1][:, :, :q] - v_true[:, :, :q]).abs().le(layer.quantized_values.step() / 2 + 1e-6).all()
+    assert torch.equal(keys[1][:, :, q:], k_true[:, :, q:])
+
+
+def test_a_quantized_cache_refuses_to_crop_into_rows_it_already_quantized(tiny, ids):
+    cache = QuantizedCache(4, 8, 4, "token", 2)
+    with torch.no_grad():
+        tiny.model(torch.tensor([ids[:6]]), cache, 0)                        # 4 quantized, 2 exact
+    cache.crop(6)
+    with pytest.raises(LimitError, match="as codes"):
+        cache.crop(5)
+    with pytest.raises(LimitError, match="Bits"):
+        QuantizedCache(4, 2)
+    with pytest.raises(LimitError, match="Key axis"):
+        QuantizedCache(4, 8, 4, "row")
+
+
+def test_the_stepper_logs_when_each_row_was_quantized(tiny):
+    model = GPTModel(tiny)
+    prompt = tiny.tokenizer.tokenize("Today the weather is so")
+    run = run_generation(model, prompt, 4, cache=QuantizedCache(4, 8, 2, "token", 3))
+    rows = run.events[-1].cache.rows                                        # 8 positions, 3 exact
+    assert [r.quantized_at for r in rows] == [0, 0, 2, 4, 6, None, None, None]
+    assert [r.quantized_at for r in run.events[0].cache.rows] == [0, 0, None, None, None]   # its own view

@@ -1,0 +1,268 @@
+"""Smaller caches measured on the trained tiny GPT (kvviz.compress): grouped K/V heads, the shared
+evaluation on held-out prompts, stepping one prompt beside the full cache, the CLI and the figures."""
+import json
+import math
+
+import plotly.colors
+import pytest
+import torch
+
+from kvviz import compress_figures, cost
+from kvviz.__main__ import main
+from kvviz.cache import DynamicCache
+from kvviz.compress import (Variant, compare_steps, evaluate, held_out_prompts, key_positions, page_variants,
+                            pass_event, row_errors, run_cache, sink_mass)
+from kvviz.limits import LimitError
+from kvviz.models.gpt import cost_config, load_tiny_gpt, to_grouped
+from kvviz.models.gpt.corpus import corpus_tokens
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_tiny_gpt()
+
+
+# --- grouped K/V heads --------------------------------------------------------------------------
+
+def test_grouping_every_head_alone_changes_nothing(tiny):
+    ids = torch.tensor([tiny.tokenizer.encode("Today the weather in Oslo is so")])
+    same = to_grouped(tiny.model, 4)
+    assert same.config.n_kv_head == 4 and same is not tiny.model
+    with torch.no_grad():
+        assert torch.equal(same(ids), tiny.model(ids))
+
+
+@pytest.mark.parametrize("kv_heads", [2, 1])
+def test_grouped_heads_are_the_mean_of_their_group_and_the_cache_shrinks(tiny, kv_heads):
+    g = to_grouped(tiny.model, kv_heads)
+    hs, per = 32, 4 // kv_heads
+    w_old, w_new = tiny.model.transformer.h[2].attn.c_attn.weight, g.transformer.h[2].attn.c_attn.weight
+    assert w_new.shape == ((4 + 2 * kv_heads) * hs, 128)
+    assert torch.equal(w_new[:128], w_old[:128])                                        # query heads kept
+    k_old = w_old[128:256].reshape(4, hs, 128)
+    assert torch.allclose(w_new[128:128 + hs], k_old[:per].mean(0))                    # K/V head 0 = mean of 0..per-1
+    v_old = w_old[256:].reshape(4, hs, 128)
+    assert torch.allclose(w_new[-hs:], v_old[-per:].mean(0))
+    ids = tiny.tokenizer.encode("Today the weather in Oslo is so")
+    cache = DynamicCache(4)
+    with torch.no_grad():
+        out = g(torch.tensor([ids]), cache, 0)
+        assert not torch.allclose(out, tiny.model(torch.tensor([ids])), atol=1e-3)   # no uptraining: it shows
+    assert cache.layers[0].keys.shape == (1, kv_heads, len(ids), hs)
+    cfg = cost_config(g.config)
+    assert cache.nbytes() == cost.cache_bytes(cfg, len(ids), dtype="fp32") \
+        == cost.cache_bytes(cost_config(tiny.model.config), len(ids), dtype="fp32") * kv_heads // 4
+
+
+@pytest.mark.parametrize("kv_heads", [3, 0, 8, "two"])
+def test_grouping_refuses_head_counts_that_do_not_divide(tiny, kv_heads):
+    with pytest.raises(LimitError, match="K/V heads"):
+        to_grouped(tiny.model, kv_heads)
+
+
+# --- held-out prompts and the evaluation ----------------------------------------------------------
+
+def test_prompts_are_seeded_sentence_starts_from_the_tail_training_never_read(tiny):
+    a, b = held_out_prompts(3, seed=5), held_out_prompts(3, seed=5)
+    assert a == b and a != held_out_prompts(3, seed=6)
+    stream = corpus_tokens(30_000, 0)                  # the checkpoint's corpus (kvviz/data/tiny_gpt.json)
+    tail = len(stream) - len(stream) // 20             # training windows end before the last 5 %
+    for p in a:
+        at = tail + p.offset
+        assert tuple(stream[at:at + 16]) == p.tokens and stream[at - 1] in (".", "!") and p.offset >= 1
+        assert list(p.ids) == tiny.tokenizer.encode(" ".join(p.tokens))
+
+
+@pytest.fixture(scope="module")
+def small_eval():
+    variants = [Variant.of("full"), Variant.of("window", window=48, sinks=0), Variant.of("window", window=6, sinks=2),
+                Variant.of("quant", bits=8, group_size=8, key_axis="token", residual=48),
+                Variant.of("quant", bits=4, group_size=8, key_axis="channel", residual=2),
+                Variant.of("gqa", kv_heads=2)]
+    return evaluate(variants, prompts=2, new_tokens=10, seed=3)
+
+
+def test_the_full_cache_and_lossless_settings_agree_exactly(small_eval, tiny):
+    cfg = cost_config(tiny.model.config)
+    full, long_window, _, long_residual, _, _ = small_eval.results
+    for r in (full, long_window, long_residual):           # nothing evicted, nothing quantized
+        assert r.kl_mean == 0.0 and r.top1_agreement == 1.0 and r.positions == 2 * 10 and r.prompts == 2
+    assert full.bytes_per_token == cost.cache_bytes_per_token(cfg, "fp32") == 4096
+    p = small_eval.prompts[0]
+    tokens, _ = run_cache(tiny.model, p.ids, 10, DynamicCache(4))       # greedy from the full cache
+    assert tuple(tokens) == small_eval.generated[0]
+
+
+def test_smaller_caches_cost_accuracy_and_save_the_bytes_the_cost_model_says(small_eval, tiny):
+    cfg = cost_config(tiny.model.config)
+    full, _, window, _, quant, gqa = small_eval.results
+    positions = 16 + 10 - 1                                 # prompt + new − 1 tokens went through the cache
+    assert window.bytes_per_token == cost.window_cache_bytes(cfg, positions, 6, 2, dtype="fp32") / positions
+    assert quant.bytes_per_token == cost.quantized_cache_bytes(cfg, positions, 4, 8, "channel", 2) / positions
+    assert gqa.bytes_per_token == full.bytes_per_token / 2
+    for r in (window, quant, gqa):
+        assert r.kl_mean > 0 and r.bytes_per_token < full.bytes_per_token
+        assert all(kl >= 0 for row in r.kl for kl in row) and len(r.agree[0]) == 10
+        assert (r.kl[0][0] == 0) == (r.variant.kind == "quant")    # a quantized cache's prefill reads exact K/V
+    assert window.top1_agreement < 1.0 and gqa.kl_mean > quant.kl_mean
+
+
+def test_the_evaluation_is_deterministic_for_a_seed(small_eval):
+    again = evaluate([r.variant for r in small_eval.results[2:3]], prompts=2, new_tokens=10, seed=3)
+    assert again.results[0] == small_eval.results[2] and again.prompts == small_eval.prompts
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(prompts=0), "Prompts"), (dict(prompts=17), "Prompts"), (dict(new_tokens=65), "New tokens"),
+    (dict(seed=-1), "Seed")])
+def test_the_evaluation_enforces_its_caps(kwargs, match):
+    with pytest.raises(LimitError, match=match):
+        evaluate([Variant.of("full")], **{"prompts": 1, "new_tokens": 1, **kwargs})
+    with pytest.raises(LimitError, match="Variants"):
+        evaluate([Variant.of("full")] * 41, prompts=1, new_tokens=1)
+
+
+@pytest.mark.parametrize("kind,settings,match", [
+    ("window", dict(window=0), "Window"), ("window", dict(window=257), "Window"), ("window", dict(sinks=17), "Sink"),
+    ("quant", dict(bits=2), "Bits"), ("quant", dict(group_size=129), "Group size"), ("quant", dict(key_axis="row"), "Key axis"),
+    ("quant", dict(residual=-1), "Residual"), ("gqa", dict(window=4), "no setting window"), ("zip", {}, "Unknown")])
+def test_variants_refuse_bad_settings(kind, settings, match):
+    with pytest.raises(LimitError, match=match):
+        Variant.of(kind, **settings)
+
+
+def test_the_page_variants_cover_windows_sinks_bits_axes_residuals_and_heads():
+    vs = page_variants()
+    assert len(set(vs)) == len(vs) == 1 + 6 + 8 + 3
+    assert {(v.bits, v.key_axis, bool(v.residual)) for v in vs if v.kind == "quant"} == \
+        {(b, a, r) for b in (8, 4) for a in ("channel", "token") for r in (False, True)}
+    assert {v.kv_heads for v in vs if v.kind == "gqa"} == {1, 2, 4} and {v.sinks for v in vs if v.kind == "window"} == {0, 4}
+
+
+# --- stepping one prompt ------------------------------------------------------------------------
+
+PROMPT = "Today the weather is so nice . It is rainy in London".split()       # 12 tokens
+
+
+@pytest.fixture(scope="module")
+def window_steps():
+    return compare_steps(Variant.of("window", window=4, sinks=2), PROMPT, 6)
+
+
+def test_stepping_a_variant_beside_the_full_cache_uses_the_same_tokens(window_steps):
+    full, small = window_steps.full, window_steps.compressed
+    assert [e.phase for e in full.events] == [e.phase for e in small.events]
+    assert [e.tokens for e in full.events] == [e.tokens for e in small.events]          # teacher-forced
+    assert len(window_steps.scores) == 6 and window_steps.scores[0].event == 1
+    s = window_steps.scores[2]
+    assert s.kl > 0 and s.position == 14 and s.full_top1 == full.events[s.event].chosen
+    assert window_steps.score_at(0) is None and window_steps.score_at(6) == s
+
+
+def test_the_page_sees_which_keys_a_windowed_query_read_and_the_weight_on_the_sinks(window_steps):
+    ev = window_steps.compressed.events[-2]                                            # the last decode (pos 16)
+    assert ev.positions == [16] and key_positions(ev) == [0, 1, 13, 14, 15, 16]
+    assert [r.evicted_at is not None for r in ev.cache.rows][:13] == [False, False] + [True] * 11
+    mass = sink_mass(ev, layer=2, head=1, sinks=2)
+    assert len(mass) == 1 and 0 < mass[0] < 1
+    assert mass[0] == pytest.approx(float(ev.record.attention[2, 1, 0, :2].sum()))
+    prefill = window_steps.compressed.events[0]
+    assert key_positions(prefill) == list(range(12))
+    att = prefill.record.attention[0, 0]                                               # query 11 reads 0, 1, 8..11
+    assert (att[11, 2:8] == 0).all() and att[11, [0, 1, 8, 9, 10, 11]].sum() == pytest.approx(1.0)
+
+
+def test_row_errors_show_each_quantized_row_within_half_a_step_and_exact_residual_rows(tiny):
+    steps = compare_steps(Variant.of("quant", bits=4, group_size=4, key_axis="channel", residual=3), PROMPT, 5)
+    last = len(steps.compressed.events) - 1
+    err = row_errors(steps.compressed, last, layer=1)
+    assert err.positions == tuple(range(16)) and err.quantized == (True,) * 12 + (False,) * 4  # 16 − 3 → 12
+    assert (err.key_error[12:] == 0).all() and (err.value_error[12:] == 0).all()
+    assert (err.key_error[:12] > 0).any() and not err.key_error.isnan().any()
+    cache = Variant.of("quant", bits=4, group_size=4, key_axis="channel", residual=3).make_cache(4)
+    run_cache(tiny.model, tiny.tokenizer.encode(" ".join(steps.full.events[last].sequence[:16])), 1, cache)
+    step = cache.layers[1].quantized_keys.step()[0].amax(-1).T                        # [rows, heads]
+    assert (err.key_error[:12] <= step / 2 + 1e-5).all()
+    full_err = row_errors(steps.full, last, layer=1)
+    assert (full_err.key_error == 0).all() and not any(full_err.quantized)
+
+
+# --- CLI ---------------------------------------------------------------------------------------
+
+def test_cli_prints_the_issues_json(capsys):
+    assert main(["compress", "--kind", "quant", "--bits", "4", "--group-size", "8", "--key-axis", "token",
+                 "--residual", "4", "--prompts", "2", "--new-tokens", "6", "--seed", "1"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert list(d) == ["kind", "settings", "bytes_per_token", "kl_mean", "top1_agreement", "prompts", "positions"]
+    assert d["kind"] == "quant" and d["settings"] == {"bits": 4, "group_size": 8, "key_axis": "token", "residual": 4}
+    assert d["prompts"] == 2 and d["positions"] == 12 and 0 <= d["top1_agreement"] <= 1
+    cfg = cost.SHAPES["tiny-gpt"]
+    assert d["bytes_per_token"] == round(cost.quantized_cache_bytes(cfg, 21, 4, 8, "token", 4) / 21, 3)
+
+
+@pytest.mark.parametrize("args", [
+    ["--kind", "window", "--bits", "4"], ["--kind", "gqa", "--kv-heads", "3"], ["--kind", "quant", "--prompts", "99"],
+    ["--kind", "window", "--window", "x"], ["--kind", "lossy"], ["--kind", "quant", "--key-axis", "rows"],
+    ["--kind", "window", "--window", "0"], ["--kind", "full", "--new-tokens", "0"]])
+def test_cli_bad_arguments_give_one_line_and_exit_2(args, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["compress", *args])
+    out = capsys.readouterr()
+    assert e.value.code == 2 and out.out == "" and len(out.err.strip().splitlines()) == 1, out.err
+
+
+# --- figures -----------------------------------------------------------------------------------
+
+def test_the_tradeoff_figure_has_one_labelled_point_per_variant_on_both_panels(small_eval):
+    fig = compress_figures.tradeoff_figure(small_eval.results)
+    pts = {}
+    for tr in fig.data:
+        for x, y, t in zip(tr.x, tr.y, tr.text):
+            pts.setdefault(t, []).append((tr.xaxis, x, y))
+    assert set(pts) == {r.variant.label() for r in small_eval.results}
+    for r in small_eval.results:
+        (ax1, x1, kl), (ax2, x2, top) = sorted(pts[r.variant.label()])
+        assert (ax1, ax2) == ("x", "x2") and x1 == x2 == r.bytes_per_token and top == r.top1_agreement
+        assert kl == max(r.kl_mean, compress_figures.KL_FLOOR)
+    assert fig.layout.yaxis.type == "log" and fig.layout.xaxis2.title.text == "cache bytes per token"
+
+
+def test_the_row_error_heatmap_blanks_evicted_rows_and_colours_quantized_ones(window_steps, tiny):
+    err = row_errors(window_steps.compressed, len(window_steps.compressed.events) - 1, layer=0)
+    fig = compress_figures.row_error_heatmap(err)
+    z = fig.data[0].z
+    assert len(z) == 17 and len(z[0]) == 8                                  # 17 positions × (K, V) × 4 heads
+    assert all(v is None for v in z[2]) and list(z[0]) == [0.0] * 8      # evicted; a sink, never quantized
+    steps = compare_steps(Variant.of("quant", bits=4, group_size=4, key_axis="token"), PROMPT, 3)
+    fig = compress_figures.row_error_heatmap(row_errors(steps.compressed, 5, layer=0))
+    assert min(v for row in fig.data[0].z for v in row) > 0 and fig.data[0].colorscale[0][1] == "#FFFFFF"
+
+
+def test_the_next_token_pair_shows_both_distributions_and_the_kl(window_steps):
+    fig = compress_figures.next_token_pair(window_steps, 5, k=5)
+    full, small = fig.data
+    assert full.x == small.x and full.name == "full cache" and small.name == "window 4 + 2 sinks"
+    p = torch.softmax(window_steps.full.events[5].logits.double(), -1)
+    assert full.y[0] == pytest.approx(float(p.max())) and len(full.x) >= 5
+    assert f"{window_steps.score_at(5).kl:.4g}" in fig.layout.title.text
+
+
+def test_the_attention_figure_marks_the_sinks_and_their_weight(window_steps):
+    fig = compress_figures.attention_sinks_figure(window_steps, 8, layer=2, head=1)     # event 8: a decode
+    ev = pass_event(window_steps.compressed, 8)
+    assert list(fig.data[0].x) == [f"{p}:{ev.sequence[p]}" for p in key_positions(ev)]
+    assert fig.layout.shapes[0].x0 == -0.5 and fig.layout.shapes[0].x1 == 1.5           # columns 0 and 1
+    mass = sink_mass(ev, 2, 1, 2)[0]
+    assert fig.layout.annotations[0].text == f"on sinks: {mass:.0%}"
+    assert fig.data[0].colorscale[0][1] == plotly.colors.sequential.Cividis[0]          # cividis
+    full = compress_figures.attention_sinks_figure(window_steps, 8, layer=2, head=1, compressed=False)
+    assert len(full.data[0].x) == ev.positions[0] + 1 and not full.layout.shapes
+
+
+def test_figures_take_translated_words(small_eval):
+    fig = compress_figures.tradeoff_figure(small_eval.results, labels={"bytes": "Bytes je Token",
+                                                                       "kinds": {"window": "Fenster"}},
+                                           names=[str(i) for i in range(6)])
+    assert fig.layout.xaxis.title.text == "Bytes je Token"
+    assert "Fenster" in {t.name for t in fig.data} and {t for tr in fig.data for t in tr.text} == set("012345")
+    assert not any(math.isnan(y) for tr in fig.data for y in tr.y)

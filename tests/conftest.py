@@ -185,6 +185,20 @@ class Page:
     def heading(self) -> str:
         return self.event_heading.inner_text()
 
+    # the stepper component (kvviz/ui/step_view.py) in the page's own DOM
+    @property
+    def charts(self):
+        """The stepper's plots on screen (each figure is drawn once and shown or hidden)."""
+        return self.page.locator(".kvs-root .kvs-fig:visible")
+
+    def wait_drawn(self, step: int, timeout: int = 30_000) -> None:
+        """Wait until the stepper has drawn event ``step`` completely (its figures included)."""
+        self.page.locator(f".kvs-root[data-drawn='{step}']").wait_for(state="attached", timeout=timeout)
+
+    def stepper_button(self, act: str):
+        """prev / next / reset / end / play"""
+        return self.page.locator(f".kvs-root .kvs-bar [data-act='{act}']")
+
     def wait_heading(self, pattern: str, timeout: int = 30_000) -> None:
         """Wait until the page's event heading matches ``pattern``: after a key press or click, a
         settle alone may look before the rerun has started (seen on a loaded CI machine)."""

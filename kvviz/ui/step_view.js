@@ -189,6 +189,12 @@ class Stepper {
       this.observer.observe(app, { attributes: true, attributeFilter: ["data-test-script-state"] });
     }
     this.chartHeight = 300;
+    // a click or key elsewhere (another widget, a tab) may rerun the page: send a pending step first
+    this.onOutside = (e) => {
+      if (this.reportTimer && !this.root.contains(e.target)) { clearTimeout(this.reportTimer); this.report(); }
+    };
+    document.addEventListener("pointerdown", this.onOutside, true);
+    document.addEventListener("keydown", this.onOutside, true);
     this.onResize = () => {          // plots were drawn at the old width: draw again (debounced)
       clearTimeout(this.resizeTimer);
       this.resizeTimer = setTimeout(() => this.render(true), 150);
@@ -199,6 +205,8 @@ class Stepper {
   destroy() {
     this.stop();
     clearTimeout(this.reportTimer);
+    document.removeEventListener("pointerdown", this.onOutside, true);
+    document.removeEventListener("keydown", this.onOutside, true);
     this.observer?.disconnect();
     window.removeEventListener("resize", this.onResize);
     instances.delete(this);
@@ -351,6 +359,7 @@ class Stepper {
   }
 
   report() {
+    this.reportTimer = null;
     if (this.step === this.reported || !this.setStateValue) return;
     this.reported = this.step;
     this.setStateValue("step", this.step);

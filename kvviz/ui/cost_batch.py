@@ -78,8 +78,9 @@ def _inputs() -> tuple[BatchRun, tuple] | None:
 
 
 def render() -> None:
-    st.markdown(t("cost.bt_intro"))
-    got = _inputs()
+    presenter.intro(t("cost.bt_intro"))
+    with presenter.settings():
+        got = _inputs()
     if got is None:
         return
     run, key = got

@@ -93,7 +93,8 @@ function tableHTML(t, S) {
     `<div class="kvs-tblwrap"><table class="kvs-tbl">${head}<tbody>${body}</tbody></table></div>`;
 }
 
-function blockHTML(P, b, S) {
+function blockHTML(P, b, S, present) {
+  if (present && b.x) return "";
   if (b.html !== undefined) return `<div class="kvs-md">${S(b.html)}</div>`;
   if (b.note !== undefined) return `<div class="kvs-note">${S(b.note)}</div>`;
   if (b.alert !== undefined) {
@@ -111,11 +112,11 @@ function blockHTML(P, b, S) {
   if (b.tbl !== undefined) return tableHTML(b.tbl, S);
   if (b.details !== undefined) {
     return `<details class="kvs-details"><summary>${esc(b.details)}</summary>` +
-      b.body.map((x) => blockHTML(P, x, S)).join("") + "</details>";
+      b.body.map((x) => blockHTML(P, x, S, present)).join("") + "</details>";
   }
   if (b.cols !== undefined) {
     return `<div class="kvs-cols" style="--kvs-n:${b.cols.length}">` +
-      b.cols.map((col) => `<div>${col.map((x) => blockHTML(P, x, S)).join("")}</div>`).join("") + "</div>";
+      b.cols.map((col) => `<div>${col.map((x) => blockHTML(P, x, S, present)).join("")}</div>`).join("") + "</div>";
   }
   return "";
 }
@@ -161,9 +162,16 @@ function themed(fig, th, height) {
   if (fig.data.length && fig.data.every((d) => d.type === "heatmap")) {   // no grid behind masked cells
     for (const k of Object.keys(layout)) if (/^[xy]axis\d*$/.test(k)) layout[k] = { showgrid: false, ...layout[k] };
   }
-  if (height) layout.height = height;
+  let data = fig.data;
+  if (height) {
+    layout.height = height;
+    if (height < 230) {         // a short chart has no room for a colour bar: the cells carry their values
+      data = data.map((d) => ("showscale" in d || d.type === "heatmap" ? { ...d, showscale: false } : d));
+      if (layout.coloraxis) layout.coloraxis = { ...layout.coloraxis, showscale: false };
+    }
+  }
   layout.autosize = true;
-  return { data: fig.data, layout };
+  return { data, layout };
 }
 
 // ---------------------------------------------------------------- the stepper
@@ -197,7 +205,7 @@ class Stepper {
     document.addEventListener("keydown", this.onOutside, true);
     this.onResize = () => {          // plots were drawn at the old width: draw again (debounced)
       clearTimeout(this.resizeTimer);
-      this.resizeTimer = setTimeout(() => this.render(true), 150);
+      this.resizeTimer = setTimeout(() => { this.presentRows = window.innerHeight >= 1000 ? 5 : 3; this.render(true); }, 150);
     };
     window.addEventListener("resize", this.onResize);
   }
@@ -226,7 +234,7 @@ class Stepper {
     this.figCache.clear();
     this.theme = null;
     this.root.classList.toggle("kvs-present", this.present);
-    const [a, b] = P.ratio || [3, 2];
+    const [a, b] = (this.present && P.present_ratio) || P.ratio || [3, 2];
     this.root.style.setProperty("--kvs-cols", `minmax(0, ${Number(a)}fr) minmax(0, ${Number(b)}fr)`);
     this.root.classList.toggle("kvs-stacked", !P.ratio);
     for (const [k, c] of Object.entries(P.colors || {})) this.root.style.setProperty("--kvs-" + k, c);
@@ -260,8 +268,8 @@ class Stepper {
         </div>
       </div>
       <div class="kvs-region" data-region="top"></div>
-      <div class="kvs-region kvs-lead" data-region="lead"></div>
       <div class="kvs-grid">
+        <div class="kvs-region kvs-lead" data-region="lead"></div>
         <div class="kvs-region kvs-main" data-region="main"></div>
         <div class="kvs-region kvs-side" data-region="side"></div>
       </div>
@@ -408,7 +416,7 @@ class Stepper {
       if (this.step === n) {
         this.drawn = n;
         this.root.dataset.drawn = String(n);
-        if (this.present) this.fit();
+        if (!this.present || this.fit()) this.root.dataset.fitted = String(n);   // tests wait for this
         this.prefetch();
       }
     });
@@ -435,7 +443,7 @@ class Stepper {
         el.setAttribute("aria-label", b.alt || "");
         figs.push([el, b]);
       } else {
-        this.setHTML(el, blockHTML(this.P, b, this.S));
+        this.setHTML(el, blockHTML(this.P, b, this.S, this.present));
       }
     });
     for (let i = kids.length - 1; i >= shown.length; i--) { this.purge(kids[i]); kids[i].remove(); }
@@ -580,30 +588,40 @@ class Stepper {
     const top = header ? header.getBoundingClientRect().bottom : 0;
     const avail = window.innerHeight - top - 8;
     const rootH = this.root.getBoundingClientRect().height;
-    // the charts' rows (lead, the two columns, wide) share what the rest of the step leaves
+    // the charts' rows share what the rest of the step leaves (charts side by side are one row)
+    const boxes = [...this.root.querySelectorAll(".kvs-fig")].filter((el) => el.offsetParent !== null)
+      .map((el) => el.getBoundingClientRect()).sort((p, q) => p.top - q.top);
     let figH = 0;
     let rows = 0;
-    for (const sel of [".kvs-lead", ".kvs-grid", "[data-region='wide']"]) {
-      let h = 0;
-      for (const el of this.root.querySelectorAll(sel + " .kvs-fig")) {
-        if (el.style.display !== "none") h = Math.max(h, el.getBoundingClientRect().height);
-      }
-      if (h) { figH += h; rows += 1; }
+    let rowBottom = -Infinity;
+    let rowH = 0;
+    for (const r of boxes) {
+      if (r.top >= rowBottom - 1) { figH += rowH; rows += 1; rowH = 0; }
+      rowH = Math.max(rowH, r.height);
+      rowBottom = Math.max(rowBottom, r.bottom);
     }
-    if (!rows) return;
+    figH += rowH;
+    if (!rows) return true;
     const want = Math.max(150, Math.min(560, Math.floor((avail - (rootH - figH) - 4) / rows)));
+    const over = rootH - avail;
+    if (want === 150 && over > 0 && this.presentRows > 1 && this.chartHeight === 150) {
+      this.presentRows -= 1;               // the charts are as small as they go: show fewer cache rows
+      this.render(true);
+      return false;
+    }
     // shrink at once when the step does not fit; grow only by a noticeable amount (no redraw per step)
     if (want < this.chartHeight - 2 || want > this.chartHeight + 40) {
       this.chartHeight = want;
       this.figCache.clear();
       this.render(true);
-      return;
+      return false;
     }
     const rect = this.root.getBoundingClientRect();
     if (rect.top < top || rect.bottom > window.innerHeight) {      // the whole step in view, below the header
       this.root.style.scrollMarginTop = top + 4 + "px";
       this.root.scrollIntoView({ block: "start" });
     }
+    return true;
   }
 }
 
@@ -614,7 +632,7 @@ export default function (component) {
   if (!s || !s.root.isConnected) { s = new Stepper(parentElement); parentElement.__kvs = s; }
   // parse the payload once per payload (a rerun that resends the same text reuses it)
   if (s.raw !== data.payload) { s.parsed = JSON.parse(data.payload); s.raw = data.payload; }
-  s.presentRows = data.present_rows || 3;
+  s.presentRows = window.innerHeight >= 1000 ? 5 : 3;     // presenter mode: the newest cache rows
   s.load(s.parsed, data, setStateValue);
   return () => { s.destroy(); if (parentElement.__kvs === s) delete parentElement.__kvs; };
 }

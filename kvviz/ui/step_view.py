@@ -131,7 +131,7 @@ def stepper(payload: str, n_events: int, *, key: str, run_id: str) -> int:
         data = last      # the rerun of a step report: send exactly what the browser has (nothing redraws)
     else:
         data = {"payload": payload, "start": step, "run": run_id, "plotly": PLOTLY_CHUNK,
-                "present": presenter.presenting(), "present_rows": 3,
+                "present": presenter.presenting(),
                 "fmt": st.session_state.get("chart_format") or "png"}
     st.session_state.pop(_REPORTED, None)
     st.session_state.setdefault(_LAST, {})[key] = data

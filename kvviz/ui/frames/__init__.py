@@ -11,6 +11,7 @@ Payload (JSON, ``Payload.to_json()``)::
      "words":  {...}          # the component's own labels in the page's language (stepview.* keys)
      "colors": {...}          # prompt / processed / pending / chosen (kvviz.figures.COLORS)
      "ratio":  [3, 2] | null  # widths of the main and side columns (null: one above the other)
+     "present_ratio": [3, 1] | null   # the same in presenter mode (lead and side share one row there)
      "figs":   [{"data": [...], "layout": {...}}, ...]   # plotly specs, template dropped, rounded
      "texts":  ["...", ...]   # long HTML strings used by several frames (a block may hold an index)
      "table":  {"cols": [...], "csv_cols": [...], "rows": [[cell, ...], ...], "present_cols": [...] | null}
@@ -234,7 +235,8 @@ def figure_spec(fig, digits: int = 4) -> dict:
 class Payload:
     """Collects the frames of one run; figures, long texts and cache rows are stored once."""
 
-    def __init__(self, tr: Tr, *, ratio: Sequence[int] | None = (1, 1), csv: str | None = None) -> None:
+    def __init__(self, tr: Tr, *, ratio: Sequence[int] | None = (1, 1), csv: str | None = None,
+                 present_ratio: Sequence[int] | None = None) -> None:
         from kvviz.figures import COLORS
         self.tr = tr
         self.frames: list[dict] = []
@@ -248,6 +250,7 @@ class Payload:
         self.table_csv_cols: list[str] | None = None
         self.present_cols: list[int] | None = None
         self.ratio = list(ratio) if ratio else None
+        self.present_ratio = list(present_ratio) if present_ratio else None
         self.csv = csv
         self.colors = {k: COLORS[k] for k in ("prompt", "processed", "pending", "chosen")}
 
@@ -325,7 +328,8 @@ class Payload:
         self.frames.append(frame)
 
     def to_dict(self) -> dict:
-        return {"v": 1, "words": words(self.tr), "colors": self.colors, "ratio": self.ratio, "figs": self.figs,
+        return {"v": 1, "words": words(self.tr), "colors": self.colors, "ratio": self.ratio,
+                "present_ratio": self.present_ratio, "figs": self.figs,
                 "texts": self.texts, "csv": self.csv,
                 "table": None if self.table_cols is None else {
                     "cols": self.table_cols, "csv_cols": self.table_csv_cols, "rows": self.rows,

@@ -36,7 +36,7 @@ def build(run: Run, tr: Tr, logit_tokens=LOGIT_TOKENS) -> Payload:
                top=[strip_block(ev.sequence, len(run.prompt), len(ev.cache)), lines_block(did, todo)],
                main=attention_blocks(pl, ev, src, tr),
                side=logits_blocks(pl, ev, logit_tokens, next_choice(run, ev), tr)
-               + [html_block(tr("abc.h_line", h0=f"{h[0]:.3f}", h1=f"{h[1]:.3f}", pos=src.positions[-1]))],
+               + [html_block(tr("abc.h_line", h0=f"{h[0]:.3f}", h1=f"{h[1]:.3f}", pos=src.positions[-1]), explain=True)],
                metrics=counters(ev, tr),
                table=cache_frame_table(pl, ev, tr))
     return pl

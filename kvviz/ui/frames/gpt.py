@@ -38,7 +38,7 @@ def probs_blocks(pl: Payload, ev: Event, nxt: Event | None, model, tr: Tr) -> li
     if choice is not None and choice.rule.get("name") != "greedy":
         out.append(note_block(tr("gpt.probs_sampled", kept=len(choice.kept), p=f"{choice.probs[choice.index]:.3f}")))
     if ev.pending:
-        out.append(html_block(tr("gpt.pending", tok=ev.pending, pos=len(ev.sequence) - 1)))
+        out.append(html_block(tr("gpt.pending", tok=ev.pending, pos=len(ev.sequence) - 1), explain=True))
     return out
 
 

@@ -45,7 +45,7 @@ def attention_blocks(pl: Payload, ev: Event, src: Event, tr: Tr, layer: int = 0,
         fig = attention_heatmap(att[head], queries, keys, title, words=figure_words(tr))
     out = [pl.fig(fig, tr("stepper.attention_alt"))]
     if src is not ev:
-        out.append(note_block(tr("stepper.no_attention", i=src.index)))
+        out.append(note_block(tr("stepper.no_attention", i=src.index), explain=True))
     return out
 
 

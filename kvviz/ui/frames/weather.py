@@ -144,7 +144,7 @@ def logits_formula_block(src: Event, tr: Tr) -> dict:
 def build(run: Run, values: dict[str, float], tr: Tr) -> Payload:
     """``values``: the token values the run used (the model's)."""
     model = WeatherModel(values)
-    pl = Payload(tr, ratio=(3, 2), csv="weather")
+    pl = Payload(tr, ratio=(3, 2), present_ratio=(5, 2), csv="weather")
     last = len(run.events) - 1
     diagnoses: dict[int, Diagnosis] = {}
     first_decode = next((e.index for e in run.events if e.phase == "decode"), None)

@@ -148,3 +148,20 @@ def test_a_step_report_reaches_python_and_the_address_without_a_redraw():
     assert at.session_state["step"] == 0 and "step" not in at.query_params
     at.run()                           # a rerun for another reason opens where Python now is
     assert _data(at)["start"] == 0
+
+
+def test_every_figure_a_payload_sends_is_valid_plotly():
+    """The frames send the builders' plain ``*_spec`` dicts (no validated go.Figure, ten times
+    cheaper): plotly validates each of them here."""
+    import plotly.graph_objects as go
+
+    from kvviz.models.gpt import GPTModel
+    from kvviz.ui.frames import gpt as frames_gpt
+    model = GPTModel()
+    runs = [frames_abc.build(run_generation(ABCModel(), ["C", "A", "B"], 3, rule=Sampler(1.2), seed=1), EN),
+            frames_weather.build(run_generation(WeatherModel(dict(DEFAULT_VALUES)), ["Today", "weather", "is", "so"], 2),
+                                 dict(DEFAULT_VALUES), EN),
+            frames_gpt.build(run_generation(model, model.tokenize("It was"), 2), model, 1, 2, EN)]
+    for pl in runs:
+        for spec in pl.figs:
+            go.Figure(spec)           # raises on any property plotly does not know

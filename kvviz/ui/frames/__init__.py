@@ -225,11 +225,12 @@ def _rounded(x, digits: int):
 
 
 def figure_spec(fig, digits: int = 4) -> dict:
-    """``fig.to_plotly_json()`` as plain JSON data: plotly's template dropped (the browser applies
-    the page's theme), floats rounded to ``digits`` decimals."""
-    spec = json.loads(fig.to_json())
-    spec.get("layout", {}).pop("template", None)
-    return _rounded({"data": spec.get("data", []), "layout": spec.get("layout", {})}, digits)
+    """A figure as plain JSON data: a ``*_spec`` dict of kvviz.figures as it is, a ``go.Figure`` as
+    ``fig.to_plotly_json()``; plotly's template dropped (the browser applies the page's theme),
+    floats rounded to ``digits`` decimals."""
+    spec = fig if isinstance(fig, dict) else json.loads(fig.to_json())
+    layout = {k: v for k, v in spec.get("layout", {}).items() if k != "template"}
+    return _rounded({"data": spec.get("data", []), "layout": layout}, digits)
 
 
 class Payload:
@@ -256,7 +257,8 @@ class Payload:
 
     # -- pooled pieces
     def fig(self, fig, alt: str) -> dict:
-        """A figure block; identical figures (a choose event showing the pass before it) are sent once."""
+        """A figure block (a plotly JSON dict or a ``go.Figure``); identical figures (a choose event
+        showing the pass before it) are sent once."""
         return fig_block(self.fig_index(figure_spec(fig)), alt)
 
     def fig_index(self, spec: dict) -> int:

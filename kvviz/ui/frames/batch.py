@@ -6,7 +6,7 @@ import torch
 
 from kvviz.batching import BatchEvent, BatchRun, SoloComparison, allowed_keys, padded_cache_table, top_logit_columns
 from kvviz.cost_figures import grouped_logits, padded_cache_grid
-from kvviz.figures import attention_heatmap
+from kvviz.figures import attention_heatmap_spec
 from kvviz.ui.frames import (Payload, Tr, alert_block, cols_block, figure_words, lines_block, metrics, note_block,
                              strip_block)
 
@@ -35,15 +35,15 @@ def attention_fig(src: BatchEvent, labels: list[str], layer: int, head: int, nam
         masks.append(allowed[b][rows])
         queries += [f"{labels[b]} · {p}:{src.sequences[b][p]}" for p in rec.positions[b][rows].tolist()]
     keys = [f"c{c}" for c in range(src.n_columns)]
-    fig = attention_heatmap(torch.cat(weights), queries, keys,
+    fig = attention_heatmap_spec(torch.cat(weights), queries, keys,
                             tr("cost.bt_att_title", phase=tr("abc.phase_" + src.phase)) + "<br><sup>"
                             + tr("cost.bt_att_sub")
                             + (f" · {tr('cost.bt_att_which', layer=layer + 1, head=head + 1)}" if name_head else "")
                             + "</sup>",
                             show_scale=False, allowed=torch.cat(masks), words=figure_words(tr))
-    fig.update_xaxes(title=tr("cost.bt_att_x"))
-    fig.update_yaxes(title=tr("cost.bt_att_y"))
-    fig.update_layout(height=max(340, 170 + 42 * len(queries)))
+    fig["layout"]["xaxis"]["title"] = {"text": tr("cost.bt_att_x")}
+    fig["layout"]["yaxis"]["title"] = {"text": tr("cost.bt_att_y")}
+    fig["layout"]["height"] = max(340, 170 + 42 * len(queries))
     return fig
 
 

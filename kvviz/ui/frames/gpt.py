@@ -2,7 +2,7 @@
 the cache of every layer. The layer and head are view options: one payload per choice."""
 from __future__ import annotations
 
-from kvviz.figures import top_probs_bar
+from kvviz.figures import top_probs_bar_spec
 from kvviz.generation import Event, Run
 from kvviz.gpt_generate import next_token_probs
 from kvviz.gpt_timing import cache_bytes_formula
@@ -32,7 +32,7 @@ def sentences(ev: Event, run: Run, model, tr: Tr) -> tuple[str, str]:
 def probs_blocks(pl: Payload, ev: Event, nxt: Event | None, model, tr: Tr) -> list[dict]:
     choice = ev.choice or (nxt.choice if nxt is not None else None)
     chosen = choice.index if choice is not None else None
-    fig = top_probs_bar(next_token_probs(ev.logits), model.logit_tokens, chosen,
+    fig = top_probs_bar_spec(next_token_probs(ev.logits), model.logit_tokens, chosen,
                         tr("gpt.probs_title", pos=len(ev.cache) - 1), axis_title=tr("gpt.probs_axis"))
     out = [pl.fig(fig, tr("gpt.probs_alt"))]
     if choice is not None and choice.rule.get("name") != "greedy":

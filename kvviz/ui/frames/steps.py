@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from kvviz.figures import attention_heads_figure, attention_heatmap, logits_bar
+from kvviz.figures import attention_heads_spec, attention_heatmap_spec, logits_bar_spec
 from kvviz.generation import Event, Run
 from kvviz.trace import cache_table
 from kvviz.ui.frames import Payload, Tr, figure_words, note_block, table_headers
@@ -40,9 +40,9 @@ def attention_blocks(pl: Payload, ev: Event, src: Event, tr: Tr, layer: int = 0,
     queries = [f"{p + position_base}:{src.sequence[p]}" for p in src.positions]
     title = title or tr("stepper.attention_title", phase=src.phase)
     if head_titles:
-        fig = attention_heads_figure(att, queries, keys, head_titles, title, words=figure_words(tr))
+        fig = attention_heads_spec(att, queries, keys, head_titles, title, words=figure_words(tr))
     else:
-        fig = attention_heatmap(att[head], queries, keys, title, words=figure_words(tr))
+        fig = attention_heatmap_spec(att[head], queries, keys, title, words=figure_words(tr))
     out = [pl.fig(fig, tr("stepper.attention_alt"))]
     if src is not ev:
         out.append(note_block(tr("stepper.no_attention", i=src.index), explain=True))
@@ -55,7 +55,7 @@ def logits_blocks(pl: Payload, ev: Event, logit_tokens: Sequence[str], nxt: Even
     choice = ev.choice or (nxt.choice if nxt is not None else None)
     chosen = choice.index if choice is not None else None
     sampled = choice is not None and choice.rule.get("name") != "greedy"
-    fig = logits_bar(ev.logits.tolist(), list(logit_tokens), chosen, tr("stepper.logits_title"),
+    fig = logits_bar_spec(ev.logits.tolist(), list(logit_tokens), chosen, tr("stepper.logits_title"),
                      kept=choice.kept if sampled else None)
     out = [pl.fig(fig, tr("stepper.logits_alt"))]
     if sampled:   # the distribution the draw used, most likely first (at most 8 tokens named)

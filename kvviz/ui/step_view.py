@@ -70,6 +70,28 @@ _component = st.components.v2.component(
     isolate_styles=False)      # in the page's own DOM: Streamlit's fonts, plotly's global styles, tests' selectors
 
 
+# Starts importing Streamlit's plotly chunk as soon as the page frame is drawn, while the server is
+# still importing torch and building the page: a fresh visit then has plotly parsed by the time the
+# stepper (or any chart) arrives. One import per browser tab; the element itself is hidden.
+_PRELOAD_JS = """
+export default function(component) {
+  if (window.__kvsPlotlyPreload || window.Plotly) return;
+  window.__kvsPlotlyPreload = true;
+  const index = document.querySelector('script[src*="/static/js/index."]');
+  if (!index) return;
+  const start = () => import(new URL(component.data.file, index.src).href).catch(() => {});
+  (window.requestIdleCallback || setTimeout)(start);
+}
+"""
+_preload = st.components.v2.component("kvviz_plotly_preload", js=_PRELOAD_JS,
+                                      css=".st-key-kvviz_plotly_preload { display: none; }", isolate_styles=False)
+
+
+def preload_plotly() -> None:
+    """Mount the hidden preloader (``nav.page_setup`` does, on pages with charts)."""
+    _preload(key="kvviz_plotly_preload", data={"file": PLOTLY_CHUNK}, height=0)
+
+
 def _url_step(n_events: int) -> int:
     raw = st.query_params.get(STEP_KEY)
     try:

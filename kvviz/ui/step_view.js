@@ -229,6 +229,7 @@ class Stepper {
     this.P = P;
     this.S = (x) => (typeof x === "number" ? P.texts[x] : x) ?? "";
     this.runId = data.run;
+    this.path = location.pathname;
     this.present = !!data.present;
     this.fmt = data.fmt || "png";
     this.figCache.clear();
@@ -374,7 +375,8 @@ class Stepper {
   }
 
   writeUrl() {
-    if (!this.root.isConnected || !this.P) return;
+    // only on our own page (after a page switch this instance may linger until Streamlit removes it)
+    if (!this.root.isConnected || !this.P || location.pathname !== this.path) return;
     const want = this.step ? "step=" + this.step : null;
     const parts = location.search.replace(/^\?/, "").split("&").filter((p) => p);
     const at = parts.findIndex((p) => p.split("=")[0] === "step");

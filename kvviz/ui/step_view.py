@@ -5,9 +5,29 @@ Every stepping page (A/B/C, weather, tiny GPT, the Cost page's Batching tab) use
 
 1. **Build the payload** with pure functions (``kvviz/ui/frames/``): a ``Payload`` collects one
    frame per event from the engine's records (heading, token strip, sentences, figure references,
-   metrics, the cache-table rows); figures are the pure builders of ``kvviz/figures.py`` as
-   ``fig.to_plotly_json()``, stored once however many frames show them. See the format in
-   ``kvviz/ui/frames/__init__.py``; ``kvviz/ui/frames/abc.py`` is the smallest example.
+   metrics, the cache-table rows); figures are the pure builders of ``kvviz/figures.py`` as plotly
+   JSON (their ``*_spec`` twins, or any ``go.Figure``), stored once however many frames show them,
+   and so are long texts and cache rows. See the format in ``kvviz/ui/frames/__init__.py``;
+   ``kvviz/ui/frames/abc.py`` is the smallest example, a page over a ``Run`` looks like::
+
+       from kvviz.ui.frames import Payload, counters, lines_block, strip_block
+       from kvviz.ui.frames.steps import (attention_blocks, cache_frame_table, logits_blocks,
+                                          next_choice, source)
+
+       def build(run, tr) -> Payload:                   # tr: translator(lang), like i18n.t
+           pl = Payload(tr, ratio=(1, 1), csv="mypage")  # column widths; CSV file stem
+           for ev in run.events:
+               src = source(run, ev)                      # a choose event shows the pass before it
+               pl.add(tr("mypage.event_heading", i=ev.index, last=len(run.events) - 1, phase=ev.phase),
+                      top=[strip_block(ev.sequence, len(run.prompt), len(ev.cache)),
+                           lines_block(did_text, not_yet_text)],
+                      main=attention_blocks(pl, ev, src, tr),
+                      side=logits_blocks(pl, ev, logit_tokens, next_choice(run, ev), tr),
+                      metrics=counters(ev, tr), table=cache_frame_table(pl, ev, tr))
+           return pl
+
+   Blocks that only explain (``explain=True``) are left out in presenter mode; ``lead`` holds a
+   figure too wide for a column (it sits beside ``side`` in presenter mode).
 2. **Cache it** per run + language + view options with ``st.cache_resource`` as a JSON string
    (read-only, never mutated)::
 

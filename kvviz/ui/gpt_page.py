@@ -257,15 +257,19 @@ def render() -> None:
     tokens, new, rule_key, seed = got
     try:
         run = _run(tuple(tokens), new, rule_key, seed)
-        cmp = _compare(tuple(model.tokenizer.index[w] for w in tokens), new, rule_key, seed)
     except (LimitError, ValueError) as e:
         st.error(t("gpt.bad_prompt", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
         return
     if not presenter.presenting():
         st.header(t("gpt.step_title"))
     step_view.url_step_notice(len(run.events))
-    _stepper((tuple(tokens), new, rule_key, seed), len(run.events), model)
-    downloads.trace_button(run, model.logit_tokens, "tiny_gpt")
+    _stepper((tuple(tokens), new, rule_key, seed), len(run.events), model)    # first: the browser draws it
+    downloads.trace_button(run, model.logit_tokens, "tiny_gpt")                # while the loops below run
+    try:
+        cmp = _compare(tuple(model.tokenizer.index[w] for w in tokens), new, rule_key, seed)
+    except (LimitError, ValueError) as e:
+        st.error(t("gpt.bad_prompt", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
+        return
     _verification(cmp, run, model)
     _memory(cmp, model)
     _timing(tokens, rule_key, seed, model)

@@ -51,7 +51,7 @@ def test_autoplay_runs_to_the_last_event_and_space_toggles(server, tab):
     play = tab.stepper_button("play")
     play.click()
     expect(play).to_have_attribute("aria-pressed", "true")
-    tab.wait_heading(r"^Event 7 of 11")                       # it moves on its own
+    tab.wait_heading(r"^Event ([7-9]|10|11) of 11")            # it moves on its own
     tab.wait_heading(r"^Event 11 of 11", timeout=15_000)
     expect(play).to_have_attribute("aria-pressed", "false")  # and stops at the last event
     tab.page.wait_for_timeout(600)

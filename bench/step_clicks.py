@@ -36,8 +36,8 @@ from tests.conftest import CHROME_ARGS, CHROMIUM, Page, server  # noqa: E402
 PAGES = [("ABC_miniature", "abc.step"),
          ("ABC_miniature?abc_rule=sample&abc_tau=1.5&abc_seed=3", "abc.step"),
          ("Weather_heads?new=8", "weather.step"),
-         ("Cost_and_scale?tab=Batching", "cost.batch_step"),
-         ("Cost_and_scale?tab=Batching&bt_model=gpt", "cost.batch_step"),
+         ("Cost_and_scale?tab=Batching&bt_new=6", "cost.batch_step"),
+         ("Cost_and_scale?tab=Batching&bt_model=gpt&bt_new=6", "cost.batch_step"),
          ("Tiny_GPT", "gpt.step")]
 
 # installed before the app's own scripts: sees every keydown first (the stepper's listener stops it)

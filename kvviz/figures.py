@@ -3,6 +3,11 @@
 One visual language for every page: a colour-blind-safe sequential scale for attention (cividis)
 and fixed colours for prompt / processed / pending tokens and for prefill / decode rows
 (Okabe-Ito palette).
+
+The builders the stepper draws in the browser each have a ``*_spec`` twin that returns the figure as
+plain plotly JSON (``{"data": [...], "layout": {...}}``) without building a validated
+``go.Figure`` (about ten times cheaper); the builder itself is ``go.Figure(spec)``, so both always
+agree and plotly validates every spec whenever the builder runs (tests do).
 """
 from __future__ import annotations
 
@@ -33,6 +38,14 @@ def _words(words: dict[str, str] | None) -> dict[str, str]:
     return {**WORDS, **(words or {})}
 
 
+def _layout(title: str, height: int, xaxis: dict | None = None, yaxis: dict | None = None, **extra) -> dict:
+    """``_base_layout`` as plain JSON for one x and one y axis."""
+    return {"title": {"text": title, "font": {"size": 18}}, "height": height,
+            "margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "font": dict(FONT),
+            "xaxis": {"tickfont": dict(FONT), **(xaxis or {})}, "yaxis": {"tickfont": dict(FONT), **(yaxis or {})},
+            **extra}
+
+
 def _base_layout(fig: go.Figure, title: str, height: int) -> go.Figure:
     fig.update_layout(title=dict(text=title, font=dict(size=18)), height=height,
                       margin=dict(l=10, r=10, t=50, b=10), font=FONT)
@@ -57,15 +70,15 @@ def _masked_cells(weights: torch.Tensor, digits: int = 3,
                 z[i][j] = None  # future key: masked
                 row.append("")
             else:
-                row.append(f"{weights[i, j]:.{digits}f}")
+                row.append(f"{z[i][j]:.{digits}f}")
         text.append(row)
     return z, text
 
 
-def attention_heatmap(weights: torch.Tensor, query_labels: Sequence[str], key_labels: Sequence[str],
-                      title: str, zmax: float = 1.0, show_scale: bool = True,
-                      allowed: torch.Tensor | None = None, words: dict[str, str] | None = None,
-                      show_values: bool | None = None) -> go.Figure:
+def attention_heatmap_spec(weights: torch.Tensor, query_labels: Sequence[str], key_labels: Sequence[str],
+                           title: str, zmax: float = 1.0, show_scale: bool = True,
+                           allowed: torch.Tensor | None = None, words: dict[str, str] | None = None,
+                           show_values: bool | None = None) -> dict:
     """weights: [N queries, T keys] after the causal mask; masked cells (exact 0 above the diagonal)
     are left blank so the triangle of the causal mask is visible (``allowed``: see _masked_cells).
     ``words``: translations of WORDS. Cell values are printed when ``show_values`` (default: only
@@ -75,20 +88,23 @@ def attention_heatmap(weights: torch.Tensor, query_labels: Sequence[str], key_la
     z, text = _masked_cells(weights, allowed=allowed)
     if not (t <= 16 if show_values is None else show_values):
         text = [["" for _ in row] for row in text]
-    fig = go.Figure(go.Heatmap(
-        z=z, x=list(key_labels), y=list(query_labels), zmin=0.0, zmax=zmax,
-        colorscale=ATTENTION_SCALE, showscale=show_scale, text=text, texttemplate="%{text}",
-        textfont=dict(size=15), xgap=2, ygap=2,
-        hovertemplate=f"{w['query']} %{{y}}<br>{w['key']} %{{x}}<br>{w['weight']} %{{z:.4f}}<extra></extra>",
-        colorbar=dict(title=w["weight"]),
-    ))
-    fig.update_yaxes(autorange="reversed", title=w["query_axis"])
-    fig.update_xaxes(title=w["key_axis"], side="bottom")
-    return _base_layout(fig, title, height=max(260, 140 + 45 * n))
+    trace = {"type": "heatmap", "z": z, "x": list(key_labels), "y": list(query_labels), "zmin": 0.0, "zmax": zmax,
+             "colorscale": ATTENTION_SCALE, "showscale": show_scale, "text": text, "texttemplate": "%{text}",
+             "textfont": {"size": 15}, "xgap": 2, "ygap": 2,
+             "hovertemplate": f"{w['query']} %{{y}}<br>{w['key']} %{{x}}<br>{w['weight']} %{{z:.4f}}<extra></extra>",
+             "colorbar": {"title": {"text": w["weight"]}}}
+    return {"data": [trace], "layout": _layout(
+        title, max(260, 140 + 45 * n), xaxis={"title": {"text": w["key_axis"]}, "side": "bottom"},
+        yaxis={"autorange": "reversed", "title": {"text": w["query_axis"]}})}
 
 
-def logits_bar(logits: Sequence[float], tokens: Sequence[str], chosen: int | None,
-               title: str, kept: Sequence[int] | None = None) -> go.Figure:
+def attention_heatmap(*args, **kwargs) -> go.Figure:
+    """``attention_heatmap_spec`` as a figure (same arguments)."""
+    return go.Figure(attention_heatmap_spec(*args, **kwargs))
+
+
+def logits_bar_spec(logits: Sequence[float], tokens: Sequence[str], chosen: int | None,
+                    title: str, kept: Sequence[int] | None = None) -> dict:
     """Bars of logits; the chosen token highlighted, tokens outside ``kept`` greyed."""
     colors = []
     for i in range(len(tokens)):
@@ -98,62 +114,71 @@ def logits_bar(logits: Sequence[float], tokens: Sequence[str], chosen: int | Non
             colors.append(COLORS["chosen"])
         else:
             colors.append(COLORS["bar"])
-    fig = go.Figure(go.Bar(
-        x=list(tokens), y=list(logits), marker_color=colors,
-        text=[f"{v:.3f}" for v in logits], textposition="outside", textfont=dict(size=15),
-        hovertemplate="%{x}: logit %{y:.4f}<extra></extra>",
-    ))
+    logits = [float(v) for v in logits]
     lo, hi = min(0.0, min(logits)), max(0.0, max(logits))
     pad = 0.2 * (hi - lo or 1.0)
-    fig.update_yaxes(title="logit", range=[lo - pad, hi + pad], zeroline=True)
-    return _base_layout(fig, title, height=340)
+    trace = {"type": "bar", "x": list(tokens), "y": logits, "marker": {"color": colors},
+             "text": [f"{v:.3f}" for v in logits], "textposition": "outside", "textfont": {"size": 15},
+             "hovertemplate": "%{x}: logit %{y:.4f}<extra></extra>"}
+    return {"data": [trace], "layout": _layout(
+        title, 340, yaxis={"title": {"text": "logit"}, "range": [lo - pad, hi + pad], "zeroline": True})}
 
 
-def attention_heads_figure(weights: torch.Tensor, query_labels: Sequence[str], key_labels: Sequence[str],
-                           head_titles: Sequence[str], title: str, max_text_keys: int = 5,
-                           words: dict[str, str] | None = None) -> go.Figure:
+def logits_bar(*args, **kwargs) -> go.Figure:
+    """``logits_bar_spec`` as a figure (same arguments)."""
+    return go.Figure(logits_bar_spec(*args, **kwargs))
+
+
+def attention_heads_spec(weights: torch.Tensor, query_labels: Sequence[str], key_labels: Sequence[str],
+                         head_titles: Sequence[str], title: str, max_text_keys: int = 5,
+                         words: dict[str, str] | None = None) -> dict:
     """One heatmap per head, side by side, on one shared colour scale (0..1).
 
     weights: [H, N queries, T keys] after the causal mask; future keys are left blank, as in
     ``attention_heatmap``. Cell texts are drawn while there are at most ``max_text_keys`` keys
     (beyond that they would overlap); the exact weight is always on hover.
 
-    The subplot layout is written out (x axes side by side, y axes sharing the first one) and
-    validated once: make_subplots plus per-axis updates cost several times more, on every step click.
+    The subplot layout is written out (x axes side by side, y axes sharing the first one):
+    make_subplots plus per-axis updates cost several times more.
     """
     w = _words(words)
     h, n, t = weights.shape
     gap = 0.025
     width = (1.0 - gap * (h - 1)) / h
-    tick = dict(tickfont=dict(size=13))
     traces, layout = [], {}
     annotations = []
     for i in range(h):
         z, text = _masked_cells(weights[i], digits=2)    # narrow panels: 0.50, exact value on hover
-        show_text = t <= max_text_keys                   # else no texts at all: less to send per click
+        show_text = t <= max_text_keys                   # else no texts at all: less to send
         sfx = "" if i == 0 else str(i + 1)
-        traces.append(go.Heatmap(
-            z=z, x=list(key_labels), y=list(query_labels), coloraxis="coloraxis", name=head_titles[i],
-            text=text if show_text else None, texttemplate="%{text}" if show_text else None,
-            textfont=dict(size=13),
-            xgap=2, ygap=2, xaxis=f"x{sfx}", yaxis=f"y{sfx}",
-            hovertemplate=(f"{head_titles[i]}<br>{w['query']} %{{y}}<br>{w['key']} %{{x}}<br>"
-                           f"{w['weight']} %{{z:.4g}}<extra></extra>"),
-        ))
+        trace = {"type": "heatmap", "z": z, "x": list(key_labels), "y": list(query_labels), "coloraxis": "coloraxis",
+                 "name": head_titles[i], "textfont": {"size": 13}, "xgap": 2, "ygap": 2,
+                 "xaxis": f"x{sfx}", "yaxis": f"y{sfx}",
+                 "hovertemplate": (f"{head_titles[i]}<br>{w['query']} %{{y}}<br>{w['key']} %{{x}}<br>"
+                                   f"{w['weight']} %{{z:.4g}}<extra></extra>")}
+        if show_text:
+            trace.update(text=text, texttemplate="%{text}")
+        traces.append(trace)
         x0 = i * (width + gap)
         # narrow panels: slanted labels while few, upright beyond (slanted ones would run into the
         # neighbouring panel)
-        layout[f"xaxis{sfx}"] = dict(domain=[x0, x0 + width], anchor=f"y{sfx}", tickangle=-40 if t <= 4 else -90,
-                                     automargin=True, **tick)
-        layout[f"yaxis{sfx}"] = dict(anchor=f"x{sfx}", autorange="reversed", **tick,
-                                     **({"title": w["query"]} if i == 0 else {"matches": "y", "showticklabels": False}))
-        annotations.append(dict(text=head_titles[i], x=x0 + width / 2, y=1.0, xref="paper", yref="paper",
-                                xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=15)))
-    return go.Figure(data=traces, layout=dict(
-        **layout, annotations=annotations,
-        coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0.0, cmax=1.0, colorbar=dict(title=w["weight"], thickness=14)),
-        title=dict(text=title, font=dict(size=18)), height=max(250, 170 + 42 * n),
-        margin=dict(l=10, r=10, t=50, b=10), font=FONT))
+        layout[f"xaxis{sfx}"] = {"domain": [x0, x0 + width], "anchor": f"y{sfx}", "tickangle": -40 if t <= 4 else -90,
+                                 "automargin": True, "tickfont": {"size": 13}}
+        layout[f"yaxis{sfx}"] = {"anchor": f"x{sfx}", "autorange": "reversed", "tickfont": {"size": 13},
+                                 **({"title": {"text": w["query"]}} if i == 0 else {"matches": "y", "showticklabels": False})}
+        annotations.append({"text": head_titles[i], "x": x0 + width / 2, "y": 1.0, "xref": "paper", "yref": "paper",
+                            "xanchor": "center", "yanchor": "bottom", "showarrow": False, "font": {"size": 15}})
+    return {"data": traces, "layout": {
+        **layout, "annotations": annotations,
+        "coloraxis": {"colorscale": ATTENTION_SCALE, "cmin": 0.0, "cmax": 1.0,
+                      "colorbar": {"title": {"text": w["weight"]}, "thickness": 14}},
+        "title": {"text": title, "font": {"size": 18}}, "height": max(250, 170 + 42 * n),
+        "margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "font": dict(FONT)}}
+
+
+def attention_heads_figure(*args, **kwargs) -> go.Figure:
+    """``attention_heads_spec`` as a figure (same arguments)."""
+    return go.Figure(attention_heads_spec(*args, **kwargs))
 
 
 def causal_mask_figure(labels: Sequence[str], title: str, allowed_text: str = "âœ“",
@@ -177,24 +202,28 @@ def causal_mask_figure(labels: Sequence[str], title: str, allowed_text: str = "â
     return _base_layout(fig, title, height=max(240, 120 + 40 * n))
 
 
-def top_probs_bar(probs: Sequence[float], tokens: Sequence[str], chosen: int | None, title: str,
-                  k: int = 10, axis_title: str = "probability") -> go.Figure:
+def top_probs_bar_spec(probs: Sequence[float], tokens: Sequence[str], chosen: int | None, title: str,
+                       k: int = 10, axis_title: str = "probability") -> dict:
     """Horizontal bars of the ``k`` most probable tokens (largest on top); the chosen one highlighted
     even when it is outside the top k (then it is added as an extra bar)."""
+    probs = [float(p) for p in probs]
     order = sorted(range(len(probs)), key=lambda i: -probs[i])[:k]
     if chosen is not None and chosen not in order:
         order.append(chosen)
     order = order[::-1]                                          # plotly draws the first bar at the bottom
     colors = [COLORS["chosen"] if i == chosen else COLORS["bar"] for i in order]
-    fig = go.Figure(go.Bar(
-        y=[tokens[i] for i in order], x=[probs[i] for i in order], orientation="h", marker_color=colors,
-        text=[f"{probs[i]:.3f}" for i in order], textposition="outside", textfont=dict(size=15),
-        hovertemplate="%{y}: p = %{x:.4f}<extra></extra>",
-    ))
+    trace = {"type": "bar", "y": [tokens[i] for i in order], "x": [probs[i] for i in order], "orientation": "h",
+             "marker": {"color": colors}, "text": [f"{probs[i]:.3f}" for i in order], "textposition": "outside",
+             "textfont": {"size": 15}, "hovertemplate": "%{y}: p = %{x:.4f}<extra></extra>"}
     top = max(probs[i] for i in order) if order else 1.0
-    fig.update_xaxes(title=axis_title, range=[0, min(1.0, top * 1.25) or 1.0])
-    fig.update_yaxes(type="category")
-    return _base_layout(fig, title, height=120 + 30 * len(order))
+    return {"data": [trace], "layout": _layout(
+        title, 120 + 30 * len(order), xaxis={"title": {"text": axis_title}, "range": [0, min(1.0, top * 1.25) or 1.0]},
+        yaxis={"type": "category"})}
+
+
+def top_probs_bar(*args, **kwargs) -> go.Figure:
+    """``top_probs_bar_spec`` as a figure (same arguments)."""
+    return go.Figure(top_probs_bar_spec(*args, **kwargs))
 
 
 def speedup_chart(ns: Sequence[int], series: dict[str, Sequence[float]], title: str,

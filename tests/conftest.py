@@ -45,6 +45,82 @@ def plotly_specs(at) -> list[dict]:
     return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
 
 
+# ---- the stepper component (kvviz/ui/step_view.py) as AppTest sees it ------------------------------
+# AppTest shows a v2 component as an UnknownElement ("bidi_component") whose proto carries the data
+# passed at mount as JSON; the stepper's data holds the run's payload as JSON text.
+
+def stepper(at) -> dict | None:
+    """The stepper's mount data with the payload parsed: {"payload": {...}, "start": the step it
+    opens at, "run", "present", ...}; None when the page mounts no stepper."""
+    for el in at.get("bidi_component"):
+        if el.proto.component_name == "kvviz_stepper":
+            data = json.loads(el.proto.json)
+            data["payload"] = json.loads(data["payload"])
+            return data
+    return None
+
+
+def frame(at, i: int | None = None) -> dict:
+    """Frame ``i`` of the stepper (default: the one it opens at) with pooled texts resolved and
+    ``figs`` added: the plotly specs it shows, in the order drawn (lead, main, side, wide)."""
+    data = stepper(at)
+    assert data is not None, "no stepper on this page"
+    return frame_of(data["payload"], data["start"] if i is None else i)
+
+
+def frame_of(payload: dict, i: int) -> dict:
+    """Frame ``i`` of a payload (``Payload.to_dict()``), resolved as in ``frame``."""
+    texts = payload["texts"]
+
+    def text(v):
+        return texts[v] if isinstance(v, int) else v
+
+    def res(x, key=None):
+        if key in ("html", "note", "text", "notes") and not isinstance(x, list):
+            return text(x)
+        if key == "lines":
+            return [[kind, text(v)] for kind, v in x]
+        if key == "notes":
+            return [text(v) for v in x]
+        if isinstance(x, list):
+            return [res(v) for v in x]
+        if isinstance(x, dict):
+            return {k: res(v, k) for k, v in x.items()}
+        return x
+    f = res(payload["frames"][i])
+    f["figs"] = [payload["figs"][b["fig"]] for r in ("lead", "main", "side", "wide") for b in f.get(r, []) if "fig" in b]
+    return f
+
+
+def frame_text(f: dict) -> str:
+    """Everything a frame says in words (heading, sentences, notes, alerts, tables), as one plain
+    text (HTML tags removed)."""
+    import html
+    out = [f["heading"]]
+
+    def walk(x):
+        if isinstance(x, str):
+            out.append(x)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+        elif isinstance(x, dict):
+            for k, v in x.items():
+                if k not in ("fig", "chips", "ids", "new", "rewritten", "flagged", "figs"):
+                    walk(v)
+    walk({k: v for k, v in f.items() if k not in ("heading", "figs")})
+    return html.unescape(re.sub(r"<[^>]+>", "", " ".join(out)))
+
+
+def frame_table(at_or_payload, i: int | None = None):
+    """The cache table of frame ``i`` as a DataFrame with the engine's column names."""
+    import pandas as pd
+    data = stepper(at_or_payload) if not isinstance(at_or_payload, dict) else {"payload": at_or_payload, "start": 0}
+    p = data["payload"]
+    f = p["frames"][data["start"] if i is None else i]
+    return pd.DataFrame([p["table"]["rows"][r] for r in f["table"]["ids"]], columns=p["table"]["csv_cols"])
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -113,6 +189,20 @@ class Page:
 
     def heading(self) -> str:
         return self.event_heading.inner_text()
+
+    # the stepper component (kvviz/ui/step_view.py) in the page's own DOM
+    @property
+    def charts(self):
+        """The stepper's plots on screen (each figure is drawn once and shown or hidden)."""
+        return self.page.locator(".kvs-root .kvs-fig:visible")
+
+    def wait_drawn(self, step: int, timeout: int = 30_000) -> None:
+        """Wait until the stepper has drawn event ``step`` completely (its figures included)."""
+        self.page.locator(f".kvs-root[data-drawn='{step}']").wait_for(state="attached", timeout=timeout)
+
+    def stepper_button(self, act: str):
+        """prev / next / reset / end / play"""
+        return self.page.locator(f".kvs-root .kvs-bar [data-act='{act}']")
 
     def wait_heading(self, pattern: str, timeout: int = 30_000) -> None:
         """Wait until the page's event heading matches ``pattern``: after a key press or click, a

@@ -6,7 +6,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 
 from kvviz.ui.lecture_page import SCRIPT
-from tests.conftest import no_exception, open_page
+from tests.conftest import frame, no_exception, open_page
 
 LINKS = [(page, params, key) for _, steps in SCRIPT for page, params, key in steps]
 
@@ -21,7 +21,7 @@ def test_lecture_link_opens_the_named_state(page, params, key):
     no_exception(at)
     assert not _notices(at), _notices(at)          # nothing in the link was refused
     if "step" in params:
-        heading = next(s.value for s in at.subheader if s.value.startswith("Event "))
+        heading = frame(at)["heading"]
         assert heading.startswith(f"Event {params['step']} of"), heading
     for k, v in params.items():                      # every named widget shows the linked value
         if k in ("step", "tab", "lang", "present"):
@@ -43,7 +43,7 @@ def test_abc_state_restored_from_the_address():
     assert at.text_input(key="prompt").value == "C A B"
     assert at.number_input(key="new").value == 4
     assert at.slider(key="abc_tau").value == 0.7 and at.number_input(key="abc_seed").value == 9
-    assert at.subheader[0].value.startswith("Evento 3 de 7")
+    assert frame(at)["heading"].startswith("Evento 3 de 7")
 
 
 def test_weather_state_restored_from_the_address():
@@ -52,7 +52,7 @@ def test_weather_state_restored_from_the_address():
     no_exception(at)
     assert at.text_input(key="prompt").value == "Today weather is"
     assert at.toggle(key="repair").value is True
-    assert at.subheader[0].value.startswith("Event 2 of 3")
+    assert frame(at)["heading"].startswith("Event 2 of 3")
 
 
 def test_home_links_carry_language_and_presenter_mode():
@@ -78,8 +78,9 @@ def test_gpt_layer_and_head_restored_from_the_address():
 
 
 def _chart_titles(at) -> list[str]:
+    """Titles of the charts the page shows: its own and the stepper's current frame's."""
     from tests.conftest import plotly_specs
-    return [str(s["layout"].get("title", {}).get("text", "")) for s in plotly_specs(at)]
+    return [str(s["layout"].get("title", {}).get("text", "")) for s in plotly_specs(at) + frame(at)["figs"]]
 
 
 COST = "pages/5_Cost_and_scale.py"
@@ -111,7 +112,7 @@ def test_cost_batching_measure_and_serving_settings_restored_from_the_address():
     bt = open_page(COST, {"tab": "Batching", "bt_model": "gpt", "bt_p1": "It was", "bt_p2": "Today",
                           "bt_p3": "", "bt_new": "3", "bt_head": "2", "step": "2"})
     no_exception(bt)
-    assert bt.subheader[0].value.startswith("Event 2 of 5: decode (2 sequences)")
+    assert frame(bt)["heading"].startswith("Event 2 of 5: decode (2 sequences)")
     assert bt.selectbox(key="bt_head").value == 2
     ms = open_page(COST, {"tab": "Measured here", "ms_shape": "gpt2", "ms_batches": "1,4", "ms_context": "64"})
     no_exception(ms)

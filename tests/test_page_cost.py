@@ -2,7 +2,7 @@
 field, bad inputs getting a message (never a traceback), the counted FLOPs agreeing, batching
 stepped event by event, the serving numbers, and a measurement behind its button."""
 from kvviz import cost
-from tests.conftest import no_exception, open_page, plotly_specs
+from tests.conftest import frame, frame_table, no_exception, open_page, plotly_specs
 
 PAGE = "pages/5_Cost_and_scale.py"
 
@@ -107,25 +107,39 @@ def test_compute_tab_counts_agree_and_table_has_current_numbers():
     assert "New tokens must be between 1" in errors(at)
 
 
-def heading(at) -> str:
-    return at.subheader[0].value
+def heading(at, i: int | None = None) -> str:
+    return frame(at, i)["heading"]
+
+
+def step_metric(at, label: str, i: int | None = None) -> str:
+    return next(m[1] for m in frame(at, i)["metrics"]["items"] if m[0] == label)
+
+
+def same_alerts(at, i: int | None = None) -> list[str]:
+    """The per-sequence checks against running each prompt alone (one alert per sequence)."""
+    cols = next(b["cols"] for b in frame(at, i)["top"] if "cols" in b)
+    return [b["text"] for col in cols for b in col if "alert" in b]
+
+
+def grid_spec(at, i: int | None = None) -> dict:
+    """The padded-cache grid: the heatmap whose cells are labelled with tokens."""
+    return next(s for s in frame(at, i)["figs"] if s["data"][0]["type"] == "heatmap" and s["data"][0].get("text")
+                and "pad" in str(s["data"][0]["text"]))
 
 
 def test_batching_tab_steps_one_pass_for_all():
     at = open_page(PAGE, {"tab": "Batching"})
     no_exception(at)
     assert heading(at).startswith("Event 0 of 7: prefill (3 sequences)")
-    assert metric(at, "Forward passes (batched)") == "1" and metric(at, "Passes if run one by one") == "3"
-    assert len(at.success) == 3 and all("Same as running this prompt alone" in s.value for s in at.success)
-    grid = next(s for s in plotly_specs(at) if s["data"][0]["type"] == "heatmap")
-    assert grid["data"][0]["text"][0] == ["pad", "pad", "A", "B"]
-    next(b for b in at.button if b.label == "Next").click().run()
-    assert heading(at).startswith("Event 1 of 7: choose")
-    next(b for b in at.button if b.label == "Next").click().run()
-    assert heading(at).startswith("Event 2 of 7: decode")
-    assert metric(at, "Forward passes (batched)") == "2" and metric(at, "Passes if run one by one") == "6"
-    table = at.dataframe[0].value
-    assert list(table["Sequence 3 mask"]) == [0, 0, 0, 1, 1]
+    assert step_metric(at, "Forward passes (batched)") == "1" and step_metric(at, "Passes if run one by one") == "3"
+    assert len(same_alerts(at)) == 3 and all("Same as running this prompt alone" in s for s in same_alerts(at))
+    assert grid_spec(at)["data"][0]["text"][0] == ["pad", "pad", "A", "B"]
+    assert heading(at, 1).startswith("Event 1 of 7: choose")
+    assert heading(at, 2).startswith("Event 2 of 7: decode")
+    assert step_metric(at, "Forward passes (batched)", 2) == "2"
+    assert step_metric(at, "Passes if run one by one", 2) == "6"
+    assert list(frame_table(at, 2)["Sequence 3 mask"]) == ["0", "0", "0", "1", "1"]
+    assert frame(at, 2)["table"]["new"] == [4]
 
 
 def test_batching_bad_prompts_get_a_message():
@@ -189,24 +203,23 @@ def test_batching_tab_runs_the_tiny_gpt():
     # the A/B/C prompts are replaced by the GPT's own examples, so the run works straight away
     assert at.text_input(key="bt_p1").value == "Today the weather is so"
     assert heading(at).startswith("Event 0 of 7: prefill (3 sequences)")
-    assert len(at.success) == 3 and all("Same as running this prompt alone" in s.value for s in at.success)
+    assert len(same_alerts(at)) == 3 and all("Same as running this prompt alone" in s for s in same_alerts(at))
     m = GPTModel()
     run = run_batch(m, [m.tokenize(at.text_input(key=k).value) for k in ("bt_p1", "bt_p2", "bt_p3")], 4)
-    grid = next(s for s in plotly_specs(at) if s["data"][0]["type"] == "heatmap")
+    grid = grid_spec(at)
     assert grid["data"][0]["text"][1][:run.pad[1]] == ["pad"] * run.pad[1]
     # each sequence's bars are its own top tokens, its greedy choice among them
-    bars = next(s for s in plotly_specs(at) if s["data"][0]["type"] == "bar")["data"][0]
+    bars = next(s for s in frame(at)["figs"] if s["data"][0]["type"] == "bar")["data"][0]
     for b, seq in enumerate(run.events[1].tokens):
         names = [tok for outer, tok in zip(*bars["x"]) if outer == f"Sequence {b + 1}"]
         assert seq[0] in names and 5 <= len(names) <= 6
     at.selectbox(key="bt_layer").set_value(3).run()
     at.selectbox(key="bt_head").set_value(4).run()
-    table = at.dataframe[0].value
+    table = frame_table(at)
     k = run.events[0].cache.keys[2][0, 3, 0, :4].tolist()                 # layer 3, head 4, column 0
     assert table["Sequence 1 k"][0] == "(" + ", ".join(f"{x:.4g}" for x in k) + ", …)"
-    next(b for b in at.button if b.label == "End").click().run()
-    assert heading(at).startswith("Event 7 of 7: choose (3 sequences)")
-    assert all("Same as running this prompt alone" in s.value for s in at.success)
+    assert heading(at, 7).startswith("Event 7 of 7: choose (3 sequences)")
+    assert all("Same as running this prompt alone" in s for s in same_alerts(at, 7))
     # back to the A/B/C model: its own prompts, and the GPT's layer/head leave the address
     at.segmented_control(key="bt_model").set_value("abc").run()
     assert at.text_input(key="bt_p1").value == "A B" and "bt_layer" not in at.query_params

@@ -1,5 +1,5 @@
 """The Tiny GPT page in AppTest: stepping with layer/head selectors, verification, memory, timing, bad input."""
-from tests.conftest import no_exception, open_page, plotly_specs
+from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 
 from kvviz.models.gpt.corpus import WEATHER
 from kvviz.ui.i18n import LANGS, strings
@@ -9,15 +9,21 @@ WEATHER_WORDS = {w for ws in WEATHER.values() for w in ws}
 
 
 def heading(at) -> str:
-    return at.subheader[0].value
+    return frame(at)["heading"]
 
 
-def heat(at) -> dict:
-    return next(s for s in plotly_specs(at) if s["data"][0]["type"] == "heatmap")["data"][0]
+def heat(at, i: int | None = None) -> dict:
+    return next(s for s in frame(at, i)["figs"] if s["data"][0]["type"] == "heatmap")["data"][0]
 
 
-def bars(at) -> dict:
-    return next(s for s in plotly_specs(at) if s["data"][0]["type"] == "bar")["data"][0]
+def bars(at, i: int | None = None) -> dict:
+    return next(s for s in frame(at, i)["figs"] if s["data"][0]["type"] == "bar")["data"][0]
+
+
+def shapes(at, i: int | None = None) -> dict[str, list[str]]:
+    """The per-layer cache table (K/V shapes and bytes) of a frame: column -> cells."""
+    t = next(b["tbl"] for b in frame(at, i)["more"] if "tbl" in b)
+    return {c: [r[k] for r in t["rows"]] for k, c in enumerate(t["cols"])}
 
 
 def click(at, label):
@@ -35,24 +41,21 @@ def test_prefill_shows_attention_probabilities_and_per_layer_cache():
     assert len(b["y"]) == 10 and b["y"][-1] in WEATHER_WORDS       # most probable on top: a weather word
     chosen = [y for y, c in zip(b["y"], b["marker"]["color"]) if c == "#D55E00"]
     assert chosen == [b["y"][-1]]                                  # greedy picks it (from the next event)
-    shapes = at.dataframe[0].value
-    assert list(shapes["K shape"]) == ["[1, 4, 5, 32]"] * 4 and list(shapes["bytes (K + V)"]) == [5120] * 4
-    assert any("20,480 bytes" in c.value and "✓" in c.value for c in at.caption)
+    sh = shapes(at)
+    assert sh["K shape"] == ["[1, 4, 5, 32]"] * 4 and sh["bytes (K + V)"] == ["5,120"] * 4
+    assert "20,480 bytes" in frame_text(frame(at)) and "✓" in frame_text(frame(at))
 
 
 def test_next_choose_keeps_the_token_pending_then_decode_appends_it():
     at = open_page(PAGE)
-    click(at, "Next")
-    assert heading(at) == "Event 1 of 15: choose"
-    assert any(m.value.startswith("Pending:") for m in at.markdown)
-    cache_rows = at.dataframe[1].value
-    assert len(cache_rows) == 5                                    # still only the prompt
-    click(at, "Next")
-    assert heading(at) == "Event 2 of 15: decode"
-    h = heat(at)
+    assert frame(at, 1)["heading"] == "Event 1 of 15: choose"
+    assert "Pending:" in frame_text(frame(at, 1))
+    assert len(frame_table(at, 1)) == 5                            # still only the prompt
+    assert frame(at, 2)["heading"] == "Event 2 of 15: decode"
+    h = heat(at, 2)
     assert len(h["y"]) == 1 and len(h["x"]) == 6                   # one query reads positions 0..5
-    assert list(at.dataframe[0].value["K shape"]) == ["[1, 4, 6, 32]"] * 4
-    assert len(at.dataframe[1].value) == 6
+    assert shapes(at, 2)["K shape"] == ["[1, 4, 6, 32]"] * 4
+    assert len(frame_table(at, 2)) == 6 and frame(at, 2)["table"]["new"] == [5]
     no_exception(at)
 
 
@@ -62,9 +65,11 @@ def test_layer_and_head_selectors_change_the_heatmap():
     at.selectbox(key="gpt_layer").set_value(3).run()          # numbered from 1, as shown
     at.selectbox(key="gpt_head").set_value(4).run()
     no_exception(at)
-    assert "layer 3, head 4" in next(s for s in plotly_specs(at) if s["data"][0]["type"] == "heatmap")[
-        "layout"]["title"]["text"]
+    spec = next(s for s in frame(at)["figs"] if s["data"][0]["type"] == "heatmap")
+    assert "layer 3, head 4" in spec["layout"]["title"]["text"]
     assert heat(at)["z"] != first
+    assert stepper(at)["payload"]["table"]["cols"][:4] == ["position", "token", "k (h1)", "v (h1)"]
+    assert shapes(at)["layer"] == ["1", "2", "3", "4"]
 
 
 def test_verification_memory_and_the_stepper_agree():

@@ -3,26 +3,48 @@ invalid values and prompts get a message, every language renders."""
 import pytest
 
 from kvviz.ui.i18n import LANGS, strings
-from tests.conftest import no_exception, open_page, plotly_specs
+from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, stepper
 
 PAGE = "pages/2_Weather_heads.py"
 EDITOR = "weather_values_0"
 
 
 def heading(at) -> str:
-    return at.subheader[0].value
+    return frame(at)["heading"]
 
 
-def frame_with(at, column: str):
-    """The first table on the page that has ``column`` (tables are found by content, not order)."""
-    return next(d.value for d in at.dataframe if column in d.value.columns)
+def _tables(f: dict) -> list[dict]:
+    return [b["tbl"] for r in ("top", "lead", "main", "side", "wide", "more") for b in f.get(r, []) if "tbl" in b]
 
 
-def comparison(at) -> dict[str, list[str]]:
-    """The cached-vs-recomputed markdown table: head -> [cached, recomputed, |Δ|] cell texts."""
-    table = next(m.value for m in at.markdown if m.value.startswith("| head | cached pass"))
-    rows = [line.strip("| ").split(" | ") for line in table.splitlines()[2:]]
-    return {r[0]: r[1:] for r in rows}
+def frame_with(at, column: str, i: int | None = None):
+    """The first table of the stepper's frame that has ``column`` (found by content, not order),
+    as numbers where its cells are numbers; the first column (the head) is the index."""
+    import pandas as pd
+    t = next(t for t in _tables(frame(at, i)) if column in t["cols"])
+    def cell(x: str):
+        try:
+            return float(x)
+        except ValueError:
+            return x
+    return pd.DataFrame([[cell(x) for x in r[1:]] for r in t["rows"]], columns=t["cols"][1:],
+                        index=[r[0] for r in t["rows"]])
+
+
+def comparison(at, i: int | None = None) -> dict[str, list[str]]:
+    """The cached-vs-recomputed table: head -> [cached, recomputed, |Δ|], a red cell as "!x"."""
+    t = next(t for t in _tables(frame(at, i)) if t["cols"][:2] == ["head", "cached pass"])
+    bad = {(r, c) for r, c, cls in t["marks"] if cls == "bad"}
+    return {row[0]: [("!" if (r, c + 1) in bad else "") + x for c, x in enumerate(row[1:])]
+            for r, row in enumerate(t["rows"])}
+
+
+def alerts(at, kind: str, i: int | None = None) -> list[str]:
+    f = frame(at, i)
+    out = [b["text"] for r in ("top", "lead", "main", "side", "wide", "more") for b in f.get(r, [])
+           if b.get("alert") == kind]
+    badge = (f.get("metrics") or {}).get("badge")
+    return out + ([badge[1]] if badge and badge[0] == kind else [])
 
 
 def click(at, label: str):
@@ -42,33 +64,35 @@ def test_prefill_then_step_to_the_stale_decode():
     contexts = frame_with(at, "4:so")
     assert contexts.round(4).values.tolist() == [[10, 20, 20, 12.5], [10, 15, 10.3333, 5],
                                                   [10, 10, 10, 10], [10, 15, 10.3333, 9]]
-    note = at.warning[0].value                       # the seed's prose vs its tensor, with the true numbers
+    note = alerts(at, "warn")[0]                     # the seed's prose vs its tensor, with the true numbers
     assert "no even token" in note and "10.0000" in note and "15.0000" in note and "10.3333" in note
-    specs = plotly_specs(at)
+    specs = frame(at)["figs"]
     heads = next(s for s in specs if len(s["data"]) == 4)
     assert [tr["type"] for tr in heads["data"]] == ["heatmap"] * 4
     assert {tr["coloraxis"] for tr in heads["data"]} == {"coloraxis"}
     bars = next(s for s in specs if s["data"][0]["type"] == "bar")
     assert [round(y, 3) for y in bars["data"][0]["y"]] == [15.3, 14.2, 8.15]
-    click(at, "Next")
-    assert heading(at).startswith("Event 1 of 5: choose")
-    assert any("**nice** is chosen but not processed" in m.value for m in at.markdown)
-    assert frame_with(at, "phase")["token"].tolist() == ["Today", "weather", "is", "so"]   # 4 rows, no nice
-    click(at, "Next")
-    assert heading(at).startswith("Event 2 of 5: decode")
-    cmp = comparison(at)
+    assert frame(at, 1)["heading"].startswith("Event 1 of 5: choose")
+    assert "nice is chosen but not processed" in frame_text(frame(at, 1))
+    assert frame_table(at, 1)["token"].tolist() == ["Today", "weather", "is", "so"]   # 4 rows, no nice
+    f = frame(at, 2)
+    assert f["heading"].startswith("Event 2 of 5: decode")
+    cmp = comparison(at, 2)
     assert cmp["Head 1 · even positions"] == ["12.5000", "12.5000", "0.0000"]
-    assert cmp["Head 2 · last token"] == [f":red-background[**{x}**]" for x in ("6.0000", "7.0000", "1.0000")]
+    assert cmp["Head 2 · last token"] == ["!6.0000", "!7.0000", "!1.0000"]
     assert cmp["Head 3 · first token"] == ["10.0000", "10.0000", "0.0000"]
     assert cmp["Head 4 · all tokens"] == ["8.6000", "8.6000", "0.0000"]
-    errors = [e.value for e in at.error]
+    errors = alerts(at, "bad", 2)
     assert any("Head 2 · last token differs by 1.0" in e for e in errors)
     assert any("Recompute check" in e and "|Δ| = 1" in e for e in errors)
-    assert any("key of position 4 (so)" in m.value and "**+1**" in m.value and "**-1**" in m.value
-               for m in at.markdown)
-    assert frame_with(at, "phase")["k (H2)"].tolist()[3:] == ["(+1 × 64)", "(+1 × 64)"]
-    assert any("BERT" in m.value for m in at.markdown) and at.expander[0].label.startswith("Think first")
-    decode_heads = next(s for s in plotly_specs(at) if len(s["data"]) == 4)
+    assert "key of position 4 (so)" in frame_text(f)
+    assert any("<strong>+1</strong>" in b.get("html", "") and "<strong>-1</strong>" in b.get("html", "")
+               for b in f["main"])
+    table = frame_table(at, 2)
+    assert table["k (H2)"].tolist()[3:] == ["(+1 × 64)", "(+1 × 64)"]
+    assert [table.columns[c] for _, c in f["table"]["flagged"]] == ["k (H2)"]         # the stale key, flagged
+    assert "BERT" in frame_text(f) and any(b.get("details", "").startswith("Think first") for b in f["main"])
+    decode_heads = next(s for s in f["figs"] if len(s["data"]) == 4)
     assert [round(w, 2) for w in decode_heads["data"][1]["z"][0]] == [0, 0, 0, 0.5, 0.5]   # one row per head
     no_exception(at)
 
@@ -78,11 +102,12 @@ def test_url_step_with_repair_restores_agreement():
     no_exception(at)
     assert heading(at).startswith("Event 2 of 5: decode")
     assert [c[0] for c in comparison(at).values()] == ["12.5000", "7.0000", "10.0000", "8.6000"]   # none red
-    assert any(s.value.startswith("Repaired") for s in at.success)
-    assert any("Recompute check: the cached pass equals" in s.value for s in at.success)
-    cache = frame_with(at, "phase")
+    assert any(a.startswith("Repaired") for a in alerts(at, "ok"))
+    assert any("Recompute check: the cached pass equals" in a for a in alerts(at, "ok"))
+    cache = frame_table(at)
     assert cache["phase"].tolist()[3] == "prefill, rewritten at event 2" and cache["k (H2)"].tolist()[3] == "(-1 × 64)"
-    assert not at.error
+    assert frame(at)["table"]["rewritten"] == [3]
+    assert not alerts(at, "bad")
 
 
 def test_invalid_values_and_prompts_get_a_message_then_edits_take_effect():
@@ -91,7 +116,7 @@ def test_invalid_values_and_prompts_get_a_message_then_edits_take_effect():
         edit_value(at, 1, bad)                        # row 1 = weather
         no_exception(at)
         assert any(words in e.value and "'weather'" in e.value for e in at.error), (bad, [e.value for e in at.error])
-        assert not at.subheader                       # nothing runs on a bad table
+        assert stepper(at) is None                    # nothing runs on a bad table
     click(at, "Seed values")                          # a fresh table with the seed's values
     assert not at.error and frame_with(at, "4:so").round(4).values.tolist()[0] == [10, 20, 20, 12.5]
     edit_value(at, 1, 40, editor="weather_values_1")  # the reset gave the editor a new key
@@ -111,4 +136,4 @@ def test_page_renders_in_every_language(lang):
     at = open_page(PAGE, {"lang": lang, "step": "2"})
     no_exception(at)
     assert at.title[0].value == strings(lang)["weather.title"]
-    assert at.expander[0].label == strings(lang)["weather.bert_reveal"]
+    assert any(b.get("details") == strings(lang)["weather.bert_reveal"] for b in frame(at)["main"])

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from kvviz.ui.nav import PAGES
-from tests.conftest import no_exception, open_page
+from tests.conftest import frame, frame_text, no_exception, open_page, stepper
 
 KINDS = ("title", "header", "subheader", "markdown", "caption", "info", "warning", "error", "success",
          "button", "expander", "tabs", "metric")
@@ -25,6 +25,10 @@ def _texts(at) -> list[str]:
     for kind in WIDGETS:
         for w in at.get(kind):
             out += [s for s in (getattr(w, "label", None), getattr(w, "help", None)) if isinstance(s, str)]
+    data = stepper(at)
+    if data is not None:           # the stepper's frame and its own controls (kvviz/ui/step_view.py)
+        out.append(frame_text(frame(at)))
+        out += list(data["payload"]["words"].values())
     return out
 
 
@@ -32,7 +36,13 @@ def _chart_and_table_words(at) -> set[str]:
     """Axis titles, chart titles, hover texts and table headers, word by word."""
     from tests.conftest import plotly_specs
     words = []
-    for spec in plotly_specs(at):
+    data = stepper(at)
+    if data is not None:           # the stepper's charts and tables
+        f = frame(at)
+        words += (data["payload"]["table"] or {}).get("cols", [])
+        words += [c for r in ("top", "lead", "main", "side", "wide", "more") for b in f.get(r, []) if "tbl" in b
+                  for c in b["tbl"]["cols"]]
+    for spec in plotly_specs(at) + (frame(at)["figs"] if data is not None else []):
         layout = spec.get("layout", {})
         for k, v in layout.items():
             if k.startswith(("xaxis", "yaxis")) or k == "title":

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kvviz.generation import Event, Run
+from kvviz.generation import Run
 from kvviz.limits import MAX_NEW_TOKENS, LimitError, check_int
 from kvviz.models.abc import ABCModel
-from kvviz.ui import presenter, stepper, urlstate
-from kvviz.ui.i18n import t
+from kvviz.ui import downloads, presenter, step_view, urlstate
+from kvviz.ui.frames import abc as frames_abc
+from kvviz.ui.frames import translator
+from kvviz.ui.i18n import current_lang, t
 from kvviz.ui.perf import timed
 from kvviz.ui.rule_controls import rule_controls
 from kvviz.ui.runs import cached_run
@@ -15,23 +17,14 @@ from kvviz.ui.runs import cached_run
 MODEL = ABCModel()
 
 
-def _sentences(ev: Event, run: Run) -> tuple[str, str]:
-    """What just happened, and what has not happened yet, in plain words."""
-    seq = " ".join(ev.sequence)
-    if ev.phase == "prefill":
-        h = ev.record.output[-1].tolist()
-        return (t("abc.did_prefill", prompt=" ".join(run.prompt), n=len(run.prompt), last=len(run.prompt) - 1,
-                  h0=f"{h[0]:.3f}", h1=f"{h[1]:.3f}"),
-                t("abc.not_yet_prefill"))
-    if ev.phase == "choose":
-        did = stepper.choice_sentence(
-            ev, MODEL.logit_tokens, t("abc.did_choose", tok=ev.chosen, logit=f"{ev.logits[ev.choice.index]:.3f}", seq=seq))
-        return did, t("abc.not_yet_choose", tok=ev.chosen, n=ev.cache_len, pos=ev.positions[0])
-    return (t("abc.did_decode", tok=ev.tokens[0], pos=ev.positions[0], n=ev.cache_len),
-            t("abc.not_yet_decode"))
+@st.cache_resource(max_entries=128, ttl=3600, show_spinner=False)
+def _payload(tokens: tuple[str, ...], new: int, rule: tuple, seed: int, lang: str) -> str:
+    """Every event's frame of one run in one language, built once (read-only JSON text)."""
+    run = cached_run("abc", tokens, new, **dict(rule), seed=seed)
+    return frames_abc.build(run, translator(lang), MODEL.logit_tokens).to_json()
 
 
-def _inputs() -> Run | None:
+def _inputs() -> tuple[Run, tuple] | None:
     c = st.columns([3, 1])
     text = c[0].text_input(t("abc.prompt"), value="A B", key="prompt", bind="query-params",
                            max_chars=200, help=t("abc.prompt_help"))
@@ -42,9 +35,10 @@ def _inputs() -> Run | None:
     rule, seed = rule_controls("abc")
     st.caption(t("stepper.rule_caption"))
     try:
-        tokens = MODEL.tokenize(text or "")
+        tokens = tuple(MODEL.tokenize(text or ""))
         n = check_int(t("abc.new_tokens"), new, 1, MAX_NEW_TOKENS)
-        return cached_run("abc", tuple(tokens), n, **rule.settings(), seed=seed)
+        key = (tokens, n, tuple(rule.settings().items()), seed)
+        return cached_run("abc", tokens, n, **rule.settings(), seed=seed), key
     except (LimitError, ValueError) as e:
         st.error(t("abc.bad_prompt", reason=str(e)), icon=":material/error:")
         return None
@@ -54,34 +48,19 @@ def render() -> None:
     st.title(t("abc.title"))
     presenter.intro(t("abc.intro"))
     with presenter.settings():
-        run = _inputs()
-    if run is None:
+        got = _inputs()
+    if got is None:
         return
-    stepper.url_step_notice(len(run.events))
-    _stepper(run)
+    run, key = got
+    step_view.url_step_notice(len(run.events))
+    _stepper(_payload(*key, current_lang()), len(run.events), repr(key))
+    downloads.trace_button(run, MODEL.logit_tokens, "abc")
+    if not presenter.presenting():
+        with st.expander(t("abc.more_title")):
+            st.markdown(t("abc.more_body"))
 
 
 @st.fragment
 @timed("abc.step")
-def _stepper(run: Run) -> None:
-    step = stepper.step_controls(len(run.events))
-    ev = run.events[step]
-    nxt = run.events[step + 1] if step + 1 < len(run.events) and ev.phase != "choose" else None
-    st.subheader(t("abc.event_heading", i=ev.index, last=len(run.events) - 1, phase=t("abc.phase_" + ev.phase)))
-    stepper.token_strip(ev, len(run.prompt))
-    did, not_yet = _sentences(ev, run)
-    st.markdown(f":material/check: {did}  \n:material/hourglass_empty: {not_yet}")
-    src = ev if ev.record is not None else run.events[step - 1]   # the pass behind this event
-    left, right = st.columns(2)
-    with left:
-        stepper.attention_view(ev, src)
-    with right:
-        stepper.logits_view(ev, MODEL.logit_tokens, nxt)
-        h = src.record.output[-1].tolist()
-        st.markdown(t("abc.h_line", h0=f"{h[0]:.3f}", h1=f"{h[1]:.3f}", pos=src.positions[-1]))
-    stepper.counters(ev)
-    table = stepper.cache_view(ev)
-    stepper.downloads(run, ev, MODEL.logit_tokens, "abc", table)
-    if not presenter.presenting():
-        with st.expander(t("abc.more_title")):
-            st.markdown(t("abc.more_body"))
+def _stepper(payload: str, n_events: int, run_id: str) -> None:
+    step_view.stepper(payload, n_events, key="kvs_abc", run_id=run_id)

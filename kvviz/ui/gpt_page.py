@@ -7,23 +7,24 @@ import threading
 import pandas as pd
 import streamlit as st
 
-from kvviz.figures import speedup_chart, top_probs_bar
-from kvviz.generation import Event, Run, run_generation
 from kvviz import cost
+from kvviz.figures import speedup_chart
+from kvviz.generation import Run, run_generation
 from kvviz.gpt_timing import Sweep, measure_sweep, sweep_sizes
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, MAX_PROMPT_CHARS, LimitError
-from kvviz.loops import Comparison, compare, max_cached_new_tokens, next_token_probs
+from kvviz.loops import Comparison, compare, max_cached_new_tokens
 from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
 from kvviz.sampling import Sampler, SelectionRule
-from kvviz.trace import cache_shapes
-from kvviz.ui import fmt, presenter, stepper, urlstate
+from kvviz.ui import downloads, fmt, presenter, step_view, urlstate
 from kvviz.ui.charts import chart
-from kvviz.ui.i18n import t
+from kvviz.ui.frames import gpt as frames_gpt
+from kvviz.ui.frames import translator
+from kvviz.ui.i18n import current_lang, t
 from kvviz.ui.perf import timed
 from kvviz.ui.rule_controls import rule_controls
 
 DEFAULT_PROMPT = "Today the weather is so"
-CHECK_TOL = 1e-4          # float32: a recompute differs by rounding only (~1e-6)
+
 
 RuleKey = tuple[float, int | None, float | None]   # (temperature, top_k, top_p); temperature 0 = greedy
 
@@ -88,88 +89,33 @@ def _inputs(model: GPTModel) -> tuple[list[str], int, RuleKey, int] | None:
 
 # ---- the stepper ---------------------------------------------------------------------------------
 
-def _sentences(ev: Event, run: Run, model: GPTModel) -> tuple[str, str]:
-    """What just happened, and what has not happened yet, in plain words."""
-    cfg = model.config
-    if ev.phase == "prefill":
-        n = len(run.prompt)
-        return (t("gpt.did_prefill", n=n, layers=cfg.n_layer, heads=cfg.n_head, hs=cfg.head_dim),
-                t("gpt.not_yet_prefill"))
-    if ev.phase == "choose":
-        p = next_token_probs(ev.logits)[ev.choice.index]
-        return (t("gpt.did_choose", tok=ev.chosen, p=f"{p:.3f}", seq=model.tokenizer.decode(
-                    [model.tokenizer.index[w] for w in ev.sequence])),
-                t("gpt.not_yet_choose", tok=ev.chosen, n=ev.cache_len, pos=ev.positions[0]))
-    return (t("gpt.did_decode", tok=ev.tokens[0], pos=ev.positions[0], n=ev.cache_len,
-              heads=cfg.n_head, hs=cfg.head_dim),
-            t("gpt.not_yet_decode"))
+@st.cache_resource(max_entries=64, ttl=3600, show_spinner=False)
+def _payload(tokens: tuple[str, ...], new: int, rule_key: RuleKey, seed: int, layer: int, head: int,
+             lang: str) -> str:
+    """Every event's frame of one run, for one layer and head, in one language (read-only JSON)."""
+    return frames_gpt.build(_run(tokens, new, rule_key, seed), GPTModel(_tiny()), layer, head,
+                            translator(lang)).to_json()
 
 
-def _probs_view(ev: Event, nxt: Event | None, model: GPTModel) -> None:
-    choice = ev.choice or (nxt.choice if nxt is not None else None)
-    chosen = choice.index if choice is not None else None
-    probs = next_token_probs(ev.logits)
-    fig = top_probs_bar(probs, model.logit_tokens, chosen, t("gpt.probs_title", pos=ev.cache_len - 1),
-                        axis_title=t("gpt.probs_axis"))
-    chart(fig, t("gpt.probs_alt"))
-    if choice is not None and choice.rule.get("name") != "greedy":
-        st.caption(t("gpt.probs_sampled", kept=len(choice.kept), p=fmt.fixed(choice.probs[choice.index], 3)))
-    if ev.pending:
-        st.markdown(t("gpt.pending", tok=ev.pending, pos=len(ev.sequence) - 1))
-
-
-def _cache_growth(ev: Event, model: GPTModel, layer: int) -> None:
-    cfg = model.config
-    st.markdown(f"**{t('gpt.cache_growth_title')}**")
-    shapes = cache_shapes(ev.cache)
-    new = ev.record is not None
-    bold = (shapes["layer"] == layer + 1).tolist()
-    shapes = shapes.rename(columns={"layer": t("gpt.col_layer"), "K shape": t("gpt.col_k_shape"),
-                                    "V shape": t("gpt.col_v_shape"), "bytes (K + V)": t("gpt.col_bytes")})
-    st.dataframe(shapes.style.apply(
-        lambda r: ["font-weight:bold" if bold[r.name] else ""] * len(r), axis=1).format(
-        {t("gpt.col_bytes"): fmt.integer}),          # shown in the page's language, kept a number
-        hide_index=True, width="stretch")
-    measured = ev.cache.nbytes()
-    formula = cost.cache_bytes_per_token(model.cost_config, "fp32") * ev.cache_len   # 2·L·T·d·4
-    st.caption(t("gpt.cache_bytes_line", measured=fmt.integer(measured), layers=cfg.n_layer, T=ev.cache_len,
-                 d=cfg.n_embd, formula=fmt.integer(formula), ok="✓" if measured == formula else "✗"))
-    if new:
-        st.caption(t("gpt.cache_grew", n=len(ev.positions)))
-
-
-@st.fragment
-@timed("gpt.step")
-def _stepper(run: Run, model: GPTModel) -> None:
-    step = stepper.step_controls(len(run.events))
-    ev = run.events[step]
-    nxt = run.events[step + 1] if step + 1 < len(run.events) and ev.phase != "choose" else None
-    st.subheader(t("gpt.event_heading", i=ev.index, last=len(run.events) - 1, phase=t("gpt.phase_" + ev.phase)))
-    stepper.token_strip(ev, len(run.prompt))
-    did, not_yet = _sentences(ev, run, model)
-    st.markdown(f":material/check: {did}  \n:material/hourglass_empty: {not_yet}")
-    src = ev if ev.record is not None else run.events[step - 1]     # the pass behind this event
-    c = st.columns([1, 1, 3], vertical_alignment="bottom")
-    # numbered from 1 as on screen, and kept in the address (?gpt_layer=4&gpt_head=2)
+def _view(model: GPTModel) -> tuple[int, int]:
+    """Layer and head of the heatmap and the cache table (0-based), numbered from 1 on screen and
+    kept in the address (?gpt_layer=4&gpt_head=2)."""
     urlstate.int_param("gpt_layer", 1, 1, model.n_layers)
     urlstate.int_param("gpt_head", 1, 1, model.n_heads)
+    c = st.columns([1, 1, 3], vertical_alignment="bottom")
     layer = c[0].selectbox(t("gpt.layer"), range(1, model.n_layers + 1), key="gpt_layer",
                            on_change=urlstate.sync, args=("gpt_layer", 1), help=t("gpt.layer_help")) - 1
     head = c[1].selectbox(t("gpt.head"), range(1, model.n_heads + 1), key="gpt_head",
                           on_change=urlstate.sync, args=("gpt_head", 1), help=t("gpt.head_help")) - 1
-    left, right = st.columns([3, 2])
-    with left:
-        stepper.attention_view(ev, src, layer, head,
-                               title=t("gpt.attention_title", phase=t("gpt.phase_" + src.phase),
-                                       layer=layer + 1, head=head + 1))
-    with right:
-        _probs_view(ev, nxt, model)
-    stepper.counters(ev, tol=CHECK_TOL)
-    st.caption(t("gpt.check_note", tol=f"{CHECK_TOL:.0e}"))
-    _cache_growth(ev, model, layer)
-    table = stepper.cache_view(ev, [f"h{h + 1}" for h in range(model.n_heads)], layer)
-    st.caption(t("gpt.cache_table_note", layer=layer + 1, hs=model.config.head_dim))
-    stepper.downloads(run, ev, model.logit_tokens, "tiny_gpt", table)
+    return layer, head
+
+
+@st.fragment
+@timed("gpt.step")
+def _stepper(key: tuple, n_events: int, model: GPTModel) -> None:
+    with presenter.settings("stepview.view"):
+        layer, head = _view(model)
+    step_view.stepper(_payload(*key, layer, head, current_lang()), n_events, key="kvs_gpt", run_id=repr(key))
 
 
 # ---- verification, memory, timing -----------------------------------------------------------------
@@ -319,13 +265,19 @@ def render() -> None:
     tokens, new, rule_key, seed = got
     try:
         run = _run(tuple(tokens), new, rule_key, seed)
+    except (LimitError, ValueError) as e:
+        st.error(t("gpt.bad_prompt", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
+        return
+    if not presenter.presenting():
+        st.header(t("gpt.step_title"))
+    step_view.url_step_notice(len(run.events))
+    _stepper((tuple(tokens), new, rule_key, seed), len(run.events), model)    # first: the browser draws it
+    downloads.trace_button(run, model.logit_tokens, "tiny_gpt")                # while the loops below run
+    try:
         cmp = _compare(tuple(model.tokenizer.index[w] for w in tokens), new, rule_key, seed)
     except (LimitError, ValueError) as e:
         st.error(t("gpt.bad_prompt", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
         return
-    st.header(t("gpt.step_title"))
-    stepper.url_step_notice(len(run.events))
-    _stepper(run, model)
     _verification(cmp, run, model)
     _memory(cmp, model)
     _timing(tokens, rule_key, seed, model)

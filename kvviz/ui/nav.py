@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kvviz.ui import charts, presenter, urlstate
+from kvviz.ui import charts, presenter, step_view, urlstate
 from kvviz.ui.i18n import LANGS, t
 from kvviz.ui.share import copy_link
 
@@ -39,6 +39,7 @@ def _pick_lang() -> None:
 # Streamlit keeps a key's state across a page switch when the next page has a widget with the same
 # key, so "A B" from the A/B/C page would land in the weather prompt: clear them on a switch.
 PAGE_LOCAL_KEYS = ("step", "prompt", "new", "repair")
+NO_CHARTS = ("home.title", "lecture.title")     # pages that draw no chart: no plotly to preload
 
 
 def _forget_other_page(page: str) -> None:
@@ -59,6 +60,8 @@ def page_setup(title_key: str) -> None:
         url_lang = st.query_params.get("lang", "en")
         st.session_state.lang = url_lang if url_lang in LANGS else "en"
     with st.sidebar:
+        if title_key not in NO_CHARTS:
+            step_view.preload_plotly()       # first, so the browser parses plotly while the page builds
         # "lang" is plain session state (it survives page switches); the widget only edits it
         st.selectbox(t("nav.language"), list(LANGS), index=list(LANGS).index(st.session_state.lang),
                      format_func=LANGS.get, key="lang_select", on_change=_pick_lang)

@@ -5,53 +5,23 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from kvviz.figures import COLORS, causal_mask_figure
-from kvviz.generation import Event, Run
+from kvviz.figures import causal_mask_figure
+from kvviz.generation import Run
 from kvviz.limits import MAX_ABS_TOKEN_VALUE, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, LimitError
-from kvviz.models.weather import (D_K, DEFAULT_VALUES, HEADS, SEED_PROMPT, VOCAB, W_VOCAB, WeatherModel,
-                                  check_values, values_from_text, values_to_text)
-from kvviz.staleness import Diagnosis, comparison_table, diagnose
-from kvviz.trace import kv_column
-from kvviz.ui import fmt, presenter, stepper, urlstate
+from kvviz.models.weather import (D_K, DEFAULT_VALUES, SEED_PROMPT, VOCAB, WeatherModel, check_values,
+                                  values_from_text, values_to_text)
+from kvviz.ui import downloads, fmt, presenter, step_view, urlstate
 from kvviz.ui.charts import chart, figure_words
-from kvviz.ui.i18n import t
+from kvviz.ui.frames import translator
+from kvviz.ui.frames import weather as frames_weather
+from kvviz.ui.i18n import current_lang, t
 from kvviz.ui.perf import timed
 from kvviz.ui.rule_controls import rule_controls
 from kvviz.ui.runs import cached_run
-from kvviz.weather_notes import plus_one_positions, prose_vs_tensor, reads
 
-BASE = 1                       # the seed numbers positions 1..n; so does this page
+BASE = frames_weather.BASE     # the seed numbers positions 1..n; so does this page
 EDITOR_VERSION = "weather_values_version"
 VALUES_BASE = "weather_values_base"
-
-
-# ---------------------------------------------------------------- labels
-
-def _head_title(h: int) -> str:
-    return t("weather.head_title", i=h + 1, name=t(f"weather.head{h + 1}"))
-
-
-def _head_titles() -> list[str]:
-    return [_head_title(h) for h in range(len(HEADS))]
-
-
-def _short_heads() -> list[str]:
-    return [t("weather.head_short", i=h + 1) for h in range(len(HEADS))]
-
-
-def _num(x: float) -> str:
-    """Numbers in sentences: 12.5, 10.33, 6.0 (the tables carry 4 decimals), in the page's language."""
-    text = f"{x:.4g}"
-    return fmt.num(x, ".4g") if any(c in text for c in ".e") else fmt.num(x, ".1f")
-
-
-def _pos(p: int, tokens: list[str]) -> str:
-    return f"{p + BASE} ({tokens[p]})"
-
-
-def _reads_text(att_row, tokens: list[str]) -> str:
-    """'2:weather 0.50 · 4:so 0.50' from one attention row [T] (labels as on the heatmaps)."""
-    return " · ".join(f"{r.position + BASE}:{r.token} {fmt.fixed(r.weight, 2)}" for r in reads(att_row, tokens))
 
 
 # ---------------------------------------------------------------- inputs
@@ -138,17 +108,18 @@ def _prompt_view(tokens: list[str], values: dict[str, float]) -> None:
 def render() -> None:
     st.title(t("weather.title"))
     presenter.intro(t("weather.intro", d_k=D_K))
+    presenting = presenter.presenting()
     with presenter.settings():
         tokens, new, repair = _prompt_inputs()
         rule, seed = rule_controls("weather")
         st.caption(t("stepper.rule_caption"))
-        # the values table beside the prompt view; in presenter mode it folds away on its own
-        left, right = (st.container(), None) if presenter.presenting() else st.columns([1, 2], gap="large")
+        # the values table beside the prompt view; in presenter mode both fold away (the prompt view
+        # goes below the stepper, so that a step fits on one screen)
+        left, right = (st.container(), None) if presenting else st.columns([1, 2], gap="large")
         with left:
             values, problem = _values_editor()
-    right = right or st.container()
     if problem:                                # beside the table, where the prompt view would be
-        right.error(problem, icon=":material/error:")
+        (right or st).error(problem, icon=":material/error:")
     if tokens is None or values is None:
         return
     try:   # the engine checks the words and the caps (a URL can bypass the widgets)
@@ -158,20 +129,18 @@ def render() -> None:
     except (LimitError, ValueError) as e:
         st.error(t("weather.bad_prompt", reason=str(e), vocab=" ".join(VOCAB)), icon=":material/error:")
         return
-    with right:
-        _prompt_view(run.prompt, values)
-    stepper.url_step_notice(len(run.events))
-    _stepper(run, WeatherModel(values), key)
+    if right is not None:
+        with right:
+            _prompt_view(run.prompt, values)
+    step_view.url_step_notice(len(run.events))
+    _stepper(_payload(key, current_lang()), len(run.events), repr(key))
+    downloads.trace_button(run, WeatherModel.logit_tokens, "weather")
+    if presenting:
+        with st.expander(t("weather.prompt_table"), icon=":material/table:"):
+            _prompt_view(run.prompt, values)
 
 
-# ---------------------------------------------------------------- one event
-
-@st.cache_resource(max_entries=512, ttl=3600, show_spinner=False)
-def _diagnosis(key: tuple, index: int) -> Diagnosis | None:
-    """diagnose() of one event of the run ``key`` = (prompt, new, values, repair, rule, seed),
-    computed once: it reruns the whole prefix, and every step click needs it. Read-only records."""
-    return diagnose(WeatherModel(dict(key[2])), _run(key).events[index])
-
+# ---------------------------------------------------------------- the stepper
 
 def _run(key: tuple) -> Run:
     prompt, new, values, repair, rule, seed = key
@@ -179,157 +148,14 @@ def _run(key: tuple) -> Run:
                       **dict(rule), seed=seed)
 
 
-def _sentences(ev: Event, run: Run) -> tuple[str, str]:
-    """What just happened, and what has not happened yet, in plain words."""
-    if ev.phase == "prefill":
-        return (t("weather.did_prefill", prompt=" ".join(run.prompt), n=len(run.prompt)),
-                t("weather.not_yet_prefill"))
-    if ev.phase == "choose":
-        return (stepper.choice_sentence(ev, WeatherModel.logit_tokens, t(
-                    "weather.did_choose", tok=ev.chosen, logit=f"{ev.logits[ev.choice.index]:.3f}",
-                    seq=" ".join(ev.sequence))),
-                t("weather.not_yet_choose", tok=ev.chosen, n=ev.cache_len, pos=ev.positions[0] + BASE))
-    return (t("weather.did_decode", tok=ev.tokens[0], pos=ev.positions[0] + BASE, n=ev.cache_len),
-            t("weather.not_yet_decode"))
-
-
-def _reads_lines(src: Event) -> None:
-    """For each head: where its keys are +1 and what the pass's last query reads."""
-    keys = src.cache.keys[0][0]                                 # [H, T, d_k]
-    plus = plus_one_positions(keys)
-    q = src.positions[-1]
-    tokens = src.sequence
-    lines = []
-    for h in range(len(HEADS)):
-        att = src.record.attention[0, h, -1]                   # [T] the last query's row
-        read = _reads_text(att, tokens)
-        where = ", ".join(str(p + BASE) for p in plus[h]) or t("weather.nowhere")
-        lines.append(t("weather.reads_line", head=_head_title(h), where=where, pos=_pos(q, tokens),
-                       reads=read, ctx=_num(float(src.record.output[-1, h]))))
-    st.markdown(f"**{t('weather.reads_heading', pos=_pos(q, tokens))}**")
-    st.markdown("\n".join(f"- {line}" for line in lines))
-
-
-def _prefill_contexts(src: Event, values: dict[str, float]) -> None:
-    """Contexts heads × positions; the cells where the seed's prose disagrees marked, with notes."""
-    out = src.record.output                                     # [N, H]
-    cols = [f"{p + BASE}:{w}" for p, w in enumerate(src.sequence[:out.shape[0]])]
-    df = pd.DataFrame(out.T.tolist(), index=_head_titles(), columns=cols).round(4)
-    notes = prose_vs_tensor(src.sequence[:out.shape[0]], out, values)
-    marks = {(n.head, n.position) for n in notes}
-    styled = df.style.format(lambda v: fmt.fixed(v, 4)).apply(
-        lambda col: [f"background-color:{COLORS['pending']}55;font-weight:bold"
-                     if (i, cols.index(col.name)) in marks else "" for i in range(len(col))], axis=0)
-    st.markdown(f"**{t('weather.contexts_heading')}**")
-    st.dataframe(styled, width="stretch")
-    items = []
-    for n in notes:
-        where = _pos(n.position, src.sequence)
-        if n.prose_token is None:
-            items.append(t("weather.prose_head1", pos=where, tensor=fmt.fixed(n.tensor_value, 4)))
-        else:
-            items.append(t("weather.prose_head2", pos=where, prose=_num(n.prose_value), tok=n.prose_token,
-                           tensor=fmt.fixed(n.tensor_value, 4), last=len(src.sequence[:out.shape[0]])))
-    st.warning(t("weather.prose_heading") + "\n\n" + "\n".join(f"- {i}" for i in items),
-               icon=":material/menu_book:")
-
-
-def _logits_formula(src: Event) -> None:
-    """logits = context × W_vocab, with the numbers of this pass (the sums come from the record)."""
-    ctx = src.record.output[-1].tolist()                        # [H]
-    parts = []
-    for j, word in enumerate(WeatherModel.logit_tokens):
-        terms = " + ".join(f"{fmt.sig(W_VOCAB[h, j].item())}·{_num(ctx[h])}" for h in range(len(HEADS)))
-        parts.append(f"{word} = {terms} = **{fmt.fixed(src.record.logits[-1, j].item(), 3)}**")
-    st.markdown(t("weather.logits_formula", pos=src.positions[-1] + BASE) + "  \n" + "  \n".join(parts))
-
-
-def _comparison_markdown(table: pd.DataFrame, bad: set[int]) -> str:
-    """Cached vs recomputed as a markdown table, differing rows in red (cheaper than a styled frame,
-    which matters on every step click)."""
-    head = [t("weather.col_head"), t("weather.col_cached"), t("weather.col_recomputed"), t("weather.col_diff")]
-    lines = ["| " + " | ".join(h.replace("|", "\\|") for h in head) + " |", "|---|---:|---:|---:|"]
-    for i, row in enumerate(table.itertuples(index=False)):
-        cells = [fmt.fixed(x, 4) for x in row[1:]]
-        if i in bad:
-            cells = [f":red-background[**{c}**]" for c in cells]
-        lines.append(f"| {row[0]} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def _decode_comparison(src: Event, diag: Diagnosis) -> None:
-    """Cached vs recomputed contexts, which heads differ and why, the repair, the BERT question."""
-    heads = _head_titles()
-    table = comparison_table(diag, heads)
-    bad = {d.component for d in diag.differing()}
-    st.markdown(f"**{t('weather.compare_heading', pos=_pos(diag.position, src.sequence))}**")
-    st.markdown(_comparison_markdown(table, bad))
-    tokens = src.sequence
-    if bad:
-        for d in diag.differing():
-            st.error(t("weather.head_differs", head=heads[d.component], diff=_num(d.abs_diff),
-                       cached=_num(d.cached), recomputed=_num(d.recomputed)), icon=":material/error:")
-        why = []
-        for row in (r for r in diag.stale if r.kind == "key"):
-            why.append(t("weather.stale_key", head=heads[row.head], pos=_pos(row.position, tokens),
-                         cached=fmt.num(row.cached[0].item(), "+g"), recomputed=fmt.num(row.recomputed[0].item(), "+g"),
-                         event=row.computed_at, d_k=D_K))
-        st.markdown(f"**{t('weather.why_heading')}**\n\n" + "\n".join(f"- {w}" for w in why)
-                    + "\n\n" + t("weather.why_body"))
-        for d in diag.differing():
-            h = d.component
-            cached = _reads_text(src.record.attention[0, h, -1], tokens)
-            fresh = _reads_text(diag.recomputed_attention[0, h], tokens)
-            st.markdown(t("weather.reads_compare", head=heads[h], cached=cached, recomputed=fresh,
-                          c=_num(d.cached), r=_num(d.recomputed)))
-        st.info(t("weather.repair_hint"), icon=":material/build:")
-    elif src.repaired:
-        rows = [r for r in src.cache.rows if r.rewritten_at == src.index]
-        st.success(t("weather.repaired", rows=", ".join(_pos(r.position, tokens) for r in rows)),
-                   icon=":material/build_circle:")
-    else:
-        st.success(t("weather.agree"), icon=":material/check_circle:")
-    st.markdown(f"**{t('weather.assumption_heading')}**\n\n{t('weather.assumption_body')}")
-    st.markdown(f"**{t('weather.bert_question')}**")
-    with st.expander(t("weather.bert_reveal"), icon=":material/lightbulb:"):
-        st.markdown(t("weather.bert_answer"))
+@st.cache_resource(max_entries=128, ttl=3600, show_spinner=False)
+def _payload(key: tuple, lang: str) -> str:
+    """Every event's frame of the run ``key`` = (prompt, new, values, repair, rule, seed) in one
+    language, built once (it diagnoses every pass: reruns the prefix). Read-only JSON text."""
+    return frames_weather.build(_run(key), dict(key[2]), translator(lang)).to_json()
 
 
 @st.fragment
 @timed("weather.step")
-def _stepper(run: Run, model: WeatherModel, key: tuple) -> None:
-    step = stepper.step_controls(len(run.events))
-    ev = run.events[step]
-    nxt = run.events[step + 1] if step + 1 < len(run.events) and ev.phase != "choose" else None
-    st.subheader(t("weather.event_heading", i=ev.index, last=len(run.events) - 1,
-                   phase=t("weather.phase_" + ev.phase)))
-    stepper.token_strip(ev, len(run.prompt), position_base=BASE)
-    did, not_yet = _sentences(ev, run)
-    st.markdown(f":material/check: {did}  \n:material/hourglass_empty: {not_yet}")
-    src = ev if ev.record is not None else run.events[step - 1]    # the pass behind this event
-    stepper.attention_view(ev, src, head_titles=_head_titles(), position_base=BASE,
-                           title=t("weather.attention_title", phase=t("weather.phase_" + src.phase)))
-    diag = _diagnosis(key, src.index)
-    left, right = st.columns([3, 2], gap="large")
-    with left:
-        _reads_lines(src)
-        if src.phase == "prefill":
-            _prefill_contexts(src, model.values)
-        else:
-            _decode_comparison(src, diag)
-    with right:
-        stepper.logits_view(ev, model.logit_tokens, nxt)
-        _logits_formula(src)
-        if src.phase == "decode" and src.check.logits_max_abs_diff > 1e-6:
-            fresh = src.check.logits[-1]
-            st.caption(t("weather.recomputed_logits", logits=", ".join(
-                f"{w} {fresh[j].item():.3f}" for j, w in enumerate(model.logit_tokens))))
-    stepper.counters(ev)
-    flagged = [(r.position, kv_column("k" if r.kind == "key" else "v", r.head,
-                                      len(HEADS) if r.kind == "key" else 1, _short_heads()))
-               for r in diag.stale]
-    table = stepper.cache_view(ev, _short_heads(), position_base=BASE, flagged=flagged)
-    stepper.downloads(run, ev, model.logit_tokens, "weather", table)
-    first_decode = next((e.index for e in run.events if e.phase == "decode"), None)
-    if src.phase == "prefill" and first_decode is not None:
-        st.caption(t("weather.decode_hint", i=first_decode))
+def _stepper(payload: str, n_events: int, run_id: str) -> None:
+    step_view.stepper(payload, n_events, key="kvs_weather", run_id=run_id)

@@ -8,15 +8,14 @@ def test_deep_link_on_fresh_server_then_right_key(server, tab):
     # first visit of the freshly started server goes straight to the page with ?step=3
     tab.goto(f"{server}/ABC_miniature?step=3")
     assert tab.heading().startswith("Event 3 of 11")
-    heat = tab.page.locator("[data-testid='stPlotlyChart']").first
-    heat.wait_for()
+    tab.wait_drawn(3)
+    heat = tab.charts.first
     assert "0.401" in heat.inner_text() and "1:B" in heat.inner_text()   # the decode row of event 2
-    assert tab.page.locator("[data-testid='stDataFrame']").count() >= 1
+    assert tab.page.locator(".kvs-cachetbl tbody tr").count() == 3
     tab.assert_clean()
     tab.page.locator("h1").first.click()   # focus the page, not a widget
     tab.page.keyboard.press("ArrowRight")
     tab.wait_heading(r"^Event 4 of 11: decode")
-    tab.settle()
     assert "step=4" in tab.page.url
     tab.page.keyboard.press("ArrowLeft")
     tab.wait_heading(r"^Event 3 of 11")

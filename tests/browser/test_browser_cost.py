@@ -39,10 +39,10 @@ def test_batching_tab_deep_link_and_keyboard(server, tab):
     tab.goto(f"{server}/Cost_and_scale?tab=Batching&step=2")
     h3 = tab.page.locator("h3").first
     expect(h3).to_have_text(re.compile(r"^Event 2 of 7: decode \(3 sequences\)"), timeout=60_000)
-    same = tab.page.locator("[data-testid='stAlert']").filter(has_text="Same as running this prompt alone")
+    same = tab.page.locator(".kvs-alert").filter(has_text="Same as running this prompt alone")
     same.nth(2).wait_for(timeout=30_000)
     assert same.count() == 3
-    tab.settle()            # the whole first run finished: the shortcut buttons are live
+    tab.settle()
     tab.assert_clean()
     tab.page.locator("h1").first.click()
     tab.page.keyboard.press("ArrowRight")

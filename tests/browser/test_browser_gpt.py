@@ -1,5 +1,6 @@
 """The Tiny GPT page in a real browser: deep link, keyboard stepping, layer/head selection, timing."""
 import pytest
+from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
 
@@ -7,8 +8,8 @@ pytestmark = pytest.mark.browser
 def test_deep_link_keys_selectors_and_timing(server, tab):
     tab.goto(f"{server}/Tiny_GPT?step=2")
     assert tab.heading().startswith("Event 2 of 15: decode")
-    heat = tab.page.locator("[data-testid='stPlotlyChart']").first
-    heat.wait_for()
+    tab.wait_drawn(2)
+    heat = tab.charts.first
     assert "5:" in heat.inner_text()                        # the decoded token's query, at position 5
     tab.assert_clean()
     tab.page.locator("h1").first.click()
@@ -23,7 +24,7 @@ def test_deep_link_keys_selectors_and_timing(server, tab):
     box.press_sequentially("4")          # type to filter the options, then take the match
     box.press("Enter")
     tab.settle()
-    assert "layer 4, head 1" in tab.page.locator("[data-testid='stPlotlyChart']").first.inner_text()
+    expect(tab.charts.first).to_contain_text("layer 4, head 1")
     assert tab.heading().startswith("Event 3 of 15")          # the selector kept the step
     tab.page.get_by_role("button", name="Measure", exact=True).click()
     tab.settle(timeout=120_000)

@@ -5,7 +5,8 @@ pytestmark = pytest.mark.browser
 
 
 def charts(tab):
-    return tab.page.locator("[data-testid='stPlotlyChart']")
+    """The stepper's charts on screen: the four heads first, then the logits."""
+    return tab.charts
 
 
 def test_deep_link_to_the_stale_decode_keys_and_reveal(server, tab):
@@ -13,8 +14,8 @@ def test_deep_link_to_the_stale_decode_keys_and_reveal(server, tab):
     assert tab.heading().startswith("Event 2 of 5: decode")
     main = tab.page.locator("[data-testid='stMain']")
     assert "differs by 1.0" in main.inner_text() and "max |Δ| = 1" in main.inner_text()
-    heads = charts(tab).nth(1)
-    heads.wait_for()
+    tab.wait_drawn(2)
+    heads = charts(tab).first
     assert "Head 2 · last token" in heads.inner_text() and "5:nice" in heads.inner_text()
     answer = "Only causal (decoder) models can append to a cache."
     assert not tab.page.get_by_text(answer).is_visible()
@@ -34,8 +35,8 @@ def test_deep_link_to_the_stale_decode_keys_and_reveal(server, tab):
 
 def test_typing_a_value_into_the_table_changes_the_logits(server, tab):
     tab.goto(f"{server}/Weather_heads")
-    bars = charts(tab).nth(2)
-    bars.wait_for()
+    tab.wait_drawn(0)
+    bars = charts(tab).nth(1)
     assert "15.300" in bars.inner_text()
     editor = tab.page.locator("[data-testid='stDataFrame']").first
     editor.scroll_into_view_if_needed()
@@ -54,9 +55,8 @@ def test_typing_a_value_into_the_table_changes_the_logits(server, tab):
     cell_input.press("Enter")
     tab.settle()
     # weather = 40: contexts at position 4 become [22.5, 5, 10, 14], so nice = 18 + 2.5 + 1 + 2.8
-    charts(tab).nth(2).wait_for()
     tab.page.wait_for_function(
-        "() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')].some(c => c.innerText.includes('24.300'))",
+        "() => [...document.querySelectorAll('.kvs-fig')].some(c => c.offsetParent && c.innerText.includes('24.300'))",
         timeout=30_000)
     tab.assert_clean()
 

@@ -51,8 +51,10 @@ def test_weather_round_trip_with_repair_and_values(server, browser):
         expect(first.page).to_have_url(re.compile(r"repair=true"))
         url = first.page.url
         assert "values=nice" in url and "step=2" in url
+        first.wait_drawn(2)
         main_first = first.page.locator("[data-testid='stMain']").inner_text()
         second.goto(url)
+        second.wait_drawn(2)
         main_second = second.page.locator("[data-testid='stMain']").inner_text()
         assert _screen(second) == _screen(first)
         for fact in ("max |Δ|", "9"):

@@ -1,5 +1,5 @@
-"""Keys pressed as fast as the page redraws: every press steps once (kvviz/ui/step_keys.py), and
-a focused slider keeps its own arrow keys."""
+"""Keys pressed as fast as the page redraws: every press steps once (the stepper component's own
+key listener, kvviz/ui/step_view.js), and a focused slider keeps its own arrow keys."""
 import re
 
 import pytest
@@ -10,8 +10,9 @@ pytestmark = pytest.mark.browser
 
 def test_fast_presses_are_not_lost(server, tab):
     """20 presses, each as soon as the previous one shows. Streamlit's own shortcuts lost 16 of 100
-    such presses (≈ 3 of 20); with kvviz/ui/step_keys.py 1 of 485 was lost in our runs, so one
-    lost press is tolerated and two fail (a regression passes this with probability ≈ 0.15)."""
+    such presses (≈ 3 of 20); the stepper draws each step in the browser, so one lost press is still
+    tolerated (a press right after the page loads, before the component has mounted, can land
+    unhandled) and two fail."""
     tab.goto(f"{server}/ABC_miniature?new=32")
     at, lost = tab.lost_presses(20)               # the next press lands while this step still draws
     assert lost <= 1, f"{lost} of 20 presses lost"

@@ -1,0 +1,376 @@
+"""Frames for the stepper component (kvviz/ui/step_view.py): pure functions, no ``st.`` calls.
+
+A page turns a finished run into one **payload**: every event's frame (what the browser draws for
+that event) plus the figures and cache-table rows they refer to, deduplicated. The browser then
+draws any event without asking the server. Everything here takes engine records and translated
+words and returns plain dicts, so tests can call it without Streamlit.
+
+Payload (JSON, ``Payload.to_json()``)::
+
+    {"v": 1,
+     "words":  {...}          # the component's own labels in the page's language (stepview.* keys)
+     "colors": {...}          # prompt / processed / pending / chosen (kvviz.figures.COLORS)
+     "ratio":  [3, 2] | null  # widths of the main and side columns (null: one above the other)
+     "present_ratio": [3, 1] | null   # the same in presenter mode (lead and side share one row there)
+     "figs":   [{"data": [...], "layout": {...}}, ...]   # plotly specs, template dropped, rounded
+     "texts":  ["...", ...]   # long HTML strings used by several frames (a block may hold an index)
+     "table":  {"cols": [...], "csv_cols": [...], "rows": [[cell, ...], ...], "present_cols": [...] | null}
+     "csv":    "abc" | null   # file stem of the per-step cache CSV download (null: no download)
+     "frames": [frame, ...]}  # one per event
+
+    frame = {"heading": "Event 2 of 11: decode",
+             "top":  [block, ...],      # token strip(s) and the "what happened / not yet" lines
+             "lead": [block, ...],      # full width above the columns (a wide attention figure)
+             "main": [block, ...],      # left column (attention)
+             "side": [block, ...],      # right column (logits)
+             "wide": [block, ...],      # full width below the columns
+             "metrics": {"items": [[label, value, help, delta | null], ...], "badge": [kind, text] | null,
+                         "notes": [html, ...]} | null,
+             "table": {"title": str, "ids": [row id, ...], "new": [i, ...], "rewritten": [i, ...],
+                       "flagged": [[i, column], ...], "notes": html} | null,   # i: index into ids
+             "more": [block, ...]}      # explanations below everything
+
+    block = {"fig": i, "alt": str} | {"html": html} | {"note": html} | {"alert": "ok|bad|info|warn", "text": html}
+          | {"lines": [["did" | "todo", html], ...]} | {"strip": {"chips": [[pos, token, kind]], "legend": bool,
+             "label": html | null}} | {"tbl": {"cols", "rows", "row_head", "marks": [[r, c, cls]],
+             "row_marks": [[r, cls]], "title"}} | {"details": summary, "body": [block, ...]}
+          | {"cols": [[block, ...], ...]}
+    A block with "x": 1 is an explanation: presenter mode leaves it out.
+
+HTML strings are escaped here (``md`` turns the interface strings' **bold**, *italic*, `code` and
+"- " lists into HTML after escaping); the browser escapes every other string it inserts.
+"""
+from __future__ import annotations
+
+import html as _html
+import json
+import math
+import re
+from typing import Callable, Iterable, Sequence
+
+from kvviz.ui import fmt
+from kvviz.ui.i18n import strings
+
+Tr = Callable[..., str]
+
+# the component's own words (kvviz/ui/locales/*/stepview.json), sent once per payload
+WORD_KEYS = ("prev", "prev_help", "next", "next_help", "reset", "reset_help", "end", "end_help", "step", "step_help",
+             "strip_label", "chip_prompt", "chip_processed", "chip_pending", "legend_prompt", "legend_processed",
+             "legend_pending")
+OWN_WORD_KEYS = ("play", "pause", "play_help", "speed", "speed_unit", "speed_help", "controls",
+                 "key_left", "key_right", "key_home", "key_end", "key_space")
+TEXT_POOL_MIN = 160        # HTML strings at least this long are stored once in "texts"
+
+
+def translator(lang: str) -> Tr:
+    """``t`` for one language without Streamlit's session (English where a key is missing)."""
+    table, en = strings(lang), strings("en")
+
+    def tr(key: str, **fmt: object) -> str:
+        text = table.get(key) or en.get(key)
+        if text is None:
+            raise KeyError(f"missing interface string {key!r}")
+        return text.format(**fmt) if fmt else text
+    tr.lang = lang          # numbers in frames are written the way this language writes them
+    return tr
+
+
+def lang_of(tr: Tr) -> str:
+    """The language ``tr`` translates into (English for a plain function, as tests may pass)."""
+    return getattr(tr, "lang", fmt.REFERENCE)
+
+
+def words(tr: Tr) -> dict[str, str]:
+    out = {k: tr("stepper." + k) for k in WORD_KEYS}
+    out.update({k: tr("stepview." + k) for k in OWN_WORD_KEYS})
+    out["csv"] = tr("stepper.dl_cache")
+    return out
+
+
+def figure_words(tr: Tr) -> dict[str, str]:
+    """The words figure builders draw (kvviz.figures.WORDS) in ``tr``'s language."""
+    from kvviz.figures import WORDS
+    return {k: tr(f"charts.{k}") for k in WORDS}
+
+
+def table_headers(columns: Sequence[str], tr: Tr) -> list[str]:
+    """Display names for engine table columns (position, token, event, phase, value, k …, v …)."""
+    out = []
+    for c in columns:
+        base = str(c).split(" ", 1)[0]
+        out.append(tr(f"charts.col_{base}") + str(c)[len(base):]
+                   if base in ("position", "token", "event", "phase", "value") else str(c))
+    return out
+
+
+# ---------------------------------------------------------------- text
+
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
+_ITALIC = re.compile(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])")
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def _inline(text: str) -> str:
+    s = _html.escape(text, quote=False)
+    s = _CODE.sub(r"<code>\1</code>", s)
+    s = _BOLD.sub(r"<strong>\1</strong>", s)
+    return _ITALIC.sub(r"<em>\1</em>", s)
+
+
+def md(text: str) -> str:
+    """The small markdown of the interface strings as HTML: paragraphs (blank lines), line breaks,
+    "- " lists, **bold**, *italic*, `code`. Everything else is escaped."""
+    parts = []
+    for para in re.split(r"\n\s*\n", text.strip()):
+        lines = [ln for ln in para.split("\n") if ln.strip()]
+        if lines and all(ln.lstrip().startswith("- ") for ln in lines):
+            parts.append("<ul>" + "".join(f"<li>{_inline(ln.lstrip()[2:])}</li>" for ln in lines) + "</ul>")
+        elif len(parts) == 0 and len(lines) == 1 and "\n\n" not in text:
+            parts.append(_inline(lines[0]))
+        else:
+            parts.append("<p>" + "<br>".join(_inline(ln.rstrip().rstrip("\\").rstrip()) for ln in lines) + "</p>")
+    return "".join(parts)
+
+
+# ---------------------------------------------------------------- blocks
+
+def fig_block(index: int, alt: str) -> dict:
+    return {"fig": index, "alt": alt}
+
+
+def html_block(text: str, explain: bool = False) -> dict:
+    """A paragraph from interface markdown."""
+    return _x({"html": md(text)}, explain)
+
+
+def note_block(text: str, explain: bool = False) -> dict:
+    """A caption (small type)."""
+    return _x({"note": md(text)}, explain)
+
+
+def alert_block(kind: str, text: str, explain: bool = False) -> dict:
+    return _x({"alert": kind, "text": md(text)}, explain)
+
+
+def lines_block(did: str, todo: str | None = None) -> dict:
+    """What just happened (✓) and what has not happened yet (⧗)."""
+    return {"lines": [["did", md(did)]] + ([["todo", md(todo)]] if todo else [])}
+
+
+def strip_block(sequence: Sequence[str], prompt_len: int, cached: int, legend: bool = True,
+                position_base: int = 0, label: str | None = None) -> dict:
+    """Token chips: the first ``prompt_len`` are prompt, then processed up to ``cached``, the rest
+    pending (the chosen token that is not in the cache yet)."""
+    chips = []
+    for i, tok in enumerate(sequence):
+        kind = "prompt" if i < prompt_len else "processed" if i < cached else "pending"
+        chips.append([i + position_base, tok, kind])
+    return {"strip": {"chips": chips, "legend": legend, "label": md(label) if label else None}}
+
+
+def table_block(columns: Sequence[str], rows: Iterable[Sequence[object]], title: str | None = None,
+                row_head: bool = False, marks: Sequence[tuple[int, int, str]] = (),
+                row_marks: Sequence[tuple[int, str]] = (), explain: bool = False) -> dict:
+    """A small table (cells as text). ``marks``: (row, column, "mark" | "bad"); ``row_marks``:
+    (row, "bold" | "new" | "rewritten")."""
+    return _x({"tbl": {"cols": [str(c) for c in columns], "rows": [[str(c) for c in r] for r in rows],
+                       "row_head": row_head, "marks": [list(m) for m in marks],
+                       "row_marks": [list(m) for m in row_marks], "title": md(title) if title else None}}, explain)
+
+
+def details_block(summary: str, body: list[dict], explain: bool = True) -> dict:
+    return _x({"details": summary, "body": body}, explain)
+
+
+def cols_block(columns: list[list[dict]]) -> dict:
+    return {"cols": columns}
+
+
+def _x(block: dict, explain: bool) -> dict:
+    if explain:
+        block["x"] = 1
+    return block
+
+
+def metrics(items: Sequence[tuple[str, object, str | None, str | None]], badge: tuple[str, str] | None = None,
+            notes: Sequence[str] = ()) -> dict:
+    return {"items": [[label, str(value), help_, delta] for label, value, help_, delta in items],
+            "badge": [badge[0], md(badge[1])] if badge else None, "notes": [md(n) for n in notes]}
+
+
+def check_badge(check, tr: Tr, tol: float = 1e-6) -> tuple[str, str]:
+    """The recompute check of an event (``Event.check``): agreement within ``tol``."""
+    if check is None:
+        return "info", tr("stepper.check_none")
+    if check.max_abs_diff <= tol:
+        return "ok", tr("stepper.check_ok", diff=fmt.sci(check.max_abs_diff, 1, lang=lang_of(tr)))
+    return "bad", tr("stepper.check_bad", diff=fmt.num(check.max_abs_diff, ".4g", lang=lang_of(tr)))
+
+
+def counters(ev, tr: Tr, tol: float = 1e-6) -> dict:
+    """Cache length, the two K/V counters and the recompute-check badge of one stepper event."""
+    return metrics([
+        (tr("stepper.cache_len"), ev.cache_len, tr("stepper.cache_len_help"), None),
+        (tr("stepper.kv_computed"), ev.kv_computed, tr("stepper.kv_computed_help"), None),
+        (tr("stepper.kv_recompute"), ev.kv_recompute, tr("stepper.kv_recompute_help"),
+         fmt.num(ev.kv_recompute - ev.kv_computed, "+d", lang=lang_of(tr))),
+    ], check_badge(ev.check, tr, tol))
+
+
+# ---------------------------------------------------------------- figures
+
+def _rounded(x, digits: int):
+    if isinstance(x, float):
+        if not math.isfinite(x):
+            return None
+        return round(x, digits) if abs(x) < 1e6 else float(f"{x:.7g}")
+    if isinstance(x, list):
+        return [_rounded(v, digits) for v in x]
+    if isinstance(x, dict):
+        return {k: _rounded(v, digits) for k, v in x.items()}
+    return x
+
+
+def localize_spec(spec: dict, lang: str) -> dict:
+    """A figure spec with its numbers written the way ``lang`` does (as ``charts.localize_numbers``
+    does to a ``go.Figure``): plotly's ``separators``, and labels that are one English number."""
+    spec["layout"]["separators"] = fmt.plotly_separators(lang)
+    if lang == fmt.REFERENCE:
+        return spec
+
+    def loc(v):
+        if isinstance(v, str):
+            return fmt.relocalize(v, lang)
+        return [loc(x) for x in v] if isinstance(v, list) else v
+    for trace in spec["data"]:
+        for prop in ("text", "customdata"):
+            if isinstance(trace.get(prop), (str, list)):
+                trace[prop] = loc(trace[prop])
+    for name, axis in spec["layout"].items():
+        if name.startswith(("xaxis", "yaxis")) and isinstance(axis, dict) and axis.get("ticktext"):
+            axis["ticktext"] = loc(axis["ticktext"])
+    return spec
+
+
+def figure_spec(fig, digits: int = 4) -> dict:
+    """A figure as plain JSON data: a ``*_spec`` dict of kvviz.figures as it is, a ``go.Figure`` as
+    ``fig.to_plotly_json()``; plotly's template dropped (the browser applies the page's theme),
+    floats rounded to ``digits`` decimals."""
+    spec = fig if isinstance(fig, dict) else json.loads(fig.to_json())
+    layout = {k: v for k, v in spec.get("layout", {}).items() if k != "template"}
+    return _rounded({"data": spec.get("data", []), "layout": layout}, digits)
+
+
+class Payload:
+    """Collects the frames of one run; figures, long texts and cache rows are stored once."""
+
+    def __init__(self, tr: Tr, *, ratio: Sequence[int] | None = (1, 1), csv: str | None = None,
+                 present_ratio: Sequence[int] | None = None) -> None:
+        from kvviz.figures import COLORS
+        self.tr = tr
+        self.lang = lang_of(tr)
+        self.frames: list[dict] = []
+        self.figs: list[dict] = []
+        self._fig_ids: dict[str, int] = {}
+        self.texts: list[str] = []
+        self._text_ids: dict[str, int] = {}
+        self.rows: list[list[str]] = []
+        self._row_ids: dict[tuple, int] = {}
+        self.table_cols: list[str] | None = None
+        self.table_csv_cols: list[str] | None = None
+        self.present_cols: list[int] | None = None
+        self.ratio = list(ratio) if ratio else None
+        self.present_ratio = list(present_ratio) if present_ratio else None
+        self.csv = csv
+        self.colors = {k: COLORS[k] for k in ("prompt", "processed", "pending", "chosen")}
+
+    # -- pooled pieces
+    def fig(self, fig, alt: str) -> dict:
+        """A figure block (a plotly JSON dict or a ``go.Figure``); identical figures (a choose event
+        showing the pass before it) are sent once."""
+        return fig_block(self.fig_index(localize_spec(figure_spec(fig), self.lang)), alt)
+
+    def fig_index(self, spec: dict) -> int:
+        key = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+        if key not in self._fig_ids:
+            self._fig_ids[key] = len(self.figs)
+            self.figs.append(spec)
+        return self._fig_ids[key]
+
+    def row(self, cells: Sequence[object]) -> int:
+        cells = tuple("" if c is None else str(c) for c in cells)
+        if cells not in self._row_ids:
+            self._row_ids[cells] = len(self.rows)
+            self.rows.append(list(cells))
+        return self._row_ids[cells]
+
+    def cache_table(self, csv_cols: Sequence[str], headers: Sequence[str], rows: Sequence[Sequence[object]],
+                    title: str, new: Iterable[int] = (), rewritten: Iterable[int] = (),
+                    flagged: Iterable[tuple[int, int]] = (), notes: str = "",
+                    present_cols: Sequence[int] | None = None) -> dict:
+        """A frame's cache table: ``rows`` in the run's column order (``csv_cols`` engine names,
+        ``headers`` as shown); ``new``, ``rewritten``: row indices to highlight; ``flagged``:
+        (row, column index) cells."""
+        if self.table_cols is None:
+            self.table_csv_cols, self.table_cols = list(map(str, csv_cols)), list(map(str, headers))
+            self.present_cols = list(present_cols) if present_cols is not None else None
+        elif list(map(str, csv_cols)) != self.table_csv_cols:
+            raise ValueError("every frame's cache table must have the run's columns")
+        return {"title": title, "ids": [self.row(r) for r in rows], "new": sorted(set(new)),
+                "rewritten": sorted(set(rewritten)), "flagged": sorted({(int(r), int(c)) for r, c in flagged}),
+                "notes": md(notes) if notes else ""}
+
+    def _pool(self, x):
+        """Long HTML strings go to ``texts`` once; blocks keep their index."""
+        if isinstance(x, str) and len(x) >= TEXT_POOL_MIN:
+            if x not in self._text_ids:
+                self._text_ids[x] = len(self.texts)
+                self.texts.append(x)
+            return self._text_ids[x]
+        return x
+
+    def _pool_block(self, b: dict) -> dict:
+        b = dict(b)
+        for k in ("html", "note", "text"):
+            if k in b:
+                b[k] = self._pool(b[k])
+        if "lines" in b:
+            b["lines"] = [[kind, self._pool(text)] for kind, text in b["lines"]]
+        if "body" in b:
+            b["body"] = [self._pool_block(x) for x in b["body"]]
+        if "cols" in b:
+            b["cols"] = [[self._pool_block(x) for x in col] for col in b["cols"]]
+        return b
+
+    # -- frames
+    def add(self, heading: str, *, top: Sequence[dict] = (), lead: Sequence[dict] = (), main: Sequence[dict] = (),
+            side: Sequence[dict] = (), wide: Sequence[dict] = (), metrics: dict | None = None,
+            table: dict | None = None, more: Sequence[dict] = ()) -> None:
+        frame = {"heading": heading}
+        for name, blocks in (("top", top), ("lead", lead), ("main", main), ("side", side), ("wide", wide),
+                             ("more", more)):
+            frame[name] = [self._pool_block(b) for b in blocks]
+        if metrics is not None:
+            metrics = dict(metrics, notes=[self._pool(n) for n in metrics.get("notes", [])])
+        if table is not None and table.get("notes"):
+            table = dict(table, notes=self._pool(table["notes"]))
+        frame["metrics"] = metrics
+        frame["table"] = table
+        self.frames.append(frame)
+
+    def to_dict(self) -> dict:
+        return {"v": 1, "words": words(self.tr), "colors": self.colors, "ratio": self.ratio,
+                "present_ratio": self.present_ratio, "figs": self.figs,
+                "texts": self.texts, "csv": self.csv,
+                "table": None if self.table_cols is None else {
+                    "cols": self.table_cols, "csv_cols": self.table_csv_cols, "rows": self.rows,
+                    "present_cols": self.present_cols},
+                "frames": self.frames}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def resolve(payload: dict, x):
+    """A block's text as the browser sees it (tests): pooled strings are stored as indices."""
+    return payload["texts"][x] if isinstance(x, int) else x

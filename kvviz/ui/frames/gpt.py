@@ -1,0 +1,82 @@
+"""Frames of the tiny GPT page: one layer and head of attention, the top next-token probabilities,
+the cache of every layer. The layer and head are view options: one payload per choice."""
+from __future__ import annotations
+
+from kvviz.figures import top_probs_bar_spec
+from kvviz.generation import Event, Run
+from kvviz import cost
+from kvviz.loops import next_token_probs
+from kvviz.trace import cache_shapes
+from kvviz.ui import fmt
+from kvviz.ui.frames import (Payload, Tr, counters, html_block, lang_of, lines_block, note_block, strip_block,
+                          table_block)
+from kvviz.ui.frames.steps import attention_blocks, cache_frame_table, next_choice, source
+
+CHECK_TOL = 1e-4          # float32: a recompute differs by rounding only (~1e-6)
+
+
+def sentences(ev: Event, run: Run, model, tr: Tr) -> tuple[str, str]:
+    """What just happened, and what has not happened yet, in plain words (``model``: GPTModel)."""
+    cfg = model.config
+    if ev.phase == "prefill":
+        return (tr("gpt.did_prefill", n=len(run.prompt), layers=cfg.n_layer, heads=cfg.n_head, hs=cfg.head_dim),
+                tr("gpt.not_yet_prefill"))
+    if ev.phase == "choose":
+        p = next_token_probs(ev.logits)[ev.choice.index]
+        text = model.tokenizer.decode([model.tokenizer.index[w] for w in ev.sequence])
+        return (tr("gpt.did_choose", tok=ev.chosen, p=fmt.fixed(p, 3, lang=lang_of(tr)), seq=text),
+                tr("gpt.not_yet_choose", tok=ev.chosen, n=ev.cache_len, pos=ev.positions[0]))
+    return (tr("gpt.did_decode", tok=ev.tokens[0], pos=ev.positions[0], n=ev.cache_len,
+               heads=cfg.n_head, hs=cfg.head_dim),
+            tr("gpt.not_yet_decode"))
+
+
+def probs_blocks(pl: Payload, ev: Event, nxt: Event | None, model, tr: Tr) -> list[dict]:
+    choice = ev.choice or (nxt.choice if nxt is not None else None)
+    chosen = choice.index if choice is not None else None
+    fig = top_probs_bar_spec(next_token_probs(ev.logits), model.logit_tokens, chosen,
+                        tr("gpt.probs_title", pos=ev.cache_len - 1), axis_title=tr("gpt.probs_axis"))
+    out = [pl.fig(fig, tr("gpt.probs_alt"))]
+    if choice is not None and choice.rule.get("name") != "greedy":
+        out.append(note_block(tr("gpt.probs_sampled", kept=len(choice.kept), p=fmt.fixed(choice.probs[choice.index], 3, lang=pl.lang))))
+    if ev.pending:
+        out.append(html_block(tr("gpt.pending", tok=ev.pending, pos=len(ev.sequence) - 1), explain=True))
+    return out
+
+
+def growth_blocks(ev: Event, model, layer: int, tr: Tr) -> list[dict]:
+    """The cache of every layer: K/V shapes and bytes, the shown layer in bold, 2·L·T·d·4 checked."""
+    cfg = model.config
+    shapes = cache_shapes(ev.cache)
+    rows = [[r["layer"], r["K shape"], r["V shape"], fmt.integer(r['bytes (K + V)'], lang=lang_of(tr))] for _, r in shapes.iterrows()]
+    measured = ev.cache.nbytes()
+    formula = cost.cache_bytes_per_token(model.cost_config, "fp32") * ev.cache_len   # 2·L·T·d·4
+    out = [table_block([tr("gpt.col_layer"), tr("gpt.col_k_shape"), tr("gpt.col_v_shape"), tr("gpt.col_bytes")], rows,
+                       title=f"**{tr('gpt.cache_growth_title')}**", row_marks=[(layer, "bold")], explain=True),
+           note_block(tr("gpt.cache_bytes_line", measured=fmt.integer(measured, lang=lang_of(tr)), layers=cfg.n_layer, T=ev.cache_len,
+                         d=cfg.n_embd, formula=fmt.integer(formula, lang=lang_of(tr)), ok="✓" if measured == formula else "✗"), explain=True)]
+    if ev.record is not None:
+        out.append(note_block(tr("gpt.cache_grew", n=len(ev.positions)), explain=True))
+    return out
+
+
+def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
+    """``model``: the GPTModel of the run; ``layer``, ``head``: 0-based, the view shown."""
+    pl = Payload(tr, ratio=(3, 2), csv="tiny_gpt")
+    last = len(run.events) - 1
+    labels = [f"h{h + 1}" for h in range(model.n_heads)]
+    present = ["position", "token", f"k ({labels[head]})", f"v ({labels[head]})", "phase"]
+    for ev in run.events:
+        src = source(run, ev)
+        did, todo = sentences(ev, run, model, tr)
+        main = attention_blocks(pl, ev, src, tr, layer, head, title=tr(
+            "gpt.attention_title", phase=tr("gpt.phase_" + src.phase), layer=layer + 1, head=head + 1))
+        m = counters(ev, tr, tol=CHECK_TOL)
+        m["notes"] = [html_block(tr("gpt.check_note", tol=fmt.sci(CHECK_TOL, 0, lang=pl.lang)))["html"]]
+        pl.add(tr("gpt.event_heading", i=ev.index, last=last, phase=tr("gpt.phase_" + ev.phase)),
+               top=[strip_block(ev.sequence, len(run.prompt), ev.cache_len), lines_block(did, todo)],
+               main=main, side=probs_blocks(pl, ev, next_choice(run, ev), model, tr), metrics=m,
+               table=cache_frame_table(pl, ev, tr, labels, layer, present_cols=present),
+               more=[note_block(tr("gpt.cache_table_note", layer=layer + 1, hs=model.config.head_dim), explain=True)]
+               + growth_blocks(ev, model, layer, tr))
+    return pl

@@ -1,0 +1,181 @@
+"""The stepper: one component that receives a run's prepared frames once and draws every step in the
+browser, so a step press costs no server round trip.
+
+Every stepping page (A/B/C, weather, tiny GPT, the Cost page's Batching tab) uses it the same way:
+
+1. **Build the payload** with pure functions (``kvviz/ui/frames/``): a ``Payload`` collects one
+   frame per event from the engine's records (heading, token strip, sentences, figure references,
+   metrics, the cache-table rows); figures are the pure builders of ``kvviz/figures.py`` as plotly
+   JSON (their ``*_spec`` twins, or any ``go.Figure``), stored once however many frames show them,
+   and so are long texts and cache rows. See the format in ``kvviz/ui/frames/__init__.py``;
+   ``kvviz/ui/frames/abc.py`` is the smallest example, a page over a ``Run`` looks like::
+
+       from kvviz.ui.frames import Payload, counters, lines_block, strip_block
+       from kvviz.ui.frames.steps import (attention_blocks, cache_frame_table, logits_blocks,
+                                          next_choice, source)
+
+       def build(run, tr) -> Payload:                   # tr: translator(lang), like i18n.t
+           pl = Payload(tr, ratio=(1, 1), csv="mypage")  # column widths; CSV file stem
+           for ev in run.events:
+               src = source(run, ev)                      # a choose event shows the pass before it
+               pl.add(tr("mypage.event_heading", i=ev.index, last=len(run.events) - 1, phase=ev.phase),
+                      top=[strip_block(ev.sequence, len(run.prompt), ev.cache_len),
+                           lines_block(did_text, not_yet_text)],
+                      main=attention_blocks(pl, ev, src, tr),
+                      side=logits_blocks(pl, ev, logit_tokens, next_choice(run, ev), tr),
+                      metrics=counters(ev, tr), table=cache_frame_table(pl, ev, tr))
+           return pl
+
+   Blocks that only explain (``explain=True``) are left out in presenter mode; ``lead`` holds a
+   figure too wide for a column (it sits beside ``side`` in presenter mode).
+2. **Cache it** per run + language + view options with ``st.cache_resource`` as a JSON string
+   (read-only, never mutated)::
+
+       @st.cache_resource(max_entries=64, ttl=3600, show_spinner=False)
+       def _payload(prompt, new, rule, seed, lang) -> str:
+           return frames_abc.build(cached_run(...), translator(lang)).to_json()
+
+3. **Mount it** inside an ``@st.fragment``::
+
+       step_view.url_step_notice(n_events)           # page body: a bad ?step= gets a notice
+       @st.fragment
+       def _stepper(payload, n_events, run_id):
+           step_view.stepper(payload, n_events, key="abc", run_id=run_id)
+
+In the browser the component draws event i (plotly.js ``react`` on the prepared figures, tables as
+HTML), with Prev / Next / Reset / End buttons and keys (← → Home End), an event slider and autoplay
+(Play / Pause, Space, a speed in events per second; it stops at the last event). It writes
+``?step=i`` into the address at once (``history.replaceState``, other parameters kept) and reports
+the step to Python 250 ms after the last press or autoplay tick (``setStateValue``): the fragment
+then reruns cheaply (the payload text is reused), ``st.session_state["step"]`` learns the step and
+the server's copy of the address follows. ``?step=3`` opens event 3, also on a fresh server's first
+visit; a step out of range falls back to event 0 with a notice.
+
+Plotly.js is not vendored: Streamlit's frontend ships it in its own chunk
+``static/static/js/PlotlyChart.<hash>.js``, which sets ``window.Plotly`` when imported; its file
+name is found here and the component imports it relative to Streamlit's own ``index.*.js``.
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import os
+from pathlib import Path
+
+import streamlit as st
+
+from kvviz.ui import presenter, urlstate
+from kvviz.ui.i18n import t
+
+STEP_KEY = "step"            # the step Python knows (plain session state; cleared on page switch)
+_HERE = Path(__file__).parent
+_LAST = "_kvs_last_data"     # per component key: the data mounted last (reused by a step report)
+_REPORTED = "_kvs_reported"
+
+
+def plotly_chunk() -> str:
+    """File name of the plotly.js chunk in the installed Streamlit frontend (``PlotlyChart.<hash>.js``)."""
+    found = sorted(glob.glob(os.path.join(os.path.dirname(st.__file__), "static", "static", "js",
+                                          "PlotlyChart.*.js")))
+    if not found:
+        raise RuntimeError("Streamlit's frontend has no PlotlyChart chunk: the stepper needs plotly.js")
+    return os.path.basename(found[0])
+
+
+PLOTLY_CHUNK = plotly_chunk()
+
+_component = st.components.v2.component(
+    "kvviz_stepper", js=(_HERE / "step_view.js").read_text(encoding="utf-8"),
+    css=(_HERE / "step_view.css").read_text(encoding="utf-8"),
+    isolate_styles=False)      # in the page's own DOM: Streamlit's fonts, plotly's global styles, tests' selectors
+
+
+# Starts importing Streamlit's plotly chunk as soon as the page frame is drawn, while the server is
+# still importing torch and building the page: a fresh visit then has plotly parsed by the time the
+# stepper (or any chart) arrives. One import per browser tab; the element itself is hidden.
+_PRELOAD_JS = """
+export default function(component) {
+  if (window.__kvsPlotlyPreload || window.Plotly) return;
+  window.__kvsPlotlyPreload = true;
+  const index = document.querySelector('script[src*="/static/js/index."]');
+  if (!index) return;
+  const start = () => import(new URL(component.data.file, index.src).href).catch(() => {});
+  (window.requestIdleCallback || setTimeout)(start);
+}
+"""
+_preload = st.components.v2.component("kvviz_plotly_preload", js=_PRELOAD_JS,
+                                      css=".st-key-kvviz_plotly_preload { display: none; }", isolate_styles=False)
+
+
+def preload_plotly() -> None:
+    """Mount the hidden preloader (``nav.page_setup`` does, on pages with charts)."""
+    _preload(key="kvviz_plotly_preload", data={"file": PLOTLY_CHUNK}, height=0)
+
+
+def _url_step(n_events: int) -> int:
+    raw = st.query_params.get(STEP_KEY)
+    try:
+        step = int(raw) if raw is not None else 0
+    except ValueError:
+        return 0
+    return step if 0 <= step < n_events else 0
+
+
+def url_step_notice(n_events: int) -> None:
+    """Tell the user when ?step= in the address was malformed or out of range (event 0 is shown)."""
+    raw = st.query_params.get(STEP_KEY)
+    if raw is None:
+        return
+    try:
+        ok = 0 <= int(raw) < n_events
+    except ValueError:
+        ok = False
+    if not ok:
+        urlstate.notice(t("stepper.bad_step", raw=raw[:40], last=n_events - 1))
+
+
+def current_step(n_events: int) -> int:
+    """The step this session shows: from the address on a new session (or after a page switch),
+    then what the component reported; kept inside the run."""
+    if STEP_KEY not in st.session_state:
+        st.session_state[STEP_KEY] = _url_step(n_events)
+    step = min(max(0, int(st.session_state[STEP_KEY])), n_events - 1)
+    st.session_state[STEP_KEY] = step
+    return step
+
+
+def _reported(key: str, n_events: int) -> None:
+    """The component's debounced step report: remember it, and keep the server's copy of the
+    address in step (Streamlit sends the whole query string back when any parameter changes)."""
+    value = (st.session_state.get(key) or {}).get("step")
+    try:
+        step = min(max(0, int(value)), n_events - 1)
+    except (TypeError, ValueError):
+        return
+    st.session_state[STEP_KEY] = step
+    st.session_state[_REPORTED] = key
+    if step:
+        st.query_params[STEP_KEY] = str(step)
+    else:
+        st.query_params.pop(STEP_KEY, None)
+
+
+def stepper(payload: str, n_events: int, *, key: str, run_id: str) -> int:
+    """Mount the stepper (inside an ``@st.fragment``); returns the step Python knows.
+
+    ``payload``: ``Payload.to_json()`` of the run (cache it). ``run_id``: identifies the run apart
+    from view options (language, layer, head): while it stays the same the browser keeps the step it
+    shows when the payload changes; a new run starts at the step Python knows.
+    """
+    step = current_step(n_events)
+    last = st.session_state.get(_LAST, {}).get(key)
+    if st.session_state.get(_REPORTED) == key and last is not None and last["payload"] == payload:
+        data = last      # the rerun of a step report: send exactly what the browser has (nothing redraws)
+    else:
+        data = {"payload": payload, "start": step, "run": run_id, "plotly": PLOTLY_CHUNK,
+                "present": presenter.presenting(),
+                "fmt": st.session_state.get("chart_format") or "png"}
+    st.session_state.pop(_REPORTED, None)
+    st.session_state.setdefault(_LAST, {})[key] = data
+    _component(key=key, data=data, on_step_change=functools.partial(_reported, key, n_events))
+    return step

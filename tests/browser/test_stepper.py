@@ -1,0 +1,102 @@
+"""The stepper component (kvviz/ui/step_view.py) in a real browser: its buttons, keys, slider,
+autoplay with Space, a focused text box keeping its keys, the per-step CSV, a language switch that
+keeps the step, and no page errors."""
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.browser
+
+
+def test_buttons_slider_and_csv(server, tab):
+    tab.goto(f"{server}/ABC_miniature")
+    tab.wait_drawn(0)
+    expect(tab.stepper_button("prev")).to_be_disabled()
+    tab.stepper_button("next").click()
+    tab.wait_heading(r"^Event 1 of 11: choose")
+    tab.stepper_button("next").click()
+    tab.wait_heading(r"^Event 2 of 11: decode")
+    expect(tab.page).to_have_url(re.compile(r"step=2\b"))
+    tab.stepper_button("end").click()
+    tab.wait_heading(r"^Event 11 of 11")
+    expect(tab.stepper_button("next")).to_be_disabled()
+    tab.stepper_button("prev").click()
+    tab.wait_heading(r"^Event 10 of 11")
+    tab.stepper_button("reset").click()
+    tab.wait_heading(r"^Event 0 of 11: prefill")
+    expect(tab.page).not_to_have_url(re.compile(r"step="))          # event 0: the address stays short
+    slider = tab.page.get_by_role("slider", name="Event")
+    slider.focus()
+    tab.page.keyboard.press("End")                                   # the slider's own key: its maximum
+    tab.wait_heading(r"^Event 11 of 11")
+    slider.press("ArrowLeft")
+    tab.wait_heading(r"^Event 10 of 11: decode")
+    tab.wait_drawn(10)
+    assert tab.page.locator(".kvs-cachetbl tbody tr").count() == 7
+    with tab.page.expect_download() as dl:
+        tab.page.locator(".kvs-csv").click()
+    assert dl.value.suggested_filename == "abc_cache_step10.csv"
+    lines = open(dl.value.path(), encoding="utf-8").read().splitlines()
+    assert lines[0] == "position,token,k,v,event,phase" and len(lines) == 8
+    assert lines[3] == '2,A,"(1, 0)","(1, 0)",2,decode'
+    tab.settle()
+    tab.assert_clean()
+
+
+def test_autoplay_runs_to_the_last_event_and_space_toggles(server, tab):
+    tab.goto(f"{server}/ABC_miniature?step=6")
+    tab.wait_drawn(6)
+    tab.page.locator(".kvs-speed select").select_option("4")
+    play = tab.stepper_button("play")
+    play.click()
+    expect(play).to_have_attribute("aria-pressed", "true")
+    tab.wait_heading(r"^Event ([7-9]|10|11) of 11")            # it moves on its own
+    tab.wait_heading(r"^Event 11 of 11", timeout=15_000)
+    expect(play).to_have_attribute("aria-pressed", "false")  # and stops at the last event
+    tab.page.wait_for_timeout(600)
+    assert tab.heading().startswith("Event 11 of 11")
+    expect(tab.page).to_have_url(re.compile(r"step=11\b"))
+    # Space: play again (from the start, as it was at the end), Space again: pause
+    tab.page.locator("h1").first.click()
+    tab.page.keyboard.press(" ")
+    tab.wait_heading(r"^Event [1-9] of 11")
+    tab.page.keyboard.press(" ")
+    expect(play).to_have_attribute("aria-pressed", "false")
+    shown = tab.heading()
+    tab.page.wait_for_timeout(800)
+    assert tab.heading() == shown and not shown.startswith("Event 11")
+    tab.settle()
+    tab.assert_clean()
+
+
+def test_a_focused_text_box_keeps_its_keys(server, tab):
+    tab.goto(f"{server}/ABC_miniature?step=3")
+    tab.wait_drawn(3)
+    box = tab.page.get_by_label("Prompt (tokens A, B, C)", exact=True)
+    box.click()
+    for key in ("ArrowRight", "ArrowLeft", "Home", "End", " "):
+        box.press(key)
+    tab.page.wait_for_timeout(500)
+    assert tab.heading().startswith("Event 3 of 11")
+    assert box.input_value() == "A B "                        # the space went into the box
+    assert "step=3" in tab.page.url
+    tab.assert_clean()
+
+
+def test_a_language_switch_keeps_the_step(server, tab):
+    tab.goto(f"{server}/ABC_miniature")
+    tab.wait_drawn(0)
+    tab.page.locator("h1").first.click()
+    for _ in range(4):
+        tab.page.keyboard.press("ArrowRight")
+    tab.wait_heading(r"^Event 4 of 11: decode")
+    tab.settle()                                              # the step report's rerun is over
+    box = tab.page.get_by_role("combobox", name="Language")
+    box.click()
+    tab.page.get_by_role("option", name="Español").click()
+    tab.wait_heading(r"^Evento 4 de 11")
+    tab.settle()
+    expect(tab.stepper_button("next")).to_contain_text("Siguiente")
+    assert "step=4" in tab.page.url and "lang=es" in tab.page.url
+    tab.assert_clean()

@@ -12,7 +12,7 @@ import pytest
 
 from kvviz import cost
 from kvviz.ui import fmt
-from tests.conftest import no_exception, open_page, plotly_specs
+from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs
 
 COST = "pages/5_Cost_and_scale.py"
 SAMPLING = "pages/3_Sampling.py"
@@ -72,10 +72,11 @@ def test_sampling_page_in_spanish():
 def test_weather_page_formula_and_contexts_in_spanish():
     at = open_page(WEATHER, {"lang": "es", "step": "0"})
     no_exception(at)
-    md = " ".join(m.value for m in at.markdown)
-    assert "**15,300**" in md and "**14,200**" in md and "12,5" in md          # logits = context × W_vocab
-    assert "15.300" not in md and "12.5" not in md
-    heat = next(s for s in plotly_specs(at) if s["data"][0]["type"] == "heatmap")
+    f = frame(at)
+    text = frame_text(f)
+    assert "15,300" in text and "14,200" in text and "12,5" in text          # logits = context × W_vocab
+    assert "15.300" not in text and "12.5" not in text
+    heat = next(s for s in f["figs"] if s["data"][0]["type"] == "heatmap")
     assert heat["layout"]["separators"] == ",."
 
 
@@ -90,7 +91,8 @@ def test_tiny_gpt_memory_in_german():
 
 
 def _downloads(monkeypatch, lang: str) -> dict[str, str]:
-    """The files behind the page's download buttons, built as a click would build them."""
+    """The files behind the page's download buttons, built as a click would build them, and the
+    per-step cache CSV's rows as the stepper's payload carries them (the browser writes that file)."""
     from streamlit.runtime.media_file_manager import MediaFileManager
 
     made: dict[str, object] = {}
@@ -103,7 +105,9 @@ def _downloads(monkeypatch, lang: str) -> dict[str, str]:
     monkeypatch.setattr(MediaFileManager, "add_deferred", record)
     at = open_page(ABC, {"lang": lang, "step": "2"})
     no_exception(at)
-    return {name: make() for name, make in made.items()}
+    files = {name: make() for name, make in made.items()}
+    files["abc_cache_step2.csv"] = frame_table(at, 2).to_csv(index=False)
+    return files
 
 
 def test_downloads_stay_machine_readable_in_every_language(monkeypatch):

@@ -1,5 +1,9 @@
 """The A/B/C page in AppTest: stepping, the URL step, a bad prompt's message, no exception."""
+import pytest
+
 from tests.conftest import no_exception, open_page, plotly_specs
+
+pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
 PAGE = "pages/1_ABC_miniature.py"
 

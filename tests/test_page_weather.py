@@ -5,6 +5,8 @@ import pytest
 from kvviz.ui.i18n import LANGS, strings
 from tests.conftest import no_exception, open_page, plotly_specs
 
+pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
+
 PAGE = "pages/2_Weather_heads.py"
 EDITOR = "weather_values_0"
 

@@ -17,12 +17,11 @@ def test_measure_all_on_the_tiny_shape_reports_every_sweep():
     assert [p.context for p in res.context] == [8, 64]
     assert [p.prompt_len for p in res.prefill] == [8, 32]
     for p in res.batch + res.context:
-        assert p.ms_per_step > 0 and p.tokens_per_s == pytest.approx(p.batch * 1000 / p.ms_per_step)
+        assert p.tokens_per_s == pytest.approx(p.batch * 1000 / p.ms_per_step)
         # FLOPs and bytes come from the formulas for exactly this step
         assert p.flops == cost.pass_flops(cost.TINY_GPT, 1, p.context - 1).scaled(p.batch).total
         assert p.bytes_moved == cost.param_count(cost.TINY_GPT) * 4 + \
             p.batch * p.context * cost.cache_bytes_per_token(cost.TINY_GPT, "fp32")
-    assert all(p.ttft_ms > 0 and p.tpot_ms > 0 for p in res.prefill)
     assert seen == sorted(seen) and seen[-1] == 1.0          # the progress bar only moves forward
 
 

@@ -247,7 +247,6 @@ def test_sweep_measures_both_loops_and_reports_progress():
     seen = []
     sweep = measure_sweep(M, ids, [4, 8], progress=lambda f, what: seen.append(f))
     assert [p.n for p in sweep.points] == [4, 8] and all(p.same_tokens for p in sweep.points)
-    assert all(p.seconds_cached > 0 and p.seconds_uncached > 0 for p in sweep.points)
     assert seen[0] == 0 and seen[-1] == 1.0 and seen == sorted(seen)
     e = sweep.explanation()
     assert e["n"] == 8 and e["flop_ratio"] == pytest.approx(flop_ratio(M.config, 5, 8))

@@ -137,7 +137,8 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.OPTION=VALUE",
                     help="a Streamlit option for the started server, e.g. server.fileWatcherType=auto")
     a = ap.parse_args()
-    print(f"link {a.link}, arrivals spread over {a.spread:g} s, settings: {' '.join(a.set) or '.streamlit/config.toml'}")
+    settings = " ".join(a.set) or ".streamlit/config.toml"
+    print(f"link {a.link}, arrivals spread over {a.spread:g} s, settings: {settings}")
     print(f"{'N':>4} {'complete':>9} {'p50 s':>7} {'p90 s':>7} {'max s':>7} {'CPU s/visitor':>14} "
           f"{'RSS MB':>7} {'peak MB':>8} {'warm-up s':>9} {'first element p50 s':>19}")
     for n in a.visitors:

@@ -20,6 +20,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import torch
+
+# One torch thread in the test process: on a shared 2-core machine, two intra-op threads waiting
+# for each other made one GPT test take 375 s instead of 35 s (load average ≈ 15). The tests run
+# tiny shapes, so one thread costs little when the machine is idle.
+torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -41,6 +47,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.browser)
         elif "server" in names:
             item.add_marker(pytest.mark.app)
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Back to one torch thread after a test that changed it (kvviz.train_gpt.train sets 2)."""
+    yield
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True)

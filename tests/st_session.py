@@ -74,13 +74,15 @@ class Session:
     query: str = ""              # the query string without "?"
     timeout: float = 120.0
     session_id: str = ""         # from the server's new_session.initialize
-    query_string: str = ""       # the address as the server last set it (page_info_changed)
-    drawn: dict[tuple[int, ...], Drawn] = field(default_factory=dict)
+    # the query string as the server last sent it (page_info_changed), sent with every rerun; a
+    # browser also writes bound widgets' values into its address itself, which this client does not
+    query_string: str = ""
+    drawn: dict[tuple[int, ...], Drawn] = field(default_factory=dict, repr=False)
     runs: int = 0                # script runs finished (full or fragment)
-    timings: dict[str, float] = field(default_factory=dict)   # perf_counter of the first load's milestones
-    _ws: Any = None
-    _run_id: str = ""
-    _run_fragments: tuple[str, ...] = ()
+    timings: dict[str, float] = field(default_factory=dict, repr=False)   # perf_counter of the first load's milestones
+    _ws: Any = field(default=None, repr=False)
+    _run_id: str = field(default="", repr=False)
+    _run_fragments: tuple[str, ...] = field(default=(), repr=False)
 
     # ------------------------------------------------------------------ connection
     async def __aenter__(self) -> "Session":
@@ -120,7 +122,8 @@ class Session:
         await self.set(key, True)
 
     async def set(self, key: str, value: Any) -> None:
-        """Change one widget (found by key, id or label) to ``value`` and wait for the rerun."""
+        """Change one widget (found by key, id or label) to ``value`` and wait for the rerun. Only
+        the changed widget is sent (a browser sends them all); the server keeps the others' values."""
         w = self.widget(key)
         state = WidgetState(id=w.id)
         slot = VALUE_FIELD.get(w.kind)

@@ -50,7 +50,9 @@ def test_trace_abc_shape_and_values(capsys):
 
 @pytest.mark.parametrize("args", [["trace", "abc", "--prompt", "A Z"], ["trace", "abc", "--prompt", "A", "--new-tokens", "0"],
                                   ["trace", "nope", "--prompt", "A"], ["trace", "abc", "--prompt", ""],
-                                  ["trace", "abc", "--prompt", "A", "--new-tokens", "x"], ["trace"], []])
+                                  ["trace", "abc", "--prompt", "A", "--new-tokens", "x"], ["trace"], []],
+                         ids=["unknown-token", "zero-tokens", "unknown-model", "empty-prompt", "not-a-number",
+                              "no-model", "no-command"])
 def test_bad_arguments_give_one_line_and_exit_2(capsys, args):
     one_line_error(capsys, *args)
 

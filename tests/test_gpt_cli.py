@@ -21,7 +21,8 @@ def test_trace_gpt_and_no_cache_print_the_same_tokens(capsys):
     assert len(ev[2]["attention"][0][0]) == 1 and len(ev[2]["attention"][0][0][0]) == 6
     assert [e["cache_len"] for e in ev[:4]] == [5, 5, 6, 6]
     assert all(e["recompute_max_abs_diff"] < 1e-4 for e in ev if e["recompute_max_abs_diff"] is not None)
-    code, out, err = cli(capsys, "trace", "gpt", "--prompt", "Today the weather is so", "--new-tokens", "8", "--no-cache")
+    code, out, err = cli(capsys, "trace", "gpt", "--prompt", "Today the weather is so", "--new-tokens", "8",
+                         "--no-cache")
     assert code == 0, err
     nc = json.loads(out)
     assert nc["cache"] is False and nc["prompt"] == d["prompt"]

@@ -29,7 +29,7 @@ def _press_until(tab: Page, key: str, url_pattern: str) -> None:
 
 
 @pytest.mark.parametrize("path", STEPPING + ["Sampling"])
-def test_presenter_mode_at_1280x720_scrolls_nothing_sideways_folds_the_settings_and_steps_by_keys(server, browser, path):
+def test_presenter_mode_at_1280x720_has_no_sideways_scroll_folds_settings_and_steps_by_keys(server, browser, path):
     tab = Page(browser, width=1280, height=720)
     try:
         tab.goto(f"{server}/{path}?present=1&step=1")

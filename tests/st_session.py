@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,8 +219,12 @@ class Session:
 
 
 def run(coro):
-    """Run a coroutine to completion from synchronous code (a test, a script)."""
-    return asyncio.run(coro)
+    """Run a coroutine to completion from synchronous code (a test, a script), on an event loop in a
+    thread of its own: it also works where this thread has a loop running already (Playwright's
+    sync API keeps one in pytest's thread once a browser test has run). A session belongs to the
+    loop that opened it: open, click and read it inside one coroutine."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 async def visit(base_url: str, page: str = "", query: str = "", timeout: float = 120.0) -> Session:

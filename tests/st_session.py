@@ -13,7 +13,7 @@ of the fragment the button lives in), so a test can press Next without a browser
         await s.set("new", 5)                     # number inputs, sliders, text, toggles, selects
 
 ``run(coro)`` runs a coroutine for synchronous callers (tests); many sessions at once are plain
-asyncio tasks (``asyncio.gather``), as in tests/test_visitors.py and bench/room.py.
+asyncio tasks (``asyncio.gather``), as in tests/test_many_visitors.py and bench/room.py.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ VALUE_FIELD = {"button": "trigger_value", "download_button": "trigger_value", "c
                "slider": "double_array_value", "number_input": "double_value", "text_input": "string_value",
                "text_area": "string_value", "selectbox": "string_value", "radio": "string_value",
                "color_picker": "string_value", "multiselect": "string_array_value",
-               "button_group": "string_array_value", "select_slider": "string_array_value"}
+               "button_group": "string_array_value"}     # a select_slider: a slider sending option labels
 
 
 class ProtocolError(RuntimeError):
@@ -128,10 +128,13 @@ class Session:
         w = self.widget(key)
         state = WidgetState(id=w.id)
         slot = VALUE_FIELD.get(w.kind)
+        values = list(value) if isinstance(value, (list, tuple)) else [value]
+        if w.kind == "slider" and w.proto.type == w.proto.Type.SELECT_SLIDER:
+            slot, values = "string_array_value", [str(v) for v in values]
         if slot is None:
             raise ProtocolError(f"no value encoding for a {w.kind} widget ({key!r})")
         if slot.endswith("array_value"):
-            getattr(state, slot).data.extend(value if isinstance(value, (list, tuple)) else [value])
+            getattr(state, slot).data.extend(values)
         else:
             setattr(state, slot, value)
         await self.rerun([state], fragment_id=w.fragment_id)

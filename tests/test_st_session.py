@@ -5,6 +5,7 @@ import re
 import pytest
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.Slider_pb2 import Slider
 
 from tests.st_session import ProtocolError, Session, run, visit
 
@@ -72,6 +73,7 @@ def first_load() -> list[ForwardMsg]:
             element([0, 1, 1], "frag", heading={"body": "Event 0 of 3: prefill"}),
             element([0, 1, 2], "frag", markdown={"body": "the chosen token"}),
             element([1, 0], number_input={"id": "$$ID-77-new", "label": "New tokens"}),
+            element([1, 1], slider={"id": "$$ID-88-sweep", "label": "Largest N", "type": Slider.Type.SELECT_SLIDER}),
             finished("r1")]
 
 
@@ -83,7 +85,8 @@ def test_first_load_collects_the_page_in_order_with_its_session_id():
     assert s.session_id == "sess-1" and s.runs == 1
     assert s.headings() == ["A/B/C miniature", "Event 0 of 3: prefill"]
     assert [(w.key, w.kind, w.fragment_id) for w in s.widgets()] == [("kv_step_next", "button", "frag"),
-                                                                     ("new", "number_input", "")]
+                                                                     ("new", "number_input", ""),
+                                                                     ("sweep", "slider", "")]
     assert s.widget("Next").id == NEXT_ID and not s.exceptions()
 
 
@@ -104,12 +107,18 @@ def test_a_click_is_a_trigger_in_its_fragment_and_the_fragment_run_replaces_only
     assert s.markdown() == [] and s.query_string == "step=1" and s.session_id == "sess-1"
 
 
-def test_a_value_travels_in_its_widgets_field():
+@pytest.mark.parametrize("key,value,field,sent", [("new", 5, "double_value", 5.0),
+                                                   ("Largest N", 16, "string_array_value", ["16"])])
+def test_a_value_travels_in_its_widgets_field(key, value, field, sent):
+    """A number input sends a double; a select_slider the label of its option."""
     s, ws = scripted(first_load(), [new_session("r2"), finished("r2")])
     run(s.rerun())
-    run(s.set("new", 5))
+    wid = s.widget(key).id
+    run(s.set(key, value))
     w, = ws.sent[1].rerun_script.widget_states.widgets
-    assert (w.id, w.WhichOneof("value"), w.double_value) == ("$$ID-77-new", "double_value", 5.0)
+    got = getattr(w, field)
+    assert (w.id, w.WhichOneof("value")) == (wid, field)
+    assert (list(got.data) if field.endswith("array_value") else got) == sent
 
 
 def test_a_run_cut_short_by_a_rerun_is_not_the_end_and_an_exception_is_reported():

@@ -1,4 +1,11 @@
-"""Shared fixtures: AppTest helpers and a real `streamlit run` server for browser tests."""
+"""Shared fixtures: AppTest helpers, a real `streamlit run` server, and the test markers.
+
+Markers (pytest.ini): ``browser`` for every test under tests/browser (they use the ``browser`` or
+``tab`` fixture), ``app`` for every other test that runs a page (AppTest) or uses the ``server``
+fixture. Tests that use those fixtures are marked here; an AppTest test marks itself
+(``pytestmark = pytest.mark.app`` or ``@pytest.mark.app``), and an unmarked test that runs a page
+fails, so ``pytest -m "not browser and not app"`` is exactly the engine tests.
+"""
 from __future__ import annotations
 
 import json
@@ -13,6 +20,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import torch
+
+# One torch thread in the test process: on a shared 2-core machine, two intra-op threads waiting
+# for each other made one GPT test take 375 s instead of 35 s (load average ≈ 15). The tests run
+# tiny shapes, so one thread costs little when the machine is idle.
+torch.set_num_threads(1)
 
 # One torch thread for the tests and the servers they start (inherited): the models are tiny, and two
 # threads that wait for each other at every small matrix product made engine tests 10–50× slower
@@ -23,6 +36,39 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+BROWSER_FIXTURES = {"browser", "tab"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        params = item.callspec.params if hasattr(item, "callspec") else {}
+        names = set(getattr(item, "fixturenames", ())) - set(params)      # fixtures, not parameters
+        in_browser_dir = item.path.parent.name == "browser"
+        if in_browser_dir != bool(names & BROWSER_FIXTURES):
+            raise pytest.UsageError(f"{item.nodeid}: tests under tests/browser use the browser (and only they)")
+        if in_browser_dir:
+            item.add_marker(pytest.mark.browser)
+        elif "server" in names:
+            item.add_marker(pytest.mark.app)
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Back to one torch thread after a test that changed it (kvviz.train_gpt.train sets 2)."""
+    yield
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _pages_only_in_app_tests(request, monkeypatch):
+    """An unmarked test that runs a page fails (it would slip into the engine-only subset)."""
+    if not (request.node.get_closest_marker("app") or request.node.get_closest_marker("browser")):
+        def refuse(*args, **kwargs):
+            pytest.fail(f"{request.node.nodeid} runs a page (AppTest) but is not marked app: "
+                        "add `pytestmark = pytest.mark.app` to its file or `@pytest.mark.app` to it")
+        monkeypatch.setattr("streamlit.testing.v1.app_test.AppTest.run", refuse)
 
 
 def open_page(page: str | None = None, query: dict | None = None, timeout: int = 60):
@@ -170,8 +216,10 @@ def browser():
 class Page:
     """A browser tab on the app that records page errors and knows when a rerun has finished."""
 
-    def __init__(self, browser, width: int = 1400, height: int = 900):
-        self.ctx = browser.new_context(viewport={"width": width, "height": height})
+    def __init__(self, browser, width: int = 1400, height: int = 900, beside: "Page | None" = None):
+        """A new window, or with ``beside`` another tab of that tab's window (same cookies)."""
+        self.ctx = beside.ctx if beside else browser.new_context(viewport={"width": width, "height": height})
+        self.owns_ctx = beside is None
         self.page = self.ctx.new_page()
         self.errors: list[str] = []
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
@@ -237,7 +285,7 @@ class Page:
         assert not self.errors, self.errors
 
     def close(self) -> None:
-        self.ctx.close()
+        (self.ctx if self.owns_ctx else self.page).close()
 
 
 @pytest.fixture

@@ -1,19 +1,39 @@
-"""The trace CLI: the JSON shape the issue specifies, and one-line errors with exit code 2."""
+"""The trace CLI: the JSON shape the issue specifies, and one-line errors with exit code 2.
+
+The CLI's ``main()`` runs in this process (a fresh interpreter per case cost ≈ 2 s, mostly
+importing torch); two tests run ``python -m kvviz`` for real, end to end."""
 import json
 import subprocess
 import sys
 
+import pytest
+
+from kvviz.__main__ import main
 from tests.conftest import ROOT
 
 
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "kvviz", *args], cwd=ROOT, capture_output=True, text=True)
+def cli(capsys, *args) -> tuple[int, str, str]:
+    """``python -m kvviz ARGS`` in this process: (exit code, stdout, stderr)."""
+    try:
+        code = main(list(args))
+    except SystemExit as e:
+        code = e.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
 
 
-def test_trace_abc_shape_and_values():
-    p = cli("trace", "abc", "--prompt", "A B", "--new-tokens", "4")
-    assert p.returncode == 0, p.stderr
-    d = json.loads(p.stdout)
+def one_line_error(capsys, *args) -> str:
+    """Run a bad command: exit code 2, nothing on stdout, one line on stderr (returned)."""
+    code, out, err = cli(capsys, *args)
+    assert code == 2 and out == "", (args, code, out)
+    assert len(err.strip().splitlines()) == 1 and err.startswith("kvviz: error:"), (args, err)
+    return err
+
+
+def test_trace_abc_shape_and_values(capsys):
+    code, out, err = cli(capsys, "trace", "abc", "--prompt", "A B", "--new-tokens", "4")
+    assert code == 0, err
+    d = json.loads(out)
     assert d["model"] == "abc" and d["prompt"] == ["A", "B"]
     ev = d["events"]
     assert [e["phase"] for e in ev] == ["prefill", "choose"] + ["decode", "choose"] * 3
@@ -28,10 +48,26 @@ def test_trace_abc_shape_and_values():
     assert ev[-1]["kv_computed"] == 5 and ev[-1]["kv_recompute"] == 2 + 3 + 4 + 5
 
 
-def test_bad_arguments_give_one_line_and_exit_2():
-    for args in (["trace", "abc", "--prompt", "A Z"], ["trace", "abc", "--prompt", "A", "--new-tokens", "0"],
-                 ["trace", "nope", "--prompt", "A"], ["trace", "abc", "--prompt", ""],
-                 ["trace", "abc", "--prompt", "A", "--new-tokens", "x"]):
-        p = cli(*args)
-        assert p.returncode == 2, args
-        assert p.stdout == "" and len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)
+@pytest.mark.parametrize("args", [["trace", "abc", "--prompt", "A Z"], ["trace", "abc", "--prompt", "A", "--new-tokens", "0"],
+                                  ["trace", "nope", "--prompt", "A"], ["trace", "abc", "--prompt", ""],
+                                  ["trace", "abc", "--prompt", "A", "--new-tokens", "x"], ["trace"], []],
+                         ids=["unknown-token", "zero-tokens", "unknown-model", "empty-prompt", "not-a-number",
+                              "no-model", "no-command"])
+def test_bad_arguments_give_one_line_and_exit_2(capsys, args):
+    one_line_error(capsys, *args)
+
+
+def test_python_m_kvviz_prints_the_same_trace_as_main(capsys):
+    """End to end in a fresh interpreter, sampling with a seed: the same trace as in this process."""
+    args = ["trace", "abc", "--prompt", "A B", "--new-tokens", "6", "--temperature", "1.5", "--top-p", "0.9",
+            "--seed", "3"]
+    p = subprocess.run([sys.executable, "-m", "kvviz", *args], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == cli(capsys, *args)[1] and json.loads(p.stdout)["seed"] == 3
+
+
+def test_python_m_kvviz_refuses_a_bad_argument_with_one_line_and_exit_2():
+    p = subprocess.run([sys.executable, "-m", "kvviz", "trace", "abc", "--prompt", "A Z"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and p.stdout == "" and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "Z" in p.stderr

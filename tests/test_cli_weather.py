@@ -4,10 +4,10 @@ import json
 from tests.test_cli import cli
 
 
-def test_trace_weather_shape_and_seed_numbers():
-    p = cli("trace", "weather", "--prompt", "Today weather is so", "--new-tokens", "1")
-    assert p.returncode == 0, p.stderr
-    d = json.loads(p.stdout)
+def test_trace_weather_shape_and_seed_numbers(capsys):
+    code, out, err = cli(capsys, "trace", "weather", "--prompt", "Today weather is so", "--new-tokens", "1")
+    assert code == 0, err
+    d = json.loads(out)
     assert d["model"] == "weather" and d["prompt"] == ["Today", "weather", "is", "so"]
     pre, choose = d["events"]
     assert pre["phase"] == "prefill" and choose["phase"] == "choose" and choose["chosen"] == "nice"
@@ -19,8 +19,8 @@ def test_trace_weather_shape_and_seed_numbers():
     assert pre["recompute_max_abs_diff"] == 0
 
 
-def test_trace_weather_decode_shows_the_stale_cache():
-    d = json.loads(cli("trace", "weather", "--prompt", "Today weather is so", "--new-tokens", "2").stdout)
+def test_trace_weather_decode_shows_the_stale_cache(capsys):
+    d = json.loads(cli(capsys, "trace", "weather", "--prompt", "Today weather is so", "--new-tokens", "2")[1])
     dec = d["events"][2]
     assert dec["phase"] == "decode" and dec["tokens"] == ["nice"] and dec["cache_len"] == 5
     assert [round(x, 4) for x in dec["output"][0]] == [12.5, 6.0, 10, 8.6]

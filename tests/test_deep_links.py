@@ -8,6 +8,8 @@ import pytest
 from kvviz.ui.lecture_page import SCRIPT
 from tests.conftest import frame, no_exception, open_page
 
+pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
+
 LINKS = [(page, params, key) for _, steps in SCRIPT for page, params, key in steps]
 
 

@@ -16,6 +16,7 @@ def test_every_key_translated_with_same_placeholders(lang):
         assert set(re.findall(r"{(\w+)}", text)) == set(re.findall(r"{(\w+)}", other[k])), k
 
 
+@pytest.mark.app
 def test_pages_render_in_every_language():
     from tests.conftest import no_exception, open_page
     for lang in LANGS:

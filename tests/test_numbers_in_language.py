@@ -14,6 +14,8 @@ from kvviz import cost
 from kvviz.ui import fmt
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs
 
+pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
+
 COST = "pages/5_Cost_and_scale.py"
 SAMPLING = "pages/3_Sampling.py"
 WEATHER = "pages/2_Weather_heads.py"

@@ -1,7 +1,11 @@
 """The A/B/C page in AppTest: the stepper's frames (heading, sentences, figure data, cache rows from
 the engine), the URL step, a bad prompt's message, no exception. Pressing keys needs a browser
 (tests/browser)."""
+import pytest
+
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, stepper
+
+pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
 PAGE = "pages/1_ABC_miniature.py"
 

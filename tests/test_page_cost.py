@@ -1,8 +1,12 @@
 """The Cost and scale page in AppTest: the seed's memory figures on screen, presets filling every
 field, bad inputs getting a message (never a traceback), the counted FLOPs agreeing, batching
 stepped event by event, the serving numbers, and a measurement behind its button."""
+import pytest
+
 from kvviz import cost
 from tests.conftest import frame, frame_table, no_exception, open_page, plotly_specs
+
+pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
 PAGE = "pages/5_Cost_and_scale.py"
 

@@ -1,8 +1,12 @@
 """The Tiny GPT page in AppTest: stepping with layer/head selectors, verification, memory, timing, bad input."""
+import pytest
+
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 
 from kvviz.models.gpt.corpus import WEATHER
 from kvviz.ui.i18n import LANGS, strings
+
+pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
 PAGE = "pages/4_Tiny_GPT.py"
 WEATHER_WORDS = {w for ws in WEATHER.values() for w in ws}

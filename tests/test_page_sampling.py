@@ -9,6 +9,8 @@ from kvviz.models.abc import ABCModel
 from kvviz.sampling import Sampler, draw_counts
 from tests.conftest import frame, frame_text, no_exception, open_page, plotly_specs
 
+pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
+
 PAGE = "pages/3_Sampling.py"
 QUIZ = quiz_distribution()
 

@@ -5,6 +5,8 @@ import pytest
 from kvviz.ui.i18n import LANGS, strings
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, stepper
 
+pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
+
 PAGE = "pages/2_Weather_heads.py"
 EDITOR = "weather_values_0"
 

@@ -1,7 +1,5 @@
 """A sampling rule in the stepper, the trace and the CLI: rule, seed and kept set at every choose event."""
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -12,7 +10,6 @@ from kvviz.limits import LimitError
 from kvviz.models.abc import ABCModel
 from kvviz.sampling import Greedy, Sampler
 from kvviz.trace import run_dict
-from tests.conftest import ROOT
 
 M = ABCModel()
 
@@ -80,17 +77,13 @@ def test_trace_records_rule_seed_and_kept_set_at_every_choose_event():
     json.dumps(d)
 
 
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "kvviz", "trace", "abc", "--prompt", "A B", *args],
-                          cwd=ROOT, capture_output=True, text=True)
-
-
-def test_cli_sampling_is_reproducible_and_records_the_rule():
+def test_cli_sampling_is_reproducible_and_records_the_rule(capsys):
+    """(The same command in a fresh interpreter prints the same trace: tests/test_cli.py.)"""
     args = ("--new-tokens", "10", "--temperature", "2", "--top-p", "0.9", "--seed", "7")
-    a, b = cli(*args), cli(*args)
-    assert a.returncode == 0, a.stderr
-    assert a.stdout == b.stdout
-    d = json.loads(a.stdout)
+    (code, out, err), again = in_process(capsys, *args), in_process(capsys, *args)
+    assert code == 0, err
+    assert out == again[1]
+    d = json.loads(out)
     assert d["seed"] == 7 and d["rule"] == {"name": "sample", "temperature": 2.0, "top_k": None, "top_p": 0.9}
     want = chosen(run_generation(M, ["A", "B"], 10, rule=Sampler(2.0, None, 0.9), seed=7))
     assert [e["chosen"] for e in d["events"] if e["phase"] == "choose"] == want

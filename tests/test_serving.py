@@ -190,11 +190,11 @@ def test_compare_policies_runs_the_same_stream_twice():
     assert [r.tokens for r in out["continuous"].requests] == [r.tokens for r in out["static"].requests]
 
 
-def test_cli_prints_the_issue_shape():
-    p = cli("serve", "--requests", "3", "--block-size", "4", "--num-blocks", "16", "--seed", "0",
+def test_cli_prints_the_issue_shape(capsys):
+    code, out, err = cli(capsys, "serve", "--requests", "3", "--block-size", "4", "--num-blocks", "16", "--seed", "0",
             "--max-new-tokens", "4", "--shared-prefix", "8")
-    assert p.returncode == 0, p.stderr
-    d = json.loads(p.stdout)
+    assert code == 0, err
+    d = json.loads(out)
     assert set(d) == {"model", "block_size", "num_blocks", "policy", "requests", "steps"}
     assert (d["model"], d["block_size"], d["num_blocks"], d["policy"]) == ("gpt", 4, 16, "continuous")
     assert set(d["requests"][0]) == {"id", "prompt", "arrival_step", "tokens", "first_token_step",

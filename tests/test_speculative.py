@@ -376,10 +376,11 @@ def test_measure_speedup_times_both_loops_and_puts_the_formula_beside_it():
 
 # ---- the command line --------------------------------------------------------------------------------
 
-def test_speculate_prints_the_issues_json():
-    p = cli("speculate", "--prompt", "Today the weather is so", "--new-tokens", "24", "--gamma", "4")
-    assert p.returncode == 0, p.stderr
-    d = json.loads(p.stdout)
+def test_speculate_prints_the_issues_json(capsys):
+    code, out, err = cli(capsys, "speculate", "--prompt", "Today the weather is so", "--new-tokens", "24",
+                         "--gamma", "4")
+    assert code == 0, err
+    d = json.loads(out)
     assert list(d) == ["tokens", "rounds", "acceptance_rate", "target_passes", "draft_passes"]
     assert d["tokens"] == [TOK.vocab[i] for i in generate_cached(T, TOK.encode("Today the weather is so"), 24).tokens]
     assert all(list(r) == ["draft", "accepted", "emitted", "target_cache_len", "draft_cache_len"] for r in d["rounds"])

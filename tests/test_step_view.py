@@ -121,6 +121,7 @@ def _data(at) -> dict:
     return json.loads(el.proto.json)
 
 
+@pytest.mark.app
 @pytest.mark.parametrize("raw, start, notice", [("3", 3, False), ("5", 5, False), ("6", 0, True), ("-1", 0, True),
                                                  ("x", 0, True), (None, 0, False)])
 def test_the_address_decides_the_first_step(raw, start, notice):
@@ -133,6 +134,7 @@ def test_the_address_decides_the_first_step(raw, start, notice):
     assert bool(at.warning) == notice
 
 
+@pytest.mark.app
 def test_a_step_report_reaches_python_and_the_address_without_a_redraw():
     at = AppTest.from_function(_app)
     at.query_params["step"] = "1"

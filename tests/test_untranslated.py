@@ -8,6 +8,8 @@ import pytest
 from kvviz.ui.nav import PAGES
 from tests.conftest import frame, frame_text, no_exception, open_page, stepper
 
+pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
+
 KINDS = ("title", "header", "subheader", "markdown", "caption", "info", "warning", "error", "success",
          "button", "expander", "tabs", "metric")
 WIDGETS = ("text_input", "number_input", "slider", "selectbox", "toggle", "radio", "checkbox",

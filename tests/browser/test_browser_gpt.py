@@ -26,6 +26,15 @@ def test_deep_link_keys_selectors_and_timing(server, tab):
     tab.settle()
     expect(tab.charts.first).to_contain_text("layer 4, head 1")
     assert tab.heading().startswith("Event 3 of 15")          # the selector kept the step
+    # the smallest sweep (N = 8, one repeat; the sweep itself is tests/test_page_gpt.py's): what the
+    # browser adds is the button, the progress bar and the drawn result
+    tab.page.get_by_role("slider", name="Largest N").focus()
+    tab.page.keyboard.press("Home")
+    tab.settle()
+    repeats = tab.page.get_by_role("spinbutton", name="Repeats")
+    repeats.fill("1")
+    repeats.press("Enter")
+    tab.settle()
     tab.page.get_by_role("button", name="Measure", exact=True).click()
     tab.settle(timeout=120_000)
     tab.page.get_by_text("Why the speed-up is far below the FLOP ratio").wait_for(timeout=120_000)

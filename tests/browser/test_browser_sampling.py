@@ -4,8 +4,10 @@ import pytest
 pytestmark = pytest.mark.browser
 
 
-def chart_text(tab, i: int) -> str:
-    chart = tab.page.locator("[data-testid='stPlotlyChart']").nth(i)
+def chart_text(tab, key: str) -> str:
+    """The text of the chart drawn with ``key=`` (Streamlit marks its container .st-key-<key>): the
+    n-th chart on the page is not stable, since each chart appears once plotly has drawn it."""
+    chart = tab.page.locator(f".st-key-{key} [data-testid='stPlotlyChart']")
     chart.wait_for()
     return chart.inner_text()
 
@@ -13,14 +15,14 @@ def chart_text(tab, i: int) -> str:
 def test_sampling_deep_link_slider_keys_and_the_quiz_question(server, tab):
     tab.goto(f"{server}/Sampling?sampling_top_p=0.8")
     tab.assert_clean()
-    top_p = chart_text(tab, 3)
+    top_p = chart_text(tab, "stage_3")
     assert "4 · Top-p" in top_p and "0.706" in top_p and "0.294" in top_p and "p = 0.8" in top_p
     # the keyboard moves the top-p slider to its minimum: only A is left, with probability 1
     tab.page.get_by_role("slider", name="Top-p").focus()
     tab.page.keyboard.press("Home")
     tab.settle()
     assert "top_p=0.01" in tab.page.url
-    assert "1.000" in chart_text(tab, 3) and "0.294" not in chart_text(tab, 3)
+    assert "1.000" in chart_text(tab, "stage_3") and "0.294" not in chart_text(tab, "stage_3")
     # the reader answers question 2 before the explanation appears; the engine checks it
     assert tab.page.get_by_text("keeps {A, B}").count() == 0
     tab.page.get_by_text("{A, B}", exact=True).first.click()
@@ -29,7 +31,7 @@ def test_sampling_deep_link_slider_keys_and_the_quiz_question(server, tab):
     assert tab.page.get_by_text("keeps {A, B}").count() == 1
     tab.page.get_by_role("button", name="Show this on the charts above").click()
     tab.settle()
-    assert "top_p=0.8" in tab.page.url and "0.706" in chart_text(tab, 3)
+    assert "top_p=0.8" in tab.page.url and "0.706" in chart_text(tab, "stage_3")
     tab.assert_clean()
 
 

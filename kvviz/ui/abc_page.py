@@ -6,7 +6,7 @@ import streamlit as st
 from kvviz.generation import Event, Run
 from kvviz.limits import MAX_NEW_TOKENS, LimitError, check_int
 from kvviz.models.abc import ABCModel
-from kvviz.ui import presenter, stepper, urlstate
+from kvviz.ui import nav, presenter, stepper, urlstate
 from kvviz.ui.i18n import t
 from kvviz.ui.perf import timed
 from kvviz.ui.rule_controls import rule_controls
@@ -58,6 +58,7 @@ def render() -> None:
     if run is None:
         return
     stepper.url_step_notice(len(run.events))
+    nav.hidden_heading(t("stepper.section"))
     _stepper(run)
 
 

@@ -97,7 +97,7 @@ def token_chips(sequence: list[str], prompt_len: int, cached: int, legend: bool 
         style = (f"border:3px {'dashed' if kind == 'pending' else 'solid'} {COLORS[kind]};"
                  f"background:{COLORS[kind]}{'22' if kind == 'pending' else '33'};")
         chips.append(
-            f"<span class='kv-chip' title='{html.escape(t('stepper.chip_' + kind))}' style='{style}'>"
+            f"<span class='kv-chip' role='listitem' title='{html.escape(t('stepper.chip_' + kind))}' style='{style}'>"
             f"<small>{i + position_base}</small> {html.escape(tok)}</span>")
     legend_html = " ".join(
         f"<span class='kv-legend' style='border-bottom:3px {'dashed' if k == 'pending' else 'solid'} "

@@ -12,7 +12,7 @@ from kvviz.models.weather import (D_K, DEFAULT_VALUES, HEADS, SEED_PROMPT, VOCAB
                                   check_values, values_from_text, values_to_text)
 from kvviz.staleness import Diagnosis, comparison_table, diagnose
 from kvviz.trace import kv_column
-from kvviz.ui import fmt, presenter, stepper, urlstate
+from kvviz.ui import fmt, nav, presenter, stepper, urlstate
 from kvviz.ui.charts import chart, figure_words
 from kvviz.ui.i18n import t
 from kvviz.ui.perf import timed
@@ -129,6 +129,7 @@ def _prompt_view(tokens: list[str], values: dict[str, float]) -> None:
     table = pd.DataFrame([[w for w in tokens], [fmt.sig(values[w]) for w in tokens]],
                          index=[t("weather.col_token"), t("weather.col_value")],
                          columns=[str(p + BASE) for p in range(len(tokens))])
+    table.index.name = t("charts.col_position")      # the corner cell: a table header is never empty
     st.dataframe(table, width="stretch")
     labels = [f"{p + BASE}:{w}" for p, w in enumerate(tokens)]
     chart(causal_mask_figure(labels, t("weather.mask_title"), words=figure_words()), t("weather.mask_alt"))
@@ -161,6 +162,7 @@ def render() -> None:
     with right:
         _prompt_view(run.prompt, values)
     stepper.url_step_notice(len(run.events))
+    nav.hidden_heading(t("stepper.section"))
     _stepper(run, WeatherModel(values), key)
 
 
@@ -215,6 +217,7 @@ def _prefill_contexts(src: Event, values: dict[str, float]) -> None:
     out = src.record.output                                     # [N, H]
     cols = [f"{p + BASE}:{w}" for p, w in enumerate(src.sequence[:out.shape[0]])]
     df = pd.DataFrame(out.T.tolist(), index=_head_titles(), columns=cols).round(4)
+    df.index.name = t("weather.col_head")            # the corner cell: a table header is never empty
     notes = prose_vs_tensor(src.sequence[:out.shape[0]], out, values)
     marks = {(n.head, n.position) for n in notes}
     styled = df.style.format(lambda v: fmt.fixed(v, 4)).apply(

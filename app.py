@@ -9,6 +9,6 @@ page_setup("home.title")
 
 st.title(t("home.title"))
 st.markdown(t("home.intro"))
-st.subheader(t("home.pages"))
+st.header(t("home.pages"))
 # plain links with their addresses (the sidebar has the same pages as in-app links)
 show_links([(t(label), deep_link(path), t(label.replace("nav.", "home.blurb_"))) for path, label, _ in PAGES[1:]])

@@ -6,7 +6,7 @@ import streamlit as st
 from kvviz.generation import Run
 from kvviz.limits import MAX_NEW_TOKENS, LimitError, check_int
 from kvviz.models.abc import ABCModel
-from kvviz.ui import downloads, presenter, step_view, urlstate
+from kvviz.ui import downloads, nav, presenter, step_view, urlstate
 from kvviz.ui.frames import abc as frames_abc
 from kvviz.ui.frames import translator
 from kvviz.ui.i18n import current_lang, t
@@ -53,6 +53,7 @@ def render() -> None:
         return
     run, key = got
     step_view.url_step_notice(len(run.events))
+    nav.hidden_heading(t("stepper.section"))
     _stepper(_payload(*key, current_lang()), len(run.events), repr(key))
     downloads.trace_button(run, MODEL.logit_tokens, "abc")
     if not presenter.presenting():

@@ -14,7 +14,7 @@ from kvviz import cost
 from kvviz.cost_figures import disaggregated_diagram, flops_vs_n, kv_sharing_bars, memory_vs_context
 from kvviz.limits import (MAX_COST_BATCH, MAX_COST_GEN_TOKENS, MAX_COST_HEAD_DIM, MAX_COST_HEADS,
                           MAX_COST_LAYERS, MAX_COST_TOKENS, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, LimitError)
-from kvviz.ui import fmt, presenter, urlstate
+from kvviz.ui import fmt, nav, presenter, urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.i18n import LANGS, strings, t
 
@@ -47,11 +47,13 @@ def _tab_labels() -> list[str]:
 def render() -> None:
     st.title(t("cost.title"))
     presenter.intro(t("cost.intro"))
-    tabs = st.tabs(_tab_labels(), key="tab", bind="query-params")
+    labels = _tab_labels()
+    tabs = st.tabs(labels, key="tab", bind="query-params")
     sections = [_memory, _compute, _batching, _measured, _serving]
-    for tab, section in zip(tabs, sections):
+    for tab, label, section in zip(tabs, labels, sections):
         with tab:
             if tab.open:
+                nav.hidden_heading(label)     # h1, the tab's h2, then the tab's own h3 headings
                 section()
 
 

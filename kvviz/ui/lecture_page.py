@@ -51,7 +51,7 @@ def render() -> None:
     st.markdown(t("lecture.intro"))
     n = 0
     for section, steps in SCRIPT:
-        st.subheader(t(f"lecture.h_{section}"))
+        st.header(t(f"lecture.h_{section}"))
         rows = []
         for page, params, key in steps:
             n += 1

@@ -5,6 +5,9 @@ Classic multipage mode (a ``pages/`` folder) with the default nav hidden in conf
 """
 from __future__ import annotations
 
+import html
+from pathlib import Path
+
 import streamlit as st
 
 from kvviz.ui import charts, presenter, step_view, urlstate
@@ -21,6 +24,10 @@ PAGES = [
     ("pages/5_Cost_and_scale.py", "nav.cost", ":material/speed:"),
     ("pages/6_Lecture_script.py", "nav.lecture", ":material/school:"),
 ]
+
+# app-wide CSS: contrast where the theme has no setting (st.html puts a style-only body in
+# the event container, so it takes no room on the page)
+STYLE = Path(__file__).with_name("style.css")
 
 
 def _lang_to_url() -> None:
@@ -55,6 +62,7 @@ def page_setup(title_key: str) -> None:
     presenter.init_from_url()
     st.set_page_config(page_title=f"kvviz · {t(title_key)}", page_icon=":material/memory:", layout="wide",
                        initial_sidebar_state="collapsed" if presenter.presenting() else "auto")
+    st.html(STYLE)
     # ?lang=es in the URL (a bound selectbox would put "Español" there); the URL wins on first load
     if "lang" not in st.session_state:          # a new session: the address decides
         url_lang = st.query_params.get("lang", "en")
@@ -73,3 +81,11 @@ def page_setup(title_key: str) -> None:
         for path, label, icon in PAGES:
             st.page_link(path, label=t(label), icon=icon)
     urlstate.notice_slot()
+
+
+def hidden_heading(text: str) -> None:
+    """A level-2 heading for screen readers only. The heading outline must not skip a level (h1, then
+    h2, then h3); this one opens a section whose look needs no heading, e.g. the stepper, whose event
+    heading is an h3, or a tab of the Cost page. ``kv-sr-only`` in style.css keeps it out of sight
+    and out of the layout."""
+    st.html(f"<h2 class='kv-sr-only'>{html.escape(text)}</h2>")

@@ -207,7 +207,7 @@ def _show_quiz_on_charts() -> None:
 
 
 def _questions() -> None:
-    st.subheader(t("sampling.quiz_heading"))
+    st.header(t("sampling.quiz_heading"))
     # 1: greedy twice from the same prompt, checked now by running the A/B/C model twice
     def reveal1() -> None:
         model = get_model("abc")
@@ -243,9 +243,9 @@ def render() -> None:
     st.title(t("sampling.title"))
     presenter.intro(t("sampling.intro"))
     with presenter.settings():
-        st.subheader(t("sampling.h_source"))
+        st.header(t("sampling.h_source"))
         src = _source()
-        st.subheader(t("sampling.h_rule"))
+        st.header(t("sampling.h_rule"))
         rule, seed = rule_controls(PREFIX)
     with st.expander(t("sampling.pipeline_title")):
         st.markdown(t("sampling.pipeline_body"))
@@ -254,9 +254,9 @@ def render() -> None:
         _questions()
         return
     stages = rule.stages(src.logits)
-    st.subheader(t("sampling.h_stages"))
+    st.header(t("sampling.h_stages"))
     st.caption(t("sampling.stages_caption"))
     _stages(stages, src.tokens)
-    st.subheader(t("sampling.h_draws"))
+    st.header(t("sampling.h_draws"))
     _draws(rule, seed, stages, src)
     _questions()

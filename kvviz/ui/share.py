@@ -21,6 +21,7 @@ export default function(component) {
   button.innerHTML = '<svg width="16" height="16" viewBox="0 0 24 24" aria-hidden="true" style="vertical-align:-3px;margin-right:.4em"><path fill="currentColor" d="M3.9 12a3.1 3.1 0 0 1 3.1-3.1h4V7H7a5 5 0 0 0 0 10h4v-1.9H7A3.1 3.1 0 0 1 3.9 12M8 13h8v-2H8zm9-6h-4v1.9h4a3.1 3.1 0 0 1 0 6.2h-4V17h4a5 5 0 0 0 0-10"/></svg>';
   button.appendChild(document.createTextNode(data.label));
   button.title = data.help;
+  button.hidden = false;                    // shown once it has its label: never an unnamed button
   button.onclick = async () => {
     box.value = window.location.href;
     box.style.display = 'block';
@@ -30,7 +31,7 @@ export default function(component) {
   };
 }
 """
-_HTML = "<div class='kv-share'><button type='button'></button><input readonly aria-label='link'><span></span></div>"
+_HTML = "<div class='kv-share'><button type='button' hidden></button><input readonly aria-label='link'><span></span></div>"
 _CSS = """
 .kv-share button { width: 100%; padding: .45rem .75rem; border-radius: .5rem; cursor: pointer;
   border: 1px solid var(--st-border-color, #ccc); background: var(--st-secondary-background-color, #f0f2f6);

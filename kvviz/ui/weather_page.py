@@ -10,7 +10,7 @@ from kvviz.generation import Run
 from kvviz.limits import MAX_ABS_TOKEN_VALUE, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, LimitError
 from kvviz.models.weather import (D_K, DEFAULT_VALUES, SEED_PROMPT, VOCAB, WeatherModel, check_values,
                                   values_from_text, values_to_text)
-from kvviz.ui import downloads, fmt, presenter, step_view, urlstate
+from kvviz.ui import downloads, fmt, nav, presenter, step_view, urlstate
 from kvviz.ui.charts import chart, figure_words
 from kvviz.ui.frames import translator
 from kvviz.ui.frames import weather as frames_weather
@@ -99,6 +99,7 @@ def _prompt_view(tokens: list[str], values: dict[str, float]) -> None:
     table = pd.DataFrame([[w for w in tokens], [fmt.sig(values[w]) for w in tokens]],
                          index=[t("weather.col_token"), t("weather.col_value")],
                          columns=[str(p + BASE) for p in range(len(tokens))])
+    table.index.name = t("charts.col_position")      # the corner cell: a table header is never empty
     st.dataframe(table, width="stretch")
     labels = [f"{p + BASE}:{w}" for p, w in enumerate(tokens)]
     chart(causal_mask_figure(labels, t("weather.mask_title"), words=figure_words()), t("weather.mask_alt"))
@@ -133,6 +134,7 @@ def render() -> None:
         with right:
             _prompt_view(run.prompt, values)
     step_view.url_step_notice(len(run.events))
+    nav.hidden_heading(t("stepper.section"))
     _stepper(_payload(key, current_lang()), len(run.events), repr(key))
     downloads.trace_button(run, WeatherModel.logit_tokens, "weather")
     if presenting:

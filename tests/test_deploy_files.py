@@ -1,0 +1,47 @@
+"""The two dependency files agree: requirements.txt (the README's commands, CI) and the Pipfile that
+Streamlit Community Cloud reads first (torch from PyTorch's CPU index there)."""
+import tomllib
+
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+
+from tests.conftest import ROOT
+
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def _requirements() -> dict[str, SpecifierSet]:
+    pins = {}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            assert not line.startswith("-"), f"requirements.txt takes no pip options: {line!r}"
+            req = Requirement(line)
+            pins[req.name.lower()] = req.specifier
+    return pins
+
+
+def _pipfile() -> dict:
+    return tomllib.loads((ROOT / "Pipfile").read_text())
+
+
+def _spec(entry) -> SpecifierSet:
+    return SpecifierSet(entry if isinstance(entry, str) else entry["version"])
+
+
+def test_pipfile_pins_exactly_what_requirements_txt_pins():
+    req = _requirements()
+    pip = {name.lower(): _spec(entry) for name, entry in _pipfile()["packages"].items()}
+    assert {k: str(v) for k, v in pip.items()} == {k: str(v) for k, v in req.items()}
+    assert all(len(s) == 1 and next(iter(s)).operator == "==" for s in req.values()), "pin every package"
+
+
+def test_torch_comes_from_the_cpu_index_and_only_torch_does():
+    pipfile = _pipfile()
+    sources = {s["name"]: s["url"] for s in pipfile["source"]}
+    assert sources["pytorch-cpu"] == CPU_INDEX
+    assert pipfile["source"][0]["name"] == "pypi"              # the default index: PyPI
+    indexed = {name: entry["index"] for name, entry in pipfile["packages"].items()
+               if isinstance(entry, dict) and "index" in entry}
+    assert indexed == {"torch": "pytorch-cpu"}
+    assert not pipfile.get("dev-packages"), "test tools stay in requirements-dev.txt"

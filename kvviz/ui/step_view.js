@@ -90,7 +90,7 @@ function tableHTML(t, S) {
       return `<${tag}${tag === "th" ? ' scope="row"' : ""}${cls ? ` class="kvs-${cls}"` : ""}>${esc(cell)}</${tag}>`;
     }).join("") + "</tr>").join("");
   return `${t.title ? `<div class="kvs-ttl">${S(t.title)}</div>` : ""}` +
-    `<div class="kvs-tblwrap"><table class="kvs-tbl">${head}<tbody>${body}</tbody></table></div>`;
+    `<div class="kvs-tblwrap"${scrollable(t.title)}><table class="kvs-tbl">${head}<tbody>${body}</tbody></table></div>`;
 }
 
 function blockHTML(P, b, S, present) {
@@ -119,6 +119,12 @@ function blockHTML(P, b, S, present) {
       b.cols.map((col) => `<div>${col.map((x) => blockHTML(P, x, S, present)).join("")}</div>`).join("") + "</div>";
   }
   return "";
+}
+
+// A table's scrolling box: focusable, so keyboard users can scroll it too, and named by its title.
+function scrollable(title) {
+  const name = String(title || "").replace(/<[^>]*>/g, "").trim();
+  return ` tabindex="0" role="region"${name ? ` aria-label="${esc(name)}"` : ""}`;
 }
 
 function csvCell(x) {
@@ -441,7 +447,7 @@ class Stepper {
         kids[i] = el = fresh;
       }
       if (isFig) {
-        el.setAttribute("role", "img");
+        el.setAttribute("role", "figure");   // not "img": plotly's toolbar buttons inside stay reachable
         el.setAttribute("aria-label", b.alt || "");
         figs.push([el, b]);
       } else {
@@ -565,7 +571,7 @@ class Stepper {
     }).join("");
     const csv = this.P.csv ? `<button type="button" class="kvs-btn kvs-csv">⤓ ${esc(this.P.words.csv)}</button>` : "";
     return `<div class="kvs-ttl"><strong>${esc(c.title)}</strong></div>` +
-      (ids.length ? `<div class="kvs-tblwrap"><table class="kvs-tbl kvs-cachetbl"><thead><tr>${head}</tr></thead>` +
+      (ids.length ? `<div class="kvs-tblwrap"${scrollable(c.title)}><table class="kvs-tbl kvs-cachetbl"><thead><tr>${head}</tr></thead>` +
         `<tbody>${body}</tbody></table></div>` : "") +
       (c.notes && !this.present ? `<div class="kvs-note">${S(c.notes)}</div>` : "") + csv;
   }

@@ -177,7 +177,8 @@ def _free_port() -> int:
 def server():
     """A fresh `streamlit run app.py` on localhost; yields its base URL."""
     port = _free_port()
-    log = open(ROOT / "tests" / ".server.log", "w")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")          # one server per test worker
+    log = open(ROOT / "tests" / f".server-{worker}.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
                              "--server.address", "127.0.0.1", "--server.headless", "true"],
                             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)

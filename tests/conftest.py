@@ -164,7 +164,8 @@ def frame_table(at_or_payload, i: int | None = None):
     data = stepper(at_or_payload) if not isinstance(at_or_payload, dict) else {"payload": at_or_payload, "start": 0}
     p = data["payload"]
     f = p["frames"][data["start"] if i is None else i]
-    return pd.DataFrame([p["table"]["rows"][r] for r in f["table"]["ids"]], columns=p["table"]["csv_cols"])
+    rows = p["table"].get("csv_rows") or p["table"]["rows"]          # what the per-step CSV holds
+    return pd.DataFrame([rows[r] for r in f["table"]["ids"]], columns=p["table"]["csv_cols"])
 
 
 def _free_port() -> int:

@@ -122,3 +122,11 @@ def test_english_pages_do_not_load_babel():
             "fmt.plotly_separators('en'); print('babel' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_numbers_inside_a_cache_cell_follow_the_language():
+    cell = "(0.3302, -0.67, +1 × 64)"
+    assert fmt.inline(cell, "en") == cell
+    assert fmt.inline(cell, "es") == fmt.inline(cell, "de") == "(0,3302; -0,67; +1 × 64)"
+    assert fmt.inline("decode, rewritten at event 3", "de") == "decode, rewritten at event 3"   # words stay
+    assert fmt.inline("12", "es") == "12"

@@ -131,3 +131,11 @@ def test_downloads_stay_machine_readable_in_every_language(monkeypatch):
     table = pd.read_csv(io.StringIO(files["de"]["abc_cache_step2.csv"]))
     assert list(table.columns[:2]) == ["position", "token"]           # stable English headers
     assert table["position"].tolist() == [0, 1, 2]                      # numbers a program reads back
+
+
+def test_the_cache_table_shows_local_numbers_and_its_csv_stays_the_engines():
+    from tests.conftest import stepper
+    en, de = (stepper(open_page(ABC, {"lang": lang, "step": "2"}))["payload"]["table"] for lang in ("en", "de"))
+    assert en["csv_rows"] is None and de["csv_rows"] == en["rows"]            # the CSV: the same bytes
+    cells = [c for r in de["rows"] for c in r if c.startswith("(")]
+    assert cells and all("." not in c and ";" in c for c in cells), cells  # (0,3302; 0,6698)

@@ -160,6 +160,20 @@ def duration(seconds: float, lang: str | None = None) -> str:
     return num(seconds * 1e6, ",.3g", lang) + " µs"
 
 
+_LIST_COMMA = re.compile(r"(?<=\d), (?=[+\-]?\d)")      # "0.33, 0.67": a list of numbers
+_POINT = re.compile(r"(?<=\d)\.(?=\d)")
+
+
+def inline(text: str, lang: str | None = None) -> str:
+    """Numbers inside a text Python wrote (``"(0.33, -0.67)"``, a cache cell) in ``lang``'s symbols.
+    Where the decimal mark is a comma, a comma between numbers becomes "; " (as Spanish and German
+    write lists of decimals): ``"(0,33; -0,67)"``. Thousands separators are not expected here."""
+    table = _symbols(_lang(lang))
+    if table is None or table["."] != ",":
+        return text
+    return _POINT.sub(",", _LIST_COMMA.sub("; ", text))
+
+
 def plotly_separators(lang: str | None = None) -> str:
     """Plotly's ``layout.separators`` (decimal mark, then thousands mark): ``".,"`` | ``",."``.
 

@@ -580,7 +580,7 @@ class Stepper {
     const T = this.P.table;
     const f = this.P.frames[this.step];
     const lines = [T.csv_cols.map(csvCell).join(",")].concat(
-      f.table.ids.map((id) => T.rows[id].map(csvCell).join(",")));
+      f.table.ids.map((id) => (T.csv_rows || T.rows)[id].map(csvCell).join(",")));
     const blob = new Blob([lines.join("\n") + "\n"], { type: "text/csv" });
     const a = document.createElement("a");
     a.href = URL.createObjectURL(blob);

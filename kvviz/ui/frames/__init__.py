@@ -14,7 +14,9 @@ Payload (JSON, ``Payload.to_json()``)::
      "present_ratio": [3, 1] | null   # the same in presenter mode (lead and side share one row there)
      "figs":   [{"data": [...], "layout": {...}}, ...]   # plotly specs, template dropped, rounded
      "texts":  ["...", ...]   # long HTML strings used by several frames (a block may hold an index)
-     "table":  {"cols": [...], "csv_cols": [...], "rows": [[cell, ...], ...], "present_cols": [...] | null}
+     "table":  {"cols": [...], "csv_cols": [...], "rows": [[cell, ...], ...] (as shown),
+                "csv_rows": [[cell, ...], ...] | null (as the engine wrote them, when they differ),
+                "present_cols": [...] | null}
      "csv":    "abc" | null   # file stem of the per-step cache CSV download (null: no download)
      "frames": [frame, ...]}  # one per event
 
@@ -359,11 +361,15 @@ class Payload:
         self.frames.append(frame)
 
     def to_dict(self) -> dict:
+        shown = [[fmt.inline(c, self.lang) for c in r] for r in self.rows]
         return {"v": 1, "words": words(self.tr), "colors": self.colors, "ratio": self.ratio,
                 "present_ratio": self.present_ratio, "figs": self.figs,
                 "texts": self.texts, "csv": self.csv,
+                # rows as shown (numbers in the page's language); csv_rows as the engine wrote them,
+                # for the per-step CSV (machine-readable), sent only when they differ
                 "table": None if self.table_cols is None else {
-                    "cols": self.table_cols, "csv_cols": self.table_csv_cols, "rows": self.rows,
+                    "cols": self.table_cols, "csv_cols": self.table_csv_cols, "rows": shown,
+                    "csv_rows": self.rows if shown != self.rows else None,
                     "present_cols": self.present_cols},
                 "frames": self.frames}
 

@@ -117,6 +117,10 @@ def block_table_block(run: ServeRun, s: StepRecord, prev: StepRecord | None, tr:
     return table_block(cols, rows, title=f"**{title}**", row_head=True, marks=marks)
 
 
+def tables_note(tr: Tr) -> dict:
+    return note_block(tr("paged.tables_note"), explain=True)
+
+
 def cache_rows(run: ServeRun, s: StepRecord, lang: str) -> tuple[list[list[object]], list[int]]:
     """Each running request's logical cache, one row per position: request, position, token, logical
     block, physical block, slot, layer 1's key (head 1, first K_DIMS components) read from the pool
@@ -160,8 +164,8 @@ def step_metrics(run: ServeRun, s: StepRecord, tr: Tr) -> dict:
         (tr("paged.m_running"), len(s.running), tr("paged.m_running_help"), None),
         (tr("paged.m_waiting"), len(s.waiting), tr("paged.m_waiting_help"), None),
         (tr("paged.m_free"), f"{len(s.free_blocks)} / {run.num_blocks}", tr("paged.m_free_help"), None),
-        (tr("paged.m_used"), fmt.nbytes(m.bytes("used"), lang=lang), tr("paged.m_used_help"), None),
-        (tr("paged.m_paged"), fmt.nbytes(m.bytes("paged"), lang=lang), tr("paged.m_paged_help"), None),
+        (tr("paged.m_paged"), fmt.nbytes(m.bytes("paged"), lang=lang), tr("paged.m_paged_help"),
+         tr("paged.m_used_delta", used=fmt.nbytes(m.bytes("used"), lang=lang))),
         (tr("paged.m_contiguous"), fmt.nbytes(m.bytes("contiguous"), lang=lang), tr("paged.m_contiguous_help"),
          None),
     ], check_badge(run, s, tr), notes=[tr("paged.check_note", tol=fmt.sci(run.tolerance, 0, lang=lang))])
@@ -176,10 +180,12 @@ def build(run: ServeRun, tr: Tr) -> Payload:
     prev = None
     for s in run.steps:
         did, todo = what_happened(run, s, prev, tr)
-        pool = block_pool_figure(s, run.block_size, columns=POOL_COLUMNS, words=words,
+        pool = block_pool_figure(s, run.block_size, columns=POOL_COLUMNS, words=words, show_tokens=False,
+                                 block_ids=True,
                                  title=tr("paged.pool_title", i=s.step, n=run.num_blocks, bs=run.block_size))
         memory = memory_figure(run, words=words, step=s.step, title=tr("paged.memory_title"))
-        memory.update_layout(height=300)
+        memory.update_layout(height=320, margin=dict(t=50, b=40),     # a narrow column: the legend below
+                             legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
         timeline = timeline_figure(run, words=words, step=s.step,
                                    title=tr("paged.timeline_title", policy=tr("paged.policy_" + run.policy)))
         rows, new = cache_rows(run, s, pl.lang)
@@ -192,7 +198,7 @@ def build(run: ServeRun, tr: Tr) -> Payload:
             top.append(cols_block([s_strips[0::2], s_strips[1::2]]) if len(s_strips) > 1 else s_strips[0])
         pl.add(heading(s, last, tr), top=top,
                main=[pl.fig(pool, tr("paged.pool_alt")), note_block(tr("paged.pool_note"), explain=True)],
-               side=[block_table_block(run, s, prev, tr), pl.fig(memory, tr("paged.memory_alt"))],
+               side=[block_table_block(run, s, prev, tr), tables_note(tr), pl.fig(memory, tr("paged.memory_alt"))],
                wide=[dict(pl.fig(timeline, tr("paged.timeline_alt")), x=1)],
                metrics=step_metrics(run, s, tr),
                table=pl.cache_table(CSV_COLS, headers, rows, tr("paged.rows_title", n=len(rows)), new=new,

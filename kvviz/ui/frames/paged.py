@@ -17,6 +17,7 @@ from kvviz.ui.frames import Payload, Tr, cols_block, md, metrics, note_block, st
 
 K_DIMS = 4             # the first components of layer 1, head 1's key shown per cache row (head size 32)
 POOL_COLUMNS = 8       # blocks per row of the pool grid
+STRIP_TAIL = 8         # a request's strip shows its newest cached positions (all of them are in the rows)
 CSV_COLS = ["request", "position", "token", "logical block", "block", "slot", "k (h1)"]
 PRESENT_COLS = ["request", "position", "token", "logical block", "block", "slot"]
 
@@ -82,18 +83,20 @@ def heading(s: StepRecord, last: int, tr: Tr) -> str:
 
 
 def strips(run: ServeRun, s: StepRecord, tr: Tr) -> list[dict]:
-    """Every request of this step's pass: its cached tokens and the token chosen now (pending: not
-    in the cache yet), labelled with its block table (or that its blocks were freed)."""
+    """Every request of this step's pass: its newest cached tokens (the last STRIP_TAIL positions)
+    and the token chosen now (pending: not in the cache yet), labelled with its block table (or
+    that its blocks were freed)."""
     chosen = dict(s.chosen)
     tables = s.tables
     out = []
-    for k, (r, ctx) in enumerate(s.contexts):
+    for r, ctx in s.contexts:
         prompt = run.requests[r].request.prompt
-        seq = list(ctx) + [chosen[r]]
+        start = max(0, len(ctx) - STRIP_TAIL)
+        seq = list(ctx[start:]) + [chosen[r]]
         where = (tr("paged.strip_table", blocks=_blocks(tables[r])) if r in tables
                  else tr("paged.strip_freed"))
-        out.append(strip_block(seq, len(prompt), len(ctx), legend=k == 0,
-                               label=tr("paged.strip_label", r=r) + " · " + where))
+        out.append(strip_block(seq, max(0, len(prompt) - start), len(ctx) - start, legend=False,
+                               position_base=start, label=tr("paged.strip_label", r=r) + " · " + where))
     return out
 
 
@@ -114,7 +117,7 @@ def block_table_block(run: ServeRun, s: StepRecord, prev: StepRecord | None, tr:
                 marks.append((i, j + 1, "mark"))
         rows.append(cells + [""] * (width - len(table)))
     title = tr("paged.tables_title") if tables else tr("paged.tables_none")
-    return table_block(cols, rows, title=f"**{title}**", row_head=True, marks=marks)
+    return table_block(cols, rows, title=f"**{title}**", row_head=True, marks=marks, explain=True)
 
 
 def tables_note(tr: Tr) -> dict:
@@ -122,24 +125,24 @@ def tables_note(tr: Tr) -> dict:
 
 
 def cache_rows(run: ServeRun, s: StepRecord, lang: str) -> tuple[list[list[object]], list[int]]:
-    """Each running request's logical cache, one row per position: request, position, token, logical
-    block, physical block, slot, layer 1's key (head 1, first K_DIMS components) read from the pool
-    through the block table; and the rows written by this step's pass."""
+    """The logical cache of every request in this step's pass, one row per position: request,
+    position, token, logical block, physical block, slot, layer 1's key (head 1, first K_DIMS
+    components) read from the pool through the block table; and the rows written by this pass.
+    A request that finished at this step has no block table any more: its rows say so."""
     bs = run.block_size
     rows, new = [], []
     shared = set(s.shared)
     for r, ctx in s.contexts:
         table = s.tables.get(r)
-        if table is None:                  # finished at this step: its blocks are free again
-            continue
-        keys = s.logical_keys(r)           # [H, T, d] or None (the run kept no pool)
+        keys = s.logical_keys(r)           # [H, T, d] or None (finished, or the run kept no pool)
         first_new = len(ctx) - 1 if r in s.decode else 0
         for p, tok in enumerate(ctx):
             k = ("[" + ", ".join(fmt.fixed(x, 2, lang=lang) for x in keys[0, p, :K_DIMS].tolist()) + ", …]"
                  if keys is not None else "")
-            if p >= first_new and table[p // bs] not in shared:
+            block = table[p // bs] if table is not None else "—"
+            if p >= first_new and block not in shared:
                 new.append(len(rows))
-            rows.append([r, p, tok, p // bs, table[p // bs], p % bs, k])
+            rows.append([r, p, tok, p // bs, block, p % bs, k])
     return rows, new
 
 
@@ -190,12 +193,15 @@ def build(run: ServeRun, tr: Tr) -> Payload:
                                    title=tr("paged.timeline_title", policy=tr("paged.policy_" + run.policy)))
         rows, new = cache_rows(run, s, pl.lang)
         notes = [tr("paged.rows_note", bs=run.block_size, d=K_DIMS)]
+        if s.finished:
+            notes.append(tr("paged.rows_freed"))
         if not rows:
             notes.append(tr("paged.rows_empty"))
         s_strips = strips(run, s, tr)
         top: list[dict] = [{"lines": [["did", md(x)] for x in did] + ([["todo", md(todo)]] if todo else [])}]
         if s_strips:
             top.append(cols_block([s_strips[0::2], s_strips[1::2]]) if len(s_strips) > 1 else s_strips[0])
+            top.append(note_block(tr("paged.strip_note", n=STRIP_TAIL), explain=True))
         pl.add(heading(s, last, tr), top=top,
                main=[pl.fig(pool, tr("paged.pool_alt")), note_block(tr("paged.pool_note"), explain=True)],
                side=[block_table_block(run, s, prev, tr), tables_note(tr), pl.fig(memory, tr("paged.memory_alt"))],

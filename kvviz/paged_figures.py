@@ -152,7 +152,7 @@ def block_pool_figure(step: StepRecord, block_size: int, columns: int = 8, title
     fig.update_yaxes(visible=False, autorange="reversed")
     fig = _base_layout(fig, title if title is not None else f"{w['pool']} · {w['step']} {step.step}",
                        height=130 + (62 if block_ids else 46) * rows)
-    fig.update_layout(margin=dict(t=75))
+    fig.update_layout(margin=dict(t=75, b=28 if block_ids else None))    # room for the ids under the last row
     return fig
 
 

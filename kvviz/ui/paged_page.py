@@ -208,7 +208,7 @@ def _policy_section(s: Settings) -> None:
             st.metric(t("paged.total_steps", policy=label), run.total_steps)
             st.metric(t("paged.mean_ttft", policy=label), fmt.fixed(run.mean_ttft, 2))
             st.metric(t("paged.mean_tpot", policy=label), "—" if run.mean_tpot is None else fmt.fixed(run.mean_tpot, 2))
-            chart(timeline_figure(run, words=words, title=t("paged.timeline_title", policy=label)),
+            chart(timeline_figure(run, words=words, title=t("paged.timeline_title", policy=label), show_tokens=False),
                   t("paged.timeline_alt"), key=f"pg_timeline_{name}")
     named = {t("paged.policy_" + k): v for k, v in runs.items()}
     chart(latency_figure(named, words=words, title=t("paged.latency_title")), t("paged.latency_alt"), key="pg_latency")
@@ -238,7 +238,7 @@ def _fork_section(s: Settings, run: ServeRun) -> None:
     for col, i in zip(c, shown):
         with col:
             step = fork.steps[i]
-            chart(block_pool_figure(step, block, columns=frames_paged.POOL_COLUMNS, words=words,
+            chart(block_pool_figure(step, block, columns=frames_paged.POOL_COLUMNS, words=words, block_ids=True, show_tokens=False,
                                     title=t("paged.fork_pool_title", i=i)), t("paged.fork_pool_alt", i=i), key=f"pg_fork_{i}")
             st.caption(", ".join(t("paged.fork_table", r=r, blocks=list(tb)) for r, tb in step.block_tables))
     if fork.copies:

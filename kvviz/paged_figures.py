@@ -80,10 +80,12 @@ def _discrete_scale(colors: Sequence[str]) -> list[list]:
 
 
 def block_pool_figure(step: StepRecord, block_size: int, columns: int = 8, title: str | None = None,
-                      words: Mapping[str, str] | None = None, show_tokens: bool | None = None) -> go.Figure:
+                      words: Mapping[str, str] | None = None, show_tokens: bool | None = None,
+                      block_ids: bool = False) -> go.Figure:
     """The pool after ``step``: block b is drawn at row b // columns, column b % columns, as
     ``block_size`` slot cells. Filled slots carry their token (while the grid is small, or
-    ``show_tokens``); hovering a slot names block, slot, holders and token."""
+    ``show_tokens``); hovering a slot names block, slot, holders and token. ``block_ids``: each
+    block's id under it, so block tables can be read off the grid."""
     w = _words(words)
     n_blocks = len(step.refcounts)
     owners: dict[int, list[int]] = {}
@@ -125,7 +127,7 @@ def block_pool_figure(step: StepRecord, block_size: int, columns: int = 8, title
         z=z, text=text if show_tokens else None, texttemplate="%{text}" if show_tokens else None,
         textfont=dict(size=11), customdata=hover, hovertemplate="%{customdata}<extra></extra>",
         colorscale=_discrete_scale(_CATEGORIES), zmin=-0.5, zmax=len(_CATEGORIES) - 0.5, showscale=False,
-        xgap=1, ygap=6, hoverongaps=False))
+        xgap=1, ygap=22 if block_ids else 6, hoverongaps=False))
     # outlines: taken, copied and freed blocks; the holders count on shared blocks
     shapes, notes = [], []
     marked = [(b, "taken") for b in step.taken if b not in {c for _, c in step.copied}]
@@ -140,12 +142,17 @@ def block_pool_figure(step: StepRecord, block_size: int, columns: int = 8, title
             r, c0 = b // columns, (b % columns) * (block_size + 1)
             notes.append(dict(x=c0 + (block_size - 1) / 2, y=r - 0.5, text=f"×{n}", showarrow=False,
                               yanchor="bottom", font=dict(size=13, color="#000000")))
+    if block_ids:
+        for b in range(n_blocks):
+            r, c0 = b // columns, (b % columns) * (block_size + 1)
+            notes.append(dict(x=c0 + (block_size - 1) / 2, y=r + 0.5, text=str(b), showarrow=False, yanchor="top",
+                              font=dict(size=11, color="#555555"), name="block id"))
     fig.update_layout(shapes=shapes, annotations=notes)
     fig.update_xaxes(visible=False, range=[-0.6, width - 0.4])
     fig.update_yaxes(visible=False, autorange="reversed")
     fig = _base_layout(fig, title if title is not None else f"{w['pool']} · {w['step']} {step.step}",
-                       height=130 + 46 * rows)
-    fig.update_layout(margin=dict(t=75))
+                       height=130 + (62 if block_ids else 46) * rows)
+    fig.update_layout(margin=dict(t=75, b=28 if block_ids else None))    # room for the ids under the last row
     return fig
 
 

@@ -52,7 +52,7 @@ from kvviz.limits import (MAX_SEED, MAX_SERVE_BATCH, MAX_SERVE_BLOCK_SIZE, MAX_S
 from kvviz.models.base import encode
 from kvviz.models.gpt.corpus import corpus_tokens, sentence
 from kvviz.registry import get_model
-from kvviz.sampling import Greedy
+from kvviz.sampling import Greedy, Sampler, SelectionRule
 
 POLICIES = ("continuous", "static")
 GREEDY = Greedy()
@@ -423,17 +423,21 @@ def serve(model: BatchModel, requests: Sequence[Request], block_size: int = 4, n
 
 
 def _memory(cache: PagedCache, rows: Sequence[_Live]) -> Memory:
+    return _memory_of(cache, [r.req.id for r in rows], [r.max_length for r in rows])
+
+
+def _memory_of(cache: PagedCache, seq_ids: Sequence[int], max_lengths: Sequence[int]) -> Memory:
     held = [b for b, n in enumerate(cache.refcount) if n > 0]
     filled = cache.filled()
     return Memory(slot_bytes=cache.slot_bytes(), used=sum(filled[b] for b in held),
-                  logical=sum(cache.seq_length(r.req.id) for r in rows),
-                  paged=len(held) * cache.block_size, contiguous=sum(r.max_length for r in rows))
+                  logical=sum(cache.seq_length(i) for i in seq_ids),
+                  paged=len(held) * cache.block_size, contiguous=sum(max_lengths))
 
 
-def _solo(model: BatchModel, req: Request) -> tuple[list[int], torch.Tensor]:
-    """The request alone, greedy, through the stepper with a contiguous cache: its token ids and
-    the logits [new, V] each choice used."""
-    run = run_generation(model, list(req.prompt), req.max_new_tokens)    # type: ignore[arg-type]
+def _solo(model: BatchModel, req: Request, rule: SelectionRule = GREEDY, seed: int = 0) -> tuple[list[int], torch.Tensor]:
+    """The request alone through the stepper with a contiguous cache (greedy unless ``rule``): its
+    token ids and the logits [new, V] each choice used."""
+    run = run_generation(model, list(req.prompt), req.max_new_tokens, rule, seed)    # type: ignore[arg-type]
     chooses = [e for e in run.events if e.phase == "choose"]
     return [model.logit_tokens.index(e.chosen) for e in chooses], torch.stack([e.logits for e in chooses])
 
@@ -471,6 +475,90 @@ def block_size_sweep(model: BatchModel, requests: Sequence[Request], sizes: Sequ
 def compare_policies(model: BatchModel, requests: Sequence[Request], **options) -> dict[str, ServeRun]:
     """The same stream under continuous and static batching (same pool, batch size, caching)."""
     return {p: serve(model, requests, policy=p, **options) for p in POLICIES}
+
+
+@dataclass(frozen=True)
+class ForkRun:
+    """Parallel sampling from one paged cache: the prompt is prefilled once, then ``len(seeds)``
+    samples continue it, sharing its blocks (``PagedCache.fork``); the first write into the shared,
+    partly filled last block copies it (copy-on-write). Step 0 is the prefill and the fork, step t
+    each sample's decode of its token t − 1; after the last step every block is freed.
+
+    ``identical[t]``: at step t every sample's logits equal, bit for bit (``torch.equal``), those of
+    its own run alone through a contiguous cache (the stepper with a DynamicCache, same seed)."""
+
+    prompt: tuple[str, ...]
+    block_size: int
+    num_blocks: int
+    seeds: tuple[int, ...]
+    samples: tuple[tuple[str, ...], ...]     # each sample's generated tokens
+    steps: tuple[StepRecord, ...]
+    identical: tuple[bool, ...]
+
+    @property
+    def copies(self) -> tuple[tuple[int, int, int], ...]:
+        """(step, source block, its copy) of every copy-on-write."""
+        return tuple((s.step, a, b) for s in self.steps for a, b in s.copied)
+
+
+def fork_run(model: BatchModel, prompt: Sequence[str], new_tokens: int = 3, block_size: int = 4,
+             num_blocks: int = 16, samples: int = 2, seed: int = 0, temperature: float = 1.0) -> ForkRun:
+    """``samples`` sampled continuations of one prompt from one paged cache (see ``ForkRun``):
+    sample i draws with ``temperature`` and seed ``seed + i``, the draws of its contiguous run."""
+    check_int("Prompt length", len(prompt), 1, model.limits.max_prompt_tokens)
+    new_tokens = check_int("New tokens", new_tokens, 1, min(MAX_SERVE_NEW_TOKENS, model.limits.max_new_tokens))
+    block_size = check_int("Block size", block_size, 1, MAX_SERVE_BLOCK_SIZE)
+    num_blocks = check_int("Number of blocks", num_blocks, 1, MAX_SERVE_BLOCKS)
+    n = check_int("Samples", samples, 1, MAX_SERVE_BATCH)
+    seed = check_int("Seed", seed, 0, MAX_SEED)
+    seeds = tuple((seed + i) % (MAX_SEED + 1) for i in range(n))
+    ids = encode(model, prompt)
+    rule = Sampler(temperature)
+    req = Request(0, tuple(prompt), new_tokens)
+    solo = [_solo(model, req, rule, s) for s in seeds]                  # contiguous: the reference
+    max_length = len(ids) + new_tokens - 1
+    shared = len(ids) // block_size
+    if shared + n * (-(-max_length // block_size) - shared) > num_blocks:
+        raise LimitError(f"{n} samples of {max_length} positions need more than the {num_blocks} blocks of the pool.")
+    cache = PagedCache(model.n_layers, block_size, num_blocks)
+    steps: list[StepRecord] = []
+    identical: list[bool] = []
+    with torch.no_grad():
+        for t in range(new_tokens):
+            rows: list[torch.Tensor] = []
+            if t == 0:                                                   # prefill once, then fork
+                cache.set_active([0])
+                rows = [model.forward(ids, cache, 0).logits[-1]] * n
+                for i in range(1, n):
+                    cache.fork(0, i)
+            else:
+                for i in range(n):
+                    cache.set_active([i])
+                    rows.append(model.forward([solo[i][0][t - 1]], cache, len(ids) + t - 1).logits[-1])
+            identical.append(all(torch.equal(r, solo[i][1][t]) for i, r in enumerate(rows)))
+            diff = max(float((r - solo[i][1][t]).abs().max()) for i, r in enumerate(rows))
+            memory = _memory_of(cache, range(n), [max_length] * n)
+            contexts = tuple((i, tuple(prompt) + tuple(model.vocab[x] for x in solo[i][0][:t])) for i in range(n))
+            last = t == new_tokens - 1
+            tables = tuple((i, cache.block_table(i)) for i in range(n))
+            if last:                                                     # done: every block goes back
+                for i in range(n):
+                    cache.free_sequence(i)
+            events = cache.drain_events()
+            steps.append(StepRecord(
+                step=t, prefill=(0,) if t == 0 else (), decode=tuple(range(n)) if t else (), waiting=(),
+                finished=tuple(range(n)) if last else (), preempted=(), recomputed=(),
+                block_tables=() if last else tables, refcounts=cache.refcounts(), filled=cache.filled(),
+                cached=tuple(h is not None for h in cache.hash_of), free_blocks=cache.free_blocks(),
+                taken=tuple(e.block for e in events if e.kind in ("take", "copy")),
+                freed=tuple(e.block for e in events if e.kind == "free"),
+                copied=tuple((e.source, e.block) for e in events if e.kind == "copy"),   # type: ignore[misc]
+                shared=tuple(e.block for e in events if e.kind == "share"),
+                chosen=tuple((i, model.logit_tokens[solo[i][0][t]]) for i in range(n)),
+                contexts=contexts, memory=memory, prefill_saved=len(ids) * (n - 1) if t == 0 else 0,
+                max_abs_diff=diff))
+    return ForkRun(tuple(prompt), block_size, num_blocks, seeds,
+                   tuple(tuple(model.logit_tokens[x] for x in s[0]) for s in solo), tuple(steps), tuple(identical))
 
 
 # --- plain data and the command line -----------------------------------------------------------

@@ -47,6 +47,8 @@ def test_pool_grid_shows_owners_filled_and_free_slots_and_shared_counts(runs):
             assert z == 2 + 2 * (holder % len(OWNER_COLORS)) and tok.startswith(text.rstrip("…"))
     shared = {f"×{n}" for n in step.refcounts if n > 1}
     assert {a.text for a in fig.layout.annotations} == shared
+    labelled = block_pool_figure(step, run.block_size, columns=4, block_ids=True).layout.annotations
+    assert [a.text for a in labelled if a.name == "block id"] == [str(b) for b in range(run.num_blocks)]
 
 
 def test_pool_grid_outlines_blocks_taken_copied_and_freed():

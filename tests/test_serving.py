@@ -14,7 +14,7 @@ from kvviz.limits import MAX_SERVE_REQUESTS, LimitError
 from kvviz.loops import generate_cached
 from kvviz.models.abc import ABCModel
 from kvviz.models.gpt import GPTModel
-from kvviz.serving import Request, compare_policies, request_stream, run_dict, serve
+from kvviz.serving import Request, compare_policies, fork_run, request_stream, run_dict, serve
 from tests.test_cli import cli
 
 M = GPTModel()
@@ -218,3 +218,40 @@ def test_cli_bad_arguments_give_one_line_and_exit_2(args, capsys):
     out = capsys.readouterr()
     assert ex.value.code == 2 and out.out == ""
     assert len(out.err.strip().splitlines()) == 1 and out.err.startswith("kvviz: error: "), out.err
+
+
+@pytest.mark.parametrize("model,prompt,bs", [(M, ("It", "was", "lovely", "in", "Dublin"), 4), (ABCModel(), ("A", "B", "A"), 2)])
+def test_fork_run_shares_the_prompt_copies_on_first_write_and_equals_each_solo_run_bit_for_bit(model, prompt, bs):
+    """Parallel sampling (the page's copy-on-write section): the prompt's blocks are held by every
+    sample after the fork; the first write into the partly filled last block copies it, once per
+    sample but the last (who then owns the original); every sample's logits equal its own
+    contiguous run's bit for bit; at the end every block is free."""
+    run = fork_run(model, prompt, new_tokens=4, block_size=bs, num_blocks=16, samples=3, seed=5)
+    first = run.steps[0]
+    n_prompt_blocks = -(-len(prompt) // bs)
+    assert first.prefill == (0,) and first.refcounts[:n_prompt_blocks] == (3,) * n_prompt_blocks
+    assert first.taken == tuple(range(n_prompt_blocks)) and first.prefill_saved == 2 * len(prompt)
+    last_prompt_block = n_prompt_blocks - 1
+    assert [(t, a) for t, a, _ in run.copies] == [(1, last_prompt_block)] * 2      # two of three copy
+    assert all(run.identical)
+    assert all(s.max_abs_diff == 0.0 for s in run.steps)
+    for i, seed in enumerate(run.seeds):
+        solo = run_generation_tokens(model, prompt, 4, seed)
+        assert run.samples[i] == solo
+    end = run.steps[-1]
+    assert end.finished == (0, 1, 2) and sum(end.refcounts) == 0 and len(end.free_blocks) == 16
+    assert sorted(end.freed) == sorted({b for s in run.steps[:-1] for _, t in s.block_tables for b in t})
+
+
+def run_generation_tokens(model, prompt, n, seed):
+    from kvviz.generation import run_generation
+    from kvviz.sampling import Sampler
+    run = run_generation(model, list(prompt), n, Sampler(1.0), seed)
+    return tuple(e.chosen for e in run.events if e.phase == "choose")
+
+
+def test_fork_run_with_a_full_last_block_copies_nothing_and_refuses_a_small_pool():
+    run = fork_run(M, ("It", "was", "lovely", "in"), new_tokens=3, block_size=4, num_blocks=8)
+    assert run.copies == () and all(run.identical)
+    with pytest.raises(LimitError):
+        fork_run(M, ("It", "was", "lovely", "in"), new_tokens=12, block_size=4, num_blocks=4)

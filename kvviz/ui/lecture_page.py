@@ -8,6 +8,7 @@ from kvviz.ui.links import deep_link, show_links
 
 ABC, WEATHER, SAMPLING, GPT, COST = ("pages/1_ABC_miniature.py", "pages/2_Weather_heads.py",
                                     "pages/3_Sampling.py", "pages/4_Tiny_GPT.py", "pages/5_Cost_and_scale.py")
+PAGED = "pages/6_Paged_cache.py"
 
 # (section, [(page, address parameters, i18n key of the line to say)]) in the order of a lecture
 SCRIPT: list[tuple[str, list[tuple[str, dict, str]]]] = [
@@ -42,6 +43,12 @@ SCRIPT: list[tuple[str, list[tuple[str, dict, str]]]] = [
         (COST, {"tab": "Batching", "bt_model": "gpt", "step": 2}, "cost_batching_gpt"),
         (COST, {"tab": "Measured here"}, "cost_measured"),
         (COST, {"tab": "Disaggregated serving"}, "cost_serving"),
+    ]),
+    ("paged", [
+        (PAGED, {"step": 1}, "paged_shared"),
+        (PAGED, {"step": 2}, "paged_boundary"),
+        (PAGED, {"pg_blocks": 8, "step": 6}, "paged_preempt"),
+        (PAGED, {"pg_policy": "static", "step": 4}, "paged_static"),
     ]),
 ]
 

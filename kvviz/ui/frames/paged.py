@@ -1,0 +1,213 @@
+"""Frames of the Paged cache page: one frame per scheduler step of a served run (``kvviz.serving.ServeRun``).
+
+Each frame shows what the allocator did at that step (blocks taken at a boundary, shared by a prefix
+hit, copied, freed; a preemption), every running request's logical cache as a token strip and as
+rows (position → logical block → physical block and slot, with layer 1's keys read through the
+block table), the physical pool as a grid, the block tables, the memory so far, and the check of
+every row against the request's solo run with a contiguous cache. Pure: records and ``tr`` in,
+dicts out."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from kvviz.paged_figures import WORDS, block_pool_figure, memory_figure, timeline_figure
+from kvviz.serving import ServeRun, StepRecord
+from kvviz.ui import fmt
+from kvviz.ui.frames import Payload, Tr, cols_block, md, metrics, note_block, strip_block, table_block
+
+K_DIMS = 4             # the first components of layer 1, head 1's key shown per cache row (head size 32)
+POOL_COLUMNS = 8       # blocks per row of the pool grid
+STRIP_TAIL = 8         # a request's strip shows its newest cached positions (all of them are in the rows)
+CSV_COLS = ["request", "position", "token", "logical block", "block", "slot", "k (h1)"]
+PRESENT_COLS = ["request", "position", "token", "logical block", "block", "slot"]
+
+
+def figure_words(tr: Tr) -> dict[str, str]:
+    """The words of kvviz.paged_figures in ``tr``'s language."""
+    return {k: tr(f"paged.fw_{k}") for k in WORDS}
+
+
+def _ids(ids: Sequence[int]) -> str:
+    return ", ".join(str(i) for i in ids)
+
+
+def _blocks(blocks: Sequence[int]) -> str:
+    return "[" + ", ".join(str(b) for b in blocks) + "]"
+
+
+def what_happened(run: ServeRun, s: StepRecord, prev: StepRecord | None, tr: Tr) -> tuple[list[str], str | None]:
+    """The step in sentences, in the order the scheduler did it, and who still waits."""
+    before = prev.tables if prev is not None else {}
+    now = s.tables
+    contexts = dict(s.contexts)
+    bs = run.block_size
+    out = []
+    for r in s.preempted:
+        n = sum(1 for earlier in run.steps[:s.step] for rid, _ in earlier.chosen if rid == r)
+        out.append(tr("paged.did_preempted", r=r, blocks=_blocks(before.get(r, ())), n=n))
+    fresh = [r for r in s.prefill if r not in s.recomputed]
+    if fresh:
+        out.append(tr("paged.did_prefill", ids=_ids(fresh)))
+    for r in s.recomputed:
+        out.append(tr("paged.did_recomputed", r=r, n=len(contexts.get(r, ()))))
+    if s.shared:
+        out.append(tr("paged.did_shared", blocks=_blocks(sorted(set(s.shared))), saved=s.prefill_saved))
+    if s.decode:
+        out.append(tr("paged.did_decode", ids=_ids(s.decode)))
+    for r in s.decode:                     # a decode that crossed into a new logical block
+        new = [b for b in now.get(r, ()) if b not in before.get(r, ())]
+        if new:
+            n = len(contexts[r])
+            out.append(tr("paged.did_boundary", r=r, pos=n - 1, logical=(n - 1) // bs, block=new[-1], bs=bs))
+    for src, dst in s.copied:
+        out.append(tr("paged.did_copied", src=src, dst=dst))
+    if s.finished:
+        out.append(tr("paged.did_finished", ids=_ids(s.finished), blocks=_blocks(s.freed) if s.freed else "—"))
+    if not s.running:
+        out.append(tr("paged.did_idle"))
+    todo = tr("paged.todo_waiting", ids=_ids(s.waiting)) if s.waiting else None
+    return out, todo
+
+
+def heading(s: StepRecord, last: int, tr: Tr) -> str:
+    parts = []
+    if s.preempted:
+        parts.append(tr("paged.h_preempt", ids=_ids(s.preempted)))
+    if s.prefill:
+        parts.append(tr("paged.h_prefill", ids=_ids(s.prefill)))
+    if s.decode:
+        parts.append(tr("paged.h_decode", ids=_ids(s.decode)))
+    if s.finished:
+        parts.append(tr("paged.h_finished", ids=_ids(s.finished)))
+    return tr("paged.heading", i=s.step, last=last, what=" · ".join(parts) or tr("paged.h_idle"))
+
+
+def strips(run: ServeRun, s: StepRecord, tr: Tr) -> list[dict]:
+    """Every request of this step's pass: its newest cached tokens (the last STRIP_TAIL positions)
+    and the token chosen now (pending: not in the cache yet), labelled with its block table (or
+    that its blocks were freed)."""
+    chosen = dict(s.chosen)
+    tables = s.tables
+    out = []
+    for r, ctx in s.contexts:
+        prompt = run.requests[r].request.prompt
+        start = max(0, len(ctx) - STRIP_TAIL)
+        seq = list(ctx[start:]) + [chosen[r]]
+        where = (tr("paged.strip_table", blocks=_blocks(tables[r])) if r in tables
+                 else tr("paged.strip_freed"))
+        out.append(strip_block(seq, max(0, len(prompt) - start), len(ctx) - start, legend=False,
+                               position_base=start, label=tr("paged.strip_label", r=r) + " · " + where))
+    return out
+
+
+def block_table_block(run: ServeRun, s: StepRecord, prev: StepRecord | None, tr: Tr) -> dict:
+    """Logical block i → physical block, per running request; shared blocks carry their holders
+    (×n), blocks taken this step are marked."""
+    tables = s.block_tables
+    width = max((len(t) for _, t in tables), default=0)
+    cols = [tr("paged.col_request")] + [str(i) for i in range(width)]
+    rows, marks = [], []
+    taken = set(s.taken)
+    for i, (r, table) in enumerate(tables):
+        cells = [str(r)]
+        for j, b in enumerate(table):
+            n = s.refcounts[b]
+            cells.append(f"{b} ×{n}" if n > 1 else str(b))
+            if b in taken:
+                marks.append((i, j + 1, "mark"))
+        rows.append(cells + [""] * (width - len(table)))
+    title = tr("paged.tables_title") if tables else tr("paged.tables_none")
+    return table_block(cols, rows, title=f"**{title}**", row_head=True, marks=marks, explain=True)
+
+
+def tables_note(tr: Tr) -> dict:
+    return note_block(tr("paged.tables_note"), explain=True)
+
+
+def cache_rows(run: ServeRun, s: StepRecord, lang: str) -> tuple[list[list[object]], list[int]]:
+    """The logical cache of every request in this step's pass, one row per position: request,
+    position, token, logical block, physical block, slot, layer 1's key (head 1, first K_DIMS
+    components) read from the pool through the block table; and the rows written by this pass.
+    A request that finished at this step has no block table any more: its rows say so."""
+    bs = run.block_size
+    rows, new = [], []
+    shared = set(s.shared)
+    for r, ctx in s.contexts:
+        table = s.tables.get(r)
+        keys = s.logical_keys(r)           # [H, T, d] or None (finished, or the run kept no pool)
+        first_new = len(ctx) - 1 if r in s.decode else 0
+        for p, tok in enumerate(ctx):
+            k = ("[" + ", ".join(fmt.fixed(x, 2, lang=lang) for x in keys[0, p, :K_DIMS].tolist()) + ", …]"
+                 if keys is not None else "")
+            block = table[p // bs] if table is not None else "—"
+            if p >= first_new and block not in shared:
+                new.append(len(rows))
+            rows.append([r, p, tok, p // bs, block, p % bs, k])
+    return rows, new
+
+
+def check_badge(run: ServeRun, s: StepRecord, tr: Tr) -> tuple[str, str]:
+    """This step's rows against each request's solo run with a contiguous cache (``serve(check=True)``)."""
+    lang = getattr(tr, "lang", fmt.REFERENCE)
+    if s.max_abs_diff is None:
+        return "info", tr("paged.check_none")
+    if s.max_abs_diff == 0.0:
+        return "ok", tr("paged.check_exact", n=len(s.running))
+    if s.max_abs_diff <= run.tolerance:
+        return "ok", tr("paged.check_ok", n=len(s.running), diff=fmt.sci(s.max_abs_diff, 1, lang=lang),
+                        tol=fmt.sci(run.tolerance, 0, lang=lang))
+    return "bad", tr("paged.check_bad", diff=fmt.sci(s.max_abs_diff, 1, lang=lang),
+                     tol=fmt.sci(run.tolerance, 0, lang=lang))
+
+
+def step_metrics(run: ServeRun, s: StepRecord, tr: Tr) -> dict:
+    lang = getattr(tr, "lang", fmt.REFERENCE)
+    m = s.memory
+    return metrics([
+        (tr("paged.m_running"), len(s.running), tr("paged.m_running_help"), None),
+        (tr("paged.m_waiting"), len(s.waiting), tr("paged.m_waiting_help"), None),
+        (tr("paged.m_free"), f"{len(s.free_blocks)} / {run.num_blocks}", tr("paged.m_free_help"), None),
+        (tr("paged.m_paged"), fmt.nbytes(m.bytes("paged"), lang=lang), tr("paged.m_paged_help"),
+         tr("paged.m_used_delta", used=fmt.nbytes(m.bytes("used"), lang=lang))),
+        (tr("paged.m_contiguous"), fmt.nbytes(m.bytes("contiguous"), lang=lang), tr("paged.m_contiguous_help"),
+         None),
+    ], check_badge(run, s, tr), notes=[tr("paged.check_note", tol=fmt.sci(run.tolerance, 0, lang=lang))])
+
+
+def build(run: ServeRun, tr: Tr) -> Payload:
+    """One frame per step of ``run`` (served with ``check=True``; ``keep_kv=True`` adds the keys)."""
+    pl = Payload(tr, ratio=(3, 2), csv="paged_cache")
+    words = figure_words(tr)
+    last = run.total_steps - 1
+    headers = [tr(f"paged.col_{key}") for key in ("request", "position", "token", "logical", "block", "slot", "k")]
+    prev = None
+    for s in run.steps:
+        did, todo = what_happened(run, s, prev, tr)
+        pool = block_pool_figure(s, run.block_size, columns=POOL_COLUMNS, words=words, show_tokens=False,
+                                 block_ids=True,
+                                 title=tr("paged.pool_title", i=s.step, n=run.num_blocks, bs=run.block_size))
+        memory = memory_figure(run, words=words, step=s.step, title=tr("paged.memory_title"))
+        memory.update_layout(height=320, margin=dict(t=50, b=40),     # a narrow column: the legend below
+                             legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
+        timeline = timeline_figure(run, words=words, step=s.step,
+                                   title=tr("paged.timeline_title", policy=tr("paged.policy_" + run.policy)))
+        rows, new = cache_rows(run, s, pl.lang)
+        notes = [tr("paged.rows_note", bs=run.block_size, d=K_DIMS)]
+        if s.finished:
+            notes.append(tr("paged.rows_freed"))
+        if not rows:
+            notes.append(tr("paged.rows_empty"))
+        s_strips = strips(run, s, tr)
+        top: list[dict] = [{"lines": [["did", md(x)] for x in did] + ([["todo", md(todo)]] if todo else [])}]
+        if s_strips:
+            top.append(cols_block([s_strips[0::2], s_strips[1::2]]) if len(s_strips) > 1 else s_strips[0])
+            top.append(note_block(tr("paged.strip_note", n=STRIP_TAIL), explain=True))
+        pl.add(heading(s, last, tr), top=top,
+               main=[pl.fig(pool, tr("paged.pool_alt")), note_block(tr("paged.pool_note"), explain=True)],
+               side=[block_table_block(run, s, prev, tr), tables_note(tr), pl.fig(memory, tr("paged.memory_alt"))],
+               wide=[dict(pl.fig(timeline, tr("paged.timeline_alt")), x=1)],
+               metrics=step_metrics(run, s, tr),
+               table=pl.cache_table(CSV_COLS, headers, rows, tr("paged.rows_title", n=len(rows)), new=new,
+                                    notes=" ".join(notes), present_cols=[CSV_COLS.index(c) for c in PRESENT_COLS]))
+        prev = s
+    return pl

@@ -1,0 +1,9 @@
+"""Paged cache: a stream of requests served from one block pool, step by step (issue 12)."""
+
+from kvviz.ui.nav import page_setup
+
+page_setup("paged.title")
+
+from kvviz.ui import paged_page  # noqa: E402  (after set_page_config)
+
+paged_page.render()

@@ -1,0 +1,127 @@
+"""The Paged cache page in AppTest: what a user sees at each step equals the engine's records
+(kvviz.serving.serve on the same stream), settings come from the address, bad input gets a message."""
+import pytest
+
+from kvviz.models.gpt import GPTModel
+from kvviz.serving import compare_policies, fork_run, request_stream, serve
+from kvviz.ui import fmt
+from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
+
+pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
+
+PAGE = "pages/6_Paged_cache.py"
+M = GPTModel()
+
+
+def _run(blocks=16, policy="continuous"):
+    """The page's defaults: 6 requests, seed 0, ≤ 12 new tokens, shared prefix 8, blocks of 4, batch 4."""
+    return serve(M, request_stream(6, 0, 12, 8), 4, blocks, policy, 4, prefix_caching=True, check=True)
+
+
+@pytest.fixture(scope="module")
+def default_page():
+    at = open_page(PAGE)
+    no_exception(at)
+    return at
+
+
+def test_defaults_share_a_prefix_at_step_1_and_cross_a_block_boundary_at_step_2(default_page):
+    at, run = default_page, _run()
+    frames = stepper(at)["payload"]["frames"]
+    assert len(frames) == run.total_steps == 18
+    one, two = frame(at, 1), frame(at, 2)
+    assert one["heading"] == "Event 1 of 17: prefill 1 · decode 0"
+    s1 = run.steps[1]
+    assert s1.shared == (0, 1) and s1.prefill_saved == 8
+    assert "blocks [0, 1] were already in the pool" in frame_text(one) and "8 prefill positions saved" in frame_text(one)
+    tables = next(b["tbl"] for b in one["side"] if "tbl" in b)
+    assert tables["rows"] == [["0", "0 ×2", "1 ×2", "2", ""], ["1", "0 ×2", "1 ×2", "3", "4"]]
+    pool = one["figs"][0]
+    assert {a["text"] for a in pool["layout"]["annotations"] if a.get("name") != "block id"} == {"×2"}
+    assert "position 12 starts its logical block 3" in frame_text(two) and "took block 5" in frame_text(two)
+    assert run.steps[2].tables[0] == (0, 1, 2, 5)
+    rows = frame_table(at, 2)                                # the logical cache read through the table
+    r0 = rows[rows["request"] == "0"]
+    assert list(r0["block"]) == [str(b) for b in (0,) * 4 + (1,) * 4 + (2,) * 4 + (5,)]
+    assert list(r0["slot"])[-1] == "0"
+    assert frame(at, 2)["table"]["new"] == [12, 13 + 13]      # each decode wrote one row: 0's 12, 1's 13
+    shared = rows[rows["block"] == "0"]                      # the same physical block: the same keys
+    assert shared.groupby("position")["k (h1)"].nunique().max() == 1
+
+
+def test_every_step_shows_the_engines_check_and_memory(default_page):
+    at, run = default_page, _run()
+    for i in (0, 2, 9):
+        s = run.steps[i]
+        m = frame(at, i)["metrics"]
+        kind, text = m["badge"]
+        assert kind == "ok"
+        if s.max_abs_diff == 0.0:
+            assert "bit for bit" in text
+        else:
+            assert fmt.sci(s.max_abs_diff, 1) in text and "1e-04" in text
+        items = {label: (value, delta) for label, value, _, delta in m["items"]}
+        assert items["KV held, paged"] == (fmt.nbytes(s.memory.bytes("paged")), f"in use {fmt.nbytes(s.memory.bytes('used'))}")
+        assert items["KV reserved, contiguous"][0] == fmt.nbytes(s.memory.bytes("contiguous"))
+        assert items["Free blocks"][0] == f"{len(s.free_blocks)} / 16"
+    success = " ".join(x.value for x in at.success)
+    assert "All 6 requests got exactly the tokens of their solo greedy runs" in success
+    worst = max(r.max_abs_diff for r in run.requests)
+    assert fmt.sci(worst, 1) in success
+
+
+def test_policies_sizes_and_copy_on_write_sections_show_the_engines_numbers(default_page):
+    at = default_page
+    runs = compare_policies(M, request_stream(6, 0, 12, 8), block_size=4, num_blocks=16, prefix_caching=True)
+    metrics = {m.label: m.value for m in at.metric}
+    for name, run in runs.items():
+        assert metrics[f"Steps, {name}"] == str(run.total_steps)
+        assert metrics[f"Mean TTFT, {name} (steps)"] == fmt.fixed(run.mean_ttft, 2)
+    assert runs["continuous"].total_steps < runs["static"].total_steps
+    titles = [s["layout"]["title"]["text"] for s in plotly_specs(at)]
+    assert "Requests over the steps (static batching)" in titles and "Time to first token per request" in titles
+    fork = fork_run(M, request_stream(6, 0, 12, 8)[0].prompt, 4, 4, 16, samples=2, seed=0)
+    (_, src, dst), = fork.copies
+    text = " ".join(m.value for m in at.markdown)
+    assert f"block {src} is still shared, so its content goes to block {dst}" in text
+    assert any("bit for bit (torch.equal)" in s.value for s in at.success) and all(fork.identical)
+
+
+def test_a_small_pool_from_the_address_preempts_the_newest_request():
+    at = open_page(PAGE, {"pg_blocks": "8", "step": "6"})
+    no_exception(at)
+    assert at.number_input(key="pg_blocks").value == 8
+    run = _run(blocks=8)
+    (victim,) = run.steps[6].preempted
+    assert run.preemptions == 2 and victim == max(run.steps[5].running, key=lambda r: run.requests[r].admitted_step)
+    f = frame(at)
+    assert f["heading"].startswith(f"Event 6 of {run.total_steps - 1}: {victim} preempted")
+    assert f"Preempted: request {victim}, the newest running one" in frame_text(f)
+    later = next(i for i, x in enumerate(run.steps) if victim in x.recomputed)
+    assert f"Recompute: request {victim} is admitted again" in frame_text(frame(at, later))
+
+
+def test_static_policy_and_spanish_from_the_address():
+    at = open_page(PAGE, {"pg_policy": "static", "lang": "es", "step": "2"})
+    no_exception(at)
+    assert at.segmented_control(key="pg_policy").value == "static"
+    run = _run(policy="static")
+    assert frame(at)["heading"].startswith(f"Evento 2 de {run.total_steps - 1}")
+    assert frame(at)["figs"][-1]["layout"]["title"]["text"] == "Peticiones a lo largo de los pasos (batching estático)"
+
+
+@pytest.mark.parametrize("query,shown", [
+    ({"pg_blocks": "1"}, "cannot be served"),               # no request fits a pool of 4 positions
+    ({"pg_blocks": "nan", "pg_block": "1e9", "pg_policy": "<b>x</b>", "step": "99"}, None),
+])
+def test_bad_settings_give_a_message_not_a_traceback(query, shown):
+    at = open_page(PAGE, query)
+    no_exception(at)
+    assert at.title[0].value == "Paged cache"
+    if shown:
+        assert any(shown in e.value for e in at.error) and stepper(at) is None
+    else:                                                   # every refused value named, defaults used
+        notices = " ".join(w.value for w in at.warning)
+        for key in query:
+            assert (key if key != "step" else "99") in notices, key
+        assert at.number_input(key="pg_blocks").value == 16 and stepper(at)["start"] == 0

@@ -187,8 +187,9 @@ def build(run: ServeRun, tr: Tr) -> Payload:
                                  block_ids=True,
                                  title=tr("paged.pool_title", i=s.step, n=run.num_blocks, bs=run.block_size))
         memory = memory_figure(run, words=words, step=s.step, title=tr("paged.memory_title"))
-        memory.update_layout(height=320, margin=dict(t=50, b=40),     # a narrow column: the legend below
-                             legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
+        # a narrow column: the legend below the axis (its title left out: the chart's title says "steps")
+        memory.update_layout(height=330, margin=dict(t=50, b=100), xaxis_title=None,
+                             legend=dict(orientation="h", yanchor="top", y=-0.15, x=0))
         timeline = timeline_figure(run, words=words, step=s.step,
                                    title=tr("paged.timeline_title", policy=tr("paged.policy_" + run.policy)))
         rows, new = cache_rows(run, s, pl.lang)

@@ -555,6 +555,7 @@ class Stepper {
     const cls = new Map();
     for (const i of c.new || []) cls.set(i, "new");
     for (const i of c.rewritten || []) cls.set(i, "rewritten");
+    for (const i of c.evicted || []) cls.set(i, "evicted");
     const flags = new Set((c.flagged || []).map(([r, col]) => r + ":" + col));
     const head = cols.map((i) => `<th scope="col">${esc(T.cols[i])}</th>`).join("");
     const body = ids.map((id, k) => {

@@ -87,10 +87,13 @@ def test_layer_head_and_kind_follow_the_widgets_and_the_address():
     assert at.selectbox(key="sc_layer").value == 3 and at.selectbox(key="sc_head").value == 2
     assert "Schicht 3, Head 2" in fig(frame(at), "Attention")["layout"]["title"]["text"]
     assert frame(at)["heading"].startswith("Ereignis 4 von 31")
+    at = open_page(PAGE, {"step": "4"})           # (AppTest formats a choice in English outside a run)
     at.segmented_control(key="sc_kind").set_value("quant").run()
     no_exception(at)
     assert at.query_params["sc_kind"] == "quant" and at.number_input(key="sc_residual").value == 0
-    assert any("Quantisierungsfehler" in s["layout"]["title"]["text"] for s in frame(at)["figs"])
+    assert any("Quantization error" in s["layout"]["title"]["text"] for s in frame(at)["figs"])
+    at.number_input(key="sc_residual").set_value(20).run()          # covers the 20 positions: exact
+    assert at.query_params["sc_residual"] == "20" and "no row is ever quantized" in at.success[0].value
 
 
 @pytest.mark.parametrize("params, key", [({"sc_window": "0"}, "sc_window"), ({"sc_bits": "3", "sc_kind": "quant"}, "sc_bits"),

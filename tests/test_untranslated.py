@@ -82,7 +82,7 @@ SHARED = re.compile(r"^(?:(?:KV|cache|prefill|decode|Prefill|Decode|top|greedy|G
 SAME_WORDS = {"logit", "logits", "prefill", "decode", "cache", "token", "tokens", "today", "weather", "nice",
               "warm", "delicious", "top", "greedy", "softmax", "bytes", "batch", "query", "head", "heads",
               "extra", "layer", "bits", "config", "json", "small", "attention", "keys", "queries", "phase", "seed", "causal",
-              "position"}   # German writes Phase, Position; Attention, Keys, Queries as the field does
+              "position", "nats"}   # German writes Phase, Position; Attention, Keys, Queries as the field does; nats: a unit
 
 
 @pytest.mark.parametrize("lang", ["es", "de"])

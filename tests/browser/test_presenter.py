@@ -8,7 +8,7 @@ from tests.conftest import Page
 pytestmark = pytest.mark.browser
 
 STEPPING = ["ABC_miniature", "Weather_heads", "Tiny_GPT", "Cost_and_scale?tab=Batching",
-            "Cost_and_scale?tab=Batching&bt_model=gpt"]
+            "Cost_and_scale?tab=Batching&bt_model=gpt", "Smaller_caches", "Smaller_caches?sc_kind=quant"]
 SIZES = [(1280, 720), (1920, 1080)]
 
 # the boxes that must be on screen: strip, every chart shown (attention and logits), newest cache row

@@ -109,8 +109,9 @@ def row_error_heatmap_spec(errors: RowErrors, layer: int = 0, labels: Mapping | 
              "colorbar": {"title": {"text": w["error"]}},
              "hovertemplate": f"{w['row']} %{{y}}<br>%{{x}}<br>{w['error']} %{{z:.3g}}<br>%{{customdata}}<extra></extra>"}
     return {"data": [trace], "layout": _layout(
-        w["errors_title"].format(layer=layer), max(300, 120 + 18 * len(rows)), xaxis={"side": "top"},
-        yaxis={"autorange": "reversed", "title": {"text": w["row"]}, "type": "category"})}
+        w["errors_title"].format(layer=layer), max(300, 120 + 18 * len(rows)), xaxis={"side": "top", "automargin": True},
+        yaxis={"autorange": "reversed", "title": {"text": w["row"]}, "type": "category", "automargin": True},
+        margin={"l": 10, "r": 10, "t": 80, "b": 10})}           # the top tick labels below the title
 
 
 def row_error_heatmap(*args, **kwargs) -> go.Figure:
@@ -144,7 +145,10 @@ def next_token_pair_spec(cmp: StepComparison, event_index: int, k: int = 8, labe
         title += "<br><sup>" + w["kl_line"].format(kl=score.kl, agree=w["agree"] if score.agree else w["differs"]) + "</sup>"
     return {"data": data, "layout": _layout(
         title, 400, xaxis={"type": "category"}, yaxis={"title": {"text": w["prob"]}, "range": [0, 1.15]},
-        barmode="group", legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"})}
+        barmode="group", margin={"l": 10, "r": 10, "t": 70, "b": 10},
+        # inside the plot, top right: the bars are sorted by the full cache's probability (the
+        # smallest at the right) and the axis reaches 1.15, so the corner is free at any height
+        legend={"orientation": "v", "x": 0.99, "xanchor": "right", "y": 0.99, "yanchor": "top"})}
 
 
 def next_token_pair(*args, **kwargs) -> go.Figure:
@@ -157,7 +161,7 @@ def attention_sinks_spec(cmp: StepComparison, event_index: int, layer: int = 0, 
     """One head's attention in the pass ``event_index`` shows (queries × the key positions it read),
     cividis; keys a query may not read (future, or evicted by the window) are blank. For a window
     variant with sinks the sink columns are outlined and each query's weight on them is written at
-    the right. ``layer`` and ``head`` are 0-based (numbered from 1 in the title). Plain plotly JSON
+    the right (a single query's, in a decode pass, under the title). ``layer`` and ``head`` are 0-based (numbered from 1 in the title). Plain plotly JSON
     (``attention_sinks_figure``: a figure)."""
     w = _labels(labels)
     run = cmp.compressed if compressed else cmp.full
@@ -180,13 +184,20 @@ def attention_sinks_spec(cmp: StepComparison, event_index: int, layer: int = 0, 
         text.append(trow)
     trace = {"type": "heatmap", "z": z, "x": [f"{p}:{seq[p]}" for p in keys], "y": [f"{p}:{seq[p]}" for p in ev.positions],
              "zmin": 0.0, "zmax": 1.0, "colorscale": ATTENTION_SCALE, "text": text, "texttemplate": "%{text}",
+             "textfont": {"size": 12},
              "xgap": 2, "ygap": 2, "colorbar": {"title": {"text": w["weight"]}},
              "hovertemplate": f"{w['query']} %{{y}}<br>{w['key']} %{{x}}<br>{w['weight']} %{{z:.4f}}<extra></extra>"}
     layout = _layout(w["att_title"].format(layer=layer + 1, head=head + 1), max(260, 140 + 40 * len(ev.positions)),
-                     xaxis={"title": {"text": w["key"]}, "side": "bottom", "type": "category"},
-                     yaxis={"autorange": "reversed", "title": {"text": w["query"]}, "type": "category"})
+                     xaxis={"title": {"text": w["key"]}, "side": "bottom", "type": "category", "automargin": True},
+                     yaxis={"autorange": "reversed", "title": {"text": w["query"]}, "type": "category",
+                            "automargin": True})
     sink_cols = [j for j, p in enumerate(keys) if p < sinks]
-    if sink_cols:
+    if sink_cols and len(ev.positions) == 1:      # one query (a decode): its weight on the sinks in the title
+        layout["shapes"] = [{"type": "rect", "x0": min(sink_cols) - 0.5, "x1": max(sink_cols) + 0.5, "y0": -0.5,
+                             "y1": 0.5, "line": {"color": COLORS["chosen"], "width": 3}, "xref": "x", "yref": "y"}]
+        layout["title"]["text"] += "<br><sup>" + w["sinks"].format(mass=sink_mass(ev, layer, head, sinks)[0]) + "</sup>"
+        layout["margin"]["t"] = 70
+    elif sink_cols:
         layout["shapes"] = [{"type": "rect", "x0": min(sink_cols) - 0.5, "x1": max(sink_cols) + 0.5, "y0": -0.5,
                              "y1": len(ev.positions) - 0.5, "line": {"color": COLORS["chosen"], "width": 3},
                              "xref": "x", "yref": "y"}]

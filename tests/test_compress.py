@@ -276,7 +276,10 @@ def test_the_attention_figure_marks_the_sinks_and_their_weight(window_steps):
     assert list(fig.data[0].x) == [f"{p}:{ev.sequence[p]}" for p in key_positions(ev)]
     assert fig.layout.shapes[0].x0 == -0.5 and fig.layout.shapes[0].x1 == 1.5           # columns 0 and 1
     mass = sink_mass(ev, 2, 1, 2)[0]
-    assert fig.layout.annotations[0].text == f"on sinks: {mass:.0%}"
+    assert fig.layout.title.text.endswith(f"<sup>on sinks: {mass:.0%}</sup>")             # one query: in the title
+    prefill = compress_figures.attention_sinks_figure(window_steps, 0, layer=2, head=1)
+    masses = sink_mass(pass_event(window_steps.compressed, 0), 2, 1, 2)
+    assert [a.text for a in prefill.layout.annotations] == [f"on sinks: {m:.0%}" for m in masses]   # one per query
     assert fig.data[0].colorscale[0][1] == plotly.colors.sequential.Cividis[0]          # cividis
     full = compress_figures.attention_sinks_figure(window_steps, 8, layer=2, head=1, compressed=False)
     assert len(full.data[0].x) == ev.positions[0] + 1 and not full.layout.shapes

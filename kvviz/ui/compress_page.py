@@ -265,6 +265,9 @@ def _tradeoff() -> None:
     tr = translator(current_lang())
     names = [frames_compress.variant_name(r.variant, tr) for r in ev.results]
     fig = tradeoff_figure(ev.results, labels=frames_compress.figure_labels(tr), names=names)
+    for trace in fig.data:          # most variants agree 100 %: their names would pile up on the right
+        if trace.xaxis == "x2":     # panel; the left one names every point, hovering names them here
+            trace.mode = "markers"
     chart(fig, t("compress.tradeoff_alt"), key="sc_tradeoff_chart")
     positions = ev.results[0].positions
     st.caption(t("compress.tradeoff_caption", prompts=len(ev.prompts), tokens=ev.new_tokens, seed=ev.seed,

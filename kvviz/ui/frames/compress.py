@@ -2,9 +2,10 @@
 (``kvviz.compress.StepComparison``), event by event. The layer and head are view options: one
 payload per choice.
 
-Per event: the variant's attention (the sink columns outlined for a window with sinks), both
-next-token distributions side by side with KL and top-1 agreement, the quantization error of every
-cached row (quantized caches), and the variant's cache table with evicted rows greyed.
+Per event: the variant's attention (the sink columns outlined for a window with sinks; a quantized
+cache shows the quantization error of every cached row under it, and only that in presenter mode),
+both next-token distributions side by side with KL and top-1 agreement, and the variant's cache
+table with evicted rows greyed.
 """
 from __future__ import annotations
 
@@ -105,10 +106,14 @@ def attention_block(pl: Payload, cmp: StepComparison, ev: Event, layer: int, hea
     written in the page's language."""
     spec = attention_sinks_spec(cmp, ev.index, layer, head, labels=figure_labels(tr))
     v = cmp.variant
-    if v.kind == "window" and v.sinks:
+    if v.kind == "window" and v.sinks:            # the sink weights as this language writes a share
         masses = sink_mass(pass_event(cmp.compressed, ev.index), layer, head, v.sinks)
-        for note, mass in zip(spec["layout"].get("annotations", []), masses):
-            note["text"] = tr("compress.fig_sinks", mass=fmt.percent(mass, lang=pl.lang))
+        shares = [tr("compress.fig_sinks", mass=fmt.percent(m, lang=pl.lang)) for m in masses]
+        for note, share in zip(spec["layout"].get("annotations", []), shares):
+            note["text"] = share
+        if len(masses) == 1:
+            spec["layout"]["title"]["text"] = (tr("compress.fig_att_title", layer=layer + 1, head=head + 1)
+                                               + "<br><sup>" + shares[0] + "</sup>")
     return pl.fig(spec, tr("compress.attention_alt_sinks" if v.kind == "window" and v.sinks else "compress.attention_alt"))
 
 
@@ -184,17 +189,18 @@ def build(cmp: StepComparison, model, layer: int, head: int, tr: Tr) -> Payload:
                     "dist": distributions_block(pl, cmp, ev, name, tr)}
             if v.kind == "quant":
                 figs["err"] = error_block(pl, cmp, ev, layer, tr)
-        wide = [figs["err"]] if v.kind == "quant" else []
+        # quantized: the row errors under the attention (which barely changes); in presenter mode
+        # only the errors, so that they and the distributions share one row of the screen
+        main = [dict(figs["att"], x=1), figs["err"]] if v.kind == "quant" else [figs["att"]]
         more = [note_block(tr("compress.table_note", layer=layer + 1, name=name, kv=kv_heads,
                               hs=model.config.head_dim), explain=True)]
         if v.kind == "quant":
             more.append(note_block(tr("compress.errors_note", bits=v.bits), explain=True))
         pl.add(tr("compress.event_heading", i=ev.index, last=last, phase=tr("gpt.phase_" + ev.phase)),
                top=[strip_block(ev.sequence, len(run.prompt), ev.cache_len), lines_block(did, todo)],
-               main=[figs["att"]]
+               main=main
                + ([note_block(tr("stepper.no_attention", i=ev.index - 1), explain=True)] if ev.phase == "choose" else []),
-               side=[figs["dist"]],
-               wide=wide, metrics=step_metrics(cmp, ev, layer, head, tr),
+               side=[figs["dist"]], metrics=step_metrics(cmp, ev, layer, head, tr),
                table=cache_frame_table(pl, ev, tr, labels, layer, present_cols=present),
                more=more)
     return pl

@@ -6,7 +6,7 @@ const KEYS = { ArrowLeft: "prev", ArrowRight: "next", Home: "reset", End: "end" 
 // widgets that use these keys themselves keep them (the same rules as Streamlit's shortcuts)
 const OWN = 'input, textarea, select, [contenteditable="true"], [role="slider"], [role="tab"], ' +
   '[role="tablist"], [role="listbox"], [role="option"], [role="combobox"], [role="radio"], ' +
-  '[role="spinbutton"], [role="menu"], [role="menuitem"], [role="grid"], [data-testid="stDataFrame"]';
+  '[role="spinbutton"], [role="menu"], [role="menuitem"], [role="grid"], [data-testid="stDataFrame"], .kvs-tblwrap';
 // Space activates these itself (a focused button, link or disclosure keeps its Space)
 const OWN_SPACE = 'button, a[href], summary, [role="button"], [role="checkbox"], [role="switch"]';
 const REGIONS = ["top", "lead", "main", "side", "wide", "more"];
@@ -441,7 +441,8 @@ class Stepper {
         kids[i] = el = fresh;
       }
       if (isFig) {
-        el.setAttribute("role", "img");
+        // a figure, not an img: plotly's toolbar buttons inside must stay reachable (axe: nested-interactive)
+        el.setAttribute("role", "figure");
         el.setAttribute("aria-label", b.alt || "");
         figs.push([el, b]);
       } else {
@@ -566,7 +567,9 @@ class Stepper {
     }).join("");
     const csv = this.P.csv ? `<button type="button" class="kvs-btn kvs-csv">⤓ ${esc(this.P.words.csv)}</button>` : "";
     return `<div class="kvs-ttl"><strong>${esc(c.title)}</strong></div>` +
-      (ids.length ? `<div class="kvs-tblwrap"><table class="kvs-tbl kvs-cachetbl"><thead><tr>${head}</tr></thead>` +
+      // wider than the page: focusable, so the keyboard can scroll it (axe: scrollable-region-focusable)
+      (ids.length ? `<div class="kvs-tblwrap" tabindex="0" role="region" aria-label="${esc(c.title)}">` +
+        `<table class="kvs-tbl kvs-cachetbl"><thead><tr>${head}</tr></thead>` +
         `<tbody>${body}</tbody></table></div>` : "") +
       (c.notes && !this.present ? `<div class="kvs-note">${S(c.notes)}</div>` : "") + csv;
   }

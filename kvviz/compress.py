@@ -112,6 +112,19 @@ class Variant:
             return f"{self.kv_heads} K/V head" + ("s" if self.kv_heads != 1 else "")
         return "full cache"
 
+    def lossless_for(self, positions: int, n_kv_heads: int) -> bool:
+        """Whether this variant must give exactly the full cache's logits on a text of ``positions``
+        positions with a model of ``n_kv_heads`` K/V heads: the full cache; a window that, with
+        its sinks, covers every position (nothing is ever evicted); a residual window that covers every position
+        (nothing is ever quantized); as many K/V heads as the model (the weights are copied)."""
+        if self.kind == "window":
+            return self.window + self.sinks >= positions                      # type: ignore[operator]
+        if self.kind == "quant":
+            return self.residual >= positions                                # type: ignore[operator]
+        if self.kind == "gqa":
+            return self.kv_heads == n_kv_heads
+        return True
+
     def network(self, base: GPT) -> GPT:
         """The network this variant runs: ``base``, or its grouped conversion."""
         return base if self.kind != "gqa" else grouped_network(base, self.kv_heads)  # type: ignore[arg-type]
@@ -370,6 +383,30 @@ class StepComparison:
         """The score of the last choice at or before ``event_index`` (None before the first)."""
         before = [s for s in self.scores if s.event <= event_index]
         return before[-1] if before else None
+
+    def scored_event(self, event_index: int) -> int:
+        """The choose event whose distributions an event shows: itself, or the choice after a pass."""
+        return event_index if self.full.events[event_index].phase == "choose" else event_index + 1
+
+    def mean_until(self, event_index: int) -> tuple[float, float, int]:
+        """Mean KL, top-1 agreement and the number of choices scored at or before ``event_index``."""
+        before = [s for s in self.scores if s.event <= event_index]
+        if not before:
+            return 0.0, 1.0, 0
+        return sum(s.kl for s in before) / len(before), sum(s.agree for s in before) / len(before), len(before)
+
+    def logits_equal(self, event_index: int) -> bool:
+        """The variant's next-token logits at ``event_index`` are exactly the full cache's (``torch.equal``)."""
+        return torch.equal(self.full.events[event_index].logits, self.compressed.events[event_index].logits)
+
+    def first_difference(self) -> int | None:
+        """The first event whose logits are not exactly the full cache's (None: equal everywhere)."""
+        return next((i for i in range(len(self.full.events)) if not self.logits_equal(i)), None)
+
+    @property
+    def positions(self) -> int:
+        """Positions the runs processed (the prompt and every generated token but the last)."""
+        return self.full.events[-1].cache_len
 
 
 def variant_model(variant: Variant, tiny: TinyGPT | None = None) -> GPTModel:

@@ -8,7 +8,9 @@
   columns outlined and the weight on them written per query.
 
 Colours are the project's (kvviz.figures.COLORS, cividis for attention); every visible word can be
-replaced through ``labels`` so a page can translate it.
+replaced through ``labels`` so a page can translate it. The three a stepper draws at every event have
+a ``*_spec`` twin that returns plain plotly JSON (as in kvviz.figures: about ten times cheaper); the
+figure is ``go.Figure(spec)``.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import torch
 
 from kvviz.compress import (RowErrors, StepComparison, VariantResult, key_positions, pass_event,
                             sink_mass)
-from kvviz.figures import ATTENTION_SCALE, COLORS, FONT, _base_layout
+from kvviz.figures import ATTENTION_SCALE, COLORS, FONT, _base_layout, _layout
 
 KIND_COLORS = {"full": COLORS["chosen"], "window": COLORS["prompt"], "quant": COLORS["pending"],
                "gqa": COLORS["processed"]}
@@ -88,9 +90,10 @@ def tradeoff_figure(results: Sequence[VariantResult], labels: Mapping | None = N
     return _base_layout(fig, w["tradeoff_title"], height=560)
 
 
-def row_error_heatmap(errors: RowErrors, layer: int = 0, labels: Mapping | None = None) -> go.Figure:
+def row_error_heatmap_spec(errors: RowErrors, layer: int = 0, labels: Mapping | None = None) -> dict:
     """Rows (cached positions) × K and V of every K/V head: the largest |dequantized − original| of
-    the row. Full-precision rows are 0 (white); evicted rows are blank. Hover says which it is."""
+    the row. Full-precision rows are 0 (white); evicted rows are blank. Hover says which it is.
+    ``layer`` only names the layer in the title. Plain plotly JSON (``row_error_heatmap``: a figure)."""
     w = _labels(labels)
     heads = errors.key_error.shape[1]
     cols = [f"K h{h + 1}" for h in range(heads)] + [f"V h{h + 1}" for h in range(heads)]
@@ -100,21 +103,28 @@ def row_error_heatmap(errors: RowErrors, layer: int = 0, labels: Mapping | None 
              for q, e in zip(errors.quantized, errors.evicted)]
     rows = [f"{p}:{t}" for p, t in zip(errors.positions, errors.tokens)]
     finite = [v for row in z for v in row if v is not None]
-    fig = go.Figure(go.Heatmap(
-        z=z, x=cols, y=rows, zmin=0.0, zmax=max(finite) if finite and max(finite) > 0 else 1.0,
-        colorscale=ERROR_SCALE, xgap=1, ygap=1, customdata=[[s] * len(cols) for s in state],
-        colorbar=dict(title=w["error"]),
-        hovertemplate=f"{w['row']} %{{y}}<br>%{{x}}<br>{w['error']} %{{z:.3g}}<br>%{{customdata}}<extra></extra>"))
-    fig.update_yaxes(autorange="reversed", title=w["row"], type="category")
-    fig.update_xaxes(side="top")
-    return _base_layout(fig, w["errors_title"].format(layer=layer), height=max(300, 120 + 18 * len(rows)))
+    trace = {"type": "heatmap", "z": z, "x": cols, "y": rows, "zmin": 0.0,
+             "zmax": max(finite) if finite and max(finite) > 0 else 1.0, "colorscale": ERROR_SCALE,
+             "xgap": 1, "ygap": 1, "customdata": [[s] * len(cols) for s in state],
+             "colorbar": {"title": {"text": w["error"]}},
+             "hovertemplate": f"{w['row']} %{{y}}<br>%{{x}}<br>{w['error']} %{{z:.3g}}<br>%{{customdata}}<extra></extra>"}
+    return {"data": [trace], "layout": _layout(
+        w["errors_title"].format(layer=layer), max(300, 120 + 18 * len(rows)), xaxis={"side": "top", "automargin": True},
+        yaxis={"autorange": "reversed", "title": {"text": w["row"]}, "type": "category", "automargin": True},
+        margin={"l": 10, "r": 10, "t": 80, "b": 10})}           # the top tick labels below the title
 
 
-def next_token_pair(cmp: StepComparison, event_index: int, k: int = 8, labels: Mapping | None = None,
-                    variant_name: str | None = None) -> go.Figure:
+def row_error_heatmap(*args, **kwargs) -> go.Figure:
+    """``row_error_heatmap_spec`` as a figure (same arguments)."""
+    return go.Figure(row_error_heatmap_spec(*args, **kwargs))
+
+
+def next_token_pair_spec(cmp: StepComparison, event_index: int, k: int = 8, labels: Mapping | None = None,
+                         variant_name: str | None = None) -> dict:
     """The next-token distributions of the full cache and of the variant at ``event_index`` (a
     choose event, or the pass before one), as grouped bars over the tokens in either top ``k``;
-    the title line gives KL and whether the top-1 tokens agree."""
+    the title line gives KL and whether the top-1 tokens agree. Plain plotly JSON
+    (``next_token_pair``: a figure)."""
     w = _labels(labels)
     full_ev, var_ev = cmp.full.events[event_index], cmp.compressed.events[event_index]
     p = torch.softmax(full_ev.logits.double(), -1)
@@ -123,28 +133,36 @@ def next_token_pair(cmp: StepComparison, event_index: int, k: int = 8, labels: M
                  key=lambda i: -float(p[i]))
     tokens = [cmp.logit_tokens[i] for i in top]
     name = variant_name or cmp.variant.label()
-    fig = go.Figure()
+    data = []
     for probs, label, color in ((p, w["full"], COLORS["prompt"]), (q, name, COLORS["pending"])):
         vals = [float(probs[i]) for i in top]
-        fig.add_trace(go.Bar(x=tokens, y=vals, name=label, marker_color=color, text=[f"{v:.2f}" for v in vals],
-                             textposition="outside", textfont=dict(size=13),
-                             hovertemplate=f"{label}<br>%{{x}}: p = %{{y:.4f}}<extra></extra>"))
+        data.append({"type": "bar", "x": tokens, "y": vals, "name": label, "marker": {"color": color},
+                     "text": [f"{v:.2f}" for v in vals], "textposition": "outside", "textfont": {"size": 13},
+                     "hovertemplate": f"{label}<br>%{{x}}: p = %{{y:.4f}}<extra></extra>"})
     score = cmp.score_at(event_index if full_ev.phase == "choose" else event_index + 1)
     title = w["dist_title"].format(variant=name)
     if score is not None:
         title += "<br><sup>" + w["kl_line"].format(kl=score.kl, agree=w["agree"] if score.agree else w["differs"]) + "</sup>"
-    fig.update_layout(barmode="group", legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"))
-    fig.update_yaxes(title=w["prob"], range=[0, 1.15])
-    fig.update_xaxes(type="category")
-    return _base_layout(fig, title, height=400)
+    return {"data": data, "layout": _layout(
+        title, 400, xaxis={"type": "category"}, yaxis={"title": {"text": w["prob"]}, "range": [0, 1.15]},
+        barmode="group", margin={"l": 10, "r": 10, "t": 70, "b": 10},
+        # inside the plot, top right: the bars are sorted by the full cache's probability (the
+        # smallest at the right) and the axis reaches 1.15, so the corner is free at any height
+        legend={"orientation": "v", "x": 0.99, "xanchor": "right", "y": 0.99, "yanchor": "top"})}
 
 
-def attention_sinks_figure(cmp: StepComparison, event_index: int, layer: int = 0, head: int = 0,
-                           compressed: bool = True, labels: Mapping | None = None) -> go.Figure:
+def next_token_pair(*args, **kwargs) -> go.Figure:
+    """``next_token_pair_spec`` as a figure (same arguments)."""
+    return go.Figure(next_token_pair_spec(*args, **kwargs))
+
+
+def attention_sinks_spec(cmp: StepComparison, event_index: int, layer: int = 0, head: int = 0,
+                         compressed: bool = True, labels: Mapping | None = None) -> dict:
     """One head's attention in the pass ``event_index`` shows (queries × the key positions it read),
     cividis; keys a query may not read (future, or evicted by the window) are blank. For a window
     variant with sinks the sink columns are outlined and each query's weight on them is written at
-    the right."""
+    the right (a single query's, in a decode pass, under the title). ``layer`` and ``head`` are 0-based (numbered from 1 in the title). Plain plotly JSON
+    (``attention_sinks_figure``: a figure)."""
     w = _labels(labels)
     run = cmp.compressed if compressed else cmp.full
     ev = pass_event(run, event_index)
@@ -154,31 +172,43 @@ def attention_sinks_figure(cmp: StepComparison, event_index: int, layer: int = 0
     v = cmp.variant
     sinks = (v.sinks or 0) if (compressed and v.kind == "window") else 0
     window = v.window if (compressed and v.kind == "window") else None
+    weights = att.tolist()
     z, text = [], []
     for i, q in enumerate(ev.positions):
         row, trow = [], []
         for j, kpos in enumerate(keys):
             visible = kpos <= q and (window is None or kpos < sinks or kpos > q - window)
-            row.append(float(att[i, j]) if visible else None)
-            trow.append(f"{float(att[i, j]):.2f}" if visible and len(keys) <= 16 else "")
+            row.append(weights[i][j] if visible else None)
+            trow.append(f"{weights[i][j]:.2f}" if visible and len(keys) <= 16 else "")
         z.append(row)
         text.append(trow)
-    fig = go.Figure(go.Heatmap(
-        z=z, x=[f"{p}:{seq[p]}" for p in keys], y=[f"{p}:{seq[p]}" for p in ev.positions], zmin=0.0, zmax=1.0,
-        colorscale=ATTENTION_SCALE, text=text, texttemplate="%{text}", xgap=2, ygap=2,
-        colorbar=dict(title=w["weight"]),
-        hovertemplate=f"{w['query']} %{{y}}<br>{w['key']} %{{x}}<br>{w['weight']} %{{z:.4f}}<extra></extra>"))
+    trace = {"type": "heatmap", "z": z, "x": [f"{p}:{seq[p]}" for p in keys], "y": [f"{p}:{seq[p]}" for p in ev.positions],
+             "zmin": 0.0, "zmax": 1.0, "colorscale": ATTENTION_SCALE, "text": text, "texttemplate": "%{text}",
+             "textfont": {"size": 12},
+             "xgap": 2, "ygap": 2, "colorbar": {"title": {"text": w["weight"]}},
+             "hovertemplate": f"{w['query']} %{{y}}<br>{w['key']} %{{x}}<br>{w['weight']} %{{z:.4f}}<extra></extra>"}
+    layout = _layout(w["att_title"].format(layer=layer + 1, head=head + 1), max(260, 140 + 40 * len(ev.positions)),
+                     xaxis={"title": {"text": w["key"]}, "side": "bottom", "type": "category", "automargin": True},
+                     yaxis={"autorange": "reversed", "title": {"text": w["query"]}, "type": "category",
+                            "automargin": True})
     sink_cols = [j for j, p in enumerate(keys) if p < sinks]
-    if sink_cols:
-        fig.add_shape(type="rect", x0=min(sink_cols) - 0.5, x1=max(sink_cols) + 0.5, y0=-0.5, y1=len(ev.positions) - 0.5,
-                      line=dict(color=COLORS["chosen"], width=3), xref="x", yref="y")
-        for i, mass in enumerate(sink_mass(ev, layer, head, sinks)):
-            fig.add_annotation(x=1.0, xref="paper", xanchor="left", y=i, yref="y", showarrow=False,
-                               text=w["sinks"].format(mass=mass), font=dict(size=13, color=COLORS["chosen"]))
-    fig.update_yaxes(autorange="reversed", title=w["query"], type="category")
-    fig.update_xaxes(title=w["key"], side="bottom", type="category")
-    fig = _base_layout(fig, w["att_title"].format(layer=layer, head=head + 1), height=max(260, 140 + 40 * len(ev.positions)))
-    if sink_cols:                     # room at the right for the masses, the colour bar beyond them
-        fig.update_layout(margin=dict(r=130))
-        fig.update_traces(colorbar=dict(x=1.16))
-    return fig
+    if sink_cols and len(ev.positions) == 1:      # one query (a decode): its weight on the sinks in the title
+        layout["shapes"] = [{"type": "rect", "x0": min(sink_cols) - 0.5, "x1": max(sink_cols) + 0.5, "y0": -0.5,
+                             "y1": 0.5, "line": {"color": COLORS["chosen"], "width": 3}, "xref": "x", "yref": "y"}]
+        layout["title"]["text"] += "<br><sup>" + w["sinks"].format(mass=sink_mass(ev, layer, head, sinks)[0]) + "</sup>"
+        layout["margin"]["t"] = 70
+    elif sink_cols:
+        layout["shapes"] = [{"type": "rect", "x0": min(sink_cols) - 0.5, "x1": max(sink_cols) + 0.5, "y0": -0.5,
+                             "y1": len(ev.positions) - 0.5, "line": {"color": COLORS["chosen"], "width": 3},
+                             "xref": "x", "yref": "y"}]
+        layout["annotations"] = [{"x": 1.0, "xref": "paper", "xanchor": "left", "y": i, "yref": "y", "showarrow": False,
+                                  "text": w["sinks"].format(mass=mass), "font": {"size": 13, "color": COLORS["chosen"]}}
+                                 for i, mass in enumerate(sink_mass(ev, layer, head, sinks))]
+        layout["margin"]["r"] = 130                    # room at the right for the masses, the colour bar beyond them
+        trace["colorbar"]["x"] = 1.16
+    return {"data": [trace], "layout": layout}
+
+
+def attention_sinks_figure(*args, **kwargs) -> go.Figure:
+    """``attention_sinks_spec`` as a figure (same arguments)."""
+    return go.Figure(attention_sinks_spec(*args, **kwargs))

@@ -152,7 +152,7 @@ def frame_text(f: dict) -> str:
                 walk(v)
         elif isinstance(x, dict):
             for k, v in x.items():
-                if k not in ("fig", "chips", "ids", "new", "rewritten", "flagged", "figs"):
+                if k not in ("fig", "chips", "ids", "new", "rewritten", "evicted", "flagged", "figs"):
                     walk(v)
     walk({k: v for k, v in f.items() if k not in ("heading", "figs")})
     return html.unescape(re.sub(r"<[^>]+>", "", " ".join(out)))

@@ -159,6 +159,29 @@ def test_stepping_a_variant_beside_the_full_cache_uses_the_same_tokens(window_st
     assert window_steps.score_at(0) is None and window_steps.score_at(6) == s
 
 
+def test_a_step_comparison_says_where_its_logits_stop_being_exact_and_the_running_means(window_steps):
+    assert window_steps.positions == 12 + 6 - 1
+    assert window_steps.scored_event(0) == 1 and window_steps.scored_event(1) == 1 and window_steps.scored_event(2) == 3
+    # the window (4 + 2 sinks) is shorter than the 12-token prompt: the prefill's last query already differs
+    assert window_steps.first_difference() == 0 and not window_steps.logits_equal(0)
+    kl, agree, n = window_steps.mean_until(5)
+    assert n == 3 and kl == pytest.approx(sum(s.kl for s in window_steps.scores[:3]) / 3)
+    assert agree == sum(s.agree for s in window_steps.scores[:3]) / 3
+    assert window_steps.mean_until(0) == (0.0, 1.0, 0)
+
+
+@pytest.mark.parametrize("variant, lossless", [
+    (Variant.of("window", window=17, sinks=0), True), (Variant.of("window", window=13, sinks=4), True),
+    (Variant.of("window", window=12, sinks=4), False), (Variant.of("window", window=16, sinks=0), False),
+    (Variant.of("quant", bits=4, group_size=2, key_axis="token", residual=17), True),
+    (Variant.of("quant", bits=4, group_size=2, key_axis="token", residual=8), False),
+    (Variant.of("gqa", kv_heads=4), True), (Variant.of("gqa", kv_heads=2), False)])
+def test_lossless_settings_are_the_ones_whose_logits_equal_the_full_cache_at_every_step(variant, lossless):
+    steps = compare_steps(variant, PROMPT, 6)                                          # 17 positions
+    assert variant.lossless_for(steps.positions, 4) is lossless
+    assert (steps.first_difference() is None) is lossless
+
+
 def test_the_page_sees_which_keys_a_windowed_query_read_and_the_weight_on_the_sinks(window_steps):
     ev = window_steps.compressed.events[-2]                                            # the last decode (pos 16)
     assert ev.positions == [16] and key_positions(ev) == [0, 1, 13, 14, 15, 16]
@@ -253,7 +276,10 @@ def test_the_attention_figure_marks_the_sinks_and_their_weight(window_steps):
     assert list(fig.data[0].x) == [f"{p}:{ev.sequence[p]}" for p in key_positions(ev)]
     assert fig.layout.shapes[0].x0 == -0.5 and fig.layout.shapes[0].x1 == 1.5           # columns 0 and 1
     mass = sink_mass(ev, 2, 1, 2)[0]
-    assert fig.layout.annotations[0].text == f"on sinks: {mass:.0%}"
+    assert fig.layout.title.text.endswith(f"<sup>on sinks: {mass:.0%}</sup>")             # one query: in the title
+    prefill = compress_figures.attention_sinks_figure(window_steps, 0, layer=2, head=1)
+    masses = sink_mass(pass_event(window_steps.compressed, 0), 2, 1, 2)
+    assert [a.text for a in prefill.layout.annotations] == [f"on sinks: {m:.0%}" for m in masses]   # one per query
     assert fig.data[0].colorscale[0][1] == plotly.colors.sequential.Cividis[0]          # cividis
     full = compress_figures.attention_sinks_figure(window_steps, 8, layer=2, head=1, compressed=False)
     assert len(full.data[0].x) == ev.positions[0] + 1 and not full.layout.shapes

@@ -79,6 +79,23 @@ def test_gpt_layer_and_head_restored_from_the_address():
     assert bad.selectbox(key="gpt_layer").value == 1 and any("gpt_layer" in w.value for w in bad.warning)
 
 
+def test_smaller_caches_state_restored_from_the_address():
+    at = open_page("pages/7_Smaller_caches.py",
+                   {"sc_prompt": "It was", "sc_new": "6", "sc_kind": "quant", "sc_bits": "8", "sc_group": "16",
+                    "sc_axis": "token", "sc_residual": "4", "sc_layer": "2", "sc_head": "3", "sc_prompts": "4",
+                    "sc_tokens": "10", "sc_seed": "5", "step": "5", "lang": "es"})
+    no_exception(at)
+    assert not _notices(at), _notices(at)
+    assert at.text_input(key="sc_prompt").value == "It was" and at.number_input(key="sc_new").value == 6
+    assert at.segmented_control(key="sc_kind").value == "quant" and at.segmented_control(key="sc_bits").value == 8
+    assert at.number_input(key="sc_group").value == 16 and at.segmented_control(key="sc_axis").value == "token"
+    assert at.number_input(key="sc_residual").value == 4
+    assert at.selectbox(key="sc_layer").value == 2 and at.selectbox(key="sc_head").value == 3
+    assert [at.number_input(key=k).value for k in ("sc_prompts", "sc_tokens", "sc_seed")] == [4, 10, 5]
+    assert frame(at)["heading"].startswith("Evento 5 de 11")
+    assert any("int8, K por token, G 16, residual 4" in t for t in _chart_titles(at))
+
+
 def _chart_titles(at) -> list[str]:
     """Titles of the charts the page shows: its own and the stepper's current frame's."""
     from tests.conftest import plotly_specs

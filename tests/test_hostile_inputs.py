@@ -162,6 +162,21 @@ def test_typed_logits_and_probabilities_parse_or_say_why():
             assert not any(math.isnan(x) or x == math.inf for x in src.logits.tolist()), text
 
 
+def test_smaller_cache_settings_from_any_address_build_a_variant_or_say_why():
+    """What the Smaller caches page hands the engine (kvviz.compress.Variant), from raw address text."""
+    from kvviz.compress import Variant
+    for raw in HOSTILE_URL + [MONSTER[:60]]:
+        for kind, settings in (("window", {"window": raw, "sinks": raw}), ("quant", {"bits": raw, "group_size": raw,
+                               "key_axis": raw, "residual": raw}), ("gqa", {"kv_heads": raw}), (raw, {})):
+            CASES["count"] += 1
+            try:
+                v = Variant.of(kind, **settings)
+            except LimitError as e:
+                assert str(e), (kind, raw)
+                continue
+            assert all(x is None or isinstance(x, (int, str)) for x in v.settings().values()), (kind, raw)
+
+
 # ---------------------------------------------------------------- whole pages
 
 def _views():

@@ -83,7 +83,8 @@ SAME_WORDS = {"logit", "logits", "prefill", "decode", "cache", "token", "tokens"
               "warm", "delicious", "top", "greedy", "softmax", "bytes", "batch", "query", "head", "heads",
               "extra", "layer", "bits", "config", "json", "small", "attention", "keys", "queries", "phase", "seed", "causal",
               "position",   # German writes Phase, Position; Attention, Keys, Queries as the field does
-              "batching", "pool", "block", "prompt", "ttft"}   # glossary: el batching / el pool, der Block; TTFT
+              "batching", "pool", "block", "prompt", "ttft",
+              "nats"}   # nats: a unit   # glossary: el batching / el pool, der Block; TTFT
 
 
 @pytest.mark.parametrize("lang", ["es", "de"])

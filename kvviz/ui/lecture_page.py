@@ -9,6 +9,7 @@ from kvviz.ui.links import deep_link, show_links
 ABC, WEATHER, SAMPLING, GPT, COST = ("pages/1_ABC_miniature.py", "pages/2_Weather_heads.py",
                                     "pages/3_Sampling.py", "pages/4_Tiny_GPT.py", "pages/5_Cost_and_scale.py")
 PAGED = "pages/6_Paged_cache.py"
+SMALLER = "pages/7_Smaller_caches.py"
 
 # (section, [(page, address parameters, i18n key of the line to say)]) in the order of a lecture
 SCRIPT: list[tuple[str, list[tuple[str, dict, str]]]] = [
@@ -49,6 +50,12 @@ SCRIPT: list[tuple[str, list[tuple[str, dict, str]]]] = [
         (PAGED, {"step": 2}, "paged_boundary"),
         (PAGED, {"pg_blocks": 8, "step": 6}, "paged_preempt"),
         (PAGED, {"pg_policy": "static", "step": 4}, "paged_static"),
+    ]),
+    ("compress", [
+        (SMALLER, {"sc_kind": "window", "sc_window": 8, "sc_sinks": 4, "step": 17}, "compress_window"),
+        (SMALLER, {"sc_kind": "window", "sc_window": 16, "sc_sinks": 4, "step": 31}, "compress_exact"),
+        (SMALLER, {"sc_kind": "quant", "sc_bits": 4, "sc_axis": "token", "step": 12}, "compress_quant"),
+        (SMALLER, {"sc_kind": "gqa", "sc_kv_heads": 1, "step": 3}, "compress_gqa"),
     ]),
 ]
 

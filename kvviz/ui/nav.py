@@ -23,6 +23,7 @@ PAGES = [
     ("pages/4_Tiny_GPT.py", "nav.gpt", ":material/smart_toy:"),
     ("pages/5_Cost_and_scale.py", "nav.cost", ":material/speed:"),
     ("pages/6_Paged_cache.py", "nav.paged", ":material/view_module:"),
+    ("pages/7_Smaller_caches.py", "nav.compress", ":material/compress:"),
     ("pages/9_Lecture_script.py", "nav.lecture", ":material/school:"),
 ]
 

@@ -6,7 +6,7 @@ const KEYS = { ArrowLeft: "prev", ArrowRight: "next", Home: "reset", End: "end" 
 // widgets that use these keys themselves keep them (the same rules as Streamlit's shortcuts)
 const OWN = 'input, textarea, select, [contenteditable="true"], [role="slider"], [role="tab"], ' +
   '[role="tablist"], [role="listbox"], [role="option"], [role="combobox"], [role="radio"], ' +
-  '[role="spinbutton"], [role="menu"], [role="menuitem"], [role="grid"], [data-testid="stDataFrame"]';
+  '[role="spinbutton"], [role="menu"], [role="menuitem"], [role="grid"], [data-testid="stDataFrame"], .kvs-tblwrap';
 // Space activates these itself (a focused button, link or disclosure keeps its Space)
 const OWN_SPACE = 'button, a[href], summary, [role="button"], [role="checkbox"], [role="switch"]';
 const REGIONS = ["top", "lead", "main", "side", "wide", "more"];
@@ -561,6 +561,7 @@ class Stepper {
     const cls = new Map();
     for (const i of c.new || []) cls.set(i, "new");
     for (const i of c.rewritten || []) cls.set(i, "rewritten");
+    for (const i of c.evicted || []) cls.set(i, "evicted");
     const flags = new Set((c.flagged || []).map(([r, col]) => r + ":" + col));
     const head = cols.map((i) => `<th scope="col">${esc(T.cols[i])}</th>`).join("");
     const body = ids.map((id, k) => {

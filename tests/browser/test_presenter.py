@@ -8,7 +8,8 @@ from tests.conftest import Page
 pytestmark = pytest.mark.browser
 
 STEPPING = ["ABC_miniature", "Weather_heads", "Tiny_GPT", "Cost_and_scale?tab=Batching",
-            "Cost_and_scale?tab=Batching&bt_model=gpt", "Paged_cache"]
+            "Cost_and_scale?tab=Batching&bt_model=gpt", "Paged_cache",
+            "Smaller_caches", "Smaller_caches?sc_kind=quant"]
 # words of the chart labels (aria) that must be on screen after each step: one of each group
 CHARTS = {"Paged_cache": (("pool",), ("bytes",))}                  # the block pool and the memory
 MODEL_CHARTS = (("attention",), ("logit", "probab"))

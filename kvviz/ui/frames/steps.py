@@ -71,21 +71,24 @@ def cache_frame_table(pl: Payload, ev: Event, tr: Tr, head_labels: list[str] | N
                       position_base: int = 0, flagged: Sequence[tuple[int, str]] = (),
                       present_cols: Sequence[str] | None = None) -> dict:
     """The K/V cache after ``ev`` (kvviz.trace.cache_table): rows written by this event highlighted,
-    rows a repair rewrote before this pass marked, ``flagged`` cells (0-based position, column name)
+    rows a repair rewrote before this pass marked, rows a sliding window evicted greyed, ``flagged`` cells (0-based position, column name)
     marked (e.g. stale keys). ``present_cols``: the columns presenter mode keeps."""
     df = cache_table(ev.cache, head_labels, layer, position_base=position_base)
     cols = list(df.columns) if not df.empty else ["position", "token", "event", "phase"]
     positions = [r.position for r in ev.cache.rows]
     new = [i for i, p in enumerate(positions) if ev.record is not None and p in set(ev.positions)]
     rewritten = [i for i, r in enumerate(ev.cache.rows) if ev.record is not None and r.rewritten_at == ev.index]
+    evicted = [i for i, r in enumerate(ev.cache.rows) if r.evicted_at is not None]
     flags = [(positions.index(p), cols.index(c)) for p, c in flagged if p in positions and c in cols]
     notes = [tr("stepper.cache_new_rows")] if new else []
     if rewritten:
         notes.append(tr("stepper.cache_rewritten_rows"))
+    if evicted:
+        notes.append(tr("stepper.cache_evicted_rows"))
     if flags:
         notes.append(tr("stepper.cache_flagged_cells"))
     if df.empty:
         notes.append(tr("stepper.cache_empty"))
     return pl.cache_table(cols, table_headers(cols, tr), df.values.tolist(), tr("stepper.cache_title", n=ev.cache_len),
-                          new=new, rewritten=rewritten, flagged=flags, notes=" ".join(notes),
+                          new=new, rewritten=rewritten, evicted=evicted, flagged=flags, notes=" ".join(notes),
                           present_cols=[cols.index(c) for c in present_cols if c in cols] if present_cols else None)

@@ -16,6 +16,11 @@ Payload (JSON, ``Payload.to_json()``)::
      "texts":  ["...", ...]   # long HTML strings used by several frames (a block may hold an index)
      "table":  {"cols": [...], "csv_cols": [...], "rows": [[cell, ...], ...], "present_cols": [...] | null}
      "csv":    "abc" | null   # file stem of the per-step cache CSV download (null: no download)
+     "pick":   {"rows": L, "cols": H, "sel": [row, col], "cells": [[label, ...], ...], "label": str,
+                "fold": str} | null   # figures marked "pick" are a rows × cols grid of subplots (subplot
+                                      # r·cols + c on axes x{i+1}/y{i+1}); choosing one sends [row, col]
+                                      # to Python (step_view.stepper's on_pick); presenter mode folds them
+                                      # behind a button labelled "fold"
      "frames": [frame, ...]}  # one per event
 
     frame = {"heading": "Event 2 of 11: decode",
@@ -30,7 +35,7 @@ Payload (JSON, ``Payload.to_json()``)::
                        "flagged": [[i, column], ...], "notes": html} | null,   # i: index into ids
              "more": [block, ...]}      # explanations below everything
 
-    block = {"fig": i, "alt": str} | {"html": html} | {"note": html} | {"alert": "ok|bad|info|warn", "text": html}
+    block = {"fig": i, "alt": str, "pick": 1?} | {"html": html} | {"note": html} | {"alert": "ok|bad|info|warn", "text": html}
           | {"lines": [["did" | "todo", html], ...]} | {"strip": {"chips": [[pos, token, kind]], "legend": bool,
              "label": html | null}} | {"tbl": {"cols", "rows", "row_head", "marks": [[r, c, cls]],
              "row_marks": [[r, cls]], "title"}} | {"details": summary, "body": [block, ...]}
@@ -282,6 +287,7 @@ class Payload:
         self.ratio = list(ratio) if ratio else None
         self.present_ratio = list(present_ratio) if present_ratio else None
         self.csv = csv
+        self.pick: dict | None = None
         self.colors = {k: COLORS[k] for k in ("prompt", "processed", "pending", "chosen")}
 
     # -- pooled pieces
@@ -289,6 +295,20 @@ class Payload:
         """A figure block (a plotly JSON dict or a ``go.Figure``); identical figures (a choose event
         showing the pass before it) are sent once."""
         return fig_block(self.fig_index(localize_spec(figure_spec(fig), self.lang)), alt)
+
+    def pick_fig(self, fig, alt: str) -> dict:
+        """A figure block whose subplots the viewer can choose (see ``set_pick``)."""
+        return {**self.fig(fig, alt), "pick": 1}
+
+    def set_pick(self, rows: int, cols: int, selected: tuple[int, int], cells: Sequence[Sequence[str]],
+                 label: str, fold: str) -> None:
+        """The grid of the ``pick_fig`` figures: ``rows`` × ``cols`` subplots, ``selected`` (row, col)
+        the one chosen now, ``cells`` each subplot's accessible name, ``label`` the grid's, ``fold``
+        the button that shows the grid in presenter mode."""
+        if len(cells) != rows or any(len(r) != cols for r in cells):
+            raise ValueError("one accessible name per subplot")
+        self.pick = {"rows": rows, "cols": cols, "sel": [int(selected[0]), int(selected[1])],
+                     "cells": [list(map(str, r)) for r in cells], "label": label, "fold": fold}
 
     def fig_index(self, spec: dict) -> int:
         key = json.dumps(spec, sort_keys=True, separators=(",", ":"))
@@ -361,7 +381,7 @@ class Payload:
     def to_dict(self) -> dict:
         return {"v": 1, "words": words(self.tr), "colors": self.colors, "ratio": self.ratio,
                 "present_ratio": self.present_ratio, "figs": self.figs,
-                "texts": self.texts, "csv": self.csv,
+                "texts": self.texts, "csv": self.csv, "pick": self.pick,
                 "table": None if self.table_cols is None else {
                     "cols": self.table_cols, "csv_cols": self.table_csv_cols, "rows": self.rows,
                     "present_cols": self.present_cols},

@@ -162,20 +162,49 @@ def test_sampling_controls_change_the_run_and_the_loops_still_agree():
 
 
 def test_timing_sweep_plots_speedup_beside_flop_ratio_and_explains_the_gap():
+    """What the page shows equals the Sweep it measured (the numbers themselves depend on the
+    machine's load: no assertion on how fast anything ran); the FLOP ratios are kvviz.cost's."""
+    import re
+
+    from kvviz import cost
+    from kvviz.models.gpt import cost_config, load_tiny_gpt
+    from kvviz.ui import fmt
+
     at = open_page(PAGE)
     assert any("Press **Measure**" in i.value for i in at.info)
     at.select_slider(key="gpt_sweep_max").set_value(16).run()
     click(at, "Measure")
     no_exception(at)
+    _, sweep = at.session_state["gpt_sweep"]                       # the engine's record of this measurement
+    assert [p.n for p in sweep.points] == [8, 16] and all(p.same_tokens for p in sweep.points)
+    shape = cost_config(load_tiny_gpt().model.config)
+    flops = [cost.loop_flops(shape, 5, n, False).total / cost.loop_flops(shape, 5, n, True).total for n in (8, 16)]
+    assert [p.flop_ratio for p in sweep.points] == pytest.approx(flops) and 1 < flops[0] < flops[1]
     chart = next(s for s in plotly_specs(at) if s["data"][0]["type"] == "scatter")
-    names = [d["name"] for d in chart["data"]]
-    assert names == ["measured speed-up", "time model", "FLOP ratio"]
+    series = {d["name"]: d for d in chart["data"]}
+    assert list(series) == ["measured speed-up", "time model", "FLOP ratio"]
     assert all(d["x"] == [8, 16] for d in chart["data"])
-    measured, flops = chart["data"][0]["y"], chart["data"][2]["y"]
-    assert all(0 < m < f for m, f in zip(measured, flops))         # on a CPU the clock saves less
+    assert series["measured speed-up"]["y"] == pytest.approx([p.speedup for p in sweep.points])
+    assert series["time model"]["y"] == pytest.approx([sweep.predicted_speedup(n) for n in (8, 16)])
+    assert series["FLOP ratio"]["y"] == pytest.approx(flops)
     table = at.dataframe[-1].value
     assert list(table["N"]) == [8, 16] and list(table["same tokens"]) == ["✓", "✓"]
-    assert any("Why the speed-up is far below the FLOP ratio" in m.value for m in at.markdown)
+    assert list(table["speed-up"]) == pytest.approx([p.speedup for p in sweep.points])
+    assert list(table["FLOP ratio"]) == pytest.approx(flops)
+    # the explanation: the English template with each {number} read back and compared with the sweep's
+    template = strings("en")["gpt.explain"]
+    pattern = re.escape(template)
+    for name in re.findall(r"\{(\w+)\}", template):
+        pattern = pattern.replace(re.escape("{" + name + "}"), f"(?P<{name}>.+?)", 1)
+    text = next(m.value for m in at.markdown if m.value.startswith("**Why the speed-up is far below the FLOP ratio"))
+    got = re.fullmatch(pattern, text).groupdict()
+    e = sweep.explanation()
+    assert e["n"] == 16 and got["n"] == "16" and got["full_tokens"] == str(e["full_tokens"])
+    assert got["speedup"] == fmt.fixed(e["speedup"], 1) and got["flops"] == fmt.fixed(e["flop_ratio"], 0)
+    assert got["share"] == fmt.percent(e["speedup"] / e["flop_ratio"])
+    assert got["step_ms"] == fmt.fixed(e["step_ms"], 2) and got["full_ms"] == fmt.fixed(e["full_ms"], 2)
+    assert got["model"] == fmt.fixed(sweep.predicted_speedup(16), 1)
+    assert got["weights_mb"] == fmt.fixed(e["weights_mb"], 1)
 
 
 def test_bad_prompts_get_a_message_and_the_page_keeps_working():

@@ -199,6 +199,10 @@ def attention_model_view_spec(weights: torch.Tensor, title: str, selected: tuple
     w = _words(words)
     n_layers, n_heads, n, t = weights.shape
     gap_x, gap_y = max(1, -(-t // 6)), max(1, -(-n // 4))       # blank cells between tiles
+    # rounded, future keys (j > first query + i) blank: one tensor operation, not L·H·N·T formats
+    future = torch.arange(t)[None, :] > torch.arange(t - n, t)[:, None]                  # [N, T]
+    rounded = torch.where(future, torch.nan, torch.round(weights.double(), decimals=digits)).tolist()
+    z = [[[[None if v != v else v for v in row] for row in tile] for tile in heads] for heads in rounded]
     traces, annotations = [], []
     for layer in range(n_layers):
         y0 = layer * (n + gap_y)
@@ -206,9 +210,8 @@ def attention_model_view_spec(weights: torch.Tensor, title: str, selected: tuple
                             "yref": "y", "xanchor": "right", "showarrow": False, "xshift": -4})
         for head in range(n_heads):
             x0 = head * (t + gap_x)
-            z, _ = _masked_cells(weights[layer, head])
             traces.append({
-                "type": "heatmap", "z": [[None if v is None else round(v, digits) for v in row] for row in z],
+                "type": "heatmap", "z": z[layer][head],
                 "x0": x0, "y0": y0, "coloraxis": "coloraxis",      # no gaps inside a tile: a few pixels a cell
                 "hovertemplate": (f"{layer_word} {layer + 1}, {head_word} {head + 1}<br>"
                                   f"{w['weight']} %{{z}}<extra></extra>")})

@@ -257,13 +257,14 @@ def localize_spec(spec: dict, lang: str) -> dict:
     return spec
 
 
-def figure_spec(fig, digits: int = 4) -> dict:
+def figure_spec(fig, digits: int | None = 4) -> dict:
     """A figure as plain JSON data: a ``*_spec`` dict of kvviz.figures as it is, a ``go.Figure`` as
     ``fig.to_plotly_json()``; plotly's template dropped (the browser applies the page's theme),
-    floats rounded to ``digits`` decimals."""
+    floats rounded to ``digits`` decimals (None: the builder rounded them already)."""
     spec = fig if isinstance(fig, dict) else json.loads(fig.to_json())
     layout = {k: v for k, v in spec.get("layout", {}).items() if k != "template"}
-    return _rounded({"data": spec.get("data", []), "layout": layout}, digits)
+    out = {"data": spec.get("data", []), "layout": layout}
+    return out if digits is None else _rounded(out, digits)
 
 
 class Payload:
@@ -291,14 +292,15 @@ class Payload:
         self.colors = {k: COLORS[k] for k in ("prompt", "processed", "pending", "chosen")}
 
     # -- pooled pieces
-    def fig(self, fig, alt: str) -> dict:
+    def fig(self, fig, alt: str, digits: int | None = 4) -> dict:
         """A figure block (a plotly JSON dict or a ``go.Figure``); identical figures (a choose event
-        showing the pass before it) are sent once."""
-        return fig_block(self.fig_index(localize_spec(figure_spec(fig), self.lang)), alt)
+        showing the pass before it) are sent once. ``digits``: see ``figure_spec``."""
+        return fig_block(self.fig_index(localize_spec(figure_spec(fig, digits), self.lang)), alt)
 
-    def pick_fig(self, fig, alt: str) -> dict:
-        """A figure block whose subplots the viewer can choose (see ``set_pick``)."""
-        return {**self.fig(fig, alt), "pick": 1}
+    def pick_fig(self, fig: dict, alt: str) -> dict:
+        """A figure block whose tiles the viewer can choose (see ``set_pick``): a ``*_spec`` dict
+        whose builder rounded its numbers (walking every weight again would double its cost)."""
+        return {**self.fig(fig, alt, digits=None), "pick": 1}
 
     def set_pick(self, rows: int, cols: int, selected: tuple[int, int], cells: Sequence[Sequence[str]],
                  label: str, fold: str) -> None:

@@ -552,6 +552,8 @@ class Stepper {
   }
 
   resetPlots() {
+    const a = document.activeElement;      // a focused pick cell is drawn again: focus it again then
+    if (a && a.closest && a.closest(".kvs-pick") && this.root.contains(a)) this.pickFocus = [Number(a.dataset.r), Number(a.dataset.c)];
     for (const slot of this.root.querySelectorAll(".kvs-figslot")) this.purge(slot);
     for (const slot of this.root.querySelectorAll(".kvs-figslot")) slot.replaceChildren();
   }
@@ -593,6 +595,7 @@ class Stepper {
       }
       grid.appendChild(row);
     }
+    grid.addEventListener("mousedown", (e) => e.preventDefault());   // a click keeps the focus (and ← → step)
     grid.addEventListener("click", (e) => {
       const cell = e.target.closest("[role='gridcell']");
       if (cell) this.pick(Number(cell.dataset.r), Number(cell.dataset.c), false);

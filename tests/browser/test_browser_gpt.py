@@ -53,6 +53,8 @@ def test_model_view_tile_chooses_the_layer_and_head_by_click_and_by_keys(server,
     assert "gpt_layer=2" in tab.page.url and "gpt_head=3" in tab.page.url and "step=2" in tab.page.url
     assert tab.heading().startswith("Event 2 of 15")                       # the step stayed
     expect(tab.page.get_by_role("combobox", name="Head")).to_have_value("3")
+    tab.page.keyboard.press("ArrowRight")                                   # a click leaves → to the stepper
+    tab.wait_heading(r"^Event 3 of 15")
     # keyboard: the chosen tile is the grid's one tab stop; arrows move, Enter chooses, focus stays
     chosen = grid.get_by_role("gridcell", name="Layer 2, head 3")
     expect(chosen).to_have_attribute("aria-selected", "true")
@@ -61,7 +63,7 @@ def test_model_view_tile_chooses_the_layer_and_head_by_click_and_by_keys(server,
     tab.page.keyboard.press("Enter")
     expect(tab.charts.first).to_contain_text("layer 3, head 3", timeout=30_000)
     tab.settle()
-    assert "gpt_layer=3" in tab.page.url and tab.heading().startswith("Event 2 of 15")
+    assert "gpt_layer=3" in tab.page.url and tab.heading().startswith("Event 3 of 15")
     expect(tab.page.locator(":focus")).to_have_attribute("aria-label", "Layer 3, head 3")
     # presenter mode on a projector: folded behind a button (the step fits one screen), one press away
     tab.page.set_viewport_size({"width": 1280, "height": 720})

@@ -17,10 +17,11 @@ Payload (JSON, ``Payload.to_json()``)::
      "table":  {"cols": [...], "csv_cols": [...], "rows": [[cell, ...], ...], "present_cols": [...] | null}
      "csv":    "abc" | null   # file stem of the per-step cache CSV download (null: no download)
      "pick":   {"rows": L, "cols": H, "sel": [row, col], "cells": [[label, ...], ...], "label": str,
-                "fold": str} | null   # figures marked "pick" are a rows × cols grid of subplots (subplot
-                                      # r·cols + c on axes x{i+1}/y{i+1}); choosing one sends [row, col]
-                                      # to Python (step_view.stepper's on_pick); presenter mode folds them
-                                      # behind a button labelled "fold"
+                "fold": str} | null   # figures marked "pick" are a rows × cols grid of tiles (trace
+                                      # r·cols + c on one pair of axes, spanning x0 - 0.5 .. x0 + T - 0.5,
+                                      # y0 - 0.5 .. y0 + N - 0.5); choosing one sends [row, col] to Python
+                                      # (step_view.stepper's on_pick); presenter mode folds them behind a
+                                      # button labelled "fold"
      "frames": [frame, ...]}  # one per event
 
     frame = {"heading": "Event 2 of 11: decode",
@@ -304,11 +305,11 @@ class Payload:
 
     def set_pick(self, rows: int, cols: int, selected: tuple[int, int], cells: Sequence[Sequence[str]],
                  label: str, fold: str) -> None:
-        """The grid of the ``pick_fig`` figures: ``rows`` × ``cols`` subplots, ``selected`` (row, col)
-        the one chosen now, ``cells`` each subplot's accessible name, ``label`` the grid's, ``fold``
+        """The grid of the ``pick_fig`` figures: ``rows`` × ``cols`` tiles, ``selected`` (row, col)
+        the one chosen now, ``cells`` each tile's accessible name, ``label`` the grid's, ``fold``
         the button that shows the grid in presenter mode."""
         if len(cells) != rows or any(len(r) != cols for r in cells):
-            raise ValueError("one accessible name per subplot")
+            raise ValueError("one accessible name per tile")
         self.pick = {"rows": rows, "cols": cols, "sel": [int(selected[0]), int(selected[1])],
                      "cells": [list(map(str, r)) for r in cells], "label": label, "fold": fold}
 

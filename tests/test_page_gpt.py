@@ -76,6 +76,66 @@ def test_layer_and_head_selectors_change_the_heatmap():
     assert shapes(at)["layer"] == ["1", "2", "3", "4"]
 
 
+def model_view(at, i: int | None = None) -> dict:
+    """The model view of a frame: the figure the browser makes a pick grid of."""
+    f, p = frame(at, i), stepper(at)["payload"]
+    return p["figs"][next(b["fig"] for b in f["main"] if b.get("pick"))]
+
+
+def test_model_view_shows_every_head_and_outlines_the_one_shown_large():
+    at = open_page(PAGE, {"gpt_layer": "2", "gpt_head": "3", "step": "2"})
+    no_exception(at)
+    assert stepper(at)["payload"]["pick"]["sel"] == [1, 2]                  # 0-based: layer 2, head 3
+    mv = model_view(at)
+    assert len(mv["data"]) == 16 and {d["coloraxis"] for d in mv["data"]} == {"coloraxis"}
+    assert mv["layout"]["title"]["text"] == "Model view: all 16 heads of this decode pass"
+    large = heat(at)
+    assert "layer 2, head 3" in frame(at)["figs"][0]["layout"]["title"]["text"]
+    tile = mv["data"][1 * 4 + 2]["z"]                                       # the same head, in small
+    assert tile[0] == pytest.approx(large["z"][0], abs=0.0051)
+    (outline,) = mv["layout"]["shapes"]
+    assert outline["x0"] < mv["data"][6]["x0"] < outline["x1"] and outline["y0"] < mv["data"][6]["y0"] < outline["y1"]
+    at.selectbox(key="gpt_head").set_value(1).run()                         # the selectbox still works
+    assert stepper(at)["payload"]["pick"]["sel"] == [1, 0] and "layer 2, head 1" in heat_title(at)
+
+
+def heat_title(at) -> str:
+    return frame(at)["figs"][0]["layout"]["title"]["text"]
+
+
+def _pick_app():
+    import functools
+
+    import streamlit as st
+
+    from kvviz.models.gpt import GPTModel
+    from kvviz.ui import gpt_page, step_view
+
+    if "browser_pick" in st.session_state:   # what the browser's setTriggerValue does, then the callback
+        st.session_state["kvs_gpt"] = {"pick": st.session_state.pop("browser_pick")}
+        step_view._picked("kvs_gpt", functools.partial(gpt_page._pick, GPTModel(gpt_page._tiny())))
+    st.write(f"layer {st.session_state.get('gpt_layer')} head {st.session_state.get('gpt_head')}")
+
+
+def test_a_model_view_pick_becomes_the_layer_and_head_and_goes_into_the_address():
+    from streamlit.testing.v1 import AppTest
+    at = AppTest.from_function(_pick_app, default_timeout=60)
+    at.session_state["browser_pick"] = [1, 2]
+    at.run()
+    no_exception(at)
+    assert at.markdown[-1].value == "layer 2 head 3"
+    assert (at.query_params["gpt_layer"], at.query_params["gpt_head"]) == ("2", "3")
+    for bad in ([4, 0], [0, -1], ["x", 1], [1], None, "12"):               # out of range or not two numbers
+        at.session_state["browser_pick"] = bad
+        at.run()
+        no_exception(at)
+        assert at.markdown[-1].value == "layer 2 head 3", bad
+    at.session_state["browser_pick"] = [0, 0]                               # the defaults leave the address
+    at.run()
+    assert at.markdown[-1].value == "layer 1 head 1"
+    assert "gpt_layer" not in at.query_params and "gpt_head" not in at.query_params
+
+
 def test_verification_memory_and_the_stepper_agree():
     at = open_page(PAGE)
     assert any(s.value.startswith("Identical: all 8 tokens match") for s in at.success)
@@ -102,20 +162,49 @@ def test_sampling_controls_change_the_run_and_the_loops_still_agree():
 
 
 def test_timing_sweep_plots_speedup_beside_flop_ratio_and_explains_the_gap():
+    """What the page shows equals the Sweep it measured (the numbers themselves depend on the
+    machine's load: no assertion on how fast anything ran); the FLOP ratios are kvviz.cost's."""
+    import re
+
+    from kvviz import cost
+    from kvviz.models.gpt import cost_config, load_tiny_gpt
+    from kvviz.ui import fmt
+
     at = open_page(PAGE)
     assert any("Press **Measure**" in i.value for i in at.info)
     at.select_slider(key="gpt_sweep_max").set_value(16).run()
     click(at, "Measure")
     no_exception(at)
+    _, sweep = at.session_state["gpt_sweep"]                       # the engine's record of this measurement
+    assert [p.n for p in sweep.points] == [8, 16] and all(p.same_tokens for p in sweep.points)
+    shape = cost_config(load_tiny_gpt().model.config)
+    flops = [cost.loop_flops(shape, 5, n, False).total / cost.loop_flops(shape, 5, n, True).total for n in (8, 16)]
+    assert [p.flop_ratio for p in sweep.points] == pytest.approx(flops) and 1 < flops[0] < flops[1]
     chart = next(s for s in plotly_specs(at) if s["data"][0]["type"] == "scatter")
-    names = [d["name"] for d in chart["data"]]
-    assert names == ["measured speed-up", "time model", "FLOP ratio"]
+    series = {d["name"]: d for d in chart["data"]}
+    assert list(series) == ["measured speed-up", "time model", "FLOP ratio"]
     assert all(d["x"] == [8, 16] for d in chart["data"])
-    measured, flops = chart["data"][0]["y"], chart["data"][2]["y"]
-    assert all(0 < m < f for m, f in zip(measured, flops))         # on a CPU the clock saves less
+    assert series["measured speed-up"]["y"] == pytest.approx([p.speedup for p in sweep.points])
+    assert series["time model"]["y"] == pytest.approx([sweep.predicted_speedup(n) for n in (8, 16)])
+    assert series["FLOP ratio"]["y"] == pytest.approx(flops)
     table = at.dataframe[-1].value
     assert list(table["N"]) == [8, 16] and list(table["same tokens"]) == ["✓", "✓"]
-    assert any("Why the speed-up is far below the FLOP ratio" in m.value for m in at.markdown)
+    assert list(table["speed-up"]) == pytest.approx([p.speedup for p in sweep.points])
+    assert list(table["FLOP ratio"]) == pytest.approx(flops)
+    # the explanation: the English template with each {number} read back and compared with the sweep's
+    template = strings("en")["gpt.explain"]
+    pattern = re.escape(template)
+    for name in re.findall(r"\{(\w+)\}", template):
+        pattern = pattern.replace(re.escape("{" + name + "}"), f"(?P<{name}>.+?)", 1)
+    text = next(m.value for m in at.markdown if m.value.startswith("**Why the speed-up is far below the FLOP ratio"))
+    got = re.fullmatch(pattern, text).groupdict()
+    e = sweep.explanation()
+    assert e["n"] == 16 and got["n"] == "16" and got["full_tokens"] == str(e["full_tokens"])
+    assert got["speedup"] == fmt.fixed(e["speedup"], 1) and got["flops"] == fmt.fixed(e["flop_ratio"], 0)
+    assert got["share"] == fmt.percent(e["speedup"] / e["flop_ratio"])
+    assert got["step_ms"] == fmt.fixed(e["step_ms"], 2) and got["full_ms"] == fmt.fixed(e["full_ms"], 2)
+    assert got["model"] == fmt.fixed(sweep.predicted_speedup(16), 1)
+    assert got["weights_mb"] == fmt.fixed(e["weights_mb"], 1)
 
 
 def test_bad_prompts_get_a_message_and_the_page_keeps_working():

@@ -2,6 +2,7 @@
 nothing, time it, and weigh its memory (the file in pages/ only sets up the frame and calls render)."""
 from __future__ import annotations
 
+import functools
 import threading
 
 import pandas as pd
@@ -110,12 +111,22 @@ def _view(model: GPTModel) -> tuple[int, int]:
     return layer, head
 
 
+def _pick(model: GPTModel, layer: int, head: int) -> None:
+    """A tile of the model view was chosen (0-based): it becomes the selectboxes' layer and head and
+    goes into the address, as if chosen there (runs as a callback, before the selectboxes exist)."""
+    if 0 <= layer < model.n_layers and 0 <= head < model.n_heads:
+        st.session_state["gpt_layer"], st.session_state["gpt_head"] = layer + 1, head + 1
+        urlstate.sync("gpt_layer", 1)
+        urlstate.sync("gpt_head", 1)
+
+
 @st.fragment
 @timed("gpt.step")
 def _stepper(key: tuple, n_events: int, model: GPTModel) -> None:
     with presenter.settings("stepview.view"):
         layer, head = _view(model)
-    step_view.stepper(_payload(*key, layer, head, current_lang()), n_events, key="kvs_gpt", run_id=repr(key))
+    step_view.stepper(_payload(*key, layer, head, current_lang()), n_events, key="kvs_gpt", run_id=repr(key),
+                      on_pick=functools.partial(_pick, model))
 
 
 # ---- verification, memory, timing -----------------------------------------------------------------

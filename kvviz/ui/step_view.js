@@ -95,6 +95,10 @@ function tableHTML(t, S) {
 
 function blockHTML(P, b, S, present) {
   if (present && b.x) return "";
+  if (b.fold !== undefined) {        // presenter mode: the button that shows or hides a pick grid
+    return `<button type="button" class="kvs-btn kvs-fold" aria-expanded="${b.open ? "true" : "false"}">` +
+      `<span aria-hidden="true">${b.open ? "▾" : "▸"}</span> ${esc(P.pick && P.pick.fold)}</button>`;
+  }
   if (b.html !== undefined) return `<div class="kvs-md">${S(b.html)}</div>`;
   if (b.note !== undefined) return `<div class="kvs-note">${S(b.note)}</div>`;
   if (b.alert !== undefined) {
@@ -193,6 +197,8 @@ class Stepper {
     this.speed = 1;
     this.drawn = -1;
     this.figCache = new Map();
+    this.pickOpen = false;          // presenter mode: the pick grid (model view) shown
+    this.pickFocus = null;          // [row, col] to focus once the grid is drawn again (keyboard picks)
     instances.add(this);
     // Streamlit rewrites the address after some reruns: put our step back when a run ends
     const app = document.querySelector("[data-testid='stApp']");
@@ -229,9 +235,10 @@ class Stepper {
     this.root.remove();
   }
 
-  load(P, data, setStateValue) {
+  load(P, data, setStateValue, setTriggerValue) {
     const sameRun = this.P && this.runId === data.run;
     this.setStateValue = setStateValue;
+    this.setTriggerValue = setTriggerValue;
     this.P = P;
     this.S = (x) => (typeof x === "number" ? P.texts[x] : x) ?? "";
     this.runId = data.run;
@@ -302,6 +309,13 @@ class Stepper {
       if (this.playing) { this.stop(); this.play(); }
     });
     this.cacheEl.addEventListener("click", (e) => { if (e.target.closest(".kvs-csv")) this.downloadCsv(); });
+    r.addEventListener("click", (e) => {
+      const fold = e.target.closest(".kvs-fold");
+      if (!fold) return;
+      this.pickOpen = !this.pickOpen;
+      this.render(true);
+      this.root.querySelector(".kvs-fold")?.focus();        // the same button, drawn again
+    });
   }
 
   updateWords() {
@@ -447,7 +461,9 @@ class Stepper {
         kids[i] = el = fresh;
       }
       if (isFig) {
-        el.setAttribute("role", "figure");   // not "img": plotly's toolbar buttons inside stay reachable
+        // a pick grid holds controls: a group; a figure otherwise, not an img (plotly's toolbar buttons
+        // inside must stay reachable: axe nested-interactive)
+        el.setAttribute("role", b.pick && this.P.pick ? "group" : "figure");
         el.setAttribute("aria-label", b.alt || "");
         figs.push([el, b]);
       } else {
@@ -458,7 +474,11 @@ class Stepper {
   }
 
   visible(blocks) {
-    return (blocks || []).filter((b) => !(this.present && b.x));
+    return (blocks || []).filter((b) => !(this.present && b.x)).flatMap((b) => {
+      if (!(this.present && b.pick && this.P.pick)) return [b];
+      // presenter mode: a pick grid sits behind a button (the step fits one screen without it)
+      return this.pickOpen ? [{ fold: 1, open: true }, b] : [{ fold: 1, open: false }];
+    });
   }
 
   purge(el) {
@@ -467,7 +487,7 @@ class Stepper {
   }
 
   // Each figure is drawn once into its own div inside its slot; a step only shows another div.
-  plot(slot, figIndex, alt) {
+  plot(slot, figIndex, alt, pick) {
     slot.plots = slot.plots || new Map();
     const h = this.present ? this.chartHeight : null;
     const key = figIndex + ":" + h;
@@ -487,7 +507,11 @@ class Stepper {
         displaylogo: false,
         toImageButtonOptions: { format: this.fmt, filename: "kvviz_" + (alt || "chart").toLowerCase()
           .replace(/[^a-z0-9]+/g, "_").replace(/^_|_$/g, "").slice(0, 60), scale: 2 },
-      }).then(() => { if (d.dataset.key !== slot.dataset.shown) d.style.cssText = "display:none"; return d; });
+      }).then(() => {
+        if (pick && this.P.pick) this.pickGrid(d, fig);
+        if (d.dataset.key !== slot.dataset.shown) d.style.cssText = "display:none";
+        return d;
+      });
     });
     slot.plots.set(key, p);
     return p;
@@ -499,10 +523,15 @@ class Stepper {
     return Promise.all(figs.map(([slot, b]) => {
       const key = b.fig + ":" + h;
       slot.dataset.shown = key;
-      return this.plot(slot, b.fig, b.alt).then((d) => {
+      return this.plot(slot, b.fig, b.alt, b.pick).then((d) => {
         if (slot.dataset.shown !== key) return;       // a later step took this slot meanwhile
         for (const c of slot.children) if (c !== d) c.style.display = "none";
         d.style.cssText = "";
+        if (this.pickFocus && d.querySelector(".kvs-pick")) {     // a keyboard pick: back where it was
+          const [r, c] = this.pickFocus;
+          this.pickFocus = null;
+          d.querySelector(`.kvs-pick [data-r="${r}"][data-c="${c}"]`)?.focus();
+        }
       });
     }));
   }
@@ -521,7 +550,7 @@ class Stepper {
             const slot = kids[k];
             if (b.fig !== undefined && slot && slot.classList.contains("kvs-figslot")) {
               chain = chain.then(() => new Promise((ok) => (window.requestIdleCallback || setTimeout)(ok)))
-                .then(() => this.plot(slot, b.fig, b.alt));
+                .then(() => this.plot(slot, b.fig, b.alt, b.pick));
             }
           });
         }
@@ -530,8 +559,90 @@ class Stepper {
   }
 
   resetPlots() {
+    const a = document.activeElement;      // a focused pick cell is drawn again: focus it again then
+    if (a && a.closest && a.closest(".kvs-pick") && this.root.contains(a)) this.pickFocus = [Number(a.dataset.r), Number(a.dataset.c)];
     for (const slot of this.root.querySelectorAll(".kvs-figslot")) this.purge(slot);
     for (const slot of this.root.querySelectorAll(".kvs-figslot")) slot.replaceChildren();
+  }
+
+  // ------------------------------------------------------------ a pick grid over small multiples
+  // Tile i = row · cols + col of the figure is trace i on one pair of axes, spanning x0 - 0.5 ..
+  // x0 + T - 0.5 (kvviz.figures.attention_model_view_spec): one focusable cell over each tile, an
+  // ARIA grid (Tab enters at the chosen tile; arrows, Home, End move; Enter or Space chooses).
+  pickGrid(d, fig) {
+    const G = this.P.pick;
+    const fl = d._fullLayout;
+    if (!fl || !fl.xaxis || !fl.yaxis) return;
+    const xa = fl.xaxis, ya = fl.yaxis;
+    const px = (v) => xa._offset + xa.l2p(v), py = (v) => ya._offset + ya.l2p(v);
+    const grid = document.createElement("div");
+    grid.className = "kvs-pick";
+    grid.setAttribute("role", "grid");
+    grid.setAttribute("aria-label", G.label);
+    for (let r = 0; r < G.rows; r++) {
+      const row = document.createElement("div");
+      row.setAttribute("role", "row");
+      for (let c = 0; c < G.cols; c++) {
+        const tr = fig.data[r * G.cols + c];
+        if (!tr || !tr.z || !tr.z.length) continue;
+        const x0 = tr.x0 || 0, y0 = tr.y0 || 0, T = tr.z[0].length, N = tr.z.length;
+        const [l, rt] = [px(x0 - 0.5), px(x0 + T - 0.5)].sort((a, b) => a - b);
+        const [t, b] = [py(y0 - 0.5), py(y0 + N - 0.5)].sort((a, b) => a - b);
+        const cell = document.createElement("div");
+        const sel = r === G.sel[0] && c === G.sel[1];
+        cell.setAttribute("role", "gridcell");
+        cell.setAttribute("aria-label", G.cells[r][c]);
+        cell.setAttribute("aria-selected", sel ? "true" : "false");
+        cell.tabIndex = sel ? 0 : -1;
+        cell.title = G.cells[r][c];
+        cell.dataset.r = String(r);
+        cell.dataset.c = String(c);
+        cell.style.cssText = `left:${l - 3}px;top:${t - 3}px;width:${rt - l + 6}px;height:${b - t + 6}px`;
+        row.appendChild(cell);
+      }
+      grid.appendChild(row);
+    }
+    grid.addEventListener("mousedown", (e) => e.preventDefault());   // a click keeps the focus (and ← → step)
+    grid.addEventListener("click", (e) => {
+      const cell = e.target.closest("[role='gridcell']");
+      if (cell) this.pick(Number(cell.dataset.r), Number(cell.dataset.c), false);
+    });
+    grid.addEventListener("keydown", (e) => this.pickKey(e, grid));
+    d.appendChild(grid);
+  }
+
+  pickKey(e, grid) {
+    const cell = e.target.closest("[role='gridcell']");
+    if (!cell || e.ctrlKey || e.metaKey || e.altKey) return;
+    const G = this.P.pick;
+    let r = Number(cell.dataset.r), c = Number(cell.dataset.c);
+    if (e.key === "Enter" || e.key === " ") {
+      e.preventDefault();
+      this.pick(r, c, true);
+      return;
+    }
+    const move = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] }[e.key];
+    if (move) { r += move[0]; c += move[1]; }
+    else if (e.key === "Home") c = 0;
+    else if (e.key === "End") c = G.cols - 1;
+    else return;
+    e.preventDefault();
+    const next = grid.querySelector(`[data-r="${Math.min(G.rows - 1, Math.max(0, r))}"][data-c="${Math.min(G.cols - 1, Math.max(0, c))}"]`);
+    if (next) { cell.tabIndex = -1; next.tabIndex = 0; next.focus(); }
+  }
+
+  pick(r, c, byKeyboard) {
+    const G = this.P.pick;
+    if (!G || !this.setTriggerValue) return;
+    if (r === G.sel[0] && c === G.sel[1]) return;          // already the one shown large
+    for (const el of this.root.querySelectorAll(".kvs-pick [role='gridcell']")) {
+      const on = Number(el.dataset.r) === r && Number(el.dataset.c) === c;
+      el.setAttribute("aria-selected", on ? "true" : "false");
+      el.classList.toggle("kvs-picked", on);                // shown at once; the new payload follows
+    }
+    this.pickFocus = byKeyboard ? [r, c] : null;
+    if (this.reportTimer) { clearTimeout(this.reportTimer); this.report(); }   // a pending step goes first
+    this.setTriggerValue("pick", [r, c]);
   }
 
   metricsHTML(f) {
@@ -642,6 +753,6 @@ export default function (component) {
   // parse the payload once per payload (a rerun that resends the same text reuses it)
   if (s.raw !== data.payload) { s.parsed = JSON.parse(data.payload); s.raw = data.payload; }
   s.presentRows = window.innerHeight >= 1000 ? 5 : 3;     // presenter mode: the newest cache rows
-  s.load(s.parsed, data, setStateValue);
+  s.load(s.parsed, data, setStateValue, component.setTriggerValue);
   return () => { s.destroy(); if (parentElement.__kvs === s) delete parentElement.__kvs; };
 }

@@ -51,6 +51,13 @@ then reruns cheaply (the payload text is reused), ``st.session_state["step"]`` l
 the server's copy of the address follows. ``?step=3`` opens event 3, also on a fresh server's first
 visit; a step out of range falls back to event 0 with a notice.
 
+A payload with a ``pick`` grid (``Payload.pick_fig`` / ``set_pick``: small multiples such as the tiny
+GPT's model view) makes its tiles buttons (click, or Tab into the grid, arrows, Enter): the choice
+travels as the trigger ``pick`` = [row, col] to ``on_pick(row, col)``, which sets the page's view
+settings; the fragment's rerun then mounts the payload for that view (the step shown is kept). A
+click costs one payload build (cached per view) and one transfer: the alternative, every view's
+frames in one payload, would multiply what each first visit loads by rows × cols.
+
 Plotly.js is not vendored: Streamlit's frontend ships it in its own chunk
 ``static/static/js/PlotlyChart.<hash>.js``, which sets ``window.Plotly`` when imported; its file
 name is found here and the component imports it relative to Streamlit's own ``index.*.js``.
@@ -61,6 +68,7 @@ import functools
 import glob
 import os
 from pathlib import Path
+from typing import Callable
 
 import streamlit as st
 
@@ -160,12 +168,25 @@ def _reported(key: str, n_events: int) -> None:
         st.query_params.pop(STEP_KEY, None)
 
 
-def stepper(payload: str, n_events: int, *, key: str, run_id: str) -> int:
+def _picked(key: str, on_pick: Callable[[int, int], None]) -> None:
+    """A tile of the payload's pick grid was chosen: ``[row, col]`` as the trigger ``pick``."""
+    value = (st.session_state.get(key) or {}).get("pick")
+    try:
+        row, col = (int(v) for v in value)
+    except (TypeError, ValueError):
+        return                                  # not two whole numbers: nothing to choose
+    on_pick(row, col)
+
+
+def stepper(payload: str, n_events: int, *, key: str, run_id: str,
+            on_pick: Callable[[int, int], None] | None = None) -> int:
     """Mount the stepper (inside an ``@st.fragment``); returns the step Python knows.
 
     ``payload``: ``Payload.to_json()`` of the run (cache it). ``run_id``: identifies the run apart
     from view options (language, layer, head): while it stays the same the browser keeps the step it
-    shows when the payload changes; a new run starts at the step Python knows.
+    shows when the payload changes; a new run starts at the step Python knows. ``on_pick(row, col)``:
+    a tile of the payload's pick grid was chosen (a callback: it runs before the fragment reruns;
+    it must check the range itself).
     """
     step = current_step(n_events)
     last = st.session_state.get(_LAST, {}).get(key)
@@ -177,5 +198,6 @@ def stepper(payload: str, n_events: int, *, key: str, run_id: str) -> int:
                 "fmt": st.session_state.get("chart_format") or "png"}
     st.session_state.pop(_REPORTED, None)
     st.session_state.setdefault(_LAST, {})[key] = data
-    _component(key=key, data=data, on_step_change=functools.partial(_reported, key, n_events))
+    callbacks = {"on_pick_change": functools.partial(_picked, key, on_pick)} if on_pick else {}
+    _component(key=key, data=data, on_step_change=functools.partial(_reported, key, n_events), **callbacks)
     return step

@@ -39,3 +39,43 @@ def test_deep_link_keys_selectors_and_timing(server, tab):
     tab.settle(timeout=120_000)
     tab.page.get_by_text("Why the speed-up is far below the FLOP ratio").wait_for(timeout=120_000)
     tab.assert_clean()
+
+
+def test_model_view_tile_chooses_the_layer_and_head_by_click_and_by_keys(server, tab):
+    tab.goto(f"{server}/Tiny_GPT?step=2")
+    tab.wait_drawn(2)
+    expect(tab.charts.first).to_contain_text("layer 1, head 1")
+    grid = tab.page.get_by_role("grid", name="Choose the layer and head shown large")
+    expect(grid.get_by_role("gridcell")).to_have_count(16)
+    grid.get_by_role("gridcell", name="Layer 2, head 3").click()
+    expect(tab.charts.first).to_contain_text("layer 2, head 3", timeout=30_000)
+    tab.settle()
+    assert "gpt_layer=2" in tab.page.url and "gpt_head=3" in tab.page.url and "step=2" in tab.page.url
+    assert tab.heading().startswith("Event 2 of 15")                       # the step stayed
+    expect(tab.page.get_by_role("combobox", name="Head")).to_have_value("3")
+    tab.page.keyboard.press("ArrowRight")                                   # a click leaves → to the stepper
+    tab.wait_heading(r"^Event 3 of 15")
+    # keyboard: the chosen tile is the grid's one tab stop; arrows move, Enter chooses, focus stays
+    chosen = grid.get_by_role("gridcell", name="Layer 2, head 3")
+    expect(chosen).to_have_attribute("aria-selected", "true")
+    chosen.focus()
+    tab.page.keyboard.press("ArrowDown")
+    tab.page.keyboard.press("Enter")
+    expect(tab.charts.first).to_contain_text("layer 3, head 3", timeout=30_000)
+    tab.settle()
+    assert "gpt_layer=3" in tab.page.url and tab.heading().startswith("Event 3 of 15")
+    expect(tab.page.locator(":focus")).to_have_attribute("aria-label", "Layer 3, head 3")
+    # presenter mode on a projector: folded behind a button (the step fits one screen), one press away
+    tab.page.set_viewport_size({"width": 1280, "height": 720})
+    tab.goto(f"{server}/Tiny_GPT?present=1&step=2")
+    tab.page.locator(".kvs-root[data-fitted='2']").wait_for(state="attached", timeout=60_000)
+    expect(tab.page.get_by_role("grid")).to_have_count(0)
+    fold = tab.page.get_by_role("button", name="Model view: every head at once")
+    fold.click()
+    expect(fold).to_have_attribute("aria-expanded", "true")
+    tab.page.get_by_role("gridcell", name="Layer 1, head 2").click()
+    expect(tab.charts.first).to_contain_text("layer 1, head 2", timeout=30_000)
+    tab.settle()
+    assert "gpt_layer" not in tab.page.url and "gpt_head=2" in tab.page.url
+    expect(tab.page.get_by_role("gridcell", name="Layer 1, head 2")).to_have_attribute("aria-selected", "true")
+    tab.assert_clean()

@@ -18,6 +18,12 @@ Payload (JSON, ``Payload.to_json()``)::
                 "csv_rows": [[cell, ...], ...] | null (as the engine wrote them, when they differ),
                 "present_cols": [...] | null}
      "csv":    "abc" | null   # file stem of the per-step cache CSV download (null: no download)
+     "pick":   {"rows": L, "cols": H, "sel": [row, col], "cells": [[label, ...], ...], "label": str,
+                "fold": str} | null   # figures marked "pick" are a rows × cols grid of tiles (trace
+                                      # r·cols + c on one pair of axes, spanning x0 - 0.5 .. x0 + T - 0.5,
+                                      # y0 - 0.5 .. y0 + N - 0.5); choosing one sends [row, col] to Python
+                                      # (step_view.stepper's on_pick); presenter mode folds them behind a
+                                      # button labelled "fold"
      "frames": [frame, ...]}  # one per event
 
     frame = {"heading": "Event 2 of 11: decode",
@@ -32,7 +38,7 @@ Payload (JSON, ``Payload.to_json()``)::
                        "evicted": [i, ...], "flagged": [[i, column], ...], "notes": html} | null,   # i: index into ids
              "more": [block, ...]}      # explanations below everything
 
-    block = {"fig": i, "alt": str} | {"html": html} | {"note": html} | {"alert": "ok|bad|info|warn", "text": html}
+    block = {"fig": i, "alt": str, "pick": 1?} | {"html": html} | {"note": html} | {"alert": "ok|bad|info|warn", "text": html}
           | {"lines": [["did" | "todo", html], ...]} | {"strip": {"chips": [[pos, token, kind]], "legend": bool,
              "label": html | null}} | {"tbl": {"cols", "rows", "row_head", "marks": [[r, c, cls]],
              "row_marks": [[r, cls]], "title"}} | {"details": summary, "body": [block, ...]}
@@ -254,13 +260,14 @@ def localize_spec(spec: dict, lang: str) -> dict:
     return spec
 
 
-def figure_spec(fig, digits: int = 4) -> dict:
+def figure_spec(fig, digits: int | None = 4) -> dict:
     """A figure as plain JSON data: a ``*_spec`` dict of kvviz.figures as it is, a ``go.Figure`` as
     ``fig.to_plotly_json()``; plotly's template dropped (the browser applies the page's theme),
-    floats rounded to ``digits`` decimals."""
+    floats rounded to ``digits`` decimals (None: the builder rounded them already)."""
     spec = fig if isinstance(fig, dict) else json.loads(fig.to_json())
     layout = {k: v for k, v in spec.get("layout", {}).items() if k != "template"}
-    return _rounded({"data": spec.get("data", []), "layout": layout}, digits)
+    out = {"data": spec.get("data", []), "layout": layout}
+    return out if digits is None else _rounded(out, digits)
 
 
 class Payload:
@@ -284,13 +291,29 @@ class Payload:
         self.ratio = list(ratio) if ratio else None
         self.present_ratio = list(present_ratio) if present_ratio else None
         self.csv = csv
+        self.pick: dict | None = None
         self.colors = {k: COLORS[k] for k in ("prompt", "processed", "pending", "chosen")}
 
     # -- pooled pieces
-    def fig(self, fig, alt: str) -> dict:
+    def fig(self, fig, alt: str, digits: int | None = 4) -> dict:
         """A figure block (a plotly JSON dict or a ``go.Figure``); identical figures (a choose event
-        showing the pass before it) are sent once."""
-        return fig_block(self.fig_index(localize_spec(figure_spec(fig), self.lang)), alt)
+        showing the pass before it) are sent once. ``digits``: see ``figure_spec``."""
+        return fig_block(self.fig_index(localize_spec(figure_spec(fig, digits), self.lang)), alt)
+
+    def pick_fig(self, fig: dict, alt: str) -> dict:
+        """A figure block whose tiles the viewer can choose (see ``set_pick``): a ``*_spec`` dict
+        whose builder rounded its numbers (walking every weight again would double its cost)."""
+        return {**self.fig(fig, alt, digits=None), "pick": 1}
+
+    def set_pick(self, rows: int, cols: int, selected: tuple[int, int], cells: Sequence[Sequence[str]],
+                 label: str, fold: str) -> None:
+        """The grid of the ``pick_fig`` figures: ``rows`` × ``cols`` tiles, ``selected`` (row, col)
+        the one chosen now, ``cells`` each tile's accessible name, ``label`` the grid's, ``fold``
+        the button that shows the grid in presenter mode."""
+        if len(cells) != rows or any(len(r) != cols for r in cells):
+            raise ValueError("one accessible name per tile")
+        self.pick = {"rows": rows, "cols": cols, "sel": [int(selected[0]), int(selected[1])],
+                     "cells": [list(map(str, r)) for r in cells], "label": label, "fold": fold}
 
     def fig_index(self, spec: dict) -> int:
         key = json.dumps(spec, sort_keys=True, separators=(",", ":"))
@@ -364,7 +387,7 @@ class Payload:
         shown = [[fmt.inline(c, self.lang) for c in r] for r in self.rows]
         return {"v": 1, "words": words(self.tr), "colors": self.colors, "ratio": self.ratio,
                 "present_ratio": self.present_ratio, "figs": self.figs,
-                "texts": self.texts, "csv": self.csv,
+                "texts": self.texts, "csv": self.csv, "pick": self.pick,
                 # rows as shown (numbers in the page's language); csv_rows as the engine wrote them,
                 # for the per-step CSV (machine-readable), sent only when they differ
                 "table": None if self.table_cols is None else {

@@ -1,15 +1,18 @@
-"""Frames of the tiny GPT page: one layer and head of attention, the top next-token probabilities,
-the cache of every layer. The layer and head are view options: one payload per choice."""
+"""Frames of the tiny GPT page: one layer and head of attention, every layer and head at once (the
+model view, whose cells choose the one shown large), the top next-token probabilities, the cache of
+every layer. The layer and head are view options: one payload per choice."""
 from __future__ import annotations
 
-from kvviz.figures import top_probs_bar_spec
+import torch
+
+from kvviz.figures import attention_model_view_spec, top_probs_bar_spec
 from kvviz.generation import Event, Run
 from kvviz import cost
 from kvviz.loops import next_token_probs
 from kvviz.trace import cache_shapes
 from kvviz.ui import fmt
-from kvviz.ui.frames import (Payload, Tr, counters, html_block, lang_of, lines_block, note_block, strip_block,
-                          table_block)
+from kvviz.ui.frames import (Payload, Tr, counters, figure_words, html_block, lang_of, lines_block, note_block,
+                             strip_block, table_block)
 from kvviz.ui.frames.steps import attention_blocks, cache_frame_table, next_choice, source
 
 CHECK_TOL = 1e-4          # float32: a recompute differs by rounding only (~1e-6)
@@ -44,6 +47,19 @@ def probs_blocks(pl: Payload, ev: Event, nxt: Event | None, model, tr: Tr) -> li
     return out
 
 
+def model_view_blocks(pl: Payload, ev: Event, src: Event, model, layer: int, head: int, tr: Tr) -> list[dict]:
+    """Every layer and head of the pass behind ``ev`` as small heatmaps on one colour scale, the
+    shown ``layer``/``head`` outlined; its cells choose the layer and head (``Payload.set_pick``)."""
+    att = torch.stack(list(src.record.attention))                     # [L, H, N, T]
+    fig = attention_model_view_spec(
+        att, tr("gpt.model_view_title", n=model.n_layers * model.n_heads,
+                                phase=tr("gpt.phase_" + src.phase)),
+        selected=(layer, head), layer_word=tr("gpt.model_view_layer"), head_word=tr("gpt.model_view_head"),
+        words=figure_words(tr))
+    return [pl.pick_fig(fig, tr("gpt.model_view_alt")),
+            note_block(tr("gpt.model_view_note", layers=model.n_layers, heads=model.n_heads), explain=True)]
+
+
 def growth_blocks(ev: Event, model, layer: int, tr: Tr) -> list[dict]:
     """The cache of every layer: K/V shapes and bytes, the shown layer in bold, 2·L·T·d·4 checked."""
     cfg = model.config
@@ -63,6 +79,9 @@ def growth_blocks(ev: Event, model, layer: int, tr: Tr) -> list[dict]:
 def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
     """``model``: the GPTModel of the run; ``layer``, ``head``: 0-based, the view shown."""
     pl = Payload(tr, ratio=(3, 2), csv="tiny_gpt")
+    pl.set_pick(model.n_layers, model.n_heads, (layer, head),
+                [[tr("gpt.model_view_cell", layer=r + 1, head=c + 1) for c in range(model.n_heads)]
+                 for r in range(model.n_layers)], tr("gpt.model_view_grid"), tr("gpt.model_view_fold"))
     last = len(run.events) - 1
     labels = [f"h{h + 1}" for h in range(model.n_heads)]
     present = ["position", "token", f"k ({labels[head]})", f"v ({labels[head]})", "phase"]
@@ -71,6 +90,7 @@ def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
         did, todo = sentences(ev, run, model, tr)
         main = attention_blocks(pl, ev, src, tr, layer, head, title=tr(
             "gpt.attention_title", phase=tr("gpt.phase_" + src.phase), layer=layer + 1, head=head + 1))
+        main += model_view_blocks(pl, ev, src, model, layer, head, tr)
         m = counters(ev, tr, tol=CHECK_TOL)
         m["notes"] = [html_block(tr("gpt.check_note", tol=fmt.sci(CHECK_TOL, 0, lang=pl.lang)))["html"]]
         pl.add(tr("gpt.event_heading", i=ev.index, last=last, phase=tr("gpt.phase_" + ev.phase)),

@@ -22,6 +22,7 @@ PAGES = [
     ("pages/3_Sampling.py", "nav.sampling", ":material/casino:"),
     ("pages/4_Tiny_GPT.py", "nav.gpt", ":material/smart_toy:"),
     ("pages/5_Cost_and_scale.py", "nav.cost", ":material/speed:"),
+    ("pages/8_Speculative_decoding.py", "nav.spec", ":material/fast_forward:"),
     ("pages/9_Lecture_script.py", "nav.lecture", ":material/school:"),
 ]
 

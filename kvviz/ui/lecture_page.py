@@ -8,6 +8,7 @@ from kvviz.ui.links import deep_link, show_links
 
 ABC, WEATHER, SAMPLING, GPT, COST = ("pages/1_ABC_miniature.py", "pages/2_Weather_heads.py",
                                     "pages/3_Sampling.py", "pages/4_Tiny_GPT.py", "pages/5_Cost_and_scale.py")
+SPEC = "pages/8_Speculative_decoding.py"
 
 # (section, [(page, address parameters, i18n key of the line to say)]) in the order of a lecture
 SCRIPT: list[tuple[str, list[tuple[str, dict, str]]]] = [
@@ -42,6 +43,12 @@ SCRIPT: list[tuple[str, list[tuple[str, dict, str]]]] = [
         (COST, {"tab": "Batching", "bt_model": "gpt", "step": 2}, "cost_batching_gpt"),
         (COST, {"tab": "Measured here"}, "cost_measured"),
         (COST, {"tab": "Disaggregated serving"}, "cost_serving"),
+    ]),
+    ("spec", [       # the page's default run: "It is rainy in London , so we", 12 tokens, γ = 4, greedy
+        (SPEC, {"step": 4}, "spec_verify"),
+        (SPEC, {"step": 7}, "spec_rollback"),
+        (SPEC, {"step": 17}, "spec_bonus"),
+        (SPEC, {"sd_rule": "sample", "sd_seed": 1, "step": 6}, "spec_residual"),
     ]),
 ]
 

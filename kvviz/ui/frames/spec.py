@@ -17,8 +17,8 @@ from kvviz.limits import SPEC_MAX_STEP_TOKENS, LimitError
 from kvviz.loops import CacheRowState, Speculation, SpecRound, next_token_probs
 from kvviz.speculative_figures import LABELS, cache_spec, position_spec, proposals_spec
 from kvviz.ui import fmt
-from kvviz.ui.frames import (Payload, Tr, figure_words, html_block, lines_block, metrics, note_block, strip_block,
-                             table_block)
+from kvviz.ui.frames import (Payload, Tr, figure_words, html_block, lines_block, md, metrics, note_block,
+                             strip_block, table_block)
 
 KINDS = ("draft", "verify", "test", "fix", "rollback")
 TABLE_COLS = ["position", "token", "target", "draft"]      # engine names of the cache table's columns (CSV)
@@ -266,7 +266,7 @@ def strips(spec: Speculation, s: Step, vocab: Sequence[str], tr: Tr) -> list[dic
         else:
             kind, tok = "pending", vocab[pr.token]
         chips.append([rd.start + 1 + k, tok, kind])
-    out.append({"strip": {"chips": chips, "legend": False, "label": tr("spec.strip_proposals")}})
+    out.append({"strip": {"chips": chips, "legend": False, "label": md(tr("spec.strip_proposals"))}})
     return out
 
 
@@ -285,7 +285,7 @@ def attention_fig(pl: Payload, spec: Speculation, rd: SpecRound, vocab: Sequence
     queries = keys[rd.start:]
     fig = attention_heatmap_spec(rd.attention[layer, head], queries, keys,
                                  tr("spec.att_title", r=rd.index + 1, layer=layer + 1, head=head + 1),
-                                 words=figure_words(tr))
+                                 words=figure_words(tr), show_values=len(keys) <= 8)
     return pl.fig(fig, tr("spec.att_alt"))
 
 

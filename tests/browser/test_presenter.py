@@ -8,7 +8,11 @@ from tests.conftest import Page
 pytestmark = pytest.mark.browser
 
 STEPPING = ["ABC_miniature", "Weather_heads", "Tiny_GPT", "Cost_and_scale?tab=Batching",
-            "Cost_and_scale?tab=Batching&bt_model=gpt"]
+            "Cost_and_scale?tab=Batching&bt_model=gpt", "Speculative_decoding"]
+# what the charts of every step show (their aria-labels): attention and logits or probabilities; the
+# speculative page's draft passes have no attention to show (the engine keeps the verification pass's),
+# every one of its steps shows both caches and a chart of probabilities
+CHARTS = {"Speculative_decoding": ("cache", "probab")}
 SIZES = [(1280, 720), (1920, 1080)]
 
 # the boxes that must be on screen: strip, every chart shown (attention and logits), newest cache row
@@ -25,7 +29,7 @@ BOXES = """() => {
 }"""
 
 
-def _on_screen(tab: Page, where: str) -> None:
+def _on_screen(tab: Page, where: str, charts: tuple[str, str] = ("attention", "probab")) -> None:
     b = tab.page.evaluate(BOXES)
     assert b["scroll"] <= b["width"], (where, "scrolls sideways", b)
     assert b["strip"] and len(b["charts"]) >= 2 and b["newest"], (where, b)
@@ -37,8 +41,8 @@ def _on_screen(tab: Page, where: str) -> None:
         for box in b[name]:
             assert inside(box), (where, name, box, b)
     assert inside(b["newest"]), (where, "newest cache row", b["newest"], b)
-    assert any("attention" in (a or "").lower() for a in b["alts"]), (where, b["alts"])
-    assert any("logit" in (a or "").lower() or "probab" in (a or "").lower() for a in b["alts"]), (where, b["alts"])
+    assert any(charts[0] in (a or "").lower() for a in b["alts"]), (where, b["alts"])
+    assert any("logit" in (a or "").lower() or charts[1] in (a or "").lower() for a in b["alts"]), (where, b["alts"])
 
 
 def _step(tab: Page, key: str, expect_step: int) -> None:
@@ -60,12 +64,13 @@ def test_each_step_fits_one_projector_screen(server, browser, path, size):
         # inputs are folded into the Settings expander: no text box visible on first sight
         assert main.locator("input[type='text']:visible").count() == 0
         assert main.get_by_text("Settings").count() >= 1
-        _on_screen(tab, "step 1")
+        charts = CHARTS.get(path.split("?")[0], ("attention", "probab"))
+        _on_screen(tab, "step 1", charts)
         last = int(tab.heading().split(" of ")[1].split(":")[0])
         tab.page.locator("h1").first.click(force=True)   # focus the page, not a widget (h1 may be scrolled away)
         for key, step in (("ArrowRight", 2), ("ArrowRight", 3), ("End", last), ("ArrowLeft", last - 1), ("Home", 0)):
             _step(tab, key, step)
-            _on_screen(tab, f"after {key} (event {step})")
+            _on_screen(tab, f"after {key} (event {step})", charts)
         tab.settle()
         tab.assert_clean()
     finally:

@@ -47,8 +47,9 @@ def test_every_round_steps_through_proposals_verification_tests_and_rollback():
         assert (table["draft"] != "—").sum() == pr.draft_cache_len
         assert (table["target"] != "—").sum() == r0.target_cache.before
         assert f"proposes {VOCAB[pr.token]} for position {r0.start + 1 + k}" in frame_text(f)
-        chips = f["top"][1]["strip"]["chips"]
-        assert [c[1] for c in chips] == [VOCAB[p.token] for p in r0.proposals[: k + 1]]
+        chips = f["top"][0]["strip"]["chips"]               # the text, then the proposals so far (pending)
+        assert [c[1:] for c in chips[-(k + 1):]] == [[VOCAB[p.token], "pending"] for p in r0.proposals[: k + 1]]
+        assert len(chips) == r0.start + 1 + k + 1
     # one verification pass: the target cache grows by γ + 1 rows, its attention covers them
     v = steps.index(frames_spec.Step(0, "verify"))
     table = frame_table(payload, v)

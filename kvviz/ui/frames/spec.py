@@ -17,8 +17,8 @@ from kvviz.limits import SPEC_MAX_STEP_TOKENS, LimitError
 from kvviz.loops import CacheRowState, Speculation, SpecRound, next_token_probs
 from kvviz.speculative_figures import LABELS, cache_spec, position_spec, proposals_spec
 from kvviz.ui import fmt
-from kvviz.ui.frames import (Payload, Tr, figure_words, html_block, lines_block, md, metrics, note_block,
-                             strip_block, table_block)
+from kvviz.ui.frames import (Payload, Tr, figure_words, html_block, lines_block, metrics,
+                             note_block, strip_block, table_block)
 
 KINDS = ("draft", "verify", "test", "fix", "rollback")
 TABLE_COLS = ["position", "token", "target", "draft"]      # engine names of the cache table's columns (CSV)
@@ -243,31 +243,28 @@ def counters(spec: Speculation, s: Step, tr: Tr) -> dict:
 # ---------------------------------------------------------------- strips and figures
 
 def strips(spec: Speculation, s: Step, vocab: Sequence[str], tr: Tr) -> list[dict]:
-    """The text so far (prompt, processed, pending) and, in a second strip, the round's proposals:
-    orange while untested, green once accepted, struck out once rejected or dropped."""
+    """One token strip: the text the target cache is built on (prompt, processed, pending), then this
+    round's proposals at their positions — orange while untested, green once accepted, struck out
+    once rejected or dropped — and, once drawn, the correction or bonus token (pending)."""
     rd = spec.rounds[s.r]
     text = [vocab[t] for t in spec.prompt + spec.tokens]
-    if s.kind in ("fix", "rollback"):
-        shown, cached = text[: rd.start + 1 + len(rd.emitted)], rd.start + 1 + rd.n_accepted
-    else:
-        shown, cached = text[: rd.start + 1], rd.start + (s.kind != "draft")
-    out = [strip_block(shown, len(spec.prompt), cached, label=tr("spec.strip_text"))]
-    if not rd.proposals:
-        return out
+    cached = rd.start + (s.kind != "draft")          # the verification pass processes the pending token
+    out = strip_block(text[: rd.start + 1], len(spec.prompt), cached, legend=False, label=tr("spec.strip_text"))
+    chips = out["strip"]["chips"]
     upto = s.i if s.kind == "draft" else rd.gamma - 1
-    chips = []
+    drawn = s.kind in ("fix", "rollback")
     for k, pr in enumerate(rd.proposals[: upto + 1]):
-        decided = s.kind in ("fix", "rollback") or (s.kind == "test" and k <= s.i)
-        dropped = s.kind in ("fix", "rollback") and pr.accepted is None
+        decided = drawn or (s.kind == "test" and k <= s.i)
         if decided and pr.accepted:
             kind, tok = "processed", "✓ " + vocab[pr.token]
-        elif (decided and pr.accepted is False) or dropped:
+        elif (decided and pr.accepted is False) or (drawn and pr.accepted is None):
             kind, tok = "removed", "✗ " + vocab[pr.token]
         else:
             kind, tok = "pending", vocab[pr.token]
         chips.append([rd.start + 1 + k, tok, kind])
-    out.append({"strip": {"chips": chips, "legend": False, "label": md(tr("spec.strip_proposals"))}})
-    return out
+    if drawn:
+        chips.append([rd.start + 1 + rd.n_accepted, vocab[rd.emitted[-1]], "pending"])
+    return [out]
 
 
 def revealed(rd: SpecRound, upto: int) -> SpecRound:
@@ -325,14 +322,18 @@ def build(spec: Speculation, vocab: Sequence[str], layer: int, head: int, tr: Tr
         target, draft = cache_rows(spec, s)
         final = s.kind == "rollback"
         cache = pl.fig(cache_spec(target, draft, vocab, tr("spec.cache_fig_title", r=s.r + 1),
-                                    window=16, labels=words if final else undecided), tr("spec.cache_alt"))
+                                  window=16, labels=words if final else undecided), tr("spec.cache_alt"))
         main: list[dict] = []
         side: list[dict] = []
         more: list[dict] = []
+        # one projector screen per step: presenter mode keeps one row of charts, the caches' figure
+        # beside the draft's probabilities, or the verification pass's attention beside the test
+        # (the cache table below still shows the newest rows of both caches)
         if s.kind == "draft":
-            main = [draft_probs_fig(pl, spec, rd, s.i, vocab, tr)]
-            side = [proposals_table(spec, rd, s.i, vocab, tr)]
+            side = [draft_probs_fig(pl, spec, rd, s.i, vocab, tr)]
+            main = [dict(proposals_table(spec, rd, s.i, vocab, tr), x=1)]
         else:
+            cache = dict(cache, x=1)
             main = [attention_fig(pl, spec, rd, vocab, layer, head, tr)]
             if s.kind == "verify":
                 side = [pl.fig(proposals_spec(revealed(rd, -1), vocab, tr("spec.pq_title"), undecided),

@@ -82,7 +82,8 @@ SHARED = re.compile(r"^(?:(?:KV|cache|prefill|decode|Prefill|Decode|top|greedy|G
 SAME_WORDS = {"logit", "logits", "prefill", "decode", "cache", "token", "tokens", "today", "weather", "nice",
               "warm", "delicious", "top", "greedy", "softmax", "bytes", "batch", "query", "head", "heads",
               "extra", "layer", "bits", "config", "json", "small", "attention", "keys", "queries", "phase", "seed", "causal",
-              "position"}   # German writes Phase, Position; Attention, Keys, Queries as the field does
+              "position", "caches", "draft"}   # German writes Phase, Position; Attention, Keys, Queries as the field does;
+# die Caches, das Draft-Modell (glossary)
 
 
 @pytest.mark.parametrize("lang", ["es", "de"])

@@ -39,11 +39,22 @@ def load_pair() -> tuple[TinyGPT, TinyGPT]:
 
 # ---------------------------------------------------------------- JSON and the command line
 
-def speculation_dict(spec: Speculation, vocab: Sequence[str]) -> dict:
+def speculation_dict(spec: Speculation, vocab: Sequence[str], detail: bool = False) -> dict:
     """The ``speculate`` command's JSON: tokens as words; per round the draft's proposals, how many
-    were accepted, the emitted tokens, and both caches' lengths after the rollback."""
+    were accepted, the emitted tokens, and both caches' lengths after the rollback. ``detail`` (the
+    page's download) adds the prompt, γ, rule and seed, and per round the position of the pending token,
+    every proposal's q, p, u and verdict (None: not tested), and the rows each cache removed."""
     words = lambda ids: [vocab[i] for i in ids]     # noqa: E731
     rate = spec.acceptance_rate
+    if detail:
+        out = {"prompt": words(spec.prompt), "gamma": spec.gamma, "rule": spec.rule, "seed": spec.seed,
+               **speculation_dict(spec, vocab)}
+        for r, row in zip(spec.rounds, out["rounds"]):
+            row.update(start=r.start, pending=vocab[r.pending],
+                       proposals=[{"token": vocab[pr.token], "q": pr.q, "p": pr.p, "u": pr.u,
+                                   "accepted": pr.accepted} for pr in r.proposals],
+                       target_removed=list(r.target_cache.removed), draft_removed=list(r.draft_cache.removed))
+        return out
     return {
         "tokens": words(spec.tokens),
         "rounds": [{"draft": words(pr.token for pr in r.proposals), "accepted": r.n_accepted,

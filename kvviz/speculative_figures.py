@@ -1,5 +1,7 @@
 """Plotly builders for speculative decoding: a round record (kvviz.loops.SpecRound) or a speed-up
-measurement (kvviz.speculative.SpeedMeasurement) in, a figure out (no streamlit).
+measurement (kvviz.speculative.SpeedMeasurement) in, a figure out (no streamlit). The builders a
+stepping page calls for every event (``proposals_spec``, ``position_spec``, ``cache_spec``) return
+plain plotly JSON, which is fast; their ``*_figure`` twins wrap it in a ``go.Figure``.
 
 Colours: the draft's q in the "pending" orange (it only proposes), the target's p in the "prompt"
 blue; accepted green, rejected vermillion, untested and removed grey (kvviz.figures.COLORS). Every
@@ -10,7 +12,6 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from kvviz.cost import speculative_speedup
 from kvviz.figures import COLORS, FONT
@@ -28,7 +29,7 @@ LABELS = {
     "draft": "draft q(x)", "target": "target p(x)", "probability": "probability",
     "accept_probability": "min(1, p/q)", "u": "u (uniform draw)", "accepted": "accepted",
     "rejected": "rejected", "untested": "not tested", "no_proposals": "no proposals: a plain step",
-    "residual": "residual norm(max(0, p − q))", "proposed": "proposed", "drawn": "drawn",
+    "residual": "residual norm(max(0, p − q))", "residual_short": "residual", "proposed": "proposed", "drawn": "drawn",
     "expected": "expected (α = {a:.2f}, c = {c:.2f})", "expected_measured": "expected, measured α and c",
     "expected_verify": "expected with the verification pass's measured cost", "measured": "measured",
     "plain": "plain decoding", "gamma": "γ (draft tokens per round)", "speedup": "speed-up (×)",
@@ -54,48 +55,54 @@ def proposal_labels(round_: SpecRound, vocab: Sequence[str]) -> list[str]:
     return [f"{i + 1} · {vocab[pr.token]}" for i, pr in enumerate(round_.proposals)]
 
 
-def proposals_figure(round_: SpecRound, vocab: Sequence[str], title: str,
-                     labels: Mapping[str, str] | None = None) -> go.Figure:
-    """The round's proposals side by side. Top: q(x) of the draft and p(x) of the target for each
-    proposed token x. Bottom: the chance it is accepted, min(1, p/q), coloured accepted / rejected /
-    not tested, with the uniform draw u as a diamond (accepted exactly when u lies below the bar;
-    greedy has no u: accepted when p = 1, the target's argmax)."""
+def proposals_spec(round_: SpecRound, vocab: Sequence[str], title: str,
+                   labels: Mapping[str, str] | None = None) -> dict:
+    """The round's proposals side by side, as plain plotly JSON (a page draws many of them). Top: q(x)
+    of the draft and p(x) of the target for each proposed token x. Bottom: the chance it is accepted,
+    min(1, p/q), coloured accepted / rejected / not tested, with the uniform draw u as a diamond
+    (accepted exactly when u lies below the bar; greedy has no u: accepted when p = 1, the target's
+    argmax)."""
     w = _labels(labels)
     if not round_.proposals:
-        fig = go.Figure(layout=_layout(title, 200))
-        fig.add_annotation(text=w["no_proposals"], showarrow=False, font=dict(size=16), x=0.5, y=0.5,
-                           xref="paper", yref="paper")
-        fig.update_xaxes(visible=False)
-        fig.update_yaxes(visible=False)
-        return fig
+        hidden = dict(visible=False)
+        return {"data": [], "layout": _layout(title, 200, xaxis=hidden, yaxis=hidden, annotations=[dict(
+            text=w["no_proposals"], showarrow=False, font=dict(size=16), x=0.5, y=0.5, xref="paper", yref="paper")])}
     xs = proposal_labels(round_, vocab)
     props = round_.proposals
     status = [w["accepted"] if pr.accepted else w["rejected"] if pr.accepted is False else w["untested"] for pr in props]
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.55, 0.45])
-    fig.add_trace(go.Bar(x=xs, y=[pr.q for pr in props], name=w["draft"], marker_color=DRAFT_COLOR,
-                         text=[f"{pr.q:.2f}" for pr in props], textposition="outside", cliponaxis=False,
-                         hovertemplate="%{x}: q = %{y:.4f}<extra></extra>"), row=1, col=1)
-    fig.add_trace(go.Bar(x=xs, y=[pr.p for pr in props], name=w["target"], marker_color=TARGET_COLOR,
-                         text=[f"{pr.p:.2f}" for pr in props], textposition="outside", cliponaxis=False,
-                         hovertemplate="%{x}: p = %{y:.4f}<extra></extra>"), row=1, col=1)
-    fig.add_trace(go.Bar(x=xs, y=[pr.acceptance_probability for pr in props], name=w["accept_probability"],
-                         marker=dict(color=[STATUS_COLOR[pr.accepted] for pr in props]),
-                         text=[f"{s} {'✓' if pr.accepted else '✗' if pr.accepted is False else '–'}"
-                               for s, pr in zip(status, props)],
-                         textposition="outside", cliponaxis=False, customdata=status, showlegend=False,
-                         hovertemplate="%{x}: min(1, p/q) = %{y:.4f}, %{customdata}<extra></extra>"), row=2, col=1)
+    data = [
+        dict(type="bar", x=xs, y=[pr.q for pr in props], name=w["draft"], marker=dict(color=DRAFT_COLOR),
+             text=[f"{pr.q:.2f}" for pr in props], textposition="outside", cliponaxis=False,
+             hovertemplate="%{x}: q = %{y:.4f}<extra></extra>", xaxis="x", yaxis="y"),
+        dict(type="bar", x=xs, y=[pr.p for pr in props], name=w["target"], marker=dict(color=TARGET_COLOR),
+             text=[f"{pr.p:.2f}" for pr in props], textposition="outside", cliponaxis=False,
+             hovertemplate="%{x}: p = %{y:.4f}<extra></extra>", xaxis="x", yaxis="y"),
+        dict(type="bar", x=xs, y=[pr.acceptance_probability for pr in props], name=w["accept_probability"],
+             marker=dict(color=[STATUS_COLOR[pr.accepted] for pr in props]),
+             text=[f"{s} {'✓' if pr.accepted else '✗' if pr.accepted is False else '–'}" for s, pr in zip(status, props)],
+             textposition="outside", cliponaxis=False, customdata=status, showlegend=False,
+             hovertemplate="%{x}: min(1, p/q) = %{y:.4f}, %{customdata}<extra></extra>", xaxis="x2", yaxis="y2"),
+    ]
     tested = [(x, pr.u) for x, pr in zip(xs, props) if pr.u is not None]
     if tested:
-        fig.add_trace(go.Scatter(x=[x for x, _ in tested], y=[u for _, u in tested], mode="markers",
-                                 name=w["u"], marker=dict(symbol="diamond", size=14, color=U_COLOR,
-                                                          line=dict(color="white", width=1)),
-                                 hovertemplate="%{x}: u = %{y:.4f}<extra></extra>"), row=2, col=1)
-    fig.update_layout(**_layout(title, 460, barmode="group", bargap=0.25))
-    fig.update_xaxes(type="category", tickfont=FONT)
-    fig.update_yaxes(range=[0, 1.25], tickvals=[0, 0.5, 1], tickfont=FONT)
-    fig.update_yaxes(title_text=w["probability"], row=1, col=1)
-    fig.update_yaxes(title_text=w["accept_probability"], row=2, col=1)
-    return fig
+        data.append(dict(type="scatter", x=[x for x, _ in tested], y=[u for _, u in tested], mode="markers",
+                         name=w["u"], marker=dict(symbol="diamond", size=14, color=U_COLOR,
+                                                  line=dict(color="white", width=1)),
+                         hovertemplate="%{x}: u = %{y:.4f}<extra></extra>", xaxis="x2", yaxis="y2"))
+    ticks = dict(range=[0, 1.25], tickvals=[0, 0.5, 1], tickfont=FONT)
+    # two rows sharing x (what make_subplots(rows=2, shared_xaxes=True, row_heights=[0.55, 0.45]) lays out)
+    return {"data": data, "layout": _layout(
+        title, 460, barmode="group", bargap=0.25,
+        xaxis=dict(anchor="y", domain=[0.0, 1.0], matches="x2", showticklabels=False, type="category", tickfont=FONT),
+        xaxis2=dict(anchor="y2", domain=[0.0, 1.0], type="category", tickfont=FONT),
+        yaxis=dict(anchor="x", domain=[0.494, 1.0], title=dict(text=w["probability"]), **ticks),
+        yaxis2=dict(anchor="x2", domain=[0.0, 0.414], title=dict(text=w["accept_probability"]), **ticks))}
+
+
+def proposals_figure(round_: SpecRound, vocab: Sequence[str], title: str,
+                     labels: Mapping[str, str] | None = None) -> go.Figure:
+    """``proposals_spec`` as a figure (same arguments)."""
+    return go.Figure(proposals_spec(round_, vocab, title, labels))
 
 
 def position_tokens(round_: SpecRound, i: int, top: int = 10) -> list[int]:
@@ -113,12 +120,12 @@ def position_tokens(round_: SpecRound, i: int, top: int = 10) -> list[int]:
     return sorted(chosen, key=lambda t: (-float(p[t]), -float(q[t]), t))
 
 
-def position_figure(round_: SpecRound, i: int, vocab: Sequence[str], title: str, top: int = 10,
-                    labels: Mapping[str, str] | None = None) -> go.Figure:
-    """The whole distributions at proposal position i (0..γ−1), or at the bonus position γ: the
-    draft's q_i and the target's p_i over the most likely tokens; at the first rejection also the
-    residual norm(max(0, p_i − q_i)) the correction is drawn from. The proposed token and the drawn
-    token (correction or bonus) are marked."""
+def position_spec(round_: SpecRound, i: int, vocab: Sequence[str], title: str, top: int = 10,
+                  labels: Mapping[str, str] | None = None) -> dict:
+    """The whole distributions at proposal position i (0..γ−1), or at the bonus position γ, as plain
+    plotly JSON: the draft's q_i and the target's p_i over the most likely tokens; at the first
+    rejection also the residual norm(max(0, p_i − q_i)) the correction is drawn from. The proposed
+    token and the drawn token (correction or bonus) are marked."""
     w = _labels(labels)
     if not 0 <= i <= round_.gamma:
         raise ValueError(f"position {i} is outside 0..{round_.gamma}")
@@ -126,14 +133,14 @@ def position_figure(round_: SpecRound, i: int, vocab: Sequence[str], title: str,
     xs = [vocab[t] for t in toks]
     traces = []
     if i < round_.gamma:
-        traces.append(go.Bar(x=xs, y=[float(round_.q[i, t]) for t in toks], name=w["draft"],
-                             marker_color=DRAFT_COLOR, hovertemplate="%{x}: q = %{y:.4f}<extra></extra>"))
-    traces.append(go.Bar(x=xs, y=[float(round_.p[i, t]) for t in toks], name=w["target"], marker_color=TARGET_COLOR,
-                         hovertemplate="%{x}: p = %{y:.4f}<extra></extra>"))
+        traces.append(dict(type="bar", x=xs, y=[float(round_.q[i, t]) for t in toks], name=w["draft"],
+                           marker=dict(color=DRAFT_COLOR), hovertemplate="%{x}: q = %{y:.4f}<extra></extra>"))
+    traces.append(dict(type="bar", x=xs, y=[float(round_.p[i, t]) for t in toks], name=w["target"],
+                       marker=dict(color=TARGET_COLOR), hovertemplate="%{x}: p = %{y:.4f}<extra></extra>"))
     if round_.residual is not None and i == round_.rejected_at:
-        traces.append(go.Bar(x=xs, y=[float(round_.residual[t]) for t in toks], name=w["residual"],
-                             marker=dict(color=RESIDUAL_COLOR, pattern=dict(shape="/", fgcolor="white")),
-                             hovertemplate="%{x}: residual = %{y:.4f}<extra></extra>"))
+        traces.append(dict(type="bar", x=xs, y=[float(round_.residual[t]) for t in toks], name=w["residual"],
+                           marker=dict(color=RESIDUAL_COLOR, pattern=dict(shape="/", fgcolor="white")),
+                           hovertemplate=f"%{{x}}: {w['residual_short']} = %{{y:.4f}}<extra></extra>"))
     notes = []         # x as the category's index: plotly places a note by index on a category axis
     if i < round_.gamma:
         notes.append(dict(x=toks.index(round_.proposals[i].token), y=1.12, text=f"▼ {w['proposed']}",
@@ -141,10 +148,17 @@ def position_figure(round_: SpecRound, i: int, vocab: Sequence[str], title: str,
     if i == (round_.rejected_at if round_.rejected_at is not None else round_.gamma):
         notes.append(dict(x=toks.index(round_.emitted[-1]), y=1.22, text=f"▼ {w['drawn']}", showarrow=False,
                           font=dict(size=14, color=RESIDUAL_COLOR if i < round_.gamma else TARGET_COLOR)))
-    return go.Figure(traces, _layout(
+    return {"data": traces, "layout": _layout(
         title, 360, barmode="group", bargap=0.2, annotations=notes,
         xaxis=dict(type="category", tickfont=FONT),
-        yaxis=dict(title=w["probability"], range=[0, 1.3], tickvals=[0, 0.25, 0.5, 0.75, 1.0], tickfont=FONT)))
+        yaxis=dict(title=dict(text=w["probability"]), range=[0, 1.3], tickvals=[0, 0.25, 0.5, 0.75, 1.0],
+                   tickfont=FONT))}
+
+
+def position_figure(round_: SpecRound, i: int, vocab: Sequence[str], title: str, top: int = 10,
+                    labels: Mapping[str, str] | None = None) -> go.Figure:
+    """``position_spec`` as a figure (same arguments)."""
+    return go.Figure(position_spec(round_, i, vocab, title, top, labels))
 
 
 def residual_figure(round_: SpecRound, vocab: Sequence[str], title: str, top: int = 10,
@@ -155,11 +169,11 @@ def residual_figure(round_: SpecRound, vocab: Sequence[str], title: str, top: in
     return position_figure(round_, round_.rejected_at, vocab, title, top, labels)
 
 
-def cache_figure(target_rows: Sequence[CacheRowState], draft_rows: Sequence[CacheRowState], vocab: Sequence[str],
-                 title: str, window: int = 14, labels: Mapping[str, str] | None = None) -> go.Figure:
-    """Both caches of a round at their largest (``Speculation.cache_rows``), one strip each, the last
-    ``window`` positions: rows there before the round, rows written and kept, and rows written for
-    rejected proposals, struck out — the ones the rollback (``crop``) removes."""
+def cache_spec(target_rows: Sequence[CacheRowState], draft_rows: Sequence[CacheRowState], vocab: Sequence[str],
+               title: str, window: int = 14, labels: Mapping[str, str] | None = None) -> dict:
+    """Both caches of a round (``Speculation.cache_rows``), one strip each, the last ``window``
+    positions, as plain plotly JSON: rows there before the round, rows written and kept, and rows
+    written for rejected proposals, struck out — the ones the rollback (``crop``) removes."""
     w = _labels(labels)
     last = max([r.position for r in (*target_rows, *draft_rows)], default=-1)
     first = max(0, last - window + 1)
@@ -175,16 +189,22 @@ def cache_figure(target_rows: Sequence[CacheRowState], draft_rows: Sequence[Cach
                       for p in positions])
     scale = [[0.0, CACHE_COLOR["cached"]], [0.333, CACHE_COLOR["cached"]], [0.334, CACHE_COLOR["kept"]],
              [0.666, CACHE_COLOR["kept"]], [0.667, CACHE_COLOR["removed"]], [1.0, CACHE_COLOR["removed"]]]
-    fig = go.Figure(go.Heatmap(z=z, x=[str(p) for p in positions], y=[w["draft_cache"], w["target_cache"]],
-                               zmin=0, zmax=2, colorscale=scale, showscale=False, text=text,
-                               texttemplate="%{text}", textfont=dict(size=14), customdata=hover, xgap=3, ygap=6,
-                               hovertemplate="%{customdata}<extra></extra>"))
+    data = [dict(type="heatmap", z=z, x=[str(p) for p in positions], y=[w["draft_cache"], w["target_cache"]],
+                 zmin=0, zmax=2, colorscale=scale, showscale=False, text=text, texttemplate="%{text}",
+                 textfont=dict(size=14), customdata=hover, xgap=3, ygap=6,
+                 hovertemplate="%{customdata}<extra></extra>")]
     for name in ("cached", "kept", "removed"):        # a legend for the three fates
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=w[name],
-                                 marker=dict(symbol="square", size=14, color=CACHE_COLOR[name])))
-    fig.update_layout(**_layout(title, 240, xaxis=dict(title=w["position"], type="category", tickfont=FONT),
-                                yaxis=dict(tickfont=FONT), plot_bgcolor="white"))
-    return fig
+        data.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=w[name],
+                         marker=dict(symbol="square", size=14, color=CACHE_COLOR[name])))
+    return {"data": data, "layout": _layout(
+        title, 240, xaxis=dict(title=dict(text=w["position"]), type="category", tickfont=FONT),
+        yaxis=dict(tickfont=FONT), plot_bgcolor="white")}
+
+
+def cache_figure(target_rows: Sequence[CacheRowState], draft_rows: Sequence[CacheRowState], vocab: Sequence[str],
+                 title: str, window: int = 14, labels: Mapping[str, str] | None = None) -> go.Figure:
+    """``cache_spec`` as a figure (same arguments)."""
+    return go.Figure(cache_spec(target_rows, draft_rows, vocab, title, window, labels))
 
 
 def speedup_figure(gammas: Sequence[int], title: str, alpha: float | None = None, c: float | None = None,

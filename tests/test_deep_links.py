@@ -96,6 +96,18 @@ def test_smaller_caches_state_restored_from_the_address():
     assert any("int8, K por token, G 16, residual 4" in t for t in _chart_titles(at))
 
 
+def test_spec_state_restored_from_the_address():
+    at = open_page("pages/8_Speculative_decoding.py",
+                   {"sd_prompt": "Today the weather is so", "sd_new": "8", "sd_gamma": "3", "sd_rule": "sample",
+                    "sd_tau": "0.8", "sd_seed": "4", "sd_head": "2", "sd_c": "0.3", "step": "5", "lang": "de"})
+    no_exception(at)
+    assert at.text_input(key="sd_prompt").value == "Today the weather is so"
+    assert at.number_input(key="sd_new").value == 8 and at.number_input(key="sd_gamma").value == 3
+    assert at.slider(key="sd_tau").value == 0.8 and at.number_input(key="sd_seed").value == 4
+    assert at.selectbox(key="sd_head").value == 2 and at.number_input(key="sd_c").value == 0.3
+    assert frame(at)["heading"].startswith("Ereignis 5 von") and not _notices(at)
+
+
 def _chart_titles(at) -> list[str]:
     """Titles of the charts the page shows: its own and the stepper's current frame's."""
     from tests.conftest import plotly_specs

@@ -191,7 +191,7 @@ def _views():
             yield from ((page, {"sampling_source": src}) for src in SOURCES)
         else:
             yield page, {}
-            prefix = {"ABC": "abc", "Weather": "weather", "GPT": "gpt"}
+            prefix = {"ABC": "abc", "Weather": "weather", "GPT": "gpt", "Speculative": "sd"}
             yield from ((page, {f"{v}_rule": "sample"}) for k, v in prefix.items() if k in page)
 
 

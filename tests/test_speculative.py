@@ -405,3 +405,17 @@ def test_speculate_samples_with_a_seed_and_refuses_bad_arguments_in_one_line(cap
         assert e.value.code == 2, bad
         err = capsys.readouterr()
         assert err.out == "" and len(err.err.strip().splitlines()) == 1, (bad, err.err)
+
+
+def test_the_pages_json_adds_every_proposals_numbers_to_the_commands():
+    spec = speculative_generate(T, D, TOK.encode(DISAGREE), 10, 3, Sampler(1.0), seed=5)
+    d = speculation_dict(spec, TOK.vocab, detail=True)
+    plain = speculation_dict(spec, TOK.vocab)
+    assert {k: d[k] for k in plain} == {k: v for k, v in plain.items() if k != "rounds"} | {"rounds": d["rounds"]}
+    assert d["prompt"] == DISAGREE.split() and d["gamma"] == 3 and d["seed"] == 5 and d["rule"]["name"] == "sample"
+    for r, row in zip(spec.rounds, d["rounds"]):
+        assert {k: row[k] for k in plain["rounds"][0]} == plain["rounds"][r.index]
+        assert [p["accepted"] for p in row["proposals"]] == [pr.accepted for pr in r.proposals]
+        assert [(p["q"], p["p"], p["u"]) for p in row["proposals"]] == [(pr.q, pr.p, pr.u) for pr in r.proposals]
+        assert row["target_removed"] == list(r.target_cache.removed) and row["start"] == r.start
+    json.dumps(d)                                    # plain JSON

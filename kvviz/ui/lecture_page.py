@@ -10,6 +10,7 @@ ABC, WEATHER, SAMPLING, GPT, COST = ("pages/1_ABC_miniature.py", "pages/2_Weathe
                                     "pages/3_Sampling.py", "pages/4_Tiny_GPT.py", "pages/5_Cost_and_scale.py")
 PAGED = "pages/6_Paged_cache.py"
 SMALLER = "pages/7_Smaller_caches.py"
+SPEC = "pages/8_Speculative_decoding.py"
 
 # (section, [(page, address parameters, i18n key of the line to say)]) in the order of a lecture
 SCRIPT: list[tuple[str, list[tuple[str, dict, str]]]] = [
@@ -56,6 +57,12 @@ SCRIPT: list[tuple[str, list[tuple[str, dict, str]]]] = [
         (SMALLER, {"sc_kind": "window", "sc_window": 16, "sc_sinks": 4, "step": 31}, "compress_exact"),
         (SMALLER, {"sc_kind": "quant", "sc_bits": 4, "sc_axis": "token", "step": 12}, "compress_quant"),
         (SMALLER, {"sc_kind": "gqa", "sc_kv_heads": 1, "step": 3}, "compress_gqa"),
+    ]),
+    ("spec", [       # the page's default run: "It is rainy in London , so we", 12 tokens, γ = 4, greedy
+        (SPEC, {"step": 4}, "spec_verify"),
+        (SPEC, {"step": 7}, "spec_rollback"),
+        (SPEC, {"step": 17}, "spec_bonus"),
+        (SPEC, {"sd_rule": "sample", "sd_seed": 1, "step": 6}, "spec_residual"),
     ]),
 ]
 

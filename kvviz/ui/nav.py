@@ -24,6 +24,7 @@ PAGES = [
     ("pages/5_Cost_and_scale.py", "nav.cost", ":material/speed:"),
     ("pages/6_Paged_cache.py", "nav.paged", ":material/view_module:"),
     ("pages/7_Smaller_caches.py", "nav.compress", ":material/compress:"),
+    ("pages/8_Speculative_decoding.py", "nav.spec", ":material/fast_forward:"),
     ("pages/9_Lecture_script.py", "nav.lecture", ":material/school:"),
 ]
 

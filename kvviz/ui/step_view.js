@@ -72,7 +72,7 @@ function installKeys() {
 function chipsHTML(P, st) {
   const w = P.words;
   const chips = st.chips.map(([pos, tok, kind]) =>
-    `<span role="listitem" class="kv-chip kvs-${kind}" title="${esc(w["chip_" + kind])}">` +
+    `<span role="listitem" class="kv-chip kvs-${kind}" title="${esc(w["chip_" + kind] || "")}">` +
     `<small>${esc(pos)}</small> ${esc(tok)}</span>`).join("");
   const legend = st.legend ? `<div class="kvs-legend">${["prompt", "processed", "pending"].map((k) =>
     `<span class="kvs-leg kvs-${k}">${esc(w["legend_" + k])}</span>`).join("")}</div>` : "";
@@ -673,6 +673,7 @@ class Stepper {
     for (const i of c.new || []) cls.set(i, "new");
     for (const i of c.rewritten || []) cls.set(i, "rewritten");
     for (const i of c.evicted || []) cls.set(i, "evicted");
+    for (const i of c.struck || []) cls.set(i, "struck");
     const flags = new Set((c.flagged || []).map(([r, col]) => r + ":" + col));
     const head = cols.map((i) => `<th scope="col">${esc(T.cols[i])}</th>`).join("");
     const body = ids.map((id, k) => {

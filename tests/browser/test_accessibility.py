@@ -34,6 +34,7 @@ PAGES = [
     "/Cost_and_scale?tab=Disaggregated+serving",
     "/Paged_cache?pg_blocks=8&step=6",          # a preemption: the pool grid, block tables, waiting requests
     "/Smaller_caches?step=17",                   # evicted rows greyed, sink columns outlined
+    "/Speculative_decoding?step=7",               # the rollback: struck rows and chips, the badge
     "/Lecture_script",
 ]
 # presenter mode (a 1280×720 projector, sidebar collapsed, intro and settings folded, larger type)
@@ -41,7 +42,8 @@ PAGES = [
 PRESENTER = ["/ABC_miniature?step=1&present=1", "/Weather_heads?step=2&present=1",
              "/Sampling?sampling_top_p=0.8&present=1", "/Cost_and_scale?tab=Batching&step=2&present=1",
              "/Paged_cache?step=2&present=1",
-             "/Smaller_caches?step=17&present=1"]
+             "/Smaller_caches?step=17&present=1",
+             "/Speculative_decoding?step=5&sd_rule=sample&sd_seed=1&present=1"]
 
 FAIL_IMPACTS = {"serious", "critical"}
 KEEP_FIXED = {"heading-order", "empty-table-header"}        # moderate / minor, fixed once: stay fixed

@@ -9,9 +9,13 @@ pytestmark = pytest.mark.browser
 
 STEPPING = ["ABC_miniature", "Weather_heads", "Tiny_GPT", "Cost_and_scale?tab=Batching",
             "Cost_and_scale?tab=Batching&bt_model=gpt", "Paged_cache",
-            "Smaller_caches", "Smaller_caches?sc_kind=quant"]
+            "Smaller_caches", "Smaller_caches?sc_kind=quant",
+            "Speculative_decoding"]
 # words of the chart labels (aria) that must be on screen after each step: one of each group
-CHARTS = {"Paged_cache": (("pool",), ("bytes",))}                  # the block pool and the memory
+# the speculative page's draft passes have no attention to show (the engine keeps the verification
+# pass's): they show both caches beside the draft's probabilities
+CHARTS = {"Paged_cache": (("pool",), ("bytes",)),                   # the block pool and the memory
+          "Speculative_decoding": (("attention", "cache"), ("probab",))}
 MODEL_CHARTS = (("attention",), ("logit", "probab"))
 SIZES = [(1280, 720), (1920, 1080)]
 

@@ -35,7 +35,8 @@ Payload (JSON, ``Payload.to_json()``)::
              "metrics": {"items": [[label, value, help, delta | null], ...], "badge": [kind, text] | null,
                          "notes": [html, ...]} | null,
              "table": {"title": str, "ids": [row id, ...], "new": [i, ...], "rewritten": [i, ...],
-                       "evicted": [i, ...], "flagged": [[i, column], ...], "notes": html} | null,   # i: index into ids
+                       "evicted": [i, ...], "flagged": [[i, column], ...], "struck": [i, ...] (only when some row is),
+                       "notes": html} | null,   # i: index into ids
              "more": [block, ...]}      # explanations below everything
 
     block = {"fig": i, "alt": str, "pick": 1?} | {"html": html} | {"note": html} | {"alert": "ok|bad|info|warn", "text": html}
@@ -332,18 +333,24 @@ class Payload:
     def cache_table(self, csv_cols: Sequence[str], headers: Sequence[str], rows: Sequence[Sequence[object]],
                     title: str, new: Iterable[int] = (), rewritten: Iterable[int] = (),
                     flagged: Iterable[tuple[int, int]] = (), notes: str = "",
-                    present_cols: Sequence[int] | None = None, evicted: Iterable[int] = ()) -> dict:
+                    present_cols: Sequence[int] | None = None, evicted: Iterable[int] = (),
+                    struck: Iterable[int] = ()) -> dict:
         """A frame's cache table: ``rows`` in the run's column order (``csv_cols`` engine names,
         ``headers`` as shown); ``new``, ``rewritten``: row indices to highlight; ``evicted``: rows
-        a smaller cache no longer holds (greyed); ``flagged``: (row, column index) cells."""
+        a smaller cache no longer holds (greyed); ``flagged``: (row, column index) cells;
+        ``struck``: rows drawn struck out (a rollback removes them)."""
         if self.table_cols is None:
             self.table_csv_cols, self.table_cols = list(map(str, csv_cols)), list(map(str, headers))
             self.present_cols = list(present_cols) if present_cols is not None else None
         elif list(map(str, csv_cols)) != self.table_csv_cols:
             raise ValueError("every frame's cache table must have the run's columns")
-        return {"title": title, "ids": [self.row(r) for r in rows], "new": sorted(set(new)),
-                "rewritten": sorted(set(rewritten)), "evicted": sorted(set(evicted)), "flagged": sorted({(int(r), int(c)) for r, c in flagged}),
-                "notes": md(notes) if notes else ""}
+        table = {"title": title, "ids": [self.row(r) for r in rows], "new": sorted(set(new)),
+                 "rewritten": sorted(set(rewritten)), "evicted": sorted(set(evicted)),
+                 "flagged": sorted({(int(r), int(c)) for r, c in flagged}),
+                 "notes": md(notes) if notes else ""}
+        if struck:
+            table["struck"] = sorted(set(struck))
+        return table
 
     def _pool(self, x):
         """Long HTML strings go to ``texts`` once; blocks keep their index."""

@@ -48,5 +48,6 @@ def test_abc_page_switches_to_sampling_and_keeps_it_in_the_url(server, tab):
     # the same link in a fresh tab opens the same rule
     url = tab.page.url
     tab.goto(url)
+    tab.wait_heading(r"^Event 1 of 11: choose")               # the stepper has drawn the linked step
     assert tab.page.get_by_text("Sampling drew").count() == 1
     tab.assert_clean()

@@ -37,12 +37,10 @@ PAGES = [
     "/Speculative_decoding?step=7",               # the rollback: struck rows and chips, the badge
     "/Lecture_script",
 ]
-# presenter mode (a 1280×720 projector, sidebar collapsed, intro and settings folded, larger type)
-# on the stepping pages and the Sampling page; the other pages fold the same elements the same way
-PRESENTER = ["/ABC_miniature?step=1&present=1", "/Weather_heads?step=2&present=1",
-             "/Sampling?sampling_top_p=0.8&present=1", "/Cost_and_scale?tab=Batching&step=2&present=1",
-             "/Paged_cache?step=2&present=1",
-             "/Smaller_caches?step=17&present=1",
+# presenter mode (a 1280×720 projector, sidebar collapsed, intro and settings folded, larger type):
+# the stepper in presenter mode (A/B/C), a sampled speculative round (the densest stepper frame) and
+# the Sampling page (no stepper); the other stepping pages fold the same elements the same way
+PRESENTER = ["/ABC_miniature?step=1&present=1", "/Sampling?sampling_top_p=0.8&present=1",
              "/Speculative_decoding?step=5&sd_rule=sample&sd_seed=1&present=1"]
 
 FAIL_IMPACTS = {"serious", "critical"}

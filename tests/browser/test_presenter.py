@@ -55,10 +55,18 @@ def _step(tab: Page, key: str, expect_step: int) -> None:
     tab.page.wait_for_timeout(150)
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def _steps_fit(tab: Page, path: str, size: tuple[int, int], keys: list[tuple[str, int]]) -> None:
+    for key, step in keys:
+        _step(tab, key, step)
+        _on_screen(tab, f"{size[0]}x{size[1]} after {key} (event {step})", path)
+
+
 @pytest.mark.parametrize("path", STEPPING)
-def test_each_step_fits_one_projector_screen(server, browser, path, size):
-    tab = Page(browser, width=size[0], height=size[1])
+def test_each_step_fits_one_projector_screen(server, browser, path):
+    """At 1280×720, then (the same tab resized, as a lecturer's window moving to a larger projector)
+    at 1920×1080: the step, several steps later, the last and the first event fit the screen."""
+    small, large = SIZES
+    tab = Page(browser, width=small[0], height=small[1])
     try:
         sep = "&" if "?" in path else "?"
         tab.goto(f"{server}/{path}{sep}present=1&step=1")
@@ -68,12 +76,17 @@ def test_each_step_fits_one_projector_screen(server, browser, path, size):
         # inputs are folded into the Settings expander: no text box visible on first sight
         assert main.locator("input[type='text']:visible").count() == 0
         assert main.get_by_text("Settings").count() >= 1
-        _on_screen(tab, "step 1", path)
+        _on_screen(tab, "1280x720 step 1", path)
         last = int(tab.heading().split(" of ")[1].split(":")[0])
         tab.page.locator("h1").first.click(force=True)   # focus the page, not a widget (h1 may be scrolled away)
-        for key, step in (("ArrowRight", 2), ("ArrowRight", 3), ("End", last), ("ArrowLeft", last - 1), ("Home", 0)):
-            _step(tab, key, step)
-            _on_screen(tab, f"after {key} (event {step})", path)
+        _steps_fit(tab, path, small, [("ArrowRight", 2), ("ArrowRight", 3), ("End", last), ("ArrowLeft", last - 1),
+                                      ("Home", 0)])
+        # the stepper fits itself again after a resize (and marks it): then step at the larger size
+        tab.page.evaluate("() => document.querySelector('.kvs-root').removeAttribute('data-fitted')")
+        tab.page.set_viewport_size({"width": large[0], "height": large[1]})
+        tab.page.locator(".kvs-root[data-fitted='0']").wait_for(state="attached", timeout=30_000)
+        _on_screen(tab, "1920x1080 event 0", path)
+        _steps_fit(tab, path, large, [("ArrowRight", 1), ("ArrowRight", 2), ("End", last)])
         tab.settle()
         tab.assert_clean()
     finally:

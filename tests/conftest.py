@@ -215,14 +215,29 @@ def browser():
         b.close()
 
 
+_CONTEXTS: dict[int, object] = {}
+
+
+def shared_context(browser):
+    """One browser context per test worker: its HTTP cache keeps Streamlit's frontend bundles and
+    plotly.js between tests (a fresh context loads and parses them again, ≈ 1 s per page). Each tab is
+    still its own Streamlit session (its own websocket); tests that need a window of their own tabs
+    use ``Page(..., beside=...)``."""
+    ctx = _CONTEXTS.get(id(browser))
+    if ctx is None:
+        ctx = _CONTEXTS[id(browser)] = browser.new_context(viewport={"width": 1400, "height": 900})
+    return ctx
+
+
 class Page:
     """A browser tab on the app that records page errors and knows when a rerun has finished."""
 
     def __init__(self, browser, width: int = 1400, height: int = 900, beside: "Page | None" = None):
         """A new window, or with ``beside`` another tab of that tab's window (same cookies)."""
-        self.ctx = beside.ctx if beside else browser.new_context(viewport={"width": width, "height": height})
-        self.owns_ctx = beside is None
+        self.ctx = beside.ctx if beside else shared_context(browser)
+        self.owns_ctx = False
         self.page = self.ctx.new_page()
+        self.page.set_viewport_size({"width": width, "height": height})
         self.errors: list[str] = []
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
 

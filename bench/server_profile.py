@@ -27,8 +27,9 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 from tests.conftest import CHROME_ARGS, CHROMIUM, Page, _free_port  # noqa: E402
 from kvviz.ui.nav import PAGES  # noqa: E402
 
-STEPPING = ["ABC_miniature", "Weather_heads", "Tiny_GPT", "Cost_and_scale?tab=Batching"]   # pages stepped with Right
-FIRST_VISIT = ["ABC_miniature", "Weather_heads", "Tiny_GPT"]
+STEPPING = ["ABC_miniature", "Weather_heads", "Tiny_GPT", "Cost_and_scale?tab=Batching", "Paged_cache",
+            "Smaller_caches", "Speculative_decoding"]   # pages stepped with Right
+FIRST_VISIT = ["ABC_miniature", "Weather_heads", "Tiny_GPT", "Paged_cache", "Smaller_caches", "Speculative_decoding"]
 
 
 def rss_mb(pid: int) -> float:

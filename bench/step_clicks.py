@@ -38,7 +38,10 @@ PAGES = [("ABC_miniature", "abc.step"),
          ("Weather_heads?new=8", "weather.step"),
          ("Cost_and_scale?tab=Batching&bt_new=6", "cost.batch_step"),
          ("Cost_and_scale?tab=Batching&bt_model=gpt&bt_new=6", "cost.batch_step"),
-         ("Tiny_GPT", "gpt.step")]
+         ("Tiny_GPT", "gpt.step"),
+         ("Paged_cache", "paged.step"),
+         ("Smaller_caches", "compress.step"),
+         ("Speculative_decoding", "spec.step")]
 
 # installed before the app's own scripts: sees every keydown first (the stepper's listener stops it)
 KEY_CLOCK = "window.addEventListener('keydown', (e) => { window.__kvKey = e.timeStamp; }, true);"

@@ -139,3 +139,11 @@ def test_the_cache_table_shows_local_numbers_and_its_csv_stays_the_engines():
     assert en["csv_rows"] is None and de["csv_rows"] == en["rows"]            # the CSV: the same bytes
     cells = [c for r in de["rows"] for c in r if c.startswith("(")]
     assert cells and all("." not in c and ";" in c for c in cells), cells  # (0,3302; 0,6698)
+
+
+def test_the_cache_tables_words_follow_the_language_too():
+    from tests.conftest import stepper
+    table = stepper(open_page(WEATHER, {"lang": "de", "step": "2", "repair": "true"}))["payload"]["table"]
+    shown = [c for r in table["rows"] for c in r]
+    assert any("überschrieben bei Ereignis" in c for c in shown) and not any("rewritten" in c for c in shown)
+    assert any("rewritten at event" in c for r in table["csv_rows"] for c in r)      # the CSV: the engine's text

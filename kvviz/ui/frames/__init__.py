@@ -390,8 +390,23 @@ class Payload:
         frame["table"] = table
         self.frames.append(frame)
 
+    # the engine's English inside cache cells (kvviz.trace.cache_table), as the page's language says it
+    _CELL_PHRASES = ((re.compile(r"rewritten at event (\d+)"), "stepper.cell_rewritten", "i"),
+                     (re.compile(r"quantized at event (\d+)"), "stepper.cell_quantized", "i"),
+                     (re.compile(r"evicted at event (\d+)"), "stepper.cell_evicted", "i"),
+                     (re.compile(r"(\d+) dims"), "stepper.cell_dims", "n"))
+
+    def _shown_cell(self, cell: str) -> str:
+        """A cache cell as shown: its numbers and its words in the page's language (the CSV keeps
+        the engine's text)."""
+        if self.lang == fmt.REFERENCE:
+            return cell
+        for pattern, key, name in self._CELL_PHRASES:
+            cell = pattern.sub(lambda m: self.tr(key, **{name: m.group(1)}), cell)
+        return fmt.inline(cell, self.lang)
+
     def to_dict(self) -> dict:
-        shown = [[fmt.inline(c, self.lang) for c in r] for r in self.rows]
+        shown = [[self._shown_cell(c) for c in r] for r in self.rows]
         return {"v": 1, "words": words(self.tr), "colors": self.colors, "ratio": self.ratio,
                 "present_ratio": self.present_ratio, "figs": self.figs,
                 "texts": self.texts, "csv": self.csv, "pick": self.pick,

@@ -16,7 +16,7 @@ from kvviz.limits import GPT_MAX_SWEEP_TOKENS, MAX_PROMPT_CHARS, LimitError
 from kvviz.loops import Comparison, compare, max_cached_new_tokens
 from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
 from kvviz.sampling import Sampler, SelectionRule
-from kvviz.ui import downloads, fmt, presenter, step_view, urlstate
+from kvviz.ui import downloads, fmt, nav, presenter, step_view, urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.frames import gpt as frames_gpt
 from kvviz.ui.frames import translator
@@ -279,7 +279,9 @@ def render() -> None:
     except (LimitError, ValueError) as e:
         st.error(t("gpt.bad_prompt", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
         return
-    if not presenter.presenting():
+    if presenter.presenting():
+        nav.hidden_heading(t("stepper.section"))       # the event heading (h3) follows an h2
+    else:
         st.header(t("gpt.step_title"))
     step_view.url_step_notice(len(run.events))
     _stepper((tuple(tokens), new, rule_key, seed), len(run.events), model)    # first: the browser draws it

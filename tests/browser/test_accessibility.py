@@ -40,9 +40,9 @@ PAGES = [
     "/Lecture_script",
 ]
 # presenter mode (a 1280×720 projector, sidebar collapsed, intro and settings folded, larger type):
-# the stepper in presenter mode (A/B/C), a sampled speculative round (the densest stepper frame) and
+# the stepper in presenter mode (A/B/C; Tiny GPT, whose visible h2 folds away there), a sampled speculative round (the densest stepper frame) and
 # the Sampling page (no stepper); the other stepping pages fold the same elements the same way
-PRESENTER = ["/ABC_miniature?step=1&present=1", "/Sampling?sampling_top_p=0.8&present=1",
+PRESENTER = ["/ABC_miniature?step=1&present=1", "/Tiny_GPT?step=2&present=1", "/Sampling?sampling_top_p=0.8&present=1",
              "/Speculative_decoding?step=5&sd_rule=sample&sd_seed=1&present=1"]
 
 # the dark theme's colours come from the theme and kvviz/ui/style.css, the same on every page: one

@@ -23,6 +23,7 @@ from kvviz.ui import fmt, nav, presenter, step_view, urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.frames import compress as frames_compress
 from kvviz.ui.frames import translator
+from kvviz.ui.gpt_page import prompt_tokens
 from kvviz.ui.i18n import current_lang, t
 from kvviz.ui.perf import timed
 
@@ -157,11 +158,7 @@ def _inputs(model: GPTModel) -> tuple[tuple[str, ...], int, VariantKey] | None:
     with st.expander(t("gpt.vocab_title", n=len(model.vocab))):
         st.markdown(" ".join(f"`{w}`" for w in model.vocab))
     try:
-        tokens = model.tokenize(text or "")
-        if not tokens:
-            raise LimitError(t("gpt.empty"))
-        if len(tokens) > model.limits.max_prompt_tokens:
-            raise LimitError(t("gpt.too_many", n=len(tokens), cap=model.limits.max_prompt_tokens))
+        tokens = prompt_tokens(model, text)
         _variant(vkey)                                           # the engine checks the settings again
         return tuple(tokens), int(new), vkey
     except (LimitError, ValueError) as e:

@@ -75,17 +75,23 @@ def _inputs(model: GPTModel) -> tuple[list[str], int, RuleKey, int] | None:
     with st.expander(t("gpt.vocab_title", n=len(model.vocab))):
         st.markdown(" ".join(f"`{w}`" for w in model.vocab))
     try:
-        if len(text or "") > MAX_PROMPT_CHARS:
-            raise LimitError(t("gpt.too_long", cap=MAX_PROMPT_CHARS))
-        tokens = model.tokenize(text or "")
-        if not tokens:
-            raise LimitError(t("gpt.empty"))
-        if len(tokens) > model.limits.max_prompt_tokens:
-            raise LimitError(t("gpt.too_many", n=len(tokens), cap=model.limits.max_prompt_tokens))
-        return tokens, int(new), rule_key, seed
+        return prompt_tokens(model, text), int(new), rule_key, seed
     except (LimitError, ValueError) as e:
         st.error(t("gpt.bad_prompt", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
         return None
+
+
+def prompt_tokens(model: GPTModel, text: str | None) -> list[str]:
+    """A typed prompt as the tiny GPT's words, or a LimitError / UnknownWordsError whose message the
+    page shows: too long, empty, unknown words, too many words (every page over this GPT)."""
+    if len(text or "") > MAX_PROMPT_CHARS:
+        raise LimitError(t("gpt.too_long", cap=MAX_PROMPT_CHARS))
+    tokens = model.tokenize(text or "")
+    if not tokens:
+        raise LimitError(t("gpt.empty"))
+    if len(tokens) > model.limits.max_prompt_tokens:
+        raise LimitError(t("gpt.too_many", n=len(tokens), cap=model.limits.max_prompt_tokens))
+    return tokens
 
 
 # ---- the stepper ---------------------------------------------------------------------------------

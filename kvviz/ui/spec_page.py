@@ -13,8 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from kvviz import cost
-from kvviz.limits import (GPT_MAX_PROMPT_TOKENS, MAX_PROMPT_CHARS, SPEC_MAX_GAMMA, SPEC_MAX_STEP_TOKENS,
-                          SPEC_MEASURE_MAX_RUNS, LimitError)
+from kvviz.limits import SPEC_MAX_GAMMA, SPEC_MAX_STEP_TOKENS, SPEC_MEASURE_MAX_RUNS, LimitError
 from kvviz.loops import Generation, Speculation, generate_cached, speculative_generate
 from kvviz.models.gpt import GPTModel, TinyGPT, cost_config
 from kvviz.sampling import Greedy, make_rule
@@ -24,6 +23,7 @@ from kvviz.ui import fmt, nav, presenter, step_view, urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.frames import spec as frames_spec
 from kvviz.ui.frames import translator
+from kvviz.ui.gpt_page import prompt_tokens
 from kvviz.ui.i18n import current_lang, t
 from kvviz.ui.perf import timed
 from kvviz.ui.rule_controls import rule_controls
@@ -113,13 +113,7 @@ def _inputs(model: GPTModel) -> tuple[tuple[int, ...], int, int, RuleKey, int] |
     with st.expander(t("spec.vocab_title", n=len(model.vocab))):
         st.markdown(" ".join(f"`{w}`" for w in model.vocab))
     try:
-        if len(text or "") > MAX_PROMPT_CHARS:
-            raise LimitError(t("spec.too_long", cap=MAX_PROMPT_CHARS))
-        tokens = model.tokenize(text or "")
-        if not tokens:
-            raise LimitError(t("spec.empty"))
-        if len(tokens) > GPT_MAX_PROMPT_TOKENS:
-            raise LimitError(t("spec.too_many", n=len(tokens), cap=GPT_MAX_PROMPT_TOKENS))
+        tokens = prompt_tokens(model, text)
         if not (1 <= int(gamma) <= SPEC_MAX_GAMMA):
             raise LimitError(t("spec.bad_gamma", g=gamma, cap=SPEC_MAX_GAMMA))
         ids = tuple(model.tokenizer.index[w] for w in tokens)

@@ -1,14 +1,26 @@
-"""kvviz home page: the map of the app. Thin, and free of torch so it loads fast."""
+"""kvviz home page: the map of the app. Thin, and free of torch so it loads fast.
+
+``streamlit run app.py`` finds ``app`` below (an ``st.App``, Streamlit's ASGI entry point) and
+serves this script through it; its lifespan loads the engine in the background while the first
+visitor's browser starts (kvviz/ui/warmup.py). Streamlit runs this file as the home page's script,
+under ``__name__ == "__main__"``.
+"""
 import streamlit as st
 
-from kvviz.ui.i18n import t
-from kvviz.ui.links import deep_link, show_links
-from kvviz.ui.nav import PAGES, page_setup
+if __name__ != "__main__":                  # imported by `streamlit run` to be served
+    from kvviz.ui.warmup import lifespan
 
-page_setup("home.title")
+    app = st.App("app.py", lifespan=lifespan)
+else:                                        # the home page
+    from kvviz.ui.i18n import t
+    from kvviz.ui.links import deep_link, show_links
+    from kvviz.ui.nav import PAGES, page_setup
 
-st.title(t("home.title"))
-st.markdown(t("home.intro"))
-st.header(t("home.pages"))
-# plain links with their addresses (the sidebar has the same pages as in-app links)
-show_links([(t(label), deep_link(path), t(label.replace("nav.", "home.blurb_"))) for path, label, _ in PAGES[1:]])
+    page_setup("home.title")
+
+    st.title(t("home.title"))
+    st.markdown(t("home.intro"))
+    st.header(t("home.pages"))
+    # plain links with their addresses (the sidebar has the same pages as in-app links)
+    show_links([(t(label), deep_link(path), t(label.replace("nav.", "home.blurb_")))
+                for path, label, _ in PAGES[1:]])

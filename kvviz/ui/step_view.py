@@ -107,8 +107,7 @@ export default function(component) {
   window.__kvsPlotlyPreload = true;
   const index = document.querySelector('script[src*="/static/js/index."]');
   if (!index) return;
-  const start = () => import(new URL(component.data.file, index.src).href).catch(() => {});
-  (window.requestIdleCallback || setTimeout)(start);
+  import(new URL(component.data.file, index.src).href).catch(() => {});
 }
 """
 _preload = st.components.v2.component("kvviz_plotly_preload", js=_PRELOAD_JS,

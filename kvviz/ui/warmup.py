@@ -26,12 +26,24 @@ log = logging.getLogger("kvviz.warmup")
 done = threading.Event()            # set when warm() has finished (tests and benches wait on it)
 
 
+def _first_calls() -> None:
+    """What the first figure and the first tensor operation load lazily: plotly's validators of the
+    trace kinds and axes the pages draw, torch's first kernels."""
+    import plotly.graph_objects as go
+    import torch
+
+    go.Figure([go.Heatmap(z=[[0.0]]), go.Bar(y=[0.0]), go.Scatter(y=[0.0])],
+              layout={"xaxis": {"title": "x"}, "yaxis": {"title": "y"}, "legend": {"orientation": "h"}})
+    torch.softmax(torch.ones(2, 2) @ torch.ones(2, 2), dim=-1)
+
+
 def warm() -> float:
-    """Import every module a page needs; returns the seconds it took."""
+    """Import every module a page needs and make the first calls; returns the seconds it took."""
     t0 = time.perf_counter()
     try:
         for name in MODULES:
             importlib.import_module(name)
+        _first_calls()
     except Exception:                   # noqa: BLE001 - a page that fails to import says so itself
         log.exception("warm-up import failed")
     finally:

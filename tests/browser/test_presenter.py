@@ -1,8 +1,10 @@
 """Presenter mode on a projector (1280×720 and 1920×1080): settings folded away, no horizontal
 scroll, and after any step the token strip, the attention chart, the logits and the newest rows of
-the cache table are all on screen without scrolling (kvviz/ui/step_view.js fits the step)."""
+the cache table are all on screen without scrolling (kvviz/ui/step_view.js fits the step). axe-core
+scans presenter mode in the views opened here (``AXE``; the rules: tests/browser/axe_check.py)."""
 import pytest
 
+from tests.browser.axe_check import axe_problems
 from tests.conftest import Page
 
 pytestmark = pytest.mark.browser
@@ -10,7 +12,11 @@ pytestmark = pytest.mark.browser
 STEPPING = ["ABC_miniature", "Weather_heads", "Tiny_GPT", "Cost_and_scale?tab=Batching",
             "Cost_and_scale?tab=Batching&bt_model=gpt", "Paged_cache",
             "Smaller_caches", "Smaller_caches?sc_kind=quant",
-            "Speculative_decoding"]
+            "Speculative_decoding?sd_rule=sample&sd_seed=1&step=5"]
+# presenter views scanned by axe-core at their first step (True: in the dark theme too): the stepper
+# (A/B/C; Tiny GPT, whose visible h2 folds away there) and a sampled speculative round, the densest
+# frame; the other stepping pages fold the same elements the same way
+AXE = {"ABC_miniature": False, "Tiny_GPT": False, "Speculative_decoding?sd_rule=sample&sd_seed=1&step=5": True}
 # words of the chart labels (aria) that must be on screen after each step: one of each group
 # the speculative page's draft passes have no attention to show (the engine keeps the verification
 # pass's): they show both caches beside the draft's probabilities
@@ -69,18 +75,22 @@ def test_each_step_fits_one_projector_screen(server, browser, path):
     tab = Page(browser, width=small[0], height=small[1])
     try:
         sep = "&" if "?" in path else "?"
-        tab.goto(f"{server}/{path}{sep}present=1&step=1")
-        tab.page.locator(".kvs-root[data-fitted='1']").wait_for(state="attached", timeout=60_000)
+        start = int(path.split("step=")[1]) if "step=" in path else 1
+        tab.goto(f"{server}/{path}{sep}present=1" + ("" if "step=" in path else "&step=1"))
+        tab.page.locator(f".kvs-root[data-fitted='{start}']").wait_for(state="attached", timeout=60_000)
         tab.assert_clean()
+        if path in AXE:
+            problems = axe_problems(tab.page, f"{path} presenter", dark=AXE[path])
+            assert not problems, "axe-core found:\n" + "\n".join(problems)
         main = tab.page.locator("[data-testid='stMain']")
         # inputs are folded into the Settings expander: no text box visible on first sight
         assert main.locator("input[type='text']:visible").count() == 0
         assert main.get_by_text("Settings").count() >= 1
-        _on_screen(tab, "1280x720 step 1", path)
+        _on_screen(tab, f"1280x720 step {start}", path)
         last = int(tab.heading().split(" of ")[1].split(":")[0])
         tab.page.locator("h1").first.click(force=True)   # focus the page, not a widget (h1 may be scrolled away)
-        _steps_fit(tab, path, small, [("ArrowRight", 2), ("ArrowRight", 3), ("End", last), ("ArrowLeft", last - 1),
-                                      ("Home", 0)])
+        _steps_fit(tab, path, small, [("ArrowRight", start + 1), ("ArrowRight", start + 2), ("End", last),
+                                      ("ArrowLeft", last - 1), ("Home", 0)])
         # the stepper fits itself again after a resize (and marks it): then step at the larger size
         tab.page.evaluate("() => document.querySelector('.kvs-root').removeAttribute('data-fitted')")
         tab.page.set_viewport_size({"width": large[0], "height": large[1]})
@@ -94,10 +104,14 @@ def test_each_step_fits_one_projector_screen(server, browser, path):
 
 
 def test_presenter_mode_folds_the_sampling_page(server, browser):
+    """The Sampling page (no stepper) in presenter mode: folded settings, no sideways scroll, axe-core
+    with its sampling widgets enabled."""
     tab = Page(browser, width=1280, height=720)
     try:
-        tab.goto(f"{server}/Sampling?present=1")
+        tab.goto(f"{server}/Sampling?sampling_top_p=0.8&present=1")
         tab.assert_clean()
+        problems = axe_problems(tab.page, "/Sampling presenter")
+        assert not problems, "axe-core found:\n" + "\n".join(problems)
         width = tab.page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
         assert width[0] <= width[1], width
         main = tab.page.locator("[data-testid='stMain']")

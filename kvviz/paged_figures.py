@@ -267,7 +267,8 @@ def latency_spec(runs: Mapping[str, ServeRun], title: str | None = None,
     the legend gives each run's total steps and mean TTFT."""
     w = _words(words)
     palette = [COLORS["prompt"], COLORS["pending"], COLORS["processed"], COLORS["chosen"]]
-    traces = [{"type": "bar", "x": [f"{w['request']} {r.id}" for r in run.requests], "y": [r.ttft for r in run.requests],
+    traces = [{"type": "bar", "x": [f"{w['request']} {r.id}" for r in run.requests],
+               "y": [r.ttft for r in run.requests],
                "name": f"{name}: {run.total_steps} {w['total_steps']}, {w['ttft']} ⌀ {run.mean_ttft:.2f}",
                "marker": {"color": palette[i % len(palette)]}, "text": [r.ttft for r in run.requests],
                "textposition": "outside", "hovertemplate": f"{name}<br>%{{x}}: %{{y}}<extra></extra>"}

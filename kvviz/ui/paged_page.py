@@ -93,9 +93,16 @@ def _policies(s: Settings) -> dict[str, ServeRun]:
 
 @st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
 def _sweep(s: Settings) -> tuple[SizePoint, ...]:
+    """Peak bytes per block size (pass ``_without_pool(s)``: the sweep sets its own pools, so
+    changing the page's block size or pool reuses it)."""
     _, _, _, prefix, _, batch, _, policy = s
     return block_size_sweep(_model(), _stream(s), SWEEP_SIZES, policy=policy, max_batch=batch,
                             prefix_caching=prefix > 0)
+
+
+def _without_pool(s: Settings) -> Settings:
+    """``s`` with block size and pool size zeroed: the key of what does not depend on them."""
+    return (s[0], 0, 0) + s[3:]
 
 
 @st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
@@ -190,7 +197,7 @@ def _memory(s: Settings, run: ServeRun) -> None:
     st.subheader(t("paged.sizes_h"))
     st.markdown(t("paged.sizes_intro"))
     try:
-        points = _sweep(s)
+        points = _sweep(_without_pool(s))
     except LimitError as e:
         st.warning(t("paged.sizes_failed", reason=str(e)))
         return

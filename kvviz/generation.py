@@ -130,12 +130,14 @@ def _check(model: Model, ids: list[int], rec: PassRecord) -> RecomputeCheck:
 
 def run_generation(model: Model, prompt: Sequence[str], new_tokens: int,
                    rule: SelectionRule | None = None, seed: int = 0,
-                   repair: RepairHook | None = None, cache: Cache | None = None) -> Run:
+                   repair: RepairHook | None = None, cache: Cache | None = None, recheck: bool = True) -> Run:
     """Generate ``new_tokens`` tokens and return every event.
 
     Events: prefill, choose, then (decode, choose) for each further token, so 2 * new_tokens
     events; the last chosen token stays pending. ``cache``: the cache kind to run with (an empty
     cache object; default a DynamicCache). The model's ``limits`` cap the prompt and the run.
+    ``recheck``: recompute every pass without a cache (``Event.check``); a reference run that
+    only needs its logits (kvviz.serving's solo runs) leaves it out: it is most of the run's time.
     """
     prompt = list(prompt)
     if not prompt:
@@ -172,7 +174,7 @@ def run_generation(model: Model, prompt: Sequence[str], new_tokens: int,
                 rows[r.position] = replace(r, quantized_at=index)
         kv_computed += len(tokens)
         kv_recompute += start + len(tokens)
-        check = _check(model, ids[:start + len(tokens)], rec)
+        check = _check(model, ids[:start + len(tokens)], rec) if recheck else None
         events.append(Event(index, phase, tokens, rec.positions, list(sequence), None,
                             snapshot(), rec, check, None, rec.logits[-1], kv_computed,
                             kv_recompute, bool(rewritten)))

@@ -13,6 +13,11 @@
 
 Colours follow kvviz.figures (Okabe–Ito): requests cycle through the palette below; prefill is
 blue and decode green as on every page; waiting is the pending orange.
+
+As in kvviz.figures, each builder has a ``*_spec`` twin returning plain plotly JSON (``{"data": [...],
+"layout": {...}}``) without a validated ``go.Figure``: the stepper draws one pool, memory and timeline
+per step, and plotly's validation of ~60 figures was most of the page's first run. The builder is
+``go.Figure(spec)``, so both always agree.
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ from typing import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from kvviz.figures import COLORS, _base_layout
+from kvviz.figures import COLORS, _layout
 from kvviz.serving import ServeRun, SizePoint, StepRecord
 
 # requests take these in turn (Okabe–Ito without black; yellow last: it is faint on white)
@@ -64,10 +69,15 @@ def _short(token: str, n: int = 6) -> str:
     return token if len(token) <= n else token[:n - 1] + "…"
 
 
-def _top_legend(fig: go.Figure) -> go.Figure:
-    """A legend in one row above the plot, below the title."""
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0), margin=dict(t=90))
-    return fig
+def _top_legend(layout: dict) -> dict:
+    """``layout`` with a legend in one row above the plot, below the title (more room on top)."""
+    return {**layout, "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+            "margin": {**layout["margin"], "t": 90}}
+
+
+def _vline(x: float, line: dict) -> dict:
+    """A vertical line at ``x`` over the plot's whole height (what ``go.Figure.add_vline`` adds)."""
+    return {"type": "line", "x0": x, "x1": x, "xref": "x", "y0": 0, "y1": 1, "yref": "y domain", "line": line}
 
 
 def _discrete_scale(colors: Sequence[str]) -> list[list]:
@@ -79,9 +89,9 @@ def _discrete_scale(colors: Sequence[str]) -> list[list]:
     return scale
 
 
-def block_pool_figure(step: StepRecord, block_size: int, columns: int = 8, title: str | None = None,
-                      words: Mapping[str, str] | None = None, show_tokens: bool | None = None,
-                      block_ids: bool = False) -> go.Figure:
+def block_pool_spec(step: StepRecord, block_size: int, columns: int = 8, title: str | None = None,
+                    words: Mapping[str, str] | None = None, show_tokens: bool | None = None,
+                    block_ids: bool = False) -> dict:
     """The pool after ``step``: block b is drawn at row b // columns, column b % columns, as
     ``block_size`` slot cells. Filled slots carry their token (while the grid is small, or
     ``show_tokens``); hovering a slot names block, slot, holders and token. ``block_ids``: each
@@ -123,60 +133,76 @@ def block_pool_figure(step: StepRecord, block_size: int, columns: int = 8, title
                            f"{w['refcount']} {step.refcounts[b]}<br>{tok if filled else w['empty']}")
     if show_tokens is None:
         show_tokens = n_blocks * block_size <= 96
-    fig = go.Figure(go.Heatmap(
-        z=z, text=text if show_tokens else None, texttemplate="%{text}" if show_tokens else None,
-        textfont=dict(size=11), customdata=hover, hovertemplate="%{customdata}<extra></extra>",
-        colorscale=_discrete_scale(_CATEGORIES), zmin=-0.5, zmax=len(_CATEGORIES) - 0.5, showscale=False,
-        xgap=1, ygap=22 if block_ids else 6, hoverongaps=False))
+    trace = {"type": "heatmap", "z": z, "textfont": {"size": 11}, "customdata": hover,
+             "hovertemplate": "%{customdata}<extra></extra>", "colorscale": _discrete_scale(_CATEGORIES),
+             "zmin": -0.5, "zmax": len(_CATEGORIES) - 0.5, "showscale": False, "xgap": 1,
+             "ygap": 22 if block_ids else 6, "hoverongaps": False}
+    if show_tokens:
+        trace.update(text=text, texttemplate="%{text}")
     # outlines: taken, copied and freed blocks; the holders count on shared blocks
     shapes, notes = [], []
     marked = [(b, "taken") for b in step.taken if b not in {c for _, c in step.copied}]
     marked += [(c, "copied") for _, c in step.copied] + [(b, "freed") for b in step.freed]
     for b, kind in marked:
         r, c0 = b // columns, (b % columns) * (block_size + 1)
-        shapes.append(dict(type="rect", x0=c0 - 0.5, x1=c0 + block_size - 0.5, y0=r - 0.45, y1=r + 0.45,
-                           line=dict(color=MARKS[kind], width=3, dash="dot" if kind == "freed" else "solid"),
-                           name=kind))
+        line = {"color": MARKS[kind], "width": 3, "dash": "dot" if kind == "freed" else "solid"}
+        shapes.append({"type": "rect", "x0": c0 - 0.5, "x1": c0 + block_size - 0.5, "y0": r - 0.45, "y1": r + 0.45,
+                       "line": line, "name": kind})
     for b, n in enumerate(step.refcounts):
         if n > 1:
             r, c0 = b // columns, (b % columns) * (block_size + 1)
-            notes.append(dict(x=c0 + (block_size - 1) / 2, y=r - 0.5, text=f"×{n}", showarrow=False,
-                              yanchor="bottom", font=dict(size=13, color="#000000")))
+            notes.append({"x": c0 + (block_size - 1) / 2, "y": r - 0.5, "text": f"×{n}", "showarrow": False,
+                          "yanchor": "bottom", "font": {"size": 13, "color": "#000000"}})
     if block_ids:
         for b in range(n_blocks):
             r, c0 = b // columns, (b % columns) * (block_size + 1)
-            notes.append(dict(x=c0 + (block_size - 1) / 2, y=r + 0.5, text=str(b), showarrow=False, yanchor="top",
-                              font=dict(size=11, color="#555555"), name="block id"))
-    fig.update_layout(shapes=shapes, annotations=notes)
-    fig.update_xaxes(visible=False, range=[-0.6, width - 0.4])
-    fig.update_yaxes(visible=False, autorange="reversed")
-    fig = _base_layout(fig, title if title is not None else f"{w['pool']} · {w['step']} {step.step}",
-                       height=130 + (62 if block_ids else 46) * rows)
-    fig.update_layout(margin=dict(t=75, b=28 if block_ids else None))    # room for the ids under the last row
-    return fig
+            notes.append({"x": c0 + (block_size - 1) / 2, "y": r + 0.5, "text": str(b), "showarrow": False,
+                          "yanchor": "top", "font": {"size": 11, "color": "#555555"}, "name": "block id"})
+    layout = _layout(title if title is not None else f"{w['pool']} · {w['step']} {step.step}",
+                     130 + (62 if block_ids else 46) * rows,
+                     xaxis={"visible": False, "range": [-0.6, width - 0.4]},
+                     yaxis={"visible": False, "autorange": "reversed"})
+    layout["margin"].update(t=75, b=28 if block_ids else 10)    # room for the ids under the last row
+    if shapes:
+        layout["shapes"] = shapes
+    if notes:
+        layout["annotations"] = notes
+    return {"data": [trace], "layout": layout}
 
 
-def memory_figure(run: ServeRun, title: str | None = None, words: Mapping[str, str] | None = None,
-                  step: int | None = None) -> go.Figure:
+def block_pool_figure(*args, **kwargs) -> go.Figure:
+    """``block_pool_spec`` as a figure (same arguments)."""
+    return go.Figure(block_pool_spec(*args, **kwargs))
+
+
+def memory_spec(run: ServeRun, title: str | None = None, words: Mapping[str, str] | None = None,
+                step: int | None = None) -> dict:
     """Bytes over the steps from the allocator's counts: contiguous reservation, paging's held
     blocks, and the slots holding K/V (the shaded gap to the paged line is the last blocks' slack).
     ``step``: a vertical line at the step the page shows."""
     w = _words(words)
     xs = [s.step for s in run.steps]
-    fig = go.Figure()
+    traces = []
     series = [("used", COLORS["processed"], "solid", None), ("paged", COLORS["prompt"], "solid", "tonexty"),
               ("contiguous", COLORS["chosen"], "dash", None)]
     for what, color, dash, fill in series:
-        fig.add_trace(go.Scatter(
-            x=xs, y=[s.memory.bytes(what) for s in run.steps], name=w[what], mode="lines",
-            line=dict(color=color, dash=dash, width=3, shape="hv"), fill=fill,
-            fillcolor=_pale(COLORS["prompt"], 0.25) if fill else None,
-            hovertemplate=f"{w['step']} %{{x}}<br>{w[what]}: %{{y:,}} B<extra></extra>"))
-    if step is not None:
-        fig.add_vline(x=step, line=dict(color="#555555", width=1, dash="dot"))
-    fig.update_xaxes(title=w["step"])
-    fig.update_yaxes(title=w["bytes"], rangemode="tozero")
-    return _top_legend(_base_layout(fig, title if title is not None else w["memory"], height=400))
+        trace = {"type": "scatter", "x": xs, "y": [s.memory.bytes(what) for s in run.steps], "name": w[what],
+                 "mode": "lines", "line": {"color": color, "dash": dash, "width": 3, "shape": "hv"},
+                 "hovertemplate": f"{w['step']} %{{x}}<br>{w[what]}: %{{y:,}} B<extra></extra>"}
+        if fill:
+            trace.update(fill=fill, fillcolor=_pale(COLORS["prompt"], 0.25))
+        traces.append(trace)
+    shapes = [] if step is None else [_vline(step, {"color": "#555555", "width": 1, "dash": "dot"})]
+    layout = _layout(title if title is not None else w["memory"], 400, xaxis={"title": {"text": w["step"]}},
+                     yaxis={"title": {"text": w["bytes"]}, "rangemode": "tozero"})
+    if shapes:
+        layout["shapes"] = shapes
+    return {"data": traces, "layout": _top_legend(layout)}
+
+
+def memory_figure(*args, **kwargs) -> go.Figure:
+    """``memory_spec`` as a figure (same arguments)."""
+    return go.Figure(memory_spec(*args, **kwargs))
 
 
 _STATES = ["waiting", "prefill", "decode", "preempted"]
@@ -198,8 +224,8 @@ def timeline_states(run: ServeRun) -> dict[int, list[str | None]]:
     return out
 
 
-def timeline_figure(run: ServeRun, title: str | None = None, words: Mapping[str, str] | None = None,
-                    step: int | None = None, show_tokens: bool | None = None) -> go.Figure:
+def timeline_spec(run: ServeRun, title: str | None = None, words: Mapping[str, str] | None = None,
+                  step: int | None = None, show_tokens: bool | None = None) -> dict:
     """Requests (rows) over steps (columns); a prefill or decode cell carries the token it chose."""
     w = _words(words)
     states = timeline_states(run)
@@ -212,58 +238,73 @@ def timeline_figure(run: ServeRun, title: str | None = None, words: Mapping[str,
     if show_tokens is None:
         show_tokens = run.total_steps <= 30
     colors = [COLORS["pending"], COLORS["prefill"], COLORS["decode"], COLORS["chosen"]]
-    fig = go.Figure(go.Heatmap(
-        z=z, x=list(range(run.total_steps)), y=[f"{w['request']} {i}" for i in ids],
-        text=text if show_tokens else None, texttemplate="%{text}" if show_tokens else None,
-        textfont=dict(size=10, color="#FFFFFF"), customdata=hover, hovertemplate="%{customdata}<extra></extra>",
-        colorscale=_discrete_scale(colors), zmin=-0.5, zmax=len(colors) - 0.5, showscale=False,
-        xgap=1, ygap=2, hoverongaps=False))
-    for name, color in zip(_STATES, colors):       # a legend for the categories
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=w[name],
-                                 marker=dict(symbol="square", size=14, color=color)))
+    grid = {"type": "heatmap", "z": z, "x": list(range(run.total_steps)), "y": [f"{w['request']} {i}" for i in ids],
+            "textfont": {"size": 10, "color": "#FFFFFF"}, "customdata": hover,
+            "hovertemplate": "%{customdata}<extra></extra>", "colorscale": _discrete_scale(colors),
+            "zmin": -0.5, "zmax": len(colors) - 0.5, "showscale": False, "xgap": 1, "ygap": 2, "hoverongaps": False}
+    if show_tokens:
+        grid.update(text=text, texttemplate="%{text}")
+    legend = [{"type": "scatter", "x": [None], "y": [None], "mode": "markers", "name": w[name],   # the categories
+               "marker": {"symbol": "square", "size": 14, "color": color}} for name, color in zip(_STATES, colors)]
+    xaxis: dict = {"title": {"text": w["step"]}}
+    if run.total_steps <= 30:
+        xaxis["dtick"] = 1
+    layout = _layout(title if title is not None else f"{w['timeline']} ({run.policy})", 170 + 28 * len(ids),
+                     xaxis=xaxis, yaxis={"autorange": "reversed", "type": "category"}, plot_bgcolor="#FFFFFF")
     if step is not None:
-        fig.add_vline(x=step, line=dict(color="#000000", width=2))
-    fig.update_xaxes(title=w["step"], dtick=1 if run.total_steps <= 30 else None)
-    fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_layout(plot_bgcolor="#FFFFFF")
-    return _top_legend(_base_layout(fig, title if title is not None else f"{w['timeline']} ({run.policy})",
-                                    height=170 + 28 * len(ids)))
+        layout["shapes"] = [_vline(step, {"color": "#000000", "width": 2})]
+    return {"data": [grid, *legend], "layout": _top_legend(layout)}
 
 
-def latency_figure(runs: Mapping[str, ServeRun], title: str | None = None,
-                   words: Mapping[str, str] | None = None) -> go.Figure:
+def timeline_figure(*args, **kwargs) -> go.Figure:
+    """``timeline_spec`` as a figure (same arguments)."""
+    return go.Figure(timeline_spec(*args, **kwargs))
+
+
+def latency_spec(runs: Mapping[str, ServeRun], title: str | None = None,
+                 words: Mapping[str, str] | None = None) -> dict:
     """TTFT per request, one bar group per request, one colour per run (e.g. continuous, static);
     the legend gives each run's total steps and mean TTFT."""
     w = _words(words)
     palette = [COLORS["prompt"], COLORS["pending"], COLORS["processed"], COLORS["chosen"]]
-    fig = go.Figure()
-    for i, (name, run) in enumerate(runs.items()):
-        fig.add_trace(go.Bar(
-            x=[f"{w['request']} {r.id}" for r in run.requests], y=[r.ttft for r in run.requests],
-            name=f"{name}: {run.total_steps} {w['total_steps']}, {w['ttft']} ⌀ {run.mean_ttft:.2f}",
-            marker_color=palette[i % len(palette)], text=[r.ttft for r in run.requests], textposition="outside",
-            hovertemplate=f"{name}<br>%{{x}}: %{{y}}<extra></extra>"))
-    fig.update_yaxes(title=w["ttft"], rangemode="tozero")
-    fig.update_layout(barmode="group")
-    return _top_legend(_base_layout(fig, title if title is not None else w["latency"], height=400))
+    traces = [{"type": "bar", "x": [f"{w['request']} {r.id}" for r in run.requests],
+               "y": [r.ttft for r in run.requests],
+               "name": f"{name}: {run.total_steps} {w['total_steps']}, {w['ttft']} ⌀ {run.mean_ttft:.2f}",
+               "marker": {"color": palette[i % len(palette)]}, "text": [r.ttft for r in run.requests],
+               "textposition": "outside", "hovertemplate": f"{name}<br>%{{x}}: %{{y}}<extra></extra>"}
+              for i, (name, run) in enumerate(runs.items())]
+    return {"data": traces, "layout": _top_legend(_layout(
+        title if title is not None else w["latency"], 400, yaxis={"title": {"text": w["ttft"]}, "rangemode": "tozero"},
+        barmode="group"))}
 
 
-def block_size_figure(points: Sequence[SizePoint], title: str | None = None,
-                      words: Mapping[str, str] | None = None) -> go.Figure:
+def latency_figure(*args, **kwargs) -> go.Figure:
+    """``latency_spec`` as a figure (same arguments)."""
+    return go.Figure(latency_spec(*args, **kwargs))
+
+
+def block_size_spec(points: Sequence[SizePoint], title: str | None = None,
+                    words: Mapping[str, str] | None = None) -> dict:
     """Peak bytes against block size for one stream: paging's held blocks vs the slots holding K/V
     (the gap is the last blocks' slack; it grows with the block size), and contiguous reservation."""
     w = _words(words)
     xs = [p.block_size for p in points]
-    fig = go.Figure()
-    for what, color, dash in (("used", COLORS["processed"], "solid"), ("paged", COLORS["prompt"], "solid"),
-                              ("contiguous", COLORS["chosen"], "dash")):
-        fig.add_trace(go.Scatter(x=xs, y=[getattr(p, what) for p in points], name=w[what], mode="lines+markers",
-                                 line=dict(color=color, dash=dash, width=3), marker=dict(size=9),
-                                 hovertemplate=f"{w['block_size']} %{{x}}<br>{w[what]}: %{{y:,}} B<extra></extra>"))
-    fig.update_xaxes(title=w["block_size"], type="log", tickvals=xs, ticktext=[str(x) for x in xs])
-    fig.update_yaxes(title=w["bytes"], rangemode="tozero")
-    return _top_legend(_base_layout(fig, title if title is not None else w["sizes"], height=400))
+    traces = [{"type": "scatter", "x": xs, "y": [getattr(p, what) for p in points], "name": w[what],
+               "mode": "lines+markers", "line": {"color": color, "dash": dash, "width": 3}, "marker": {"size": 9},
+               "hovertemplate": f"{w['block_size']} %{{x}}<br>{w[what]}: %{{y:,}} B<extra></extra>"}
+              for what, color, dash in (("used", COLORS["processed"], "solid"), ("paged", COLORS["prompt"], "solid"),
+                                        ("contiguous", COLORS["chosen"], "dash"))]
+    return {"data": traces, "layout": _top_legend(_layout(
+        title if title is not None else w["sizes"], 400,
+        xaxis={"title": {"text": w["block_size"]}, "type": "log", "tickvals": xs, "ticktext": [str(x) for x in xs]},
+        yaxis={"title": {"text": w["bytes"]}, "rangemode": "tozero"}))}
 
 
-__all__ = ["OWNER_COLORS", "WORDS", "block_pool_figure", "block_size_figure", "latency_figure", "memory_figure",
-           "owner_color", "timeline_figure", "timeline_states"]
+def block_size_figure(*args, **kwargs) -> go.Figure:
+    """``block_size_spec`` as a figure (same arguments)."""
+    return go.Figure(block_size_spec(*args, **kwargs))
+
+
+__all__ = ["OWNER_COLORS", "WORDS", "block_pool_figure", "block_pool_spec", "block_size_figure", "block_size_spec",
+           "latency_figure", "latency_spec", "memory_figure", "memory_spec", "owner_color", "timeline_figure",
+           "timeline_spec", "timeline_states"]

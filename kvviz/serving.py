@@ -436,8 +436,9 @@ def _memory_of(cache: PagedCache, seq_ids: Sequence[int], max_lengths: Sequence[
 
 def _solo(model: BatchModel, req: Request, rule: SelectionRule = GREEDY, seed: int = 0) -> tuple[list[int], torch.Tensor]:
     """The request alone through the stepper with a contiguous cache (greedy unless ``rule``): its
-    token ids and the logits [new, V] each choice used."""
-    run = run_generation(model, list(req.prompt), req.max_new_tokens, rule, seed)    # type: ignore[arg-type]
+    token ids and the logits [new, V] each choice used (no recompute check: only the logits count)."""
+    run = run_generation(model, list(req.prompt), req.max_new_tokens, rule, seed,    # type: ignore[arg-type]
+                         recheck=False)
     chooses = [e for e in run.events if e.phase == "choose"]
     return [model.logit_tokens.index(e.chosen) for e in chooses], torch.stack([e.logits for e in chooses])
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from kvviz import cost
-from kvviz.cache import DynamicCache, PagedCache, PoolExhausted, StaticCache, block_hash
+from kvviz.cache import DynamicCache, PagedCache, PoolExhausted, block_hash
 from kvviz.generation import run_generation
 from kvviz.limits import LimitError
 from kvviz.loops import generate_cached

@@ -2,12 +2,14 @@
 a user sees in each cell, line and bar is the record's number."""
 import dataclasses
 
+import plotly.graph_objects as go
 import pytest
 
 from kvviz.figures import COLORS
 from kvviz.models.gpt import GPTModel
-from kvviz.paged_figures import (OWNER_COLORS, block_pool_figure, block_size_figure, latency_figure,
-                                 memory_figure, timeline_figure, timeline_states)
+from kvviz.paged_figures import (OWNER_COLORS, block_pool_figure, block_pool_spec, block_size_figure,
+                                 block_size_spec, latency_figure, latency_spec, memory_figure, memory_spec,
+                                 timeline_figure, timeline_spec, timeline_states)
 from kvviz.serving import block_size_sweep, compare_policies, request_stream
 
 M = GPTModel()
@@ -95,3 +97,29 @@ def test_block_size_figure_and_blocks_of_one_have_no_slack():
     assert points[1].paged > points[1].used
     fig = block_size_figure(points)
     assert list(fig.data[1].y) == [p.paged for p in points] and list(fig.data[0].x) == [1, 8]
+
+
+def test_specs_are_valid_plotly_json_and_what_the_figures_show(runs):
+    """The plain-JSON twins the stepper sends: plotly accepts them as they are, with the traces,
+    colours, titles, legend and step marker of the figures."""
+    run = runs["continuous"]
+    step = run.steps[2]
+    pool = block_pool_spec(step, run.block_size, columns=4, block_ids=True, title="pool")
+    memory = memory_spec(run, step=2)
+    timeline = timeline_spec(run, step=2, words={"decode": "Dekodierung"})
+    points = block_size_sweep(M, STREAM, sizes=(1, 8), pool_positions=64)
+    specs = [pool, memory, timeline, latency_spec(runs), block_size_spec(points)]
+    for spec in specs:
+        go.Figure(spec)                                        # raises on any invalid property
+    assert pool["layout"]["title"]["text"] == "pool" and pool["data"][0]["type"] == "heatmap"
+    assert pool["data"][0]["z"] == list(block_pool_figure(step, run.block_size, columns=4).data[0].z)
+    assert [a["text"] for a in pool["layout"]["annotations"] if a.get("name") == "block id"] == [
+        str(b) for b in range(run.num_blocks)]
+    assert [t["line"]["color"] for t in memory["data"]] == [COLORS["processed"], COLORS["prompt"], COLORS["chosen"]]
+    assert memory["data"][1]["y"] == [s.memory.bytes("paged") for s in run.steps]
+    for spec in (memory, timeline):                             # legend in one row above the plot, step marked
+        assert spec["layout"]["legend"]["orientation"] == "h" and spec["layout"]["legend"]["yanchor"] == "bottom"
+        assert [(s["x0"], s["type"]) for s in spec["layout"]["shapes"]] == [(2, "line")]
+    assert [t["name"] for t in timeline["data"][1:]] == ["waiting", "prefill", "Dekodierung", "preempted"]
+    assert [t["marker"]["color"] for t in timeline["data"][1:]] == [
+        COLORS["pending"], COLORS["prefill"], COLORS["decode"], COLORS["chosen"]]

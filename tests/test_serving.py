@@ -10,6 +10,7 @@ import torch
 from kvviz import cost
 from kvviz.__main__ import main
 from kvviz.cache import DynamicCache
+from kvviz.generation import run_generation
 from kvviz.limits import MAX_SERVE_REQUESTS, LimitError
 from kvviz.loops import generate_cached
 from kvviz.models.abc import ABCModel
@@ -79,6 +80,16 @@ def test_continuous_batching_mixes_prefill_and_decode_and_beats_static(runs):
     for r in cont.requests:
         assert r.ttft == r.first_token_step - r.request.arrival_step + 1
         assert r.tpot == (r.finish_step - r.first_token_step) / (len(r.tokens) - 1)
+
+
+def test_solo_reference_runs_skip_only_the_recompute_check():
+    """The check's references (run_generation with recheck=False): the same events and logits as a
+    full run, without the no-cache recompute of every pass."""
+    req = STREAM[0]
+    full, quick = (run_generation(M, req.prompt, req.max_new_tokens, recheck=r) for r in (True, False))
+    assert [e.tokens for e in quick.events] == [e.tokens for e in full.events]
+    assert all(torch.equal(a.logits, b.logits) for a, b in zip(quick.events, full.events))
+    assert all(e.check is None for e in quick.events) and full.events[0].check is not None
 
 
 def test_a_finished_request_frees_its_blocks_in_its_last_step(runs):

@@ -15,8 +15,8 @@ from kvviz.limits import (MAX_SEED, MAX_SERVE_BATCH, MAX_SERVE_BLOCK_SIZE, MAX_S
                           MAX_SERVE_REQUESTS, MAX_SERVE_SHARED_PREFIX, LimitError)
 from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
 from kvviz.paged_figures import block_pool_figure, block_size_figure, latency_figure, memory_figure, timeline_figure
-from kvviz.serving import (POLICIES, ForkRun, Request, ServeRun, SizePoint, block_size_sweep, compare_policies,
-                           fork_run, request_stream, run_dict, serve)
+from kvviz.serving import (POLICIES, ForkRun, Request, ServeRun, SizePoint, block_size_sweep, fork_run, request_stream,
+                           run_dict, serve)
 from kvviz.ui import fmt, nav, presenter, step_view, urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.frames import paged as frames_paged
@@ -64,31 +64,45 @@ def _serve(s: Settings, keep_kv: bool = False) -> ServeRun:
 
 @st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
 def _run(s: Settings) -> ServeRun:
-    """The served run with its check against every request's solo run (no K pool kept: small)."""
-    return _serve(s)
+    """The served run with its check against every request's solo run: the one run behind the
+    stepper, the check, the downloads and this policy's column of the comparison. Small pools keep
+    layer 1's keys per step for the cache rows, cut to the components shown (a few KB)."""
+    _, block, blocks, *_ = s
+    return frames_paged.with_shown_keys(_serve(s, keep_kv=block * blocks <= KEEP_KV_SLOTS))
 
 
 @st.cache_resource(max_entries=64, ttl=3600, show_spinner=False)
 def _payload(s: Settings, lang: str) -> str:
-    """Every step's frame in one language (read-only JSON). Small pools are served again keeping
-    layer 1's K pool per step, for the keys in the cache rows; the tensors are dropped afterwards."""
-    _, block, blocks, *_ = s
-    run = _serve(s, keep_kv=True) if block * blocks <= KEEP_KV_SLOTS else _run(s)
-    return frames_paged.build(run, translator(lang)).to_json()
+    """Every step's frame in one language (read-only JSON)."""
+    return frames_paged.build(_run(s), translator(lang)).to_json()
 
 
 @st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
+def _unchecked(s: Settings) -> ServeRun:
+    """The stream served under ``s``'s policy without the check (the solo runs it compares with do
+    not depend on the policy: the page's own run has done them)."""
+    _, block, blocks, prefix, _, batch, _, policy = s
+    return serve(_model(), _stream(s), block, blocks, policy, batch, prefix_caching=prefix > 0)
+
+
 def _policies(s: Settings) -> dict[str, ServeRun]:
-    _, block, blocks, prefix, _, batch, _, _ = s
-    return compare_policies(_model(), _stream(s), block_size=block, num_blocks=blocks, max_batch=batch,
-                            prefix_caching=prefix > 0)
+    """The same stream under every policy (as serving.compare_policies): the page's policy is its
+    checked run, served once; the other one is served without the check."""
+    return {p: _run(s) if p == s[-1] else _unchecked(s[:-1] + (p,)) for p in POLICIES}
 
 
 @st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
 def _sweep(s: Settings) -> tuple[SizePoint, ...]:
+    """Peak bytes per block size (pass ``_without_pool(s)``: the sweep sets its own pools, so
+    changing the page's block size or pool reuses it)."""
     _, _, _, prefix, _, batch, _, policy = s
     return block_size_sweep(_model(), _stream(s), SWEEP_SIZES, policy=policy, max_batch=batch,
                             prefix_caching=prefix > 0)
+
+
+def _without_pool(s: Settings) -> Settings:
+    """``s`` with block size and pool size zeroed: the key of what does not depend on them."""
+    return (s[0], 0, 0) + s[3:]
 
 
 @st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
@@ -183,7 +197,7 @@ def _memory(s: Settings, run: ServeRun) -> None:
     st.subheader(t("paged.sizes_h"))
     st.markdown(t("paged.sizes_intro"))
     try:
-        points = _sweep(s)
+        points = _sweep(_without_pool(s))
     except LimitError as e:
         st.warning(t("paged.sizes_failed", reason=str(e)))
         return

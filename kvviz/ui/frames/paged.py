@@ -8,9 +8,10 @@ every row against the request's solo run with a contiguous cache. Pure: records 
 dicts out."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
-from kvviz.paged_figures import WORDS, block_pool_figure, memory_figure, timeline_figure
+from kvviz.paged_figures import WORDS, block_pool_spec, memory_spec, timeline_spec
 from kvviz.serving import ServeRun, StepRecord
 from kvviz.ui import fmt
 from kvviz.ui.frames import Payload, Tr, cols_block, md, metrics, note_block, strip_block, table_block
@@ -124,6 +125,17 @@ def tables_note(tr: Tr) -> dict:
     return note_block(tr("paged.tables_note"), explain=True)
 
 
+def with_shown_keys(run: ServeRun) -> ServeRun:
+    """``run`` with each step's kept K pool cut to what ``cache_rows`` shows (head 1, the first K_DIMS
+    components): a few KB per run instead of the whole pool per step, so the page can cache the run
+    it serves with ``keep_kv=True`` and use it for everything else too."""
+    if all(s.pool_keys is None for s in run.steps):
+        return run
+    steps = tuple(s if s.pool_keys is None else dataclasses.replace(s, pool_keys=s.pool_keys[:, :1, :, :K_DIMS].clone())
+                  for s in run.steps)
+    return dataclasses.replace(run, steps=steps)
+
+
 def cache_rows(run: ServeRun, s: StepRecord, lang: str) -> tuple[list[list[object]], list[int]]:
     """The logical cache of every request in this step's pass, one row per position: request,
     position, token, logical block, physical block, slot, layer 1's key (head 1, first K_DIMS
@@ -183,15 +195,16 @@ def build(run: ServeRun, tr: Tr) -> Payload:
     prev = None
     for s in run.steps:
         did, todo = what_happened(run, s, prev, tr)
-        pool = block_pool_figure(s, run.block_size, columns=POOL_COLUMNS, words=words, show_tokens=False,
-                                 block_ids=True,
-                                 title=tr("paged.pool_title", i=s.step, n=run.num_blocks, bs=run.block_size))
-        memory = memory_figure(run, words=words, step=s.step, title=tr("paged.memory_title"))
+        pool = block_pool_spec(s, run.block_size, columns=POOL_COLUMNS, words=words, show_tokens=False, block_ids=True,
+                               title=tr("paged.pool_title", i=s.step, n=run.num_blocks, bs=run.block_size))
+        memory = memory_spec(run, words=words, step=s.step, title=tr("paged.memory_title"))
         # a narrow column: the legend below the axis (its title left out: the chart's title says "steps")
-        memory.update_layout(height=330, margin=dict(t=50, b=100), xaxis_title=None,
-                             legend=dict(orientation="h", yanchor="top", y=-0.15, x=0))
-        timeline = timeline_figure(run, words=words, step=s.step,
-                                   title=tr("paged.timeline_title", policy=tr("paged.policy_" + run.policy)))
+        layout = memory["layout"]
+        layout.update(height=330, margin={**layout["margin"], "t": 50, "b": 100},
+                      legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0})
+        del layout["xaxis"]["title"]
+        timeline = timeline_spec(run, words=words, step=s.step,
+                                 title=tr("paged.timeline_title", policy=tr("paged.policy_" + run.policy)))
         rows, new = cache_rows(run, s, pl.lang)
         notes = [tr("paged.rows_note", bs=run.block_size, d=K_DIMS)]
         if s.finished:

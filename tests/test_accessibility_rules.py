@@ -1,6 +1,6 @@
-"""The accessibility test's known exceptions (tests/browser/test_accessibility.py) stay precise:
+"""The accessibility scans' known exceptions (tests/browser/axe_check.py) stay precise:
 each names one rule, the element it excuses by selector and markup, and says why."""
-from tests.browser.test_accessibility import KNOWN
+from tests.browser.axe_check import KNOWN
 
 
 def test_known_exceptions_are_precise():

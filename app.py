@@ -1,9 +1,9 @@
 """kvviz home page: the map of the app. Thin, and free of torch so it loads fast.
 
 ``streamlit run app.py`` finds ``app`` below (an ``st.App``, Streamlit's ASGI entry point) and
-serves this script through it; its lifespan loads the engine in the background while the first
-visitor's browser starts (kvviz/ui/warmup.py). Streamlit runs this file as the home page's script,
-under ``__name__ == "__main__"``.
+serves this script through it; its lifespan loads the engine before the server takes its first
+request (kvviz/ui/warmup.py). Streamlit runs this file as the home page's script, under
+``__name__ == "__main__"``.
 """
 import streamlit as st
 

@@ -39,7 +39,9 @@ CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backgro
 # The tests' chromium runs in one process: the tabs of a test worker share it, so Streamlit's
 # frontend and plotly's 4.7 MB chunk are compiled once per worker instead of once per tab; the
 # browser tests ran in 232 s instead of 293 s with it (both workers, `-m browser`, same machine and
-# hour). The benches time a visitor's browser, so they keep chromium's usual processes.
+# hour). It is a mode chromium does not support for browsing (a crash takes every tab of the worker
+# with it, and visitors' browsers use one process per site): the benches time a visitor's browser,
+# so they keep chromium's usual processes.
 TEST_CHROME_ARGS = CHROME_ARGS + ["--single-process"]
 
 

@@ -98,9 +98,9 @@ _component = st.components.v2.component(
     isolate_styles=False)      # in the page's own DOM: Streamlit's fonts, plotly's global styles, tests' selectors
 
 
-# Starts importing Streamlit's plotly chunk as soon as the page frame is drawn, while the server is
-# still importing torch and building the page: a fresh visit then has plotly parsed by the time the
-# stepper (or any chart) arrives. One import per browser tab; the element itself is hidden.
+# Starts importing Streamlit's plotly chunk as soon as the page frame is drawn, while the server
+# builds the page: a fresh visit then has plotly parsed sooner than if the stepper (or a chart)
+# started the import. One import per browser tab; the element itself is hidden.
 _PRELOAD_JS = """
 export default function(component) {
   if (window.__kvsPlotlyPreload || window.Plotly) return;

@@ -1,29 +1,30 @@
-"""Server start-up: load the engine while the first visitor's browser loads Streamlit's frontend.
+"""Server start-up: load the engine before the first visitor arrives.
 
 Streamlit runs no app code before the first session's script, so on a fresh server that script
-paid for importing torch, pandas, plotly and the page modules (≈ 2–3 s on 2 cores) after the
+paid for importing torch, pandas, plotly and the page modules (2.8–3.6 s on 2 cores) after the
 browser had already spent ≈ 1 s starting the frontend. ``app.py`` serves the app as an ``st.App``
-whose lifespan starts ``warm()`` in a background thread: the server answers at once, and the
-imports run while the browser is busy. A script that needs a module still being imported waits for
-it (Python's import lock), so nothing is imported twice and no visitor sees a half-loaded module.
+whose lifespan runs ``warm()`` before the server accepts its first request: the server answers
+its health check 2–3 s later, and the first visitor's page runs at once. (A background thread that
+let the server answer at once was slower: the import held the GIL while the server sent the
+frontend's files.) A module that fails to import is logged and skipped; its page imports it again
+and shows the error.
 """
 from __future__ import annotations
 
 import asyncio
 import importlib
-import logging
-import threading
 import time
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
+
+from streamlit.logger import get_logger
 
 # the engine and every page's module (each imports what its page draws with), in visiting order
 MODULES = ("torch", "pandas", "plotly.graph_objects", "kvviz.ui.abc_page", "kvviz.ui.weather_page",
            "kvviz.ui.gpt_page", "kvviz.ui.sampling_page", "kvviz.ui.cost_page", "kvviz.ui.paged_page",
            "kvviz.ui.compress_page", "kvviz.ui.spec_page", "kvviz.ui.lecture_page")
 
-log = logging.getLogger("kvviz.warmup")
-done = threading.Event()            # set when warm() has finished (tests and benches wait on it)
+log = get_logger(__name__)
 
 
 def _first_calls() -> None:
@@ -37,22 +38,27 @@ def _first_calls() -> None:
     torch.softmax(torch.ones(2, 2) @ torch.ones(2, 2), dim=-1)
 
 
-def warm() -> float:
-    """Import every module a page needs and make the first calls; returns the seconds it took."""
+def warm() -> list[str]:
+    """Import every module a page needs and make the first calls; returns what failed (logged)."""
     t0 = time.perf_counter()
-    try:
-        for name in MODULES:
+    failed = []
+    for name in MODULES:
+        try:
             importlib.import_module(name)
+        except Exception:                   # noqa: BLE001 - its page imports it again and shows the error
+            log.exception("warm-up: importing %s failed", name)
+            failed.append(name)
+    try:
         _first_calls()
-    except Exception:                   # noqa: BLE001 - a page that fails to import says so itself
-        log.exception("warm-up import failed")
-    finally:
-        done.set()
-    return time.perf_counter() - t0
+    except Exception:                       # noqa: BLE001 - the first page makes these calls itself
+        log.exception("warm-up: the first figure and tensor calls failed")
+        failed.append("first calls")
+    log.info("warm-up: engine loaded in %.2f s", time.perf_counter() - t0)
+    return failed
 
 
 @asynccontextmanager
 async def lifespan(app) -> AsyncIterator[None]:
     """``st.App`` lifespan: ``warm()`` before the server accepts its first request."""
-    log.info("engine loaded in %.2f s", await asyncio.to_thread(warm))
+    await asyncio.to_thread(warm)
     yield

@@ -69,7 +69,8 @@ def test_axe_every_cost_tab(server, browser):
                 # the tab's section has run when its (screen-reader) h2 is in the page
                 page.locator("h2.kv-sr-only", has_text=label).first.wait_for(state="attached", timeout=30_000)
             problems += axe_problems(page, f"/Cost_and_scale?tab={label}", dark=label == "Memory")
-        assert page.locator("[data-testid='stException']").count() == 0
+            # a tab draws only while open: look for an error box before choosing the next one
+            assert page.locator("[data-testid='stException']").count() == 0, label
         assert not errors, errors
         assert not problems, "axe-core found:\n" + "\n".join(problems)
     finally:

@@ -2,6 +2,8 @@
 scroll, and after any step the token strip, the attention chart, the logits and the newest rows of
 the cache table are all on screen without scrolling (kvviz/ui/step_view.js fits the step). axe-core
 scans presenter mode in the views opened here (``AXE``; the rules: tests/browser/axe_check.py)."""
+from urllib.parse import parse_qs, urlsplit
+
 import pytest
 
 from tests.browser.axe_check import axe_problems
@@ -9,14 +11,14 @@ from tests.conftest import Page
 
 pytestmark = pytest.mark.browser
 
-STEPPING = ["ABC_miniature", "Weather_heads", "Tiny_GPT", "Cost_and_scale?tab=Batching",
+STEPPING = ["ABC_miniature", "Weather_heads", "Tiny_GPT?step=2", "Cost_and_scale?tab=Batching",
             "Cost_and_scale?tab=Batching&bt_model=gpt", "Paged_cache",
             "Smaller_caches", "Smaller_caches?sc_kind=quant",
             "Speculative_decoding?sd_rule=sample&sd_seed=1&step=5"]
 # presenter views scanned by axe-core at their first step (True: in the dark theme too): the stepper
 # (A/B/C; Tiny GPT, whose visible h2 folds away there) and a sampled speculative round, the densest
 # frame; the other stepping pages fold the same elements the same way
-AXE = {"ABC_miniature": False, "Tiny_GPT": False, "Speculative_decoding?sd_rule=sample&sd_seed=1&step=5": True}
+AXE = {"ABC_miniature": False, "Tiny_GPT?step=2": False, "Speculative_decoding?sd_rule=sample&sd_seed=1&step=5": True}
 # words of the chart labels (aria) that must be on screen after each step: one of each group
 # the speculative page's draft passes have no attention to show (the engine keeps the verification
 # pass's): they show both caches beside the draft's probabilities
@@ -75,7 +77,7 @@ def test_each_step_fits_one_projector_screen(server, browser, path):
     tab = Page(browser, width=small[0], height=small[1])
     try:
         sep = "&" if "?" in path else "?"
-        start = int(path.split("step=")[1]) if "step=" in path else 1
+        start = int(parse_qs(urlsplit(path).query).get("step", ["1"])[0])
         tab.goto(f"{server}/{path}{sep}present=1" + ("" if "step=" in path else "&step=1"))
         tab.page.locator(f".kvs-root[data-fitted='{start}']").wait_for(state="attached", timeout=60_000)
         tab.assert_clean()

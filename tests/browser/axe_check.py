@@ -78,11 +78,10 @@ def _problems(response: dict, where: str) -> list[str]:
 
 def axe_problems(page, where: str, dark: bool = False) -> list[str]:
     """Scan the settled page (whole page, sidebar included) in the light theme and, with ``dark``,
-    again in the dark one; the page is left in the light theme."""
+    again in the dark one (the page stays dark: nothing after a dark scan depends on the theme)."""
     settle(page)
     problems = _problems(Axe().run(page).response, f"{where} [light]")
     if dark:
         _theme(page, "dark")
         problems += _problems(Axe().run(page, options=COLOUR_RULES).response, f"{where} [dark]")
-        _theme(page, "light")
     return problems

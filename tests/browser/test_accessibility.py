@@ -20,9 +20,6 @@ pytestmark = pytest.mark.browser
 PAGES = [
     "/",
     "/ABC_miniature?step=1",                     # chosen, not yet processed; sampling widgets disabled
-    "/Weather_heads?step=2",                     # the stale key: alerts, red cells, the contexts table
-    "/Sampling?sampling_top_p=0.8",              # sampling widgets enabled
-    "/Tiny_GPT?step=2",
     "/Paged_cache?pg_blocks=8&step=6",          # a preemption: the pool grid, block tables, waiting requests
     "/Smaller_caches?step=17",                   # evicted rows greyed, sink columns outlined
     "/Speculative_decoding?step=7",               # the rollback: struck rows and chips, the badge
@@ -30,8 +27,12 @@ PAGES = [
 ]
 # the dark theme's colours come from the theme and kvviz/ui/style.css, the same on every page: one
 # page of each kind (home, a stepper with its chips and tables, widgets, the block pool; a Cost tab
-# below, a speculative round in presenter mode in test_presenter.py)
-DARK = {"/", "/ABC_miniature?step=1", "/Sampling?sampling_top_p=0.8", "/Paged_cache?pg_blocks=8&step=6"}
+# below, a speculative round in presenter mode in test_presenter.py). A dark scan comes last in its tab.
+DARK = {"/", "/ABC_miniature?step=1", "/Paged_cache?pg_blocks=8&step=6"}
+# scanned where other tests open them anyway (same address, axe_check.axe_problems at load):
+# test_browser_weather.py the stale key (alerts, red cells, the contexts table), test_browser_gpt.py
+# /Tiny_GPT?step=2, test_browser_sampling.py the sampling widgets enabled (dark theme too)
+ELSEWHERE = ["/Weather_heads?step=2", "/Tiny_GPT?step=2", "/Sampling?sampling_top_p=0.8"]
 COST_TABS = ["Memory", "Compute (FLOPs)", "Batching", "Measured here", "Disaggregated serving"]
 
 
@@ -58,7 +59,7 @@ def test_axe(server, browser, path):
 
 
 def test_axe_every_cost_tab(server, browser):
-    """The Cost page, each tab chosen in turn (the Memory tab in the dark theme too)."""
+    """The Cost page, each tab chosen in turn (the last one in the dark theme too)."""
     page, errors = _open(browser, server, "/Cost_and_scale?tab=Memory")
     try:
         problems = []
@@ -68,7 +69,7 @@ def test_axe_every_cost_tab(server, browser):
                 tab.click()
                 # the tab's section has run when its (screen-reader) h2 is in the page
                 page.locator("h2.kv-sr-only", has_text=label).first.wait_for(state="attached", timeout=30_000)
-            problems += axe_problems(page, f"/Cost_and_scale?tab={label}", dark=label == "Memory")
+            problems += axe_problems(page, f"/Cost_and_scale?tab={label}", dark=label == COST_TABS[-1])
             # a tab draws only while open: look for an error box before choosing the next one
             assert page.locator("[data-testid='stException']").count() == 0, label
         assert not errors, errors

@@ -11,9 +11,10 @@ from tests.conftest import Page
 
 pytestmark = pytest.mark.browser
 
-STEPPING = ["ABC_miniature", "Weather_heads", "Tiny_GPT?step=2", "Cost_and_scale?tab=Batching",
-            "Cost_and_scale?tab=Batching&bt_model=gpt", "Paged_cache",
-            "Smaller_caches", "Smaller_caches?sc_kind=quant",
+# one view of each layout, the densest where a page has several (the tiny GPT's batch, not the
+# A/B/C's; quantized K/V, whose frames add the error heatmap to the window's)
+STEPPING = ["ABC_miniature", "Weather_heads", "Tiny_GPT?step=2",
+            "Cost_and_scale?tab=Batching&bt_model=gpt", "Paged_cache", "Smaller_caches?sc_kind=quant",
             "Speculative_decoding?sd_rule=sample&sd_seed=1&step=5"]
 # presenter views scanned by axe-core at their first step (True: in the dark theme too): the stepper
 # (A/B/C; Tiny GPT, whose visible h2 folds away there) and a sampled speculative round, the densest

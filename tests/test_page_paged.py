@@ -5,6 +5,7 @@ import pytest
 from kvviz.models.gpt import GPTModel
 from kvviz.serving import compare_policies, fork_run, request_stream, serve
 from kvviz.ui import fmt
+from kvviz.ui.frames.paged import PRESENT_STRIP_TAIL, STRIP_TAIL
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
@@ -125,3 +126,27 @@ def test_bad_settings_give_a_message_not_a_traceback(query, shown):
         for key in query:
             assert (key if key != "step" else "99") in notices, key
         assert at.number_input(key="pg_blocks").value == 16 and stepper(at)["start"] == 0
+
+
+def test_presenter_mode_shows_each_request_on_one_short_line(default_page):
+    """Every step's strips come twice: the page's (newest 8 positions, left out in presenter mode)
+    and presenter mode's (the newest 3 and the pending token, so the charts keep their height on a
+    1280×720 projector); both end with the same tokens."""
+    def chips(block):
+        cols = block["cols"] if "cols" in block else [[block]]
+        return [[c[1] for c in b["strip"]["chips"]] for col in cols for b in col]
+
+    frames = stepper(default_page)["payload"]["frames"]
+    checked = 0
+    for f in frames:
+        full = [b for b in f["top"] if b.get("x") and ("cols" in b or "strip" in b)]
+        short = [b for b in f["top"] if b.get("p")]
+        if not full:
+            assert not short
+            continue
+        assert len(full) == len(short) == 1
+        for long_chips, short_chips in zip(chips(full[0]), chips(short[0])):
+            assert len(long_chips) <= STRIP_TAIL + 1 and len(short_chips) == min(len(long_chips), PRESENT_STRIP_TAIL + 1)
+            assert long_chips[-len(short_chips):] == short_chips
+        checked += 1
+    assert checked >= 10

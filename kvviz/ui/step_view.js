@@ -94,7 +94,7 @@ function tableHTML(t, S) {
 }
 
 function blockHTML(P, b, S, present) {
-  if (present && b.x) return "";
+  if (present ? b.x : b.p) return "";     // explanations leave presenter mode; "p" blocks exist only there
   if (b.fold !== undefined) {        // presenter mode: the button that shows or hides a pick grid
     return `<button type="button" class="kvs-btn kvs-fold" aria-expanded="${b.open ? "true" : "false"}">` +
       `<span aria-hidden="true">${b.open ? "▾" : "▸"}</span> ${esc(P.pick && P.pick.fold)}</button>`;
@@ -474,7 +474,7 @@ class Stepper {
   }
 
   visible(blocks) {
-    return (blocks || []).filter((b) => !(this.present && b.x)).flatMap((b) => {
+    return (blocks || []).filter((b) => !(this.present ? b.x : b.p)).flatMap((b) => {
       if (!(this.present && b.pick && this.P.pick)) return [b];
       // presenter mode: a pick grid sits behind a button (the step fits one screen without it)
       return this.pickOpen ? [{ fold: 1, open: true }, b] : [{ fold: 1, open: false }];

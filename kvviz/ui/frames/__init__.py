@@ -44,7 +44,8 @@ Payload (JSON, ``Payload.to_json()``)::
              "label": html | null}} | {"tbl": {"cols", "rows", "row_head", "marks": [[r, c, cls]],
              "row_marks": [[r, cls]], "title"}} | {"details": summary, "body": [block, ...]}
           | {"cols": [[block, ...], ...]}
-    A block with "x": 1 is an explanation: presenter mode leaves it out.
+    A block with "x": 1 is an explanation: presenter mode leaves it out. A block with "p": 1 is
+    shown only in presenter mode (a shorter form of an "x" block, so the step fits one screen).
 
 HTML strings are escaped here (``md`` turns the interface strings' **bold**, *italic*, `code` and
 "- " lists into HTML after escaping); the browser escapes every other string it inserts.
@@ -193,6 +194,12 @@ def details_block(summary: str, body: list[dict], explain: bool = True) -> dict:
 
 def cols_block(columns: list[list[dict]]) -> dict:
     return {"cols": columns}
+
+
+def presenter_only(block: dict) -> dict:
+    """``block`` shown only in presenter mode (beside an ``explain=True`` block it replaces there)."""
+    block["p"] = 1
+    return block
 
 
 def _x(block: dict, explain: bool) -> dict:

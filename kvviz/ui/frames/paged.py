@@ -14,11 +14,13 @@ from typing import Sequence
 from kvviz.paged_figures import WORDS, block_pool_spec, memory_spec, timeline_spec
 from kvviz.serving import ServeRun, StepRecord
 from kvviz.ui import fmt
-from kvviz.ui.frames import Payload, Tr, cols_block, md, metrics, note_block, strip_block, table_block
+from kvviz.ui.frames import (Payload, Tr, cols_block, md, metrics, note_block, presenter_only, strip_block,
+                              table_block)
 
 K_DIMS = 4             # the first components of layer 1, head 1's key shown per cache row (head size 32)
 POOL_COLUMNS = 8       # blocks per row of the pool grid
 STRIP_TAIL = 8         # a request's strip shows its newest cached positions (all of them are in the rows)
+PRESENT_STRIP_TAIL = 3  # in presenter mode: one line per request, so the charts keep their height at 720 px
 CSV_COLS = ["request", "position", "token", "logical block", "block", "slot", "k (h1)"]
 PRESENT_COLS = ["request", "position", "token", "logical block", "block", "slot"]
 
@@ -83,8 +85,8 @@ def heading(s: StepRecord, last: int, tr: Tr) -> str:
     return tr("paged.heading", i=s.step, last=last, what=" · ".join(parts) or tr("paged.h_idle"))
 
 
-def strips(run: ServeRun, s: StepRecord, tr: Tr) -> list[dict]:
-    """Every request of this step's pass: its newest cached tokens (the last STRIP_TAIL positions)
+def strips(run: ServeRun, s: StepRecord, tr: Tr, tail: int = STRIP_TAIL) -> list[dict]:
+    """Every request of this step's pass: its newest cached tokens (the last ``tail`` positions)
     and the token chosen now (pending: not in the cache yet), labelled with its block table (or
     that its blocks were freed)."""
     chosen = dict(s.chosen)
@@ -92,7 +94,7 @@ def strips(run: ServeRun, s: StepRecord, tr: Tr) -> list[dict]:
     out = []
     for r, ctx in s.contexts:
         prompt = run.requests[r].request.prompt
-        start = max(0, len(ctx) - STRIP_TAIL)
+        start = max(0, len(ctx) - tail)
         seq = list(ctx[start:]) + [chosen[r]]
         where = (tr("paged.strip_table", blocks=_blocks(tables[r])) if r in tables
                  else tr("paged.strip_freed"))
@@ -211,10 +213,13 @@ def build(run: ServeRun, tr: Tr) -> Payload:
             notes.append(tr("paged.rows_freed"))
         if not rows:
             notes.append(tr("paged.rows_empty"))
-        s_strips = strips(run, s, tr)
         top: list[dict] = [{"lines": [["did", md(x)] for x in did] + ([["todo", md(todo)]] if todo else [])}]
-        if s_strips:
-            top.append(cols_block([s_strips[0::2], s_strips[1::2]]) if len(s_strips) > 1 else s_strips[0])
+        for tail in (STRIP_TAIL, PRESENT_STRIP_TAIL):     # the page's strips, presenter mode's shorter ones
+            s_strips = strips(run, s, tr, tail)
+            if s_strips:
+                block = cols_block([s_strips[0::2], s_strips[1::2]]) if len(s_strips) > 1 else s_strips[0]
+                top.append(dict(block, x=1) if tail == STRIP_TAIL else presenter_only(block))
+        if s.contexts:
             top.append(note_block(tr("paged.strip_note", n=STRIP_TAIL), explain=True))
         pl.add(heading(s, last, tr), top=top,
                main=[pl.fig(pool, tr("paged.pool_alt")), note_block(tr("paged.pool_note"), explain=True)],

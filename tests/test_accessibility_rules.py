@@ -15,10 +15,10 @@ def test_known_exceptions_are_precise():
 
 def test_every_page_is_scanned():
     """Every page of the navigation is in the accessibility test's list, or scanned at load by the
-    browser test that opens the same address anyway (that test file calls axe_problems with it)."""
+    browser test that opens the same address anyway (that test file calls assert_accessible with it)."""
     browser_dir = Path(__file__).parent / "browser"
     for url in ELSEWHERE:
-        assert any(f'axe_problems(tab.page, "{url}"' in f.read_text() for f in browser_dir.glob("test_*.py")), url
+        assert any(f'assert_accessible(tab.page, "{url}"' in f.read_text() for f in browser_dir.glob("test_*.py")), url
     scanned = {u.split("?")[0] for u in PAGES + ELSEWHERE} | {"/Cost_and_scale"}      # its own test, every tab
     for script, _, _ in NAV:
         path = "/" if script == "app.py" else "/" + Path(script).stem.split("_", 1)[1]

@@ -85,3 +85,9 @@ def axe_problems(page, where: str, dark: bool = False) -> list[str]:
         _theme(page, "dark")
         problems += _problems(Axe().run(page, options=COLOUR_RULES).response, f"{where} [dark]")
     return problems
+
+
+def assert_accessible(page, where: str, dark: bool = False) -> None:
+    """``axe_problems`` of the page, failing the test with every problem found."""
+    problems = axe_problems(page, where, dark)
+    assert not problems, "axe-core found:\n" + "\n".join(problems)

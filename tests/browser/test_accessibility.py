@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.axe_check import axe_problems
-from tests.conftest import shared_context
+from tests.conftest import Page
 
 pytestmark = pytest.mark.browser
 
@@ -29,50 +29,48 @@ PAGES = [
 # page of each kind (home, a stepper with its chips and tables, widgets, the block pool; a Cost tab
 # below, a speculative round in presenter mode in test_presenter.py). A dark scan comes last in its tab.
 DARK = {"/", "/ABC_miniature?step=1", "/Paged_cache?pg_blocks=8&step=6"}
-# scanned where other tests open them anyway (same address, axe_check.axe_problems at load):
+# scanned where other tests open them anyway (same address, axe_check.assert_accessible at load):
 # test_browser_weather.py the stale key (alerts, red cells, the contexts table), test_browser_gpt.py
 # /Tiny_GPT?step=2, test_browser_sampling.py the sampling widgets enabled (dark theme too)
 ELSEWHERE = ["/Weather_heads?step=2", "/Tiny_GPT?step=2", "/Sampling?sampling_top_p=0.8"]
 COST_TABS = ["Memory", "Compute (FLOPs)", "Batching", "Measured here", "Disaggregated serving"]
 
 
-def _open(browser, server: str, path: str):
-    page = shared_context(browser).new_page()
-    page.set_viewport_size({"width": 1400, "height": 900})
-    page.emulate_media(color_scheme="light")
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(server + path, timeout=90_000)
-    return page, errors
+def _open(browser, server: str, path: str) -> Page:
+    """A tab (it records page errors) on ``path`` in the light theme, not yet settled."""
+    tab = Page(browser)
+    tab.page.emulate_media(color_scheme="light")
+    tab.page.goto(server + path, timeout=90_000)
+    return tab
 
 
 @pytest.mark.parametrize("path", PAGES)
 def test_axe(server, browser, path):
-    page, errors = _open(browser, server, path)
+    tab = _open(browser, server, path)
     try:
-        problems = axe_problems(page, path, dark=path in DARK)
-        assert page.locator("[data-testid='stException']").count() == 0
-        assert not errors, errors
+        problems = axe_problems(tab.page, path, dark=path in DARK)
+        tab.assert_clean()                      # no error box, no page error
         assert not problems, "axe-core found:\n" + "\n".join(problems)
     finally:
-        page.close()
+        tab.close()
 
 
 def test_axe_every_cost_tab(server, browser):
     """The Cost page, each tab chosen in turn (the last one in the dark theme too)."""
-    page, errors = _open(browser, server, "/Cost_and_scale?tab=Memory")
+    tab = _open(browser, server, "/Cost_and_scale?tab=Memory")
+    page = tab.page
     try:
         problems = []
         for label in COST_TABS:
-            tab = page.get_by_role("tab", name=label, exact=True)
-            if tab.get_attribute("aria-selected") != "true":
-                tab.click()
+            button = page.get_by_role("tab", name=label, exact=True)
+            if button.get_attribute("aria-selected") != "true":
+                button.click()
                 # the tab's section has run when its (screen-reader) h2 is in the page
                 page.locator("h2.kv-sr-only", has_text=label).first.wait_for(state="attached", timeout=30_000)
             problems += axe_problems(page, f"/Cost_and_scale?tab={label}", dark=label == COST_TABS[-1])
             # a tab draws only while open: look for an error box before choosing the next one
             assert page.locator("[data-testid='stException']").count() == 0, label
-        assert not errors, errors
+        tab.assert_clean()
         assert not problems, "axe-core found:\n" + "\n".join(problems)
     finally:
-        page.close()
+        tab.close()

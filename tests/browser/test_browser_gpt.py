@@ -2,7 +2,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.axe_check import axe_problems
+from tests.browser.axe_check import assert_accessible
 
 pytestmark = pytest.mark.browser
 
@@ -14,8 +14,7 @@ def test_deep_link_keys_selectors_and_timing(server, tab):
     heat = tab.charts.first
     assert "5:" in heat.inner_text()                        # the decoded token's query, at position 5
     tab.assert_clean()
-    problems = axe_problems(tab.page, "/Tiny_GPT?step=2")          # the accessibility scan of this page
-    assert not problems, "axe-core found:\n" + "\n".join(problems)
+    assert_accessible(tab.page, "/Tiny_GPT?step=2")          # the accessibility scan of this page
     tab.page.locator("h1").first.click()
     tab.page.keyboard.press("ArrowRight")
     tab.wait_heading(r"^Event 3 of 15: choose")

@@ -1,7 +1,7 @@
 """The weather page in a real browser: deep link, keys, the BERT answer, a value typed into the table."""
 import pytest
 
-from tests.browser.axe_check import axe_problems
+from tests.browser.axe_check import assert_accessible
 
 pytestmark = pytest.mark.browser
 
@@ -17,8 +17,7 @@ def test_deep_link_to_the_stale_decode_keys_and_reveal(server, tab):
     main = tab.page.locator("[data-testid='stMain']")
     assert "differs by 1.0" in main.inner_text() and "max |Δ| = 1" in main.inner_text()
     tab.wait_drawn(2)
-    problems = axe_problems(tab.page, "/Weather_heads?step=2")          # the accessibility scan of this page
-    assert not problems, "axe-core found:\n" + "\n".join(problems)
+    assert_accessible(tab.page, "/Weather_heads?step=2")          # the accessibility scan of this page
     heads = charts(tab).first
     assert "Head 2 · last token" in heads.inner_text() and "5:nice" in heads.inner_text()
     answer = "Only causal (decoder) models can append to a cache."

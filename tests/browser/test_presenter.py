@@ -6,7 +6,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.browser.axe_check import axe_problems
+from tests.browser.axe_check import assert_accessible
 from tests.conftest import Page
 
 pytestmark = pytest.mark.browser
@@ -83,8 +83,7 @@ def test_each_step_fits_one_projector_screen(server, browser, path):
         tab.page.locator(f".kvs-root[data-fitted='{start}']").wait_for(state="attached", timeout=60_000)
         tab.assert_clean()
         if path in AXE:
-            problems = axe_problems(tab.page, f"{path} presenter", dark=AXE[path])
-            assert not problems, "axe-core found:\n" + "\n".join(problems)
+            assert_accessible(tab.page, f"{path} presenter", dark=AXE[path])
         main = tab.page.locator("[data-testid='stMain']")
         # inputs are folded into the Settings expander: no text box visible on first sight
         assert main.locator("input[type='text']:visible").count() == 0
@@ -113,8 +112,7 @@ def test_presenter_mode_folds_the_sampling_page(server, browser):
     try:
         tab.goto(f"{server}/Sampling?sampling_top_p=0.8&present=1")
         tab.assert_clean()
-        problems = axe_problems(tab.page, "/Sampling presenter")
-        assert not problems, "axe-core found:\n" + "\n".join(problems)
+        assert_accessible(tab.page, "/Sampling presenter")
         width = tab.page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
         assert width[0] <= width[1], width
         main = tab.page.locator("[data-testid='stMain']")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from kvviz.ui import charts, presenter, step_view, urlstate
+from kvviz.ui import charts, plotly_js, presenter, urlstate
 from kvviz.ui.i18n import LANGS, t
 from kvviz.ui.share import copy_link
 
@@ -65,14 +65,14 @@ def page_setup(title_key: str) -> None:
     presenter.init_from_url()
     st.set_page_config(page_title=f"kvviz · {t(title_key)}", page_icon=":material/memory:", layout="wide",
                        initial_sidebar_state="collapsed" if presenter.presenting() else "auto")
+    if title_key not in NO_CHARTS:
+        plotly_js.preload()          # first, so the browser evaluates plotly while the page builds
     st.html(STYLE)
     # ?lang=es in the URL (a bound selectbox would put "Español" there); the URL wins on first load
     if "lang" not in st.session_state:          # a new session: the address decides
         url_lang = st.query_params.get("lang", "en")
         st.session_state.lang = url_lang if url_lang in LANGS else "en"
     with st.sidebar:
-        if title_key not in NO_CHARTS:
-            step_view.preload_plotly()       # first, so the browser parses plotly while the page builds
         # "lang" is plain session state (it survives page switches); the widget only edits it
         st.selectbox(t("nav.language"), list(LANGS), index=list(LANGS).index(st.session_state.lang),
                      format_func=LANGS.get, key="lang_select", on_change=_pick_lang)

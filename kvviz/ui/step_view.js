@@ -1,5 +1,5 @@
 // kvviz stepper: draws every event of a run in the browser (see kvviz/ui/step_view.py for the
-// payload format). One instance per mounted component, kept on its parent element so that a
+// payload format). plotly_view.js comes before this file (loadPlotly, themeOf, themed, plotConfig). One instance per mounted component, kept on its parent element so that a
 // re-invocation (new data after a rerun) reuses the DOM, the plots and the current step.
 
 const KEYS = { ArrowLeft: "prev", ArrowRight: "next", Home: "reset", End: "end" };
@@ -21,21 +21,6 @@ const ICONS = {
 
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) =>
   ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
-
-// ---------------------------------------------------------------- plotly, from Streamlit's own chunk
-let plotlyPromise = null;
-function loadPlotly(file) {
-  if (window.Plotly) return Promise.resolve(window.Plotly);
-  if (!plotlyPromise) {
-    const index = document.querySelector('script[src*="/static/js/index."]');
-    const base = index ? index.src : new URL("static/js/", document.baseURI).href;
-    plotlyPromise = import(new URL(file, base).href).then(() => {
-      if (!window.Plotly) throw new Error("plotly did not load");
-      return window.Plotly;
-    });
-  }
-  return plotlyPromise;
-}
 
 // ---------------------------------------------------------------- keys: one listener per tab
 const instances = new Set();
@@ -134,54 +119,6 @@ function scrollable(title) {
 function csvCell(x) {
   const s = String(x ?? "");
   return /[",\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
-}
-
-// ---------------------------------------------------------------- theme for plotly, from Streamlit's CSS variables
-function themeOf(el) {
-  const cs = getComputedStyle(el);
-  const v = (name, dflt) => (cs.getPropertyValue(name) || "").trim() || dflt;
-  return {
-    text: v("--st-text-color", "#31333F"),
-    bg: v("--st-background-color", "#FFFFFF"),
-    bg2: v("--st-secondary-background-color", "#F0F2F6"),
-    border: v("--st-border-color", "rgba(49,51,63,0.2)"),
-    font: v("--st-font", "sans-serif"),
-  };
-}
-
-// what plotly's default template gave the axes (the template itself is not sent), in theme colours
-const AXIS = (th) => ({ automargin: true, gridcolor: th.border, zerolinecolor: th.border, linecolor: th.border,
-  title: { standoff: 12 } });
-
-function themed(fig, th, height) {
-  const layout = { ...fig.layout };
-  layout.paper_bgcolor = "rgba(0,0,0,0)";
-  layout.plot_bgcolor = "rgba(0,0,0,0)";
-  layout.font = { ...(layout.font || {}), color: th.text, family: th.font };
-  layout.hoverlabel = { bgcolor: th.bg2, bordercolor: th.border, font: { color: th.text } };
-  if (layout.title && typeof layout.title === "object") {
-    layout.title = { ...layout.title, font: { ...(layout.title.font || {}), color: th.text } };
-  }
-  for (const k of Object.keys(layout)) {
-    if (/^[xy]axis\d*$/.test(k)) {
-      layout[k] = { ...AXIS(th), ...layout[k] };
-    }
-  }
-  if (!layout.xaxis) layout.xaxis = AXIS(th);
-  if (!layout.yaxis) layout.yaxis = AXIS(th);
-  if (fig.data.length && fig.data.every((d) => d.type === "heatmap")) {   // no grid behind masked cells
-    for (const k of Object.keys(layout)) if (/^[xy]axis\d*$/.test(k)) layout[k] = { showgrid: false, ...layout[k] };
-  }
-  let data = fig.data;
-  if (height) {
-    layout.height = height;
-    if (height < 230) {         // a short chart has no room for a colour bar: the cells carry their values
-      data = data.map((d) => ("showscale" in d || d.type === "heatmap" ? { ...d, showscale: false } : d));
-      if (layout.coloraxis) layout.coloraxis = { ...layout.coloraxis, showscale: false };
-    }
-  }
-  layout.autosize = true;
-  return { data, layout };
 }
 
 // ---------------------------------------------------------------- the stepper
@@ -503,11 +440,7 @@ class Stepper {
       slot.appendChild(d);
       let fig = this.figCache.get(key);
       if (!fig) { fig = themed(this.P.figs[figIndex], this.theme, h); this.figCache.set(key, fig); }
-      return Plotly.newPlot(d, fig.data, fig.layout, {
-        displaylogo: false,
-        toImageButtonOptions: { format: this.fmt, filename: "kvviz_" + (alt || "chart").toLowerCase()
-          .replace(/[^a-z0-9]+/g, "_").replace(/^_|_$/g, "").slice(0, 60), scale: 2 },
-      }).then(() => {
+      return Plotly.newPlot(d, fig.data, fig.layout, plotConfig(this.fmt, alt)).then(() => {
         if (pick && this.P.pick) this.pickGrid(d, fig);
         if (d.dataset.key !== slot.dataset.shown) d.style.cssText = "display:none";
         return d;

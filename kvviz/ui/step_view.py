@@ -58,21 +58,18 @@ settings; the fragment's rerun then mounts the payload for that view (the step s
 click costs one payload build (cached per view) and one transfer: the alternative, every view's
 frames in one payload, would multiply what each first visit loads by rows × cols.
 
-Plotly.js is not vendored: Streamlit's frontend ships it in its own chunk
-``static/static/js/PlotlyChart.<hash>.js``, which sets ``window.Plotly`` when imported; its file
-name is found here and the component imports it relative to Streamlit's own ``index.*.js``.
+Plotly.js comes from ``kvviz/ui/plotly_js.py`` (a cartesian bundle in ``static/``, loaded once per
+browser tab, shared with the single charts of ``kvviz/ui/charts.py``).
 """
 from __future__ import annotations
 
 import functools
-import glob
-import os
 from pathlib import Path
 from typing import Callable
 
 import streamlit as st
 
-from kvviz.ui import presenter, urlstate
+from kvviz.ui import plotly_js, presenter, urlstate
 from kvviz.ui.i18n import t
 
 STEP_KEY = "step"            # the step Python knows (plain session state; cleared on page switch)
@@ -81,42 +78,10 @@ _LAST = "_kvs_last_data"     # per component key: the data mounted last (reused 
 _REPORTED = "_kvs_reported"
 
 
-def plotly_chunk() -> str:
-    """File name of the plotly.js chunk in the installed Streamlit frontend (``PlotlyChart.<hash>.js``)."""
-    found = sorted(glob.glob(os.path.join(os.path.dirname(st.__file__), "static", "static", "js",
-                                          "PlotlyChart.*.js")))
-    if not found:
-        raise RuntimeError("Streamlit's frontend has no PlotlyChart chunk: the stepper needs plotly.js")
-    return os.path.basename(found[0])
-
-
-PLOTLY_CHUNK = plotly_chunk()
-
 _component = st.components.v2.component(
-    "kvviz_stepper", js=(_HERE / "step_view.js").read_text(encoding="utf-8"),
+    "kvviz_stepper", js=plotly_js.module_js(_HERE / "step_view.js"),
     css=(_HERE / "step_view.css").read_text(encoding="utf-8"),
     isolate_styles=False)      # in the page's own DOM: Streamlit's fonts, plotly's global styles, tests' selectors
-
-
-# Starts importing Streamlit's plotly chunk as soon as the page frame is drawn, while the server
-# builds the page: a fresh visit then has plotly parsed sooner than if the stepper (or a chart)
-# started the import. One import per browser tab; the element itself is hidden.
-_PRELOAD_JS = """
-export default function(component) {
-  if (window.__kvsPlotlyPreload || window.Plotly) return;
-  window.__kvsPlotlyPreload = true;
-  const index = document.querySelector('script[src*="/static/js/index."]');
-  if (!index) return;
-  import(new URL(component.data.file, index.src).href).catch(() => {});
-}
-"""
-_preload = st.components.v2.component("kvviz_plotly_preload", js=_PRELOAD_JS,
-                                      css=".st-key-kvviz_plotly_preload { display: none; }", isolate_styles=False)
-
-
-def preload_plotly() -> None:
-    """Mount the hidden preloader (``nav.page_setup`` does, on pages with charts)."""
-    _preload(key="kvviz_plotly_preload", data={"file": PLOTLY_CHUNK}, height=0)
 
 
 def _url_step(n_events: int) -> int:
@@ -192,7 +157,7 @@ def stepper(payload: str, n_events: int, *, key: str, run_id: str,
     if st.session_state.get(_REPORTED) == key and last is not None and last["payload"] == payload:
         data = last      # the rerun of a step report: send exactly what the browser has (nothing redraws)
     else:
-        data = {"payload": payload, "start": step, "run": run_id, "plotly": PLOTLY_CHUNK,
+        data = {"payload": payload, "start": step, "run": run_id, "plotly": plotly_js.PLOTLY,
                 "present": presenter.presenting(),
                 "fmt": st.session_state.get("chart_format") or "png"}
     st.session_state.pop(_REPORTED, None)

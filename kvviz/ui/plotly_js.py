@@ -1,0 +1,72 @@
+"""Plotly.js in the browser: which file, how a page starts loading it, and the JavaScript that the
+stepper (``step_view``) and the single charts (``charts.chart``) share to draw with it.
+
+Every chart of kvviz is drawn by plotly.js's cartesian bundle (heatmaps, bars, scatter lines: all
+the figures use), vendored as ``static/plotly-cartesian-<version>.min.js`` from the npm package
+``plotly.js-cartesian-dist-min`` of the plotly.js version the ``plotly`` package builds figures for
+(tests/test_plotly_js.py checks). Streamlit's file serving of the app's ``static/`` folder
+(``server.enableStaticServing`` in .streamlit/config.toml) serves it at ``app/static/``. A fresh
+browser evaluates its 1.5 MB in ≈ 0.3 s; ``st.plotly_chart`` would load Streamlit's own 4.7 MB
+chunk of the full library, ≈ 1 s of a first visit's main thread on this 2-core machine (Chrome's
+profiler: the largest single item). If the bundle does not load (static serving switched off), the
+components import that chunk instead (``static/static/js/PlotlyChart.<hash>.js``, which sets
+``window.Plotly`` too).
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+from pathlib import Path
+
+import streamlit as st
+
+_HERE = Path(__file__).parent
+STATIC = _HERE.parents[1] / "static"             # the app's static folder (served at app/static/)
+PLOTLY_BUNDLE = "plotly-cartesian-4.1.1.min.js"   # in STATIC
+
+
+def plotly_chunk() -> str:
+    """File name of the plotly.js chunk in the installed Streamlit frontend (``PlotlyChart.<hash>.js``)."""
+    found = sorted(glob.glob(os.path.join(os.path.dirname(st.__file__), "static", "static", "js",
+                                          "PlotlyChart.*.js")))
+    if not found:
+        raise RuntimeError("Streamlit's frontend has no PlotlyChart chunk: the charts need plotly.js")
+    return os.path.basename(found[0])
+
+
+# where the browser finds plotly.js, relative to Streamlit's own static/js/index.*.js (which sits
+# under the server's base path, so a deployment below a path prefix finds the files too)
+PLOTLY = {"bundle": "../../app/static/" + PLOTLY_BUNDLE, "chunk": plotly_chunk()}
+
+
+def module_js(own: Path) -> str:
+    """A component's JavaScript module: plotly_view.js (loading and theming, shared), then its own."""
+    return (_HERE / "plotly_view.js").read_text(encoding="utf-8") + "\n" + own.read_text(encoding="utf-8")
+
+
+# Starts loading plotly.js as soon as the page's first element is drawn, while the server builds
+# the rest of the page, so that the browser evaluates it while it would otherwise wait. A plain
+# script in st.html runs when that element mounts (a component would first load its own frontend
+# code); one load per browser tab, and loadPlotly (plotly_view.js) awaits the same promise.
+_PRELOAD_HTML = """<script data-kvs-preload>
+(() => {
+  if (window.__kvsPlotly || window.Plotly) return;
+  const index = document.querySelector('script[src*="/static/js/index."]');
+  if (!index) return;
+  const s = document.createElement("script");
+  s.src = new URL(%s, index.src).href;
+  window.__kvsPlotly = new Promise((ok, fail) => {
+    s.onload = () => (window.Plotly ? ok(window.Plotly) : fail(new Error("plotly did not load")));
+    s.onerror = () => fail(new Error("plotly did not load"));
+  });
+  window.__kvsPlotly.catch(() => {});      // loadPlotly falls back to Streamlit's chunk
+  document.head.appendChild(s);
+})();
+</script>""" % json.dumps(PLOTLY["bundle"])
+
+
+def preload() -> None:
+    """Start loading plotly.js (``nav.page_setup`` does, first thing on pages with charts); the
+    element takes no room (style.css)."""
+    st.html(_PRELOAD_HTML, unsafe_allow_javascript=True)

@@ -1,0 +1,45 @@
+"""The plotly.js bundle every chart is drawn with (kvviz/ui/plotly_js.py): the right version, and
+every kind of trace the figure builders make."""
+import re
+from pathlib import Path
+
+from plotly.offline import get_plotlyjs_version
+
+from kvviz.ui import plotly_js
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLE = plotly_js.STATIC / plotly_js.PLOTLY_BUNDLE
+
+
+def bundle_text() -> str:
+    return BUNDLE.read_text(encoding="utf-8")
+
+
+def test_the_bundle_is_the_plotly_js_the_figures_are_built_for():
+    # the plotly package validates and writes figures for one plotly.js version; the browser must
+    # draw them with that version (a newer plotly package needs a new bundle from npm)
+    head = bundle_text()[:200]
+    assert re.search(r"plotly\.js \(cartesian - minified\) v(\S+)", head).group(1) == get_plotlyjs_version()
+    assert get_plotlyjs_version() in plotly_js.PLOTLY_BUNDLE
+    assert plotly_js.PLOTLY["bundle"].endswith("app/static/" + plotly_js.PLOTLY_BUNDLE)
+
+
+def test_the_app_serves_its_static_folder():
+    config = (ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8")
+    assert re.search(r"^enableStaticServing\s*=\s*true", config, re.M)
+    assert plotly_js.STATIC == ROOT / "static"
+
+
+def test_every_trace_kind_the_builders_make_is_in_the_bundle():
+    # the cartesian bundle has a dozen trace kinds; one it lacks would draw nothing in the browser
+    have = set(re.findall(r'moduleType:"trace",name:"([a-z0-9]+)"', bundle_text()))
+    assert {"bar", "heatmap", "scatter"} <= have
+    used = set()
+    for path in (ROOT / "kvviz").rglob("*.py"):
+        src = path.read_text(encoding="utf-8")
+        used |= {name.lower() for name in re.findall(r"\bgo\.([A-Z][A-Za-z0-9]*)\(", src)
+                 if name not in ("Figure", "Layout")}
+        used |= set(re.findall(r'"type":\s*"(bar|heatmap|scatter[a-z0-9]*|[a-z]+3d|pie|box|violin|'
+                               r'histogram[a-z0-9]*|contour|image|table|sankey|funnel|waterfall|indicator)"', src))
+    assert used, "no figure builder found"
+    assert used <= have, f"trace kinds outside the bundle: {sorted(used - have)}"

@@ -95,7 +95,9 @@ def no_exception(at) -> None:
 
 
 def plotly_specs(at) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    """The figures of the page's single charts (kvviz/ui/charts.py's component), in page order."""
+    return [json.loads(el.proto.json)["fig"] for el in at.get("bidi_component")
+            if el.proto.component_name == "kvviz_chart"]
 
 
 # ---- the stepper component (kvviz/ui/step_view.py) as AppTest sees it ------------------------------

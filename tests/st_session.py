@@ -199,7 +199,9 @@ class Session:
         return [f"{e.type}: {e.message}" for e in self.elements("exception")]
 
     def plotly_specs(self) -> list[dict]:
-        return [json.loads(p.spec) for p in self.elements("plotly_chart")]
+        """The figures of the page's single charts (kvviz/ui/charts.py's component)."""
+        return [json.loads(c.json)["fig"] for c in self.elements("bidi_component")
+                if c.component_name == "kvviz_chart"]
 
     def stepper(self) -> dict | None:
         """The stepper's mount data with its payload parsed (as tests/conftest.py's ``stepper``)."""

@@ -1,5 +1,8 @@
 """Draw every plotly figure the same way, with a download button in the chart's toolbar.
 
+A chart outside the stepper is a small component (``chart_view.js``) that draws with the stepper's
+plotly.js and theme (``plotly_js``, ``plotly_view.js``): one library for every chart of the app.
+
 The format of that download (PNG for slides, SVG for print) is one sidebar setting for the whole
 app; plotly's own export does the work in the browser, so the server renders no images.
 
@@ -9,12 +12,13 @@ figure builders already wrote as English text ("0.670", "1,000", "12.5×").
 """
 from __future__ import annotations
 
-import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from kvviz.ui import fmt
+from kvviz.ui import fmt, plotly_js
+from kvviz.ui.frames import figure_spec
 from kvviz.ui.i18n import current_lang, t
 
 if TYPE_CHECKING:
@@ -74,13 +78,15 @@ def localize_numbers(fig: "go.Figure", lang: str) -> "go.Figure":
     return fig
 
 
+_component = st.components.v2.component(
+    "kvviz_chart", js=plotly_js.module_js(Path(__file__).with_name("chart_view.js")),
+    css=".kvc-chart { width: 100%; }", isolate_styles=False)   # in the page's DOM, as the stepper
+
+
 def chart(fig: "go.Figure", alt: str, key: str | None = None) -> None:
-    """``st.plotly_chart`` at full width with an accessible label, the chosen export format, and its
-    numbers in the page's language."""
-    export = st.session_state.get(KEY) or "png"
-    name = re.sub(r"[^a-z0-9]+", "_", alt.lower()).strip("_")[:60] or "kvviz_chart"
+    """One figure at full width with an accessible label, the chosen export format, and its numbers
+    in the page's language; drawn by the stepper's plotly.js (``plotly_js``), not ``st.plotly_chart``
+    (Streamlit's full plotly.js would be a second, three times larger library to load)."""
     localize_numbers(fig, current_lang())
-    st.plotly_chart(fig, width="stretch", alt=alt, key=key, config={
-        "displaylogo": False,
-        "toImageButtonOptions": {"format": export, "filename": f"kvviz_{name}", "scale": 2},
-    })
+    _component(key=key, data={"fig": figure_spec(fig, digits=None), "alt": alt,
+                              "fmt": st.session_state.get(KEY) or "png", "plotly": plotly_js.PLOTLY})

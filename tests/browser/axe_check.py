@@ -37,14 +37,30 @@ class Known:
 KNOWN: list[Known] = []
 
 # Streamlit has finished: script done, no skeletons, nothing stale (greyed while rerunning), the
-# title drawn, every plotly chart drawn, a stepper (if any) has drawn its step.
+# title drawn, every chart near the screen drawn (kvviz/ui/chart_view.js draws the others when they
+# come near it), a stepper (if any) has drawn its step.
 SETTLED = """() => {
   const app = document.querySelector('[data-testid="stApp"]');
   return !!app && app.dataset.testScriptState === 'notRunning' && !!document.querySelector('h1')
     && !document.querySelector('[data-testid="stSkeleton"], [data-stale="true"]')
-    && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg'))
+    && [...document.querySelectorAll('.kvc-chart')].every(c => c.hasAttribute('data-drawn') || c.dataset.pending === 'far')
     && [...document.querySelectorAll('.kvs-root')].every(r => r.hasAttribute('data-drawn'));
 }"""
+
+
+# a chart is drawn when it comes near the screen: bring each one there, so the scan sees every figure
+DRAW_ALL = """async () => {
+  for (const c of document.querySelectorAll('.kvc-chart[data-pending="far"]')) {
+    c.scrollIntoView();
+    await new Promise((ok) => setTimeout(ok, 50));
+  }
+}"""
+ALL_DRAWN = "() => [...document.querySelectorAll('.kvc-chart')].every(c => c.hasAttribute('data-drawn'))"
+
+
+def draw_all(page) -> None:
+    page.evaluate(DRAW_ALL)
+    page.wait_for_function(ALL_DRAWN, timeout=60_000, polling=100)
 
 
 def settle(page) -> None:
@@ -80,6 +96,7 @@ def axe_problems(page, where: str, dark: bool = False) -> list[str]:
     """Scan the settled page (whole page, sidebar included) in the light theme and, with ``dark``,
     again in the dark one (the page stays dark: nothing after a dark scan depends on the theme)."""
     settle(page)
+    draw_all(page)
     problems = _problems(Axe().run(page).response, f"{where} [light]")
     if dark:
         _theme(page, "dark")

@@ -14,7 +14,9 @@ def test_memory_numbers_and_a_bad_field(server, tab):
     # a fresh server streams the first page in pieces: wait for the metric itself
     main.get_by_text("36,864 B", exact=True).wait_for(timeout=60_000)
     assert "37,748,736 bytes" in main.inner_text()
-    tab.page.locator("[data-testid='stPlotlyChart']").nth(1).wait_for()     # plotly loads lazily
+    chart = tab.page.locator(".kvc-chart").nth(1)
+    chart.scroll_into_view_if_needed()          # drawn when it comes near the screen
+    expect(chart).to_have_attribute("data-drawn", "1")
     tab.assert_clean()
     layers = tab.page.get_by_label("Layers", exact=True)
     layers.fill("0")
@@ -61,12 +63,16 @@ def test_batching_tab_deep_link_and_keyboard(server, tab):
 
 def test_measurement_behind_the_button(server, tab):
     tab.goto(f"{server}/Cost_and_scale?tab=Measured+here")
-    tab.page.locator("[data-testid='stPlotlyChart']").first.wait_for()       # the intensity chart
-    n = tab.page.locator("[data-testid='stPlotlyChart']").count()
+    intensity = tab.page.locator(".kvc-chart").first
+    intensity.scroll_into_view_if_needed()
+    expect(intensity).to_have_attribute("data-drawn", "1")
+    n = tab.page.locator(".kvc-chart").count()
     tab.page.get_by_role("button", name="Measure on this machine").click()
     # the rerun may start a moment after the click: wait for its result, then for the app to settle
     tab.page.get_by_text("Tokens/s at batch 1").wait_for(timeout=120_000)
     tab.settle(timeout=120_000)
-    tab.page.locator("[data-testid='stPlotlyChart']").nth(n + 2).wait_for()
-    assert tab.page.locator("[data-testid='stPlotlyChart']").count() == n + 3
+    assert tab.page.locator(".kvc-chart").count() == n + 3
+    last = tab.page.locator(".kvc-chart").nth(n + 2)
+    last.scroll_into_view_if_needed()           # drawn when it comes near the screen
+    expect(last).to_have_attribute("data-drawn", "1")
     tab.assert_clean()

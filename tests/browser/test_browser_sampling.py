@@ -1,5 +1,6 @@
 """The sampling page and the A/B/C page's rule controls in a real browser."""
 import pytest
+from playwright.sync_api import expect
 
 from tests.browser.axe_check import assert_accessible
 
@@ -9,8 +10,9 @@ pytestmark = pytest.mark.browser
 def chart_text(tab, key: str) -> str:
     """The text of the chart drawn with ``key=`` (Streamlit marks its container .st-key-<key>): the
     n-th chart on the page is not stable, since each chart appears once plotly has drawn it."""
-    chart = tab.page.locator(f".st-key-{key} [data-testid='stPlotlyChart']")
-    chart.wait_for()
+    chart = tab.page.locator(f".st-key-{key} .kvc-chart")
+    chart.scroll_into_view_if_needed()          # a chart is drawn when it comes near the screen
+    expect(chart).to_have_attribute("data-drawn", "1")
     return chart.inner_text()
 
 

@@ -1,6 +1,7 @@
 """The weather page in a real browser: deep link, keys, the BERT answer, a value typed into the table."""
 import pytest
 
+from kvviz.ui.plotly_js import PLOTLY_BUNDLE
 from tests.browser.axe_check import assert_accessible
 
 pytestmark = pytest.mark.browser
@@ -18,6 +19,12 @@ def test_deep_link_to_the_stale_decode_keys_and_reveal(server, tab):
     assert "differs by 1.0" in main.inner_text() and "max |Δ| = 1" in main.inner_text()
     tab.wait_drawn(2)
     assert_accessible(tab.page, "/Weather_heads?step=2")          # the accessibility scan of this page
+    # every chart, the stepper's and the causal mask below it, drawn by the vendored cartesian bundle:
+    # Streamlit's 4.7 MB plotly chunk is never loaded (kvviz/ui/plotly_js.py)
+    assert tab.page.locator(".kvc-chart[data-drawn='1']").count() == 1
+    loaded = tab.page.evaluate("() => performance.getEntriesByType('resource').map((e) => e.name)")
+    assert [u for u in loaded if u.endswith("/app/static/" + PLOTLY_BUNDLE)], loaded
+    assert not [u for u in loaded if "PlotlyChart" in u]
     heads = charts(tab).first
     assert "Head 2 · last token" in heads.inner_text() and "5:nice" in heads.inner_text()
     answer = "Only causal (decoder) models can append to a cache."

@@ -309,6 +309,8 @@ class Page:
         assert self.page.locator("[data-testid='stException']").count() == 0, \
             self.page.locator("[data-testid='stException']").first.inner_text()
         assert not self.errors, self.errors
+        failed = self.page.locator(".kvc-chart[data-drawn='error']")     # a chart says why it is blank
+        assert failed.count() == 0, failed.first.inner_text()
 
     def close(self) -> None:
         (self.ctx if self.owns_ctx else self.page).close()

@@ -41,6 +41,7 @@ class Chart {
   draw(data) {
     this.el.setAttribute("aria-label", data.alt || "");
     this.data = data;
+    const gen = (this.gen = (this.gen || 0) + 1);   // a later draw wins over one still loading
     const fig = data.fig;
     this.el.style.minHeight = (Number(fig.layout && fig.layout.height) || 450) + "px";   // its room, drawn or not
     delete this.el.dataset.drawn;               // tests wait for this: the figure shown is this data's
@@ -51,14 +52,23 @@ class Chart {
     }
     delete this.el.dataset.pending;
     return loadPlotly(data.plotly).then((Plotly) => {
+      if (gen !== this.gen || !this.el.isConnected) return false;
+      this.el.querySelector(".kvc-error")?.remove();
       const f = themed(fig, themeOf(this.el), null);
-      return Plotly.react(this.el, f.data, f.layout, plotConfig(data.fmt, data.alt));
-    }).then(() => {
+      return Plotly.react(this.el, f.data, f.layout, plotConfig(data.fmt, data.alt)).then(() => true);
+    }).then((done) => {
+      if (!done || gen !== this.gen) return;
       this.drawn = true;
       this.width = this.el.clientWidth;
       this.el.dataset.drawn = "1";
     }).catch((e) => {                           // said in the page (no silent blank)
-      this.el.textContent = String((e && e.message) || e);
+      if (gen !== this.gen) return;
+      try { window.Plotly?.purge(this.el); } catch (err) { /* nothing drawn */ }
+      this.drawn = false;
+      const msg = document.createElement("p");
+      msg.className = "kvc-error";
+      msg.textContent = String((e && e.message) || e);
+      this.el.replaceChildren(msg);
       this.el.dataset.drawn = "error";
     });
   }
@@ -75,6 +85,13 @@ export default function (component) {
   const { data, parentElement } = component;
   let c = parentElement.__kvc;
   if (!c || !c.el.isConnected) { c = new Chart(parentElement); parentElement.__kvc = c; }
+  const call = (c.calls = (c.calls || 0) + 1);
   c.draw(data);
-  return () => { c.destroy(); if (parentElement.__kvc === c) delete parentElement.__kvc; };
+  // Streamlit calls the cleanup of an earlier call when a later one has started: only the latest
+  // call's cleanup (the element leaving the page) takes the chart down
+  return () => {
+    if (c.calls !== call) return;
+    c.destroy();
+    if (parentElement.__kvc === c) delete parentElement.__kvc;
+  };
 }

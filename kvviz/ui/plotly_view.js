@@ -2,8 +2,9 @@
 // the page's theme. kvviz/ui/plotly_js.py puts this file before each component's own code.
 
 // ---------------------------------------------------------------- plotly: our cartesian bundle, else Streamlit's chunk
-// p = {bundle, chunk}: paths relative to Streamlit's static/js/index.*.js (see step_view.py)
-let plotlyPromise = null;
+// p = {bundle, chunk}: paths relative to Streamlit's static/js/index.*.js (see plotly_js.py). One
+// load per browser tab, shared through window by the page's preload script and every component
+// (each component's module has its own copy of this file); a failed load is tried again next time.
 function loadScript(src) {
   return new Promise((ok, fail) => {
     const s = document.createElement("script");
@@ -15,16 +16,22 @@ function loadScript(src) {
 }
 function loadPlotly(p) {
   if (window.Plotly) return Promise.resolve(window.Plotly);
-  if (!plotlyPromise) {
+  if (!window.__kvsPlotlyAny) {
     const index = document.querySelector('script[src*="/static/js/index."]');
     const base = index ? index.src : new URL("static/js/", document.baseURI).href;
-    plotlyPromise = (window.__kvsPlotly || loadScript(new URL(p.bundle, base).href))   // the page's preload
-      .catch(() => import(new URL(p.chunk, base).href).then(() => {
+    const bundle = window.__kvsPlotly || loadScript(new URL(p.bundle, base).href);   // the page's preload
+    window.__kvsPlotlyAny = bundle.catch((e) => {
+      if (!p.chunk) throw e;
+      return import(new URL(p.chunk, base).href).then(() => {
         if (!window.Plotly) throw new Error("plotly did not load");
         return window.Plotly;
-      }));
+      });
+    }).catch((e) => {
+      window.__kvsPlotly = window.__kvsPlotlyAny = null;
+      throw e;
+    });
   }
-  return plotlyPromise;
+  return window.__kvsPlotlyAny;
 }
 
 // ---------------------------------------------------------------- theme for plotly, from Streamlit's CSS variables

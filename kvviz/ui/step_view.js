@@ -1,5 +1,6 @@
 // kvviz stepper: draws every event of a run in the browser (see kvviz/ui/step_view.py for the
-// payload format). plotly_view.js comes before this file (loadPlotly, themeOf, themed, plotConfig). One instance per mounted component, kept on its parent element so that a
+// payload format). plotly_view.js comes before this file (loadPlotly, themeOf, themed,
+// plotConfig). One instance per mounted component, kept on its parent element so that a
 // re-invocation (new data after a rerun) reuses the DOM, the plots and the current step.
 
 const KEYS = { ArrowLeft: "prev", ArrowRight: "next", Home: "reset", End: "end" };

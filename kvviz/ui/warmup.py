@@ -44,6 +44,8 @@ def _first_calls() -> None:
     # visitor (a private function: skipped if a later Streamlit has none)
     from streamlit import delta_generator
     getattr(delta_generator, "_maybe_print_use_warning", lambda: None)()
+    from kvviz.ui.plotly_js import bundle_bytes
+    bundle_bytes(gzipped=True)          # the charts' plotly.js, compressed once for every browser
 
 
 def warm() -> list[str]:

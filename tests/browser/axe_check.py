@@ -55,7 +55,7 @@ DRAW_ALL = """async () => {
     await new Promise((ok) => setTimeout(ok, 50));
   }
 }"""
-ALL_DRAWN = "() => [...document.querySelectorAll('.kvc-chart')].every(c => c.hasAttribute('data-drawn'))"
+ALL_DRAWN = "() => [...document.querySelectorAll('.kvc-chart')].every(c => c.dataset.drawn === '1')"
 
 
 def draw_all(page) -> None:

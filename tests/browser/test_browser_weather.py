@@ -1,4 +1,6 @@
 """The weather page in a real browser: deep link, keys, the BERT answer, a value typed into the table."""
+import urllib.request
+
 import pytest
 
 from kvviz.ui.plotly_js import PLOTLY_BUNDLE
@@ -25,6 +27,9 @@ def test_deep_link_to_the_stale_decode_keys_and_reveal(server, tab):
     loaded = tab.page.evaluate("() => performance.getEntriesByType('resource').map((e) => e.name)")
     assert [u for u in loaded if u.endswith("/app/static/" + PLOTLY_BUNDLE)], loaded
     assert not [u for u in loaded if "PlotlyChart" in u]
+    # sent by app.py's st.App middleware: compressed once, cached by the browser for a year
+    with urllib.request.urlopen(f"{server}/app/static/{PLOTLY_BUNDLE}") as r:
+        assert "immutable" in r.headers["Cache-Control"] and r.read(40).startswith(b"/**\n* plotly.js")
     heads = charts(tab).first
     assert "Head 2 · last token" in heads.inner_text() and "5:nice" in heads.inner_text()
     answer = "Only causal (decoder) models can append to a cache."

@@ -102,7 +102,7 @@ def _results(res: Measurements) -> None:
     fig = step_time_vs_batch([p.batch for p in pts], [p.ms_per_step for p in pts], [p.tokens_per_s for p in pts],
                              {"ms": t("cost.ms_ms"), "tok_s": t("cost.ms_tok_s"), "x": t("cost.ms_batch_x"),
                               "title": t("cost.ms_batch_title", name=cfg.name, ctx=pts[0].context)})
-    chart(fig, t("cost.ms_batch_alt"))
+    chart(fig, t("cost.ms_batch_alt"), key="cost_ms_batch_chart")
     st.markdown(t("cost.ms_batch_text"))
     table = pd.DataFrame([{t("cost.ms_batch_x"): p.batch, t("cost.ms_ms"): p.ms_per_step,
                            t("cost.ms_tok_s"): p.tokens_per_s, "GFLOP/s": p.gflops, "GB/s": p.gbytes_per_s}
@@ -115,13 +115,13 @@ def _results(res: Measurements) -> None:
         cx = res.context
         fig = line_chart([p.context for p in cx], {t("cost.ms_ms"): [p.ms_per_step for p in cx]},
                          {"x": t("cost.ms_ctx_x"), "y": t("cost.ms_ms"), "title": t("cost.ms_ctx_title")})
-        chart(fig, t("cost.ms_ctx_alt"))
+        chart(fig, t("cost.ms_ctx_alt"), key="cost_ms_ctx_chart")
     with right:
         pf = res.prefill
         fig = line_chart([p.prompt_len for p in pf],
                          {t("cost.ms_ttft"): [p.ttft_ms for p in pf], t("cost.ms_tpot"): [p.tpot_ms for p in pf]},
                          {"x": t("cost.ms_prompt_x"), "y": t("cost.ms_time"), "title": t("cost.ms_ttft_title")})
-        chart(fig, t("cost.ms_ttft_alt"))
+        chart(fig, t("cost.ms_ttft_alt"), key="cost_ms_ttft_chart")
     st.markdown(t("cost.ms_ttft_text", p=fmt.integer(pf[-1].prompt_len), ttft=fmt.fixed(pf[-1].ttft_ms, 1),
                   tpot=fmt.fixed(pf[-1].tpot_ms, 2), x=fmt.fixed(pf[-1].ttft_ms / pf[-1].tpot_ms, 1)))
 
@@ -161,6 +161,6 @@ def _intensity() -> None:
     fig = line_chart(xs, {t("cost.ai_prefill"): pre, t("cost.ai_decode", ctx=fmt.integer(ctx)): dec},
                      {"x": t("cost.ai_x"), "y": t("cost.ai_y"), "title": t("cost.ai_fig_title", name=cfg.name)},
                      log_x=True, log_y=True, hlines={t("cost.ai_ridge_line", r=fmt.sig(ridge)): ridge})
-    chart(fig, t("cost.ai_alt"))
+    chart(fig, t("cost.ai_alt"), key="cost_intensity_chart")
     st.markdown(t("cost.ai_text", d1=fmt.fixed(dec[0], 2), d64=fmt.fixed(dec[6], 1), p512=fmt.fixed(pre[9], 0),
                   ridge=fmt.sig(ridge), ctx=fmt.integer(ctx), limit=fmt.fixed(cost.decode_intensity_limit(cfg, ctx), 1)))

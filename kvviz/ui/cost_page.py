@@ -143,7 +143,7 @@ def _memory() -> None:
         "hover_you": t("cost.fig_you_hover", size=fmt.nbytes(rep.total)),
         "x": t("cost.fig_context"), "y": t("cost.fig_cache_bytes"),
         "title": t("cost.fig_mem_title", name=preset.name if same else t("cost.custom"), dtype=rep.dtype)})
-    chart(fig, t("cost.fig_mem_alt"))
+    chart(fig, t("cost.fig_mem_alt"), key="cost_memory_chart")
 
     left, right = st.columns([3, 2])
     with left:
@@ -163,7 +163,7 @@ def _memory() -> None:
         fig = kv_sharing_bars(names, [b for _, _, b in bars], chosen,
                               {"y": t("cost.fig_bytes"), "x": t("cost.fig_share_x"),
                                "title": t("cost.fig_share_title", h=cfg.n_heads)})
-        chart(fig, t("cost.fig_share_alt"))
+        chart(fig, t("cost.fig_share_alt"), key="cost_share_chart")
     if rep.kind == "MHA":
         st.markdown(t("cost.gqa_text_mha", h=cfg.n_heads, x1=fmt.sig(rep.mha_total / rep.mqa_total)))
     else:
@@ -278,7 +278,7 @@ def _compute() -> None:
         "uncached_attention": t("cost.fig_uncached_att"), "cached_attention": t("cost.fig_cached_att"),
         "uncached_counted": t("cost.fig_uncached_counted"), "cached_counted": t("cost.fig_cached_counted"),
         "x": t("cost.fig_n"), "y": t("cost.fig_flops"), "title": t("cost.fig_flops_title", name=cfg.name, p=p)})
-    chart(fig, t("cost.fig_flops_alt"))
+    chart(fig, t("cost.fig_flops_alt"), key="cost_flops_chart")
     if counted:
         last = len(counted["n"]) - 1
         agree = all(counted["cached"][i] == curve_value(cfg, p, counted["n"][i], True)
@@ -380,7 +380,7 @@ def _serving() -> None:
         "transfer": t("cost.dg_transfer", size=fmt.nbytes(tr.bytes), time=fmt.duration(tr.seconds),
                       link=fmt.sig(float(ss.sv_link))),
         "tokens": t("cost.dg_tokens"), "title": t("cost.dg_title", name=cfg.name)})
-    chart(fig, t("cost.dg_alt"))
+    chart(fig, t("cost.dg_alt"), key="cost_disagg_chart")
     st.markdown(t("cost.serve_body", p=fmt.integer(int(ss.sv_prompt)), B=fmt.integer(int(ss.sv_batch)),
                   name=cfg.name, size=fmt.nbytes(tr.bytes), time=fmt.duration(tr.seconds),
                   step=fmt.duration(floor)))

@@ -249,7 +249,7 @@ def _timing(tokens: list[str], rule_key: RuleKey, seed: int, model: GPTModel) ->
         t("gpt.series_model"): [sweep.predicted_speedup(n) for n in ns],
         t("gpt.series_flops"): [p.flop_ratio for p in sweep.points],
     }, t("gpt.chart_title"), t("gpt.chart_x"), t("gpt.chart_y"))
-    chart(fig, t("gpt.chart_alt"))
+    chart(fig, t("gpt.chart_alt"), key="gpt_speedup_chart")
     st.dataframe(_sweep_table(sweep), hide_index=True, width="stretch")
     e = sweep.explanation()
     st.markdown(t("gpt.explain", n=e["n"], speedup=fmt.fixed(e["speedup"], 1), flops=fmt.fixed(e["flop_ratio"], 0),

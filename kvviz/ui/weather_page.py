@@ -102,7 +102,8 @@ def _prompt_view(tokens: list[str], values: dict[str, float]) -> None:
     table.index.name = t("charts.col_position")      # the corner cell: a table header is never empty
     st.dataframe(table, width="stretch")
     labels = [f"{p + BASE}:{w}" for p, w in enumerate(tokens)]
-    chart(causal_mask_figure(labels, t("weather.mask_title"), words=figure_words()), t("weather.mask_alt"))
+    chart(causal_mask_figure(labels, t("weather.mask_title"), words=figure_words()), t("weather.mask_alt"),
+          key="weather_mask_chart")
     st.caption(t("weather.mask_caption"))
 
 

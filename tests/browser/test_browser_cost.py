@@ -18,6 +18,17 @@ def test_memory_numbers_and_a_bad_field(server, tab):
     chart.scroll_into_view_if_needed()          # drawn when it comes near the screen
     expect(chart).to_have_attribute("data-drawn", "1")
     tab.assert_clean()
+    # a chart whose figure changes is redrawn in place (a keyed element), not built anew
+    first = tab.page.locator(".kvc-chart").first
+    first.evaluate("(c) => { c.kvMark = 1; }")
+    ys = "(c) => JSON.stringify(c.data.map((d) => d.y))"       # what plotly drew (the star moves)
+    before = first.evaluate(ys)
+    batch = tab.page.get_by_label("Batch size", exact=True)
+    batch.fill("8")
+    batch.press("Enter")
+    tab.settle()
+    assert first.evaluate("(c) => c.kvMark") == 1 and first.get_attribute("data-drawn") == "1"
+    assert first.evaluate(ys) != before
     layers = tab.page.get_by_label("Layers", exact=True)
     layers.fill("0")
     layers.press("Enter")

@@ -13,7 +13,7 @@ class Chart {
     // a chart drawn in a hidden tab, or before the sidebar folded, takes its real width when shown
     this.resizer = new ResizeObserver(() => {
       const w = this.el.clientWidth;
-      if (this.drawn && w && Math.abs(w - this.width) > 1) {
+      if (this.el.dataset.drawn === "1" && w && Math.abs(w - this.width) > 1) {
         this.width = w;
         window.Plotly?.Plots.resize(this.el);
       }
@@ -58,13 +58,11 @@ class Chart {
       return Plotly.react(this.el, f.data, f.layout, plotConfig(data.fmt, data.alt)).then(() => true);
     }).then((done) => {
       if (!done || gen !== this.gen) return;
-      this.drawn = true;
       this.width = this.el.clientWidth;
       this.el.dataset.drawn = "1";
     }).catch((e) => {                           // said in the page (no silent blank)
       if (gen !== this.gen) return;
       try { window.Plotly?.purge(this.el); } catch (err) { /* nothing drawn */ }
-      this.drawn = false;
       const msg = document.createElement("p");
       msg.className = "kvc-error";
       msg.textContent = String((e && e.message) || e);

@@ -49,22 +49,9 @@ def module_js(own: Path) -> str:
 # Starts loading plotly.js as soon as the page's first element is drawn, while the server builds
 # the rest of the page, so that the browser evaluates it while it would otherwise wait. A plain
 # script in st.html runs when that element mounts (a component would first load its own frontend
-# code); one load per browser tab, and loadPlotly (plotly_view.js) awaits the same promise.
-_PRELOAD_HTML = """<script data-kvs-preload>
-(() => {
-  if (window.__kvsPlotly || window.Plotly) return;
-  const index = document.querySelector('script[src*="/static/js/index."]');
-  if (!index) return;
-  const s = document.createElement("script");
-  s.src = new URL(%s, index.src).href;
-  window.__kvsPlotly = new Promise((ok, fail) => {
-    s.onload = () => (window.Plotly ? ok(window.Plotly) : fail(new Error("plotly did not load")));
-    s.onerror = () => fail(new Error("plotly did not load"));
-  });
-  window.__kvsPlotly.catch(() => {});      // loadPlotly falls back to Streamlit's chunk
-  document.head.appendChild(s);
-})();
-</script>""" % json.dumps(PLOTLY["bundle"])
+# code); it is plotly_view.js's own loadPlotly, so the components later await the same promise.
+_PRELOAD_HTML = ("<script data-kvs-preload>\n(() => {\n" + (_HERE / "plotly_view.js").read_text(encoding="utf-8")
+                 + "\nloadPlotly(%s).catch(() => {});\n})();\n</script>" % json.dumps(PLOTLY))
 
 
 def preload() -> None:

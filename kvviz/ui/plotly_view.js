@@ -3,8 +3,9 @@
 
 // ---------------------------------------------------------------- plotly: our cartesian bundle, else Streamlit's chunk
 // p = {bundle, chunk}: paths relative to Streamlit's static/js/index.*.js (see plotly_js.py). One
-// load per browser tab, shared through window by the page's preload script and every component
-// (each component's module has its own copy of this file); a failed load is tried again next time.
+// load per browser tab, shared through window by the page's preload (plotly_js.preload runs this
+// file too) and every component (each component's module has its own copy of this file); a failed
+// load is tried again next time.
 function loadScript(src) {
   return new Promise((ok, fail) => {
     const s = document.createElement("script");
@@ -16,22 +17,21 @@ function loadScript(src) {
 }
 function loadPlotly(p) {
   if (window.Plotly) return Promise.resolve(window.Plotly);
-  if (!window.__kvsPlotlyAny) {
+  if (!window.__kvsPlotly) {
     const index = document.querySelector('script[src*="/static/js/index."]');
     const base = index ? index.src : new URL("static/js/", document.baseURI).href;
-    const bundle = window.__kvsPlotly || loadScript(new URL(p.bundle, base).href);   // the page's preload
-    window.__kvsPlotlyAny = bundle.catch((e) => {
+    window.__kvsPlotly = loadScript(new URL(p.bundle, base).href).catch((e) => {
       if (!p.chunk) throw e;
       return import(new URL(p.chunk, base).href).then(() => {
         if (!window.Plotly) throw new Error("plotly did not load");
         return window.Plotly;
       });
     }).catch((e) => {
-      window.__kvsPlotly = window.__kvsPlotlyAny = null;
+      window.__kvsPlotly = null;
       throw e;
     });
   }
-  return window.__kvsPlotlyAny;
+  return window.__kvsPlotly;
 }
 
 // ---------------------------------------------------------------- theme for plotly, from Streamlit's CSS variables

@@ -2,19 +2,19 @@
 
 ``streamlit run app.py`` finds ``app`` below (an ``st.App``, Streamlit's ASGI entry point) and
 serves this script through it; its lifespan loads the engine before the server takes its first
-request (kvviz/ui/warmup.py), and it sends the charts' plotly.js from memory (kvviz/ui/plotly_js.py).
-Streamlit runs this file as the home page's script, under
-``__name__ == "__main__"``.
+request (kvviz/ui/warmup.py), and its middleware sends the charts' plotly.js and Streamlit's
+frontend files from memory (kvviz/ui/serve_files.py). Streamlit runs this file as the home page's
+script, under ``__name__ == "__main__"``.
 """
 import streamlit as st
 
 if __name__ != "__main__":                  # imported by `streamlit run` to be served
     from starlette.middleware import Middleware
 
-    from kvviz.ui.plotly_js import ServeBundle
+    from kvviz.ui.serve_files import ServeFromMemory
     from kvviz.ui.warmup import lifespan
 
-    app = st.App("app.py", lifespan=lifespan, middleware=[Middleware(ServeBundle)])
+    app = st.App("app.py", lifespan=lifespan, middleware=[Middleware(ServeFromMemory)])
 else:                                        # the home page
     from kvviz.ui.i18n import t
     from kvviz.ui.links import deep_link, show_links

@@ -6,10 +6,13 @@
   shown; issue 16 asks for ≤ 3 s); the time from `streamlit run` to the health check is printed too;
 - time from `streamlit run` to the home page drawn in the browser (first visit, cold);
 - the server's resident memory (VmRSS) after opening each page in turn;
+- with --files: the server's time per frontend file, from memory (kvviz/ui/serve_files.py) and as
+  Streamlit's own StaticFiles sends it (the same requests with a Range header, which the middleware
+  leaves to Streamlit): the files of Streamlit's index.html fetched six at a time, as a browser does;
 - a soak: SOAK reruns (Right / Home key presses across the stepping pages); RSS sampled every
   50 reruns, to show that memory settles instead of growing without bound.
 
-usage: python bench/server_profile.py [--soak 300]
+usage: python bench/server_profile.py [--soak 300] [--first-visit-only] [--files]
 """
 from __future__ import annotations
 
@@ -80,11 +83,44 @@ def first_visit(p, path: str) -> tuple[float, float]:
         proc.wait(timeout=10)
 
 
+def frontend_files(rounds: int = 5) -> None:
+    """ms per file the server needs for the files a first visit starts with, six in flight."""
+    import re
+    from concurrent.futures import ThreadPoolExecutor
+    proc, base, _ = start_server()
+    try:
+        index = urllib.request.urlopen(base + "/").read().decode()
+        files = re.findall(r'(?:src|href)="\./(static/[^"]+)"', index)
+
+        def get(path: str, ranged: bool) -> int:
+            req = urllib.request.Request(f"{base}/{path}", headers={"Range": "bytes=0-"} if ranged else {})
+            with urllib.request.urlopen(req) as r:
+                assert r.status == (206 if ranged else 200)
+                return len(r.read())
+
+        for ranged, how in ((False, "from memory (kvviz)"), (True, "Streamlit's StaticFiles")):
+            times = []
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                with ThreadPoolExecutor(6) as pool:
+                    size = sum(pool.map(lambda f: get(f, ranged), files))
+                times.append((time.perf_counter() - t0) / len(files) * 1e3)
+            print(f"{len(files)} frontend files ({size / 1e6:.1f} MB), {how:24s}: "
+                  + ", ".join(f"{t:.2f}" for t in sorted(times)) + " ms per file", flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--soak", type=int, default=300)
     ap.add_argument("--first-visit-only", action="store_true", help="only the first visits of the stepping pages")
+    ap.add_argument("--files", action="store_true", help="only the server's time per frontend file")
     a = ap.parse_args()
+    if a.files:
+        frontend_files()
+        return
     import os
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} at start")
     with sync_playwright() as p:

@@ -1,7 +1,5 @@
 """The plotly.js bundle every chart is drawn with (kvviz/ui/plotly_js.py): the right version, and
 every kind of trace the figure builders make."""
-import asyncio
-import gzip
 import re
 from pathlib import Path
 
@@ -46,39 +44,3 @@ def test_every_trace_kind_the_builders_make_is_in_the_bundle():
                                r'histogram[a-z0-9]*|contour|image|table|sankey|funnel|waterfall|indicator)["\']', src))
     assert used, "no figure builder found"
     assert used <= have, f"trace kinds outside the bundle: {sorted(used - have)}"
-
-
-def _call(mw, path: str, method: str = "GET", accept: bytes = b"gzip, deflate") -> tuple[dict, bytes]:
-    sent = []
-
-    async def send(msg):
-        sent.append(msg)
-
-    scope = {"type": "http", "method": method, "path": path, "headers": [(b"accept-encoding", accept)]}
-    asyncio.run(mw(scope, None, send))
-    head = {k.decode(): v.decode() for k, v in sent[0]["headers"]} if "headers" in sent[0] else sent[0]
-    return head, sent[1]["body"] if len(sent) > 1 else b""
-
-
-def test_the_server_sends_the_bundle_compressed_once_and_cacheable():
-    passed = []
-
-    async def streamlit_app(scope, receive, send):      # what st.App would have answered
-        passed.append(scope["path"])
-        await send({"type": "passed"})
-
-    mw = plotly_js.ServeBundle(streamlit_app)
-    raw = BUNDLE.read_bytes()
-    for prefix in ("", "/course"):                       # also below a server.baseUrlPath
-        head, body = _call(mw, f"{prefix}/app/static/{plotly_js.PLOTLY_BUNDLE}")
-        assert gzip.decompress(body) == raw and len(body) < len(raw) / 2
-        assert head["content-encoding"] == "gzip" and head["content-length"] == str(len(body))
-        assert head["content-type"].startswith("text/javascript") and "immutable" in head["cache-control"]
-    head, body = _call(mw, f"/app/static/{plotly_js.PLOTLY_BUNDLE}", accept=b"identity")
-    assert body == raw and "content-encoding" not in head
-    head, body = _call(mw, f"/app/static/{plotly_js.PLOTLY_BUNDLE}", method="HEAD")
-    assert body == b"" and int(head["content-length"]) < len(raw)
-    # everything else is Streamlit's
-    _call(mw, "/app/static/PLOTLY_LICENSE.txt")
-    _call(mw, "/_stcore/health")
-    assert passed == ["/app/static/PLOTLY_LICENSE.txt", "/_stcore/health"]

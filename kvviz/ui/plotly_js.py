@@ -14,9 +14,7 @@ components import that chunk instead (``static/static/js/PlotlyChart.<hash>.js``
 """
 from __future__ import annotations
 
-import functools
 import glob
-import gzip
 import json
 import os
 from pathlib import Path
@@ -58,45 +56,3 @@ def preload() -> None:
     """Start loading plotly.js (``nav.page_setup`` does, first thing on pages with charts); the
     element takes no room (style.css)."""
     st.html(_PRELOAD_HTML, unsafe_allow_javascript=True)
-
-
-# ---- serving the bundle --------------------------------------------------------------------------
-# Streamlit's static serving gzips app/static/ files again on every request (its own frontend files
-# it sends uncompressed), ≈ 0.08 s of the server's CPU for this bundle per new browser, and sends no
-# caching header. Under app.py's st.App this middleware answers for the bundle instead: compressed
-# once (at start-up, kvviz/ui/warmup.py), and cached by browsers for a year (its name carries the
-# plotly.js version). Without st.App, Streamlit's static serving still sends the file.
-CACHE_FOREVER = b"public, max-age=31536000, immutable"
-
-
-@functools.cache
-def bundle_bytes(gzipped: bool) -> bytes:
-    """The bundle as sent: plain, or gzip-compressed (computed once per process)."""
-    raw = (STATIC / PLOTLY_BUNDLE).read_bytes()
-    return gzip.compress(raw, compresslevel=9, mtime=0) if gzipped else raw
-
-
-class ServeBundle:
-    """ASGI middleware for ``st.App``: GET/HEAD of ``…/app/static/<PLOTLY_BUNDLE>`` answered from
-    memory; every other request passes through."""
-
-    def __init__(self, app) -> None:
-        self.app = app
-        self.suffix = "/app/static/" + PLOTLY_BUNDLE
-
-    async def __call__(self, scope, receive, send) -> None:
-        if (scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD")
-                or not scope.get("path", "").endswith(self.suffix)):
-            await self.app(scope, receive, send)
-            return
-        accept = b",".join(v for k, v in scope.get("headers", []) if k.lower() == b"accept-encoding")
-        gzipped = b"gzip" in accept
-        body = bundle_bytes(gzipped)
-        headers = [(b"content-type", b"text/javascript; charset=utf-8"),
-                   (b"content-length", str(len(body)).encode()),
-                   (b"cache-control", CACHE_FOREVER), (b"vary", b"Accept-Encoding"),
-                   (b"x-content-type-options", b"nosniff")]
-        if gzipped:
-            headers.append((b"content-encoding", b"gzip"))
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})

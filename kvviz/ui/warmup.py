@@ -44,8 +44,9 @@ def _first_calls() -> None:
     # visitor (a private function: skipped if a later Streamlit has none)
     from streamlit import delta_generator
     getattr(delta_generator, "_maybe_print_use_warning", lambda: None)()
-    from kvviz.ui.plotly_js import bundle_bytes
-    bundle_bytes(gzipped=True)          # the charts' plotly.js, compressed once for every browser
+    from kvviz.ui import serve_files
+    serve_files.plotly_bundle()         # the charts' plotly.js, compressed once for every browser
+    serve_files.frontend_files()        # Streamlit's frontend files, read once
 
 
 def warm() -> list[str]:

@@ -1,7 +1,10 @@
 """The weather page in a real browser: deep link, keys, the BERT answer, a value typed into the table."""
+import re
 import urllib.request
+from pathlib import Path
 
 import pytest
+from streamlit import file_util
 
 from kvviz.ui.plotly_js import PLOTLY_BUNDLE
 from tests.browser.axe_check import assert_accessible
@@ -30,6 +33,11 @@ def test_deep_link_to_the_stale_decode_keys_and_reveal(server, tab):
     # sent by app.py's st.App middleware: compressed once, cached by the browser for a year
     with urllib.request.urlopen(f"{server}/app/static/{PLOTLY_BUNDLE}") as r:
         assert "immutable" in r.headers["Cache-Control"] and r.read(40).startswith(b"/**\n* plotly.js")
+    # and Streamlit's own files from memory: the same bytes, without the ETag of Streamlit's StaticFiles
+    entry = next(u for u in loaded if re.search(r"/static/js/index\.[^/]+\.js$", u))
+    with urllib.request.urlopen(entry) as r:
+        assert r.read() == (Path(file_util.get_static_dir()) / "static" / "js" / entry.rsplit("/", 1)[1]).read_bytes()
+        assert "immutable" in r.headers["Cache-Control"] and "ETag" not in r.headers
     heads = charts(tab).first
     assert "Head 2 · last token" in heads.inner_text() and "5:nice" in heads.inner_text()
     answer = "Only causal (decoder) models can append to a cache."

@@ -139,8 +139,8 @@ def test_a_model_view_pick_becomes_the_layer_and_head_and_goes_into_the_address(
 def test_verification_memory_and_the_stepper_agree():
     at = open_page(PAGE)
     assert any(s.value.startswith("Identical: all 8 tokens match") for s in at.success)
-    codes = [c.value for c in at.code]
-    assert len(codes) == 2 and codes[0] == codes[1] and codes[0].replace('!', ' ').replace('.', ' ').split()[0] in WEATHER_WORDS
+    shown = [c.value for c in at.text]
+    assert len(shown) == 2 and shown[0] == shown[1] and shown[0].replace('!', ' ').replace('.', ' ').split()[0] in WEATHER_WORDS
     assert any("chose the same tokens" in c.value for c in at.caption)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Cached positions T"] == "12"
@@ -157,7 +157,7 @@ def test_sampling_controls_change_the_run_and_the_loops_still_agree():
         at.number_input(key="gpt_seed").set_value(seed).run()
         no_exception(at)
         assert any(s.value.startswith("Identical") for s in at.success)
-        texts.add(at.code[0].value)
+        texts.add(at.text[0].value)
     assert len(texts) > 1
 
 

@@ -114,14 +114,14 @@ def test_sampled_tests_show_p_q_u_and_the_residual_the_correction_is_drawn_from(
 def test_exactness_greedy_tokens_equal_plain_greedy_and_sampling_says_what_is_exact():
     at = open_page(PAGE)
     plain = generate_cached(TARGET.model, PROMPT, 12).tokens
-    codes = [c.value for c in at.code]
-    assert codes[:2] == [" ".join(VOCAB[i] for i in plain)] * 2
+    shown = [c.value for c in at.text]
+    assert shown[:2] == [" ".join(VOCAB[i] for i in plain)] * 2
     assert any(s.value.startswith("Identical: all 12 tokens are the target's own greedy tokens") for s in at.success)
     at.segmented_control(key="sd_rule").set_value("sample").run()
     no_exception(at)
     assert any("test_sampled_first_token_is_distributed_as_the_target_alone_chi_square" in i.value for i in at.info)
     assert any(s.value.startswith("Identical") for s in at.success)      # the greedy check stays
-    assert len(at.code) == 4
+    assert len(at.text) == 4
 
 
 def test_expected_speedup_is_the_formula_and_the_measurement_runs_behind_the_button():

@@ -16,7 +16,7 @@ from kvviz.limits import GPT_MAX_SWEEP_TOKENS, MAX_PROMPT_CHARS, LimitError
 from kvviz.loops import Comparison, compare, max_cached_new_tokens
 from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
 from kvviz.sampling import Sampler, SelectionRule
-from kvviz.ui import downloads, fmt, nav, presenter, step_view, urlstate
+from kvviz.ui import downloads, fmt, nav, presenter, sequences, step_view, urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.frames import gpt as frames_gpt
 from kvviz.ui.frames import translator
@@ -144,8 +144,7 @@ def _verification(cmp: Comparison, run: Run, model: GPTModel) -> None:
     c = st.columns(2)
     for col, gen, key in ((c[0], cmp.uncached, "uncached"), (c[1], cmp.cached, "cached")):
         with col:
-            st.markdown(f"**{t('gpt.verify_' + key)}**")
-            st.code(tok.decode(gen.tokens), language=None, wrap_lines=True)
+            sequences.show(t("gpt.verify_" + key), tok.decode(gen.tokens))
             st.caption(t("gpt.verify_time", ms=fmt.fixed(gen.seconds * 1e3, 1), n=len(gen.tokens)))
     if cmp.identical:
         st.success(t("gpt.verify_same", n=len(cmp.cached.tokens), diff=fmt.sci(cmp.max_abs_logit_diff, 1)),

@@ -19,7 +19,7 @@ from kvviz.models.gpt import GPTModel, TinyGPT, cost_config
 from kvviz.sampling import Greedy, make_rule
 from kvviz.speculative import SpeedMeasurement, load_pair, measure_speedup, speculation_dict
 from kvviz.speculative_figures import speedup_figure
-from kvviz.ui import fmt, nav, presenter, step_view, urlstate
+from kvviz.ui import fmt, nav, presenter, sequences, step_view, urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.frames import spec as frames_spec
 from kvviz.ui.frames import translator
@@ -259,8 +259,7 @@ def _exactness(spec: Speculation, ids: tuple[int, ...], rule_key: RuleKey, seed:
     c = st.columns(2)
     for col, tokens, key in ((c[0], g_spec.tokens, "exact_spec"), (c[1], g_plain.tokens, "exact_plain")):
         with col:
-            st.markdown(f"**{t('spec.' + key, g=spec.gamma)}**")
-            st.code(" ".join(vocab[i] for i in tokens), language=None, wrap_lines=True)
+            sequences.show(t("spec." + key, g=spec.gamma), " ".join(vocab[i] for i in tokens))
     if g_spec.tokens == g_plain.tokens:
         st.success(t("spec.exact_same", n=len(g_plain.tokens), passes=g_spec.target_passes,
                      plain=len(g_plain.tokens) + (g_spec.prefill_len > 0)), icon=":material/check_circle:")
@@ -275,8 +274,7 @@ def _exactness(spec: Speculation, ids: tuple[int, ...], rule_key: RuleKey, seed:
     c = st.columns(2)
     for col, tokens, key in ((c[0], spec.tokens, "exact_spec_sampled"), (c[1], plain.tokens, "exact_plain_sampled")):
         with col:
-            st.markdown(f"**{t('spec.' + key)}**")
-            st.code(" ".join(vocab[i] for i in tokens), language=None, wrap_lines=True)
+            sequences.show(t("spec." + key), " ".join(vocab[i] for i in tokens))
     st.info(t("spec.exact_distribution", test=CHI_SQUARE_TEST), icon=":material/science:")
 
 

@@ -1,11 +1,17 @@
 """The server's start-up loads the engine before the first visitor (kvviz/ui/warmup.py)."""
+import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import streamlit as st
+from streamlit.runtime.caching import cache_resource_api
 from streamlit.web.server.app_discovery import discover_asgi_app
 
 from kvviz.ui import warmup
+from tests.conftest import no_exception, open_page
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,3 +36,43 @@ def test_the_served_app_warms_up_and_the_warm_up_leaves_every_module_loaded():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[] []", out.stdout + out.stderr
+
+
+def _page_files() -> dict[str, str]:
+    """page module (kvviz.ui.x_page) → its file in pages/ (the one that calls its render)."""
+    found = {}
+    for path in sorted((ROOT / "pages").glob("*.py")):
+        m = re.search(r"^from kvviz\.ui import (\w+_page)\b", path.read_text(encoding="utf-8"), re.M)
+        if m:
+            found[f"kvviz.ui.{m.group(1)}"] = f"pages/{path.name}"
+    return found
+
+
+def _cache_entries() -> set[tuple[str, str]]:
+    """(function, argument hash) of every st.cache_resource entry in this process."""
+    out = set()
+    for caches in list(cache_resource_api._resource_caches._function_caches.values()):
+        for cache in list(caches.values()):
+            out |= {(cache.display_name, key) for key in list(cache._mem_cache)}
+    return out
+
+
+WARMED = [name for name in warmup.MODULES if name.endswith("_page") and hasattr(importlib.import_module(name), "warm")]
+
+
+def test_the_pages_with_a_long_first_run_are_warmed():
+    assert {"kvviz.ui.gpt_page", "kvviz.ui.paged_page", "kvviz.ui.compress_page", "kvviz.ui.spec_page"} <= set(WARMED)
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("module", WARMED)
+def test_after_the_warm_up_a_default_visit_computes_nothing(module):
+    # warm() makes exactly what a visitor's first, default run of the page would: that run finds
+    # every cached result ready (a different setting computes as before)
+    st.cache_resource.clear()
+    importlib.import_module(module).warm()
+    warmed = _cache_entries()
+    assert warmed
+    at = open_page(_page_files()[module])
+    no_exception(at)
+    assert _cache_entries() - warmed == set(), "computed on the first visit despite the warm-up"

@@ -6,15 +6,17 @@ import streamlit as st
 from kvviz.generation import Run
 from kvviz.limits import MAX_NEW_TOKENS, LimitError, check_int
 from kvviz.models.abc import ABCModel
+from kvviz.sampling import SelectionRule
 from kvviz.ui import downloads, nav, presenter, step_view, urlstate
 from kvviz.ui.frames import abc as frames_abc
 from kvviz.ui.frames import translator
 from kvviz.ui.i18n import current_lang, t
 from kvviz.ui.perf import timed
-from kvviz.ui.rule_controls import rule_controls
+from kvviz.ui.rule_controls import default_rule, rule_controls
 from kvviz.ui.runs import cached_run
 
 MODEL = ABCModel()
+DEFAULT_PROMPT, DEFAULT_NEW = "A B", 6
 
 
 @st.cache_resource(max_entries=128, ttl=3600, show_spinner=False)
@@ -24,21 +26,31 @@ def _payload(tokens: tuple[str, ...], new: int, rule: tuple, seed: int, lang: st
     return frames_abc.build(run, translator(lang), MODEL.logit_tokens).to_json()
 
 
+def _run(text: str | None, new: int, rule: SelectionRule, seed: int) -> tuple[Run, tuple]:
+    """The run of these settings and its key (what the payload is built from)."""
+    tokens = tuple(MODEL.tokenize(text or ""))
+    key = (tokens, new, tuple(rule.settings().items()), seed)
+    return cached_run("abc", tokens, new, **rule.settings(), seed=seed), key
+
+
+def warm() -> None:
+    """The default visit's run and frames, made before the first visitor (kvviz/ui/warmup.py)."""
+    _, key = _run(DEFAULT_PROMPT, DEFAULT_NEW, *default_rule("abc"))
+    _payload(*key, "en")
+
+
 def _inputs() -> tuple[Run, tuple] | None:
     c = st.columns([3, 1])
-    text = c[0].text_input(t("abc.prompt"), value="A B", key="prompt", bind="query-params",
+    text = c[0].text_input(t("abc.prompt"), value=DEFAULT_PROMPT, key="prompt", bind="query-params",
                            max_chars=200, help=t("abc.prompt_help"))
-    urlstate.int_param("new", 6, 1, MAX_NEW_TOKENS)
+    urlstate.int_param("new", DEFAULT_NEW, 1, MAX_NEW_TOKENS)
     new = c[1].number_input(t("abc.new_tokens"), 1, MAX_NEW_TOKENS, key="new",
-                            on_change=urlstate.sync, args=("new", 6),
+                            on_change=urlstate.sync, args=("new", DEFAULT_NEW),
                             help=t("abc.new_tokens_help", cap=MAX_NEW_TOKENS))
     rule, seed = rule_controls("abc")
     st.caption(t("stepper.rule_caption"))
     try:
-        tokens = tuple(MODEL.tokenize(text or ""))
-        n = check_int(t("abc.new_tokens"), new, 1, MAX_NEW_TOKENS)
-        key = (tokens, n, tuple(rule.settings().items()), seed)
-        return cached_run("abc", tokens, n, **rule.settings(), seed=seed), key
+        return _run(text, check_int(t("abc.new_tokens"), new, 1, MAX_NEW_TOKENS), rule, seed)
     except (LimitError, ValueError) as e:
         st.error(t("abc.bad_prompt", reason=str(e)), icon=":material/error:")
         return None

@@ -91,6 +91,15 @@ def _evaluations() -> _Evaluations:
     return _Evaluations()
 
 
+def warm() -> None:
+    """The default visit's comparison and frames, made before the first visitor (kvviz/ui/warmup.py)."""
+    tokens = tuple(prompt_tokens(GPTModel(_tiny()), DEFAULTS["sc_prompt"]))
+    key = (tokens, DEFAULTS["sc_new"], _vkey(DEFAULTS["sc_kind"], DEFAULTS))
+    _comparison(*key)
+    _payload(*key, DEFAULTS["sc_layer"] - 1, DEFAULTS["sc_head"] - 1, "en")
+    _evaluations()
+
+
 # ---- inputs --------------------------------------------------------------------------------------
 
 def _synced(key: str) -> dict:
@@ -117,6 +126,16 @@ def _kv_head_options(model: GPTModel) -> list[int]:
     return [h for h in range(n, 0, -1) if n % h == 0]
 
 
+def _vkey(kind: str, v) -> VariantKey:
+    """The variant ``kind`` with its settings from ``v``: the session's state, or DEFAULTS."""
+    if kind == "window":
+        return "window", (("window", int(v["sc_window"])), ("sinks", int(v["sc_sinks"])))
+    if kind == "quant":
+        return "quant", (("bits", int(v["sc_bits"])), ("group_size", int(v["sc_group"])), ("key_axis", v["sc_axis"]),
+                         ("residual", int(v["sc_residual"])))
+    return "gqa", (("kv_heads", int(v["sc_kv_heads"])),)
+
+
 def _variant_settings(model: GPTModel) -> VariantKey:
     """The kind and its settings' widgets (only the chosen kind's are drawn)."""
     ss = st.session_state
@@ -128,7 +147,7 @@ def _variant_settings(model: GPTModel) -> VariantKey:
                           help=t("compress.window_help", cap=MAX_CACHE_WINDOW), **_synced("sc_window"))
         c[1].number_input(t("compress.sinks"), 0, MAX_CACHE_SINKS, step=1,
                           help=t("compress.sinks_help", cap=MAX_CACHE_SINKS), **_synced("sc_sinks"))
-        return "window", (("window", int(ss.sc_window)), ("sinks", int(ss.sc_sinks)))
+        return _vkey("window", ss)
     if kind == "quant":
         c[0].segmented_control(t("compress.bits"), QUANT_BITS, required=True, format_func=lambda b: f"int{b}",
                                help=t("compress.bits_help"), **_synced("sc_bits"))
@@ -138,11 +157,10 @@ def _variant_settings(model: GPTModel) -> VariantKey:
                                help=t("compress.axis_help"), **_synced("sc_axis"))
         c[3].number_input(t("compress.residual"), 0, MAX_QUANT_RESIDUAL, step=1,
                           help=t("compress.residual_help", cap=MAX_QUANT_RESIDUAL), **_synced("sc_residual"))
-        return "quant", (("bits", int(ss.sc_bits)), ("group_size", int(ss.sc_group)), ("key_axis", ss.sc_axis),
-                         ("residual", int(ss.sc_residual)))
+        return _vkey("quant", ss)
     c[0].selectbox(t("compress.kv_heads"), _kv_head_options(model),
                    help=t("compress.kv_heads_help", h=model.n_heads), **_synced("sc_kv_heads"))
-    return "gqa", (("kv_heads", int(ss.sc_kv_heads)),)
+    return _vkey("gqa", ss)
 
 
 def _inputs(model: GPTModel) -> tuple[tuple[str, ...], int, VariantKey] | None:

@@ -22,12 +22,11 @@ from kvviz.ui.frames import gpt as frames_gpt
 from kvviz.ui.frames import translator
 from kvviz.ui.i18n import current_lang, t
 from kvviz.ui.perf import timed
-from kvviz.ui.rule_controls import rule_controls
+from kvviz.ui.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
 
-DEFAULT_PROMPT = "Today the weather is so"
+DEFAULT_PROMPT, DEFAULT_NEW = "Today the weather is so", 8
 
 
-RuleKey = tuple[float, int | None, float | None]   # (temperature, top_k, top_p); temperature 0 = greedy
 
 
 # ---- shared, read-only resources -----------------------------------------------------------------
@@ -58,6 +57,16 @@ def _compare(ids: tuple[int, ...], new: int, rule_key: RuleKey, seed: int) -> Co
     return compare(_tiny().model, list(ids), new, _rule(rule_key), seed)   # both loops warmed first
 
 
+def warm() -> None:
+    """The default visit's runs and frames, made before the first visitor (kvviz/ui/warmup.py)."""
+    model = GPTModel(_tiny())
+    tokens = tuple(prompt_tokens(model, DEFAULT_PROMPT))
+    rule, seed = default_rule("gpt")
+    _run(tokens, DEFAULT_NEW, rule_cache_key(rule), seed)
+    _payload(tokens, DEFAULT_NEW, rule_cache_key(rule), seed, 0, 0, "en")      # layer 1, head 1
+    _compare(tuple(model.tokenizer.index[w] for w in tokens), DEFAULT_NEW, rule_cache_key(rule), seed)
+
+
 # ---- inputs --------------------------------------------------------------------------------------
 
 def _inputs(model: GPTModel) -> tuple[list[str], int, RuleKey, int] | None:
@@ -65,17 +74,15 @@ def _inputs(model: GPTModel) -> tuple[list[str], int, RuleKey, int] | None:
     text = c[0].text_input(t("gpt.prompt"), value=DEFAULT_PROMPT, key="gpt_prompt", bind="query-params",
                            max_chars=400, help=t("gpt.prompt_help"))
     cap = model.limits.max_new_tokens
-    urlstate.int_param("gpt_new", 8, 1, cap)   # not bind: it raises on ?gpt_new=inf
+    urlstate.int_param("gpt_new", DEFAULT_NEW, 1, cap)   # not bind: it raises on ?gpt_new=inf
     new = c[1].number_input(t("gpt.new_tokens"), 1, cap, key="gpt_new",
-                            on_change=urlstate.sync, args=("gpt_new", 8),
+                            on_change=urlstate.sync, args=("gpt_new", DEFAULT_NEW),
                             help=t("gpt.new_tokens_help", cap=cap))
     rule, seed = rule_controls("gpt")            # the same selection-rule controls as every model page
-    settings = rule.settings()
-    rule_key = (settings["temperature"], settings["top_k"], settings["top_p"])
     with st.expander(t("gpt.vocab_title", n=len(model.vocab))):
         st.markdown(" ".join(f"`{w}`" for w in model.vocab))
     try:
-        return prompt_tokens(model, text), int(new), rule_key, seed
+        return prompt_tokens(model, text), int(new), rule_cache_key(rule), seed
     except (LimitError, ValueError) as e:
         st.error(t("gpt.bad_prompt", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
         return None

@@ -110,6 +110,18 @@ def _fork(prompt: tuple[str, ...], block: int, blocks: int, seed: int) -> ForkRu
     return fork_run(_model(), prompt, FORK_NEW_TOKENS, block, blocks, samples=2, seed=seed)
 
 
+def warm() -> None:
+    """The default visit's runs, frames and sections, made before the first visitor
+    (kvviz/ui/warmup.py)."""
+    s: Settings = tuple(DEFAULTS[k] for k, *_ in NUMBERS) + (DEFAULTS["pg_policy"],)  # type: ignore
+    run = _run(s)
+    _payload(s, "en")
+    _sweep(_without_pool(s))
+    _policies(s)
+    _, block, blocks, *_ = s
+    _fork(run.requests[0].request.prompt, block, blocks, s[6])
+
+
 # ---- settings ----------------------------------------------------------------------------------------
 
 def _inputs() -> tuple[Settings, ServeRun] | None:

@@ -24,6 +24,22 @@ TAU_MAX = 5.0            # slider range; the engine accepts any finite τ ≥ 0
 TOP_K_MAX = 1_000        # widget range; a k above the vocabulary keeps every token
 
 
+RuleKey = tuple[float, int | None, float | None]      # (temperature, top_k, top_p); temperature 0 = greedy
+
+
+def rule_cache_key(rule: SelectionRule) -> RuleKey:
+    """``rule`` as a hashable cache key, the arguments of ``make_rule`` (pages over the tiny GPT)."""
+    s = rule.settings()
+    return s["temperature"], s["top_k"], s["top_p"]
+
+
+def default_rule(key_prefix: str) -> tuple[SelectionRule, int]:
+    """The rule and seed ``rule_controls(key_prefix)`` returns before anyone touches its widgets."""
+    if key_prefix in SAMPLE_BY_DEFAULT:
+        return make_rule(1.0, None, 1.0), 0
+    return Greedy(), 0
+
+
 def rule_controls(key_prefix: str) -> tuple[SelectionRule, int]:
     """Draw the rule widgets (keys ``<key_prefix>_rule/_tau/_top_k/_top_p/_seed``); return (rule, seed)."""
     def key(name: str) -> str:

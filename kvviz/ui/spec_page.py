@@ -26,7 +26,7 @@ from kvviz.ui.frames import translator
 from kvviz.ui.gpt_page import prompt_tokens
 from kvviz.ui.i18n import current_lang, t
 from kvviz.ui.perf import timed
-from kvviz.ui.rule_controls import rule_controls
+from kvviz.ui.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
 
 DEFAULT_PROMPT = "It is rainy in London , so we"     # the draft has not learned what "we" do: rejections
 DEFAULT_NEW = 12
@@ -36,7 +36,6 @@ MEASURE_TOKENS = 48          # tokens per timed run (kvviz.speculative.measure_s
 DEFAULT_RUNS = 3
 CHI_SQUARE_TEST = "tests/test_speculative.py::test_sampled_first_token_is_distributed_as_the_target_alone_chi_square"
 
-RuleKey = tuple[float, int | None, float | None]   # (temperature, top_k, top_p); temperature 0 = greedy
 
 
 # ---- shared, read-only resources -----------------------------------------------------------------
@@ -92,6 +91,16 @@ def _measurement(ids: tuple[int, ...], rule_key: RuleKey, runs: int,
                            make_rule(*rule_key), runs, progress=_progress)
 
 
+def warm() -> None:
+    """The default visit's runs and frames, made before the first visitor (kvviz/ui/warmup.py)."""
+    target, _ = _pair()
+    ids = tuple(target.tokenizer.index[w] for w in prompt_tokens(GPTModel(target), DEFAULT_PROMPT))
+    rule, seed = default_rule("sd")
+    spec = _spec(ids, DEFAULT_NEW, DEFAULT_GAMMA, rule_cache_key(rule), seed)
+    _payload(ids, DEFAULT_NEW, DEFAULT_GAMMA, rule_cache_key(rule), seed, 0, 0, "en")     # layer 1, head 1
+    _greedy_pair(ids, len(spec.tokens), DEFAULT_GAMMA)
+
+
 # ---- inputs --------------------------------------------------------------------------------------
 
 def _inputs(model: GPTModel) -> tuple[tuple[int, ...], int, int, RuleKey, int] | None:
@@ -108,8 +117,6 @@ def _inputs(model: GPTModel) -> tuple[tuple[int, ...], int, int, RuleKey, int] |
                               on_change=urlstate.sync, args=("sd_gamma", DEFAULT_GAMMA),
                               help=t("spec.gamma_help", cap=SPEC_MAX_GAMMA))
     rule, seed = rule_controls("sd")
-    s = rule.settings()
-    rule_key = (s["temperature"], s["top_k"], s["top_p"])
     with st.expander(t("spec.vocab_title", n=len(model.vocab))):
         st.markdown(" ".join(f"`{w}`" for w in model.vocab))
     try:
@@ -117,7 +124,7 @@ def _inputs(model: GPTModel) -> tuple[tuple[int, ...], int, int, RuleKey, int] |
         if not (1 <= int(gamma) <= SPEC_MAX_GAMMA):
             raise LimitError(t("spec.bad_gamma", g=gamma, cap=SPEC_MAX_GAMMA))
         ids = tuple(model.tokenizer.index[w] for w in tokens)
-        return ids, int(new), int(gamma), rule_key, seed
+        return ids, int(new), int(gamma), rule_cache_key(rule), seed
     except (LimitError, ValueError) as e:
         st.error(t("spec.bad_prompt", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
         return None

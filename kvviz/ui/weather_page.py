@@ -16,10 +16,11 @@ from kvviz.ui.frames import translator
 from kvviz.ui.frames import weather as frames_weather
 from kvviz.ui.i18n import current_lang, t
 from kvviz.ui.perf import timed
-from kvviz.ui.rule_controls import rule_controls
+from kvviz.ui.rule_controls import default_rule, rule_controls
 from kvviz.ui.runs import cached_run
 
 BASE = frames_weather.BASE     # the seed numbers positions 1..n; so does this page
+DEFAULT_NEW = 3
 EDITOR_VERSION = "weather_values_version"
 VALUES_BASE = "weather_values_base"
 
@@ -80,9 +81,9 @@ def _prompt_inputs() -> tuple[list[str] | None, int, bool]:
     text = c[0].text_input(t("weather.prompt"), value=" ".join(SEED_PROMPT), key="prompt",
                            bind="query-params", max_chars=MAX_PROMPT_CHARS,
                            help=t("weather.prompt_help", vocab=", ".join(VOCAB)))
-    urlstate.int_param("new", 3, 1, MAX_NEW_TOKENS)    # not bind: a bound number_input raises on ?new=inf
+    urlstate.int_param("new", DEFAULT_NEW, 1, MAX_NEW_TOKENS)    # not bind: a bound number_input raises on ?new=inf
     new = c[1].number_input(t("weather.new_tokens"), 1, MAX_NEW_TOKENS, key="new",
-                            on_change=urlstate.sync, args=("new", 3),
+                            on_change=urlstate.sync, args=("new", DEFAULT_NEW),
                             help=t("weather.new_tokens_help", cap=MAX_NEW_TOKENS))
     repair = c[2].toggle(t("weather.repair"), key="repair", bind="query-params", help=t("weather.repair_help"))
     try:
@@ -144,6 +145,15 @@ def render() -> None:
 
 
 # ---------------------------------------------------------------- the stepper
+
+def warm() -> None:
+    """The default visit's run and frames, made before the first visitor (kvviz/ui/warmup.py)."""
+    rule, seed = default_rule("weather")
+    values = check_values({w: DEFAULT_VALUES[w] for w in VOCAB})
+    key = (tuple(SEED_PROMPT), DEFAULT_NEW, tuple(values.items()), False, tuple(rule.settings().items()), seed)
+    _run(key)
+    _payload(key, "en")
+
 
 def _run(key: tuple) -> Run:
     prompt, new, values, repair, rule, seed = key

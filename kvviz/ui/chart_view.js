@@ -51,7 +51,8 @@ class Chart {
       return Promise.resolve();
     }
     delete this.el.dataset.pending;
-    return loadPlotly(data.plotly).then((Plotly) => {
+    // the stepper checked once plotly is there: by then the page's stepper exists
+    return loadPlotly(data.plotly).then((Plotly) => afterStepper().then(() => Plotly)).then((Plotly) => {
       if (gen !== this.gen || !this.el.isConnected) return false;
       this.el.querySelector(".kvc-error")?.remove();
       const f = themed(fig, themeOf(this.el), null);

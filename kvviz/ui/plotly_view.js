@@ -34,6 +34,19 @@ function loadPlotly(p) {
   return window.__kvsPlotly;
 }
 
+// ---------------------------------------------------------------- the stepper first
+// A page's stepper is what it is about: a single chart on a page whose stepper has not drawn its first
+// event yet waits for it (on a fresh browser both would share the one busy main thread), at most 2 s.
+const STEPPER_DRAWN = "kvs-drawn";        // the stepper's event on window after each drawing
+function afterStepper() {
+  if (!document.querySelector(".kvs-root:not([data-drawn])")) return Promise.resolve();
+  return new Promise((ok) => {
+    const done = () => { clearTimeout(timer); window.removeEventListener(STEPPER_DRAWN, done); ok(); };
+    const timer = setTimeout(done, 2000);
+    window.addEventListener(STEPPER_DRAWN, done);
+  });
+}
+
 // ---------------------------------------------------------------- theme for plotly, from Streamlit's CSS variables
 function themeOf(el) {
   const cs = getComputedStyle(el);

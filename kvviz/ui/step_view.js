@@ -376,6 +376,7 @@ class Stepper {
       if (this.step === n) {
         this.drawn = n;
         this.root.dataset.drawn = String(n);
+        window.dispatchEvent(new Event(STEPPER_DRAWN));       // single charts waiting for it (plotly_view.js)
         if (!this.present || this.fit()) this.root.dataset.fitted = String(n);   // tests wait for this
         this.prefetch();
       }

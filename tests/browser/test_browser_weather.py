@@ -17,7 +17,15 @@ def charts(tab):
     return tab.charts
 
 
+ORDER = """window.__drawnOrder = [];
+new MutationObserver(() => {
+  for (const [name, sel] of [["stepper", ".kvs-root[data-drawn]"], ["chart", ".kvc-chart[data-drawn='1']"]])
+    if (!window.__drawnOrder.includes(name) && document.querySelector(sel)) window.__drawnOrder.push(name);
+}).observe(document, {subtree: true, childList: true, attributes: true});"""
+
+
 def test_deep_link_to_the_stale_decode_keys_and_reveal(server, tab):
+    tab.page.add_init_script(ORDER)
     tab.goto(f"{server}/Weather_heads?step=2")
     assert tab.heading().startswith("Event 2 of 5: decode")
     main = tab.page.locator("[data-testid='stMain']")
@@ -27,6 +35,8 @@ def test_deep_link_to_the_stale_decode_keys_and_reveal(server, tab):
     # every chart, the stepper's and the causal mask below it, drawn by the vendored cartesian bundle:
     # Streamlit's 4.7 MB plotly chunk is never loaded (kvviz/ui/plotly_js.py)
     assert tab.page.locator(".kvc-chart[data-drawn='1']").count() == 1
+    # the causal mask, above the stepper, waited for the stepper's first drawing (plotly_view.js)
+    assert tab.page.evaluate("() => window.__drawnOrder") == ["stepper", "chart"]
     loaded = tab.page.evaluate("() => performance.getEntriesByType('resource').map((e) => e.name)")
     assert [u for u in loaded if u.endswith("/app/static/" + PLOTLY_BUNDLE)], loaded
     assert not [u for u in loaded if "PlotlyChart" in u]

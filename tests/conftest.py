@@ -252,8 +252,15 @@ class Page:
 
     def settle(self, timeout: int = 60_000) -> None:
         self.page.wait_for_timeout(200)
-        self.page.locator("[data-testid='stApp'][data-test-script-state='notRunning']").wait_for(
-            state="attached", timeout=timeout)
+        idle = self.page.locator("[data-testid='stApp'][data-test-script-state='notRunning']")
+        idle.wait_for(state="attached", timeout=timeout)
+        # a browser's first page with a stepper runs again whole once the stepper has drawn
+        # (step_view.whole_page): settled when its placeholder is gone
+        rest = self.page.locator(".st-key-kvs_rest")
+        if rest.count():
+            rest.wait_for(state="detached", timeout=timeout)
+            self.page.wait_for_timeout(200)
+            idle.wait_for(state="attached", timeout=timeout)
         self.page.wait_for_timeout(250)
 
     @property

@@ -167,3 +167,23 @@ def test_every_figure_a_payload_sends_is_valid_plotly():
     for pl in runs:
         for spec in pl.figs:
             go.Figure(spec)           # raises on any property plotly does not know
+
+
+@pytest.mark.app
+def test_a_browser_s_first_page_waits_below_its_stepper_and_a_button_shows_the_rest(monkeypatch):
+    # AppTest sends no browser User-Agent and gets whole pages; as a browser, the first page with a
+    # stepper stops below it (the stepper's first drawing then reruns it whole: browser test)
+    from kvviz.ui import step_view
+    from tests.conftest import no_exception, open_page
+    monkeypatch.setattr(step_view, "_is_browser", lambda: True)
+    at = open_page("pages/6_Paged_cache.py")
+    no_exception(at)
+    assert _data(at)["payload"] and at.button(key=step_view.REST_KEY).label.startswith("The rest of the page")
+    assert [h.value for h in at.header] == []                 # no section below the stepper yet
+    assert any(s.value.startswith("All ") for s in at.success)  # the run's check, just below it, is there
+    at.button(key=step_view.REST_KEY).click().run()
+    no_exception(at)
+    assert "Memory: paging against contiguous reservation" in [h.value for h in at.header]
+    assert not [b for b in at.button if b.key == step_view.REST_KEY]
+    at.switch_page("pages/4_Tiny_GPT.py").run()                # the rest of the session: whole pages
+    assert not [b for b in at.button if b.key == step_view.REST_KEY] and at.header

@@ -320,6 +320,8 @@ def render() -> None:
             nav.hidden_heading(t("stepper.section"))
             _stepper((tokens, new, vkey), n_events, model)
             _run_check(cmp, model)
+            if not step_view.whole_page():
+                return
     if presenter.presenting():
         return
     with st.expander(t("compress.positions_title")):

@@ -298,6 +298,8 @@ def render() -> None:
     step_view.url_step_notice(len(run.events))
     _stepper((tuple(tokens), new, rule_key, seed), len(run.events), model)    # first: the browser draws it
     downloads.trace_button(run, model.logit_tokens, "tiny_gpt")                # while the loops below run
+    if not step_view.whole_page():
+        return
     try:
         cmp = _compare(tuple(model.tokenizer.index[w] for w in tokens), new, rule_key, seed)
     except (LimitError, ValueError) as e:

@@ -298,6 +298,8 @@ def render() -> None:
     _stepper(s, run.total_steps)
     _check(run)
     _downloads(run)
+    if not step_view.whole_page():
+        return
     if not presenter.presenting():
         with st.expander(t("paged.requests_h")):
             st.dataframe(_shown_requests(run), hide_index=True, width="stretch")

@@ -314,6 +314,8 @@ def render() -> None:
     _stepper((ids, new, gamma, rule_key, seed), n_events, model)
     vocab = list(target.tokenizer.vocab)
     _download(spec, vocab)
+    if not step_view.whole_page():
+        return
     _summary(spec, ids, rule_key)
     _exactness(spec, ids, rule_key, seed, vocab)
     with st.expander(t("spec.more_title")):

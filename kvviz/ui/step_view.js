@@ -12,6 +12,7 @@ const OWN = 'input, textarea, select, [contenteditable="true"], [role="slider"],
 const OWN_SPACE = 'button, a[href], summary, [role="button"], [role="checkbox"], [role="switch"]';
 const REGIONS = ["top", "lead", "main", "side", "wide", "more"];
 const REPORT_MS = 250;          // the step goes to Python this long after the last press or tick
+const REST_KEY = "kvs_rest";    // step_view.REST_KEY: the placeholder of a page waiting for the first drawing
 const SPEEDS = [0.5, 1, 2, 4];  // autoplay, events per second
 
 // Material icons (check, hourglass_empty) as inline SVG: no icon font needed
@@ -377,6 +378,11 @@ class Stepper {
         this.drawn = n;
         this.root.dataset.drawn = String(n);
         window.dispatchEvent(new Event(STEPPER_DRAWN));       // single charts waiting for it (plotly_view.js)
+        // the page waits with its rest until this first drawing (step_view.whole_page): say it is done
+        if (!this.toldDrawn && this.setTriggerValue && document.querySelector(".st-key-" + REST_KEY)) {
+          this.toldDrawn = true;
+          this.setTriggerValue("drawn", true);
+        }
         if (!this.present || this.fit()) this.root.dataset.fitted = String(n);   // tests wait for this
         this.prefetch();
       }

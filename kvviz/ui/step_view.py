@@ -76,6 +76,9 @@ STEP_KEY = "step"            # the step Python knows (plain session state; clear
 _HERE = Path(__file__).parent
 _LAST = "_kvs_last_data"     # per component key: the data mounted last (reused by a step report)
 _REPORTED = "_kvs_reported"
+WHOLE = "_kvs_whole"         # this browser has drawn a stepper: pages run whole from now on
+_WHOLE_NOW = "_kvs_whole_now"    # set by the drawing's report: the fragment's rerun reruns the page
+REST_KEY = "kvs_rest"        # the placeholder button for the rest of a page (the stepper looks for it)
 
 
 _component = st.components.v2.component(
@@ -142,6 +145,42 @@ def _picked(key: str, on_pick: Callable[[int, int], None]) -> None:
     on_pick(row, col)
 
 
+def _is_browser() -> bool:
+    """A web browser runs this session (it will draw the stepper and say so); AppTest and scripted
+    clients send no browser User-Agent and always get whole pages."""
+    try:
+        return "Mozilla/" in (st.context.headers.get("User-Agent") or "")
+    except Exception:                          # noqa: BLE001 - no request context: not a browser
+        return False
+
+
+def _drawn(key: str) -> None:
+    """The stepper drew its first event while the page waited for it: run the page whole."""
+    st.session_state[_REPORTED] = key          # the fragment's rerun resends what the browser has
+    if not st.session_state.get(WHOLE):
+        st.session_state[WHOLE] = True
+        st.session_state[_WHOLE_NOW] = True
+
+
+def _show_rest() -> None:
+    st.session_state[WHOLE] = True
+
+
+def whole_page() -> bool:
+    """Whether the page goes on below its stepper in this run (call it right after the stepper).
+
+    A browser's first page with a stepper stops here: on a fresh browser everything below it
+    (sections, tables, metrics) shared the one busy main thread with the stepper's first drawing,
+    about a second on the Paged cache page (bench/server_profile.py, README *Measured*). Once the
+    stepper has drawn its first event it says so and the page runs again whole, for the rest of
+    the session. Meanwhile a button stands in for the rest (it shows it at once)."""
+    if st.session_state.get(WHOLE) or not _is_browser():
+        return True
+    st.button(t("stepper.rest_loading"), key=REST_KEY, on_click=_show_rest, icon=":material/more_down:",
+              type="tertiary", help=t("stepper.rest_loading_help"))
+    return False
+
+
 def stepper(payload: str, n_events: int, *, key: str, run_id: str,
             on_pick: Callable[[int, int], None] | None = None) -> int:
     """Mount the stepper (inside an ``@st.fragment``); returns the step Python knows.
@@ -152,6 +191,8 @@ def stepper(payload: str, n_events: int, *, key: str, run_id: str,
     a tile of the payload's pick grid was chosen (a callback: it runs before the fragment reruns;
     it must check the range itself).
     """
+    if st.session_state.pop(_WHOLE_NOW, False):
+        st.rerun(scope="app")                  # the first drawing's report: now the whole page
     step = current_step(n_events)
     last = st.session_state.get(_LAST, {}).get(key)
     if st.session_state.get(_REPORTED) == key and last is not None and last["payload"] == payload:
@@ -163,5 +204,6 @@ def stepper(payload: str, n_events: int, *, key: str, run_id: str,
     st.session_state.pop(_REPORTED, None)
     st.session_state.setdefault(_LAST, {})[key] = data
     callbacks = {"on_pick_change": functools.partial(_picked, key, on_pick)} if on_pick else {}
-    _component(key=key, data=data, on_step_change=functools.partial(_reported, key, n_events), **callbacks)
+    _component(key=key, data=data, on_step_change=functools.partial(_reported, key, n_events),
+               on_drawn_change=functools.partial(_drawn, key), **callbacks)
     return step

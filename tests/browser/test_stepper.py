@@ -100,3 +100,28 @@ def test_a_language_switch_keeps_the_step(server, tab):
     expect(tab.stepper_button("next")).to_contain_text("Siguiente")
     assert "step=4" in tab.page.url and "lang=es" in tab.page.url
     tab.assert_clean()
+
+
+SEEN = """window.__seen = {};
+new MutationObserver(() => {
+  const found = {rest: () => document.querySelector(".st-key-kvs_rest"),
+                 drawn: () => document.querySelector(".kvs-root[data-drawn]"),
+                 section: () => [...document.querySelectorAll("h2")].some((h) => h.textContent.startsWith("Memory"))};
+  for (const [name, test] of Object.entries(found)) if (!window.__seen[name] && test()) window.__seen[name] = performance.now();
+}).observe(document, {subtree: true, childList: true, attributes: true});"""
+
+
+def test_a_first_page_waits_below_its_stepper_until_it_has_drawn(server, tab):
+    # step_view.whole_page: the first page of a browser session stops below its stepper; the stepper's
+    # first drawing reruns it whole by itself (no click), and the stepper is not drawn again
+    tab.page.add_init_script(SEEN)
+    tab.goto(f"{server}/Paged_cache")
+    tab.page.get_by_role("heading", name="Memory: paging against contiguous reservation").wait_for(timeout=30_000)
+    tab.settle()
+    seen = tab.page.evaluate("() => window.__seen")
+    assert seen.get("rest") and seen["rest"] < seen["drawn"] < seen["section"], seen
+    assert tab.page.locator(".st-key-kvs_rest").count() == 0
+    assert tab.page.evaluate("() => window.__kvsLog.length") == 1      # one drawing of event 0, kept
+    tab.assert_clean()
+    tab.goto(f"{server}/Tiny_GPT")                   # the rest of the session: whole pages at once
+    assert tab.page.locator(".st-key-kvs_rest").count() == 0 and tab.page.locator("h2").count() > 1

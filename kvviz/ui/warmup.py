@@ -6,8 +6,10 @@ browser had already spent ≈ 1 s starting the frontend. ``app.py`` serves the a
 whose lifespan runs ``warm()`` before the server accepts its first request: the server answers
 its health check 2–3 s later, and the first visitor's page runs at once. (A background thread that
 let the server answer at once was slower: the import held the GIL while the server sent the
-frontend's files.) A module that fails to import is logged and skipped; its page imports it again
-and shows the error.
+frontend's files.) Then each page module's ``warm()`` makes that page's default run, frames and
+sections (its cached results), so that a default first visit computes nothing (1.8 s more here;
+tests/test_warmup.py checks that nothing is left). A module that fails to import, or a ``warm()``
+that fails, is logged and skipped; its page does the work again and shows the error.
 """
 from __future__ import annotations
 

@@ -210,8 +210,9 @@ def test_the_readout_copy_follows_weight_changes():
     assert model.head() is not first
     assert torch.equal(model.head(), model.transformer.wte.weight.t())
     x = torch.randn(3, 16)
-    with torch.no_grad():
-        assert torch.allclose(model.readout(x), x @ model.transformer.wte.weight.t())
+    with torch.no_grad():       # the copy and the transposed view go through different matmul kernels:
+        # equal up to float32 rounding (2 % of random inputs differed by 3e-8 near zero, over atol 1e-8)
+        assert torch.allclose(model.readout(x), x @ model.transformer.wte.weight.t(), atol=1e-6)
 
 
 def test_grouped_kv_heads_run_and_hold_fewer_heads_in_the_cache():

@@ -51,7 +51,8 @@ class Chart {
       return Promise.resolve();
     }
     delete this.el.dataset.pending;
-    // the stepper checked once plotly is there: by then the page's stepper exists
+    // the stepper checked once plotly is there: on a fresh browser the page's stepper exists by then
+    // (in a tab that has plotly already, a chart above the stepper may simply draw first)
     return loadPlotly(data.plotly).then((Plotly) => afterStepper().then(() => Plotly)).then((Plotly) => {
       if (gen !== this.gen || !this.el.isConnected) return false;
       this.el.querySelector(".kvc-error")?.remove();

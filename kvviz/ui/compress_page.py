@@ -320,7 +320,7 @@ def render() -> None:
             nav.hidden_heading(t("stepper.section"))
             _stepper((tokens, new, vkey), n_events, model)
             _run_check(cmp, model)
-            if not step_view.whole_page():
+            if not presenter.presenting() and not step_view.whole_page():
                 return
     if presenter.presenting():
         return

@@ -22,6 +22,7 @@ MODES = ("greedy", "sample")
 SAMPLE_BY_DEFAULT = {"sampling"}
 TAU_MAX = 5.0            # slider range; the engine accepts any finite τ ≥ 0
 TOP_K_MAX = 1_000        # widget range; a k above the vocabulary keeps every token
+TAU, TOP_P, SEED = 1.0, 1.0, 0     # what the widgets start at (top-k starts off)
 
 
 RuleKey = tuple[float, int | None, float | None]      # (temperature, top_k, top_p); temperature 0 = greedy
@@ -36,8 +37,8 @@ def rule_cache_key(rule: SelectionRule) -> RuleKey:
 def default_rule(key_prefix: str) -> tuple[SelectionRule, int]:
     """The rule and seed ``rule_controls(key_prefix)`` returns before anyone touches its widgets."""
     if key_prefix in SAMPLE_BY_DEFAULT:
-        return make_rule(1.0, None, 1.0), 0
-    return Greedy(), 0
+        return make_rule(TAU, None, TOP_P), SEED
+    return Greedy(), SEED
 
 
 def rule_controls(key_prefix: str) -> tuple[SelectionRule, int]:
@@ -52,19 +53,19 @@ def rule_controls(key_prefix: str) -> tuple[SelectionRule, int]:
         t("rule.mode"), MODES, required=True, format_func=lambda m: t(f"rule.mode_{m}"), key=key("rule"),
         on_change=urlstate.sync, args=(key("rule"), default_mode), help=t("rule.mode_help"), width="stretch")
     off = mode != "sample"
-    tau = c[1].slider(t("rule.temperature"), 0.0, TAU_MAX, 1.0, 0.05, key=key("tau"), bind="query-params",
+    tau = c[1].slider(t("rule.temperature"), 0.0, TAU_MAX, TAU, 0.05, key=key("tau"), bind="query-params",
                       disabled=off, help=t("rule.temperature_help"))
     # numbers through urlstate, not bind: a bound number_input raises on ?abc_seed=-inf
     urlstate.int_param(key("top_k"), None, 1, TOP_K_MAX)
-    urlstate.int_param(key("seed"), 0, 0, MAX_SEED)
+    urlstate.int_param(key("seed"), SEED, 0, MAX_SEED)
     top_k = c[2].number_input(t("rule.top_k"), min_value=1, max_value=TOP_K_MAX, step=1,
                               placeholder=t("rule.off"), key=key("top_k"), disabled=off,
                               on_change=urlstate.sync, args=(key("top_k"), None),
                               help=t("rule.top_k_help"))
-    top_p = c[3].slider(t("rule.top_p"), 0.01, 1.0, 1.0, 0.01, key=key("top_p"), bind="query-params",
+    top_p = c[3].slider(t("rule.top_p"), 0.01, 1.0, TOP_P, 0.01, key=key("top_p"), bind="query-params",
                         disabled=off, help=t("rule.top_p_help"))
     seed = c[4].number_input(t("rule.seed"), min_value=0, max_value=MAX_SEED, step=1, key=key("seed"),
-                             on_change=urlstate.sync, args=(key("seed"), 0), disabled=off,
+                             on_change=urlstate.sync, args=(key("seed"), SEED), disabled=off,
                              help=t("rule.seed_help"))
     if off:
         return Greedy(), int(seed)

@@ -164,6 +164,8 @@ class Stepper {
   destroy() {
     this.stop();
     clearTimeout(this.reportTimer);
+    clearTimeout(this.restTimer);
+    this.restWatch?.disconnect();
     document.removeEventListener("pointerdown", this.onOutside, true);
     document.removeEventListener("keydown", this.onOutside, true);
     this.observer?.disconnect();
@@ -378,15 +380,32 @@ class Stepper {
         this.drawn = n;
         this.root.dataset.drawn = String(n);
         window.dispatchEvent(new Event(STEPPER_DRAWN));       // single charts waiting for it (plotly_view.js)
-        // the page waits with its rest until this first drawing (step_view.whole_page): say it is done
-        if (!this.toldDrawn && this.setTriggerValue && document.querySelector(".st-key-" + REST_KEY)) {
-          this.toldDrawn = true;
-          this.setTriggerValue("drawn", true);
-        }
+        this.tellDrawn();
         if (!this.present || this.fit()) this.root.dataset.fitted = String(n);   // tests wait for this
         this.prefetch();
       }
-    });
+    }, (e) => { this.tellDrawn(); throw e; });    // a failed drawing must not hold the page back either
+  }
+
+  // The page may wait with its rest until this stepper's first drawing (step_view.whole_page: its
+  // placeholder button): say once that it is done. The button may come after a fast drawing (a tab
+  // that has plotly.js already): then watch for it a while.
+  tellDrawn() {
+    if (this.toldDrawn || !this.setTriggerValue) return;
+    const send = () => {
+      if (!this.root.isConnected || location.pathname !== this.path || !document.querySelector(".st-key-" + REST_KEY)) {
+        return false;
+      }
+      this.toldDrawn = true;
+      this.restWatch?.disconnect();
+      clearTimeout(this.restTimer);
+      this.setTriggerValue("drawn", true);
+      return true;
+    };
+    if (send() || this.restWatch) return;
+    this.restWatch = new MutationObserver(send);
+    this.restWatch.observe(document.body, { childList: true, subtree: true });
+    this.restTimer = setTimeout(() => this.restWatch?.disconnect(), 15000);
   }
 
   setHTML(el, html) {

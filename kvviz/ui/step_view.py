@@ -76,7 +76,8 @@ STEP_KEY = "step"            # the step Python knows (plain session state; clear
 _HERE = Path(__file__).parent
 _LAST = "_kvs_last_data"     # per component key: the data mounted last (reused by a step report)
 _REPORTED = "_kvs_reported"
-WHOLE = "_kvs_whole"         # this browser has drawn a stepper: pages run whole from now on
+_ANY = "*"                   # _REPORTED for whichever stepper the page has
+WHOLE = "_kvs_whole"         # this tab's session has drawn a stepper: pages run whole from now on
 _WHOLE_NOW = "_kvs_whole_now"    # set by the drawing's report: the fragment's rerun reruns the page
 REST_KEY = "kvs_rest"        # the placeholder button for the rest of a page (the stepper looks for it)
 
@@ -164,6 +165,7 @@ def _drawn(key: str) -> None:
 
 def _show_rest() -> None:
     st.session_state[WHOLE] = True
+    st.session_state[_REPORTED] = _ANY         # the stepper keeps what it shows (no redraw)
 
 
 def whole_page() -> bool:
@@ -172,8 +174,10 @@ def whole_page() -> bool:
     A browser's first page with a stepper stops here: on a fresh browser everything below it
     (sections, tables, metrics) shared the one busy main thread with the stepper's first drawing,
     about a second on the Paged cache page (bench/server_profile.py, README *Measured*). Once the
-    stepper has drawn its first event it says so and the page runs again whole, for the rest of
-    the session. Meanwhile a button stands in for the rest (it shows it at once)."""
+    stepper has drawn its first event it says so and the page runs again whole, as every page
+    does for the rest of the tab's session. Meanwhile a button stands in for the rest (it shows it
+    at once). Call it only where a rest follows (not in presenter mode on a page that shows
+    nothing more there)."""
     if st.session_state.get(WHOLE) or not _is_browser():
         return True
     st.button(t("stepper.rest_loading"), key=REST_KEY, on_click=_show_rest, icon=":material/more_down:",
@@ -195,7 +199,7 @@ def stepper(payload: str, n_events: int, *, key: str, run_id: str,
         st.rerun(scope="app")                  # the first drawing's report: now the whole page
     step = current_step(n_events)
     last = st.session_state.get(_LAST, {}).get(key)
-    if st.session_state.get(_REPORTED) == key and last is not None and last["payload"] == payload:
+    if st.session_state.get(_REPORTED) in (key, _ANY) and last is not None and last["payload"] == payload:
         data = last      # the rerun of a step report: send exactly what the browser has (nothing redraws)
     else:
         data = {"payload": payload, "start": step, "run": run_id, "plotly": plotly_js.PLOTLY,

@@ -47,9 +47,6 @@ def _first_calls() -> None:
     # visitor (a private function: skipped if a later Streamlit has none)
     from streamlit import delta_generator
     getattr(delta_generator, "_maybe_print_use_warning", lambda: None)()
-    from kvviz.ui import serve_files
-    serve_files.plotly_bundle()         # the charts' plotly.js, compressed once for every browser
-    serve_files.frontend_files()        # Streamlit's frontend files, read once
 
 
 def warm() -> list[str]:
@@ -67,6 +64,13 @@ def warm() -> list[str]:
     except Exception:                       # noqa: BLE001 - the first page makes these calls itself
         log.exception("warm-up: the first figure and tensor calls failed")
         failed.append("first calls")
+    try:                                # the middleware's files, read (and the bundle compressed) once
+        from kvviz.ui import serve_files
+        serve_files.plotly_bundle()
+        serve_files.frontend_files()
+    except Exception:                       # noqa: BLE001 - the first request reads them instead
+        log.exception("warm-up: reading the static files failed")
+        failed.append("static files")
     t1 = time.perf_counter()
     for name in MODULES:
         module = sys.modules.get(name)

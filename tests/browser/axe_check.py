@@ -38,13 +38,15 @@ KNOWN: list[Known] = []
 
 # Streamlit has finished: script done, no skeletons, nothing stale (greyed while rerunning), the
 # title drawn, every chart near the screen drawn (kvviz/ui/chart_view.js draws the others when they
-# come near it), a stepper (if any) has drawn its step.
+# come near it), a stepper (if any) has drawn its step, and the page is whole (no placeholder of
+# step_view.whole_page).
 SETTLED = """() => {
   const app = document.querySelector('[data-testid="stApp"]');
   return !!app && app.dataset.testScriptState === 'notRunning' && !!document.querySelector('h1')
     && !document.querySelector('[data-testid="stSkeleton"], [data-stale="true"]')
     && [...document.querySelectorAll('.kvc-chart')].every(c => c.hasAttribute('data-drawn') || c.dataset.pending === 'far')
-    && [...document.querySelectorAll('.kvs-root')].every(r => r.hasAttribute('data-drawn'));
+    && [...document.querySelectorAll('.kvs-root')].every(r => r.hasAttribute('data-drawn'))
+    && !document.querySelector('.st-key-kvs_rest');
 }"""
 
 

@@ -62,9 +62,10 @@ def warm() -> None:
     model = GPTModel(_tiny())
     tokens = tuple(prompt_tokens(model, DEFAULT_PROMPT))
     rule, seed = default_rule("gpt")
-    _run(tokens, DEFAULT_NEW, rule_cache_key(rule), seed)
-    _payload(tokens, DEFAULT_NEW, rule_cache_key(rule), seed, 0, 0, "en")      # layer 1, head 1
-    _compare(tuple(model.tokenizer.index[w] for w in tokens), DEFAULT_NEW, rule_cache_key(rule), seed)
+    rule_key = rule_cache_key(rule)
+    _run(tokens, DEFAULT_NEW, rule_key, seed)
+    _payload(tokens, DEFAULT_NEW, rule_key, seed, 0, 0, "en")      # layer 1, head 1
+    _compare(tuple(model.tokenizer.index[w] for w in tokens), DEFAULT_NEW, rule_key, seed)
 
 
 # ---- inputs --------------------------------------------------------------------------------------

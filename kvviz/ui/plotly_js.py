@@ -4,8 +4,9 @@ stepper (``step_view``) and the single charts (``charts.chart``) share to draw w
 Every chart of kvviz is drawn by plotly.js's cartesian bundle (heatmaps, bars, scatter lines: all
 the figures use), vendored as ``static/plotly-cartesian-<version>.min.js`` from the npm package
 ``plotly.js-cartesian-dist-min`` of the plotly.js version the ``plotly`` package builds figures for
-(tests/test_plotly_js.py checks). Streamlit's file serving of the app's ``static/`` folder
-(``server.enableStaticServing`` in .streamlit/config.toml) serves it at ``app/static/``. A fresh
+(tests/test_plotly_js.py checks), at ``app/static/``: sent from memory by app.py's middleware
+(kvviz/ui/serve_files.py), else by Streamlit's file serving of the app's ``static/`` folder
+(``server.enableStaticServing`` in .streamlit/config.toml). A fresh
 browser evaluates its 1.5 MB in ≈ 0.25 s; ``st.plotly_chart`` would load Streamlit's own 4.7 MB
 chunk of the full library, ≈ 1 s of a first visit's main thread on this 2-core machine (Chrome's
 profiler: the largest single item). If the bundle does not load (static serving switched off), the

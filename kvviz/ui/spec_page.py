@@ -96,8 +96,9 @@ def warm() -> None:
     target, _ = _pair()
     ids = tuple(target.tokenizer.index[w] for w in prompt_tokens(GPTModel(target), DEFAULT_PROMPT))
     rule, seed = default_rule("sd")
-    spec = _spec(ids, DEFAULT_NEW, DEFAULT_GAMMA, rule_cache_key(rule), seed)
-    _payload(ids, DEFAULT_NEW, DEFAULT_GAMMA, rule_cache_key(rule), seed, 0, 0, "en")     # layer 1, head 1
+    rule_key = rule_cache_key(rule)
+    spec = _spec(ids, DEFAULT_NEW, DEFAULT_GAMMA, rule_key, seed)
+    _payload(ids, DEFAULT_NEW, DEFAULT_GAMMA, rule_key, seed, 0, 0, "en")     # layer 1, head 1
     _greedy_pair(ids, len(spec.tokens), DEFAULT_GAMMA)
 
 

@@ -10,6 +10,7 @@ from kvviz.generation import Run
 from kvviz.limits import MAX_ABS_TOKEN_VALUE, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, LimitError
 from kvviz.models.weather import (D_K, DEFAULT_VALUES, SEED_PROMPT, VOCAB, WeatherModel, check_values,
                                   values_from_text, values_to_text)
+from kvviz.sampling import SelectionRule
 from kvviz.ui import downloads, fmt, nav, presenter, step_view, urlstate
 from kvviz.ui.charts import chart, figure_words
 from kvviz.ui.frames import translator
@@ -126,8 +127,7 @@ def render() -> None:
     if tokens is None or values is None:
         return
     try:   # the engine checks the words and the caps (a URL can bypass the widgets)
-        # everything the run depends on
-        key = (tuple(tokens), new, tuple(values.items()), repair, tuple(rule.settings().items()), seed)
+        key = _key(tokens, new, values, repair, rule, seed)
         run = _run(key)
     except (LimitError, ValueError) as e:
         st.error(t("weather.bad_prompt", reason=str(e), vocab=" ".join(VOCAB)), icon=":material/error:")
@@ -148,11 +148,16 @@ def render() -> None:
 
 def warm() -> None:
     """The default visit's run and frames, made before the first visitor (kvviz/ui/warmup.py)."""
-    rule, seed = default_rule("weather")
-    values = check_values({w: DEFAULT_VALUES[w] for w in VOCAB})
-    key = (tuple(SEED_PROMPT), DEFAULT_NEW, tuple(values.items()), False, tuple(rule.settings().items()), seed)
+    key = _key(SEED_PROMPT, DEFAULT_NEW, check_values({w: DEFAULT_VALUES[w] for w in VOCAB}), False,
+               *default_rule("weather"))
     _run(key)
     _payload(key, "en")
+
+
+def _key(tokens: list[str], new: int, values: dict[str, float], repair: bool, rule: SelectionRule,
+         seed: int) -> tuple:
+    """Everything the run depends on, hashable: (prompt, new, values, repair, rule, seed)."""
+    return tuple(tokens), new, tuple(values.items()), repair, tuple(rule.settings().items()), seed
 
 
 def _run(key: tuple) -> Run:

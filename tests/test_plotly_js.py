@@ -1,5 +1,6 @@
 """The plotly.js bundle every chart is drawn with (kvviz/ui/plotly_js.py): the right version, and
 every kind of trace the figure builders make."""
+import json
 import re
 from pathlib import Path
 
@@ -19,7 +20,7 @@ def test_the_bundle_is_the_plotly_js_the_figures_are_built_for():
     # the plotly package validates and writes figures for one plotly.js version; the browser must
     # draw them with that version (a newer plotly package needs a new bundle from npm)
     head = bundle_text()[:200]
-    assert re.search(r"plotly\.js \(cartesian - minified\) v(\S+)", head).group(1) == get_plotlyjs_version()
+    assert re.search(r"plotly\.js v(\S+) \(kvviz", head).group(1) == get_plotlyjs_version()
     assert get_plotlyjs_version() in plotly_js.PLOTLY_BUNDLE
     assert plotly_js.PLOTLY["bundle"].endswith("app/static/" + plotly_js.PLOTLY_BUNDLE)
 
@@ -31,7 +32,7 @@ def test_the_app_serves_its_static_folder():
 
 
 def test_every_trace_kind_the_builders_make_is_in_the_bundle():
-    # the cartesian bundle has a dozen trace kinds; one it lacks would draw nothing in the browser
+    # the bundle registers only the trace kinds kvviz draws; one it lacks would draw nothing in the browser
     have = set(re.findall(r'moduleType:"trace",name:"([a-z0-9]+)"', bundle_text()))
     assert {"bar", "heatmap", "scatter"} <= have
     used = set()
@@ -44,3 +45,17 @@ def test_every_trace_kind_the_builders_make_is_in_the_bundle():
                                r'histogram[a-z0-9]*|contour|image|table|sankey|funnel|waterfall|indicator)["\']', src))
     assert used, "no figure builder found"
     assert used <= have, f"trace kinds outside the bundle: {sorted(used - have)}"
+
+
+def test_the_bundle_is_built_from_the_recipe_in_tools():
+    # tools/plotly_bundle builds the bundle from the npm package plotly.js of the same version; its
+    # lock file pins what was built (rebuilding gives the same bytes: README, Charts)
+    recipe = ROOT / "tools" / "plotly_bundle"
+    package = json.loads((recipe / "package.json").read_text(encoding="utf-8"))
+    assert package["dependencies"]["plotly.js"] == get_plotlyjs_version()
+    lock = json.loads((recipe / "package-lock.json").read_text(encoding="utf-8"))
+    assert lock["packages"]["node_modules/plotly.js"]["version"] == get_plotlyjs_version()
+    entry = (recipe / "entry.js").read_text(encoding="utf-8")
+    registered = set(re.findall(r"require\('plotly\.js/lib/([a-z0-9]+)'\)", entry)) - {"core"}
+    have = set(re.findall(r'moduleType:"trace",name:"([a-z0-9]+)"', bundle_text()))
+    assert registered | {"scatter"} == have          # core brings scatter; nothing else slipped in

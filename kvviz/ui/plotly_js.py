@@ -1,15 +1,17 @@
 """Plotly.js in the browser: which file, how a page starts loading it, and the JavaScript that the
 stepper (``step_view``) and the single charts (``charts.chart``) share to draw with it.
 
-Every chart of kvviz is drawn by plotly.js's cartesian bundle (heatmaps, bars, scatter lines: all
-the figures use), vendored as ``static/plotly-cartesian-<version>.min.js`` from the npm package
-``plotly.js-cartesian-dist-min`` of the plotly.js version the ``plotly`` package builds figures for
-(tests/test_plotly_js.py checks), at ``app/static/``: sent from memory by app.py's middleware
+Every chart of kvviz is drawn by one plotly.js bundle with only the trace kinds the figures use
+(scatter, bar, heatmap; ``static/plotly-kvviz-<version>.min.js``, 1.2 MB), built from the npm package
+``plotly.js`` of the version the ``plotly`` package writes figures for by ``tools/plotly_bundle``
+(esbuild, the way plotly.js builds its own bundles; tests/test_plotly_js.py checks version and trace
+kinds), served at ``app/static/``: sent from memory by app.py's middleware
 (kvviz/ui/serve_files.py), else by Streamlit's file serving of the app's ``static/`` folder
-(``server.enableStaticServing`` in .streamlit/config.toml). A fresh
-browser evaluates its 1.5 MB in ≈ 0.25 s; ``st.plotly_chart`` would load Streamlit's own 4.7 MB
-chunk of the full library, ≈ 1 s of a first visit's main thread on this 2-core machine (Chrome's
-profiler: the largest single item). If the bundle does not load (static serving switched off), the
+(``server.enableStaticServing`` in .streamlit/config.toml). A fresh browser evaluates it in
+≈ 0.2–0.3 s on this 2-core machine; the distributed cartesian bundle (1.5 MB) took ≈ 0.8 s, its
+UMD wrapper making V8 compile the whole library before running it (``python bench/plotly_eval.py``);
+``st.plotly_chart`` would load Streamlit's own 4.7 MB chunk of the full library, ≈ 1 s of a first
+visit's main thread. If the bundle does not load (static serving switched off), the
 components import that chunk instead (``static/static/js/PlotlyChart.<hash>.js``, which sets
 ``window.Plotly`` too).
 """
@@ -24,7 +26,7 @@ import streamlit as st
 
 _HERE = Path(__file__).parent
 STATIC = _HERE.parents[1] / "static"             # the app's static folder (served at app/static/)
-PLOTLY_BUNDLE = "plotly-cartesian-4.1.1.min.js"   # in STATIC
+PLOTLY_BUNDLE = "plotly-kvviz-4.1.1.min.js"       # in STATIC, built by tools/plotly_bundle
 
 
 def plotly_chunk() -> str | None:

@@ -1,7 +1,7 @@
 // plotly.js for kvviz's components (the stepper, single charts): loading it, and drawing a figure in
 // the page's theme. kvviz/ui/plotly_js.py puts this file before each component's own code.
 
-// ---------------------------------------------------------------- plotly: our cartesian bundle, else Streamlit's chunk
+// ---------------------------------------------------------------- plotly: our partial bundle, else Streamlit's chunk
 // p = {bundle, chunk}: paths relative to Streamlit's static/js/index.*.js (see plotly_js.py). One
 // load per browser tab, shared through window by the page's preload (plotly_js.preload runs this
 // file too) and every component (each component's module has its own copy of this file); a failed

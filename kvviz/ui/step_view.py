@@ -58,7 +58,7 @@ settings; the fragment's rerun then mounts the payload for that view (the step s
 click costs one payload build (cached per view) and one transfer: the alternative, every view's
 frames in one payload, would multiply what each first visit loads by rows × cols.
 
-Plotly.js comes from ``kvviz/ui/plotly_js.py`` (a cartesian bundle in ``static/``, loaded once per
+Plotly.js comes from ``kvviz/ui/plotly_js.py`` (kvviz's partial bundle in ``static/``, loaded once per
 browser tab, shared with the single charts of ``kvviz/ui/charts.py``).
 """
 from __future__ import annotations

@@ -32,7 +32,7 @@ def test_deep_link_to_the_stale_decode_keys_and_reveal(server, tab):
     assert "differs by 1.0" in main.inner_text() and "max |Δ| = 1" in main.inner_text()
     tab.wait_drawn(2)
     assert_accessible(tab.page, "/Weather_heads?step=2")          # the accessibility scan of this page
-    # every chart, the stepper's and the causal mask below it, drawn by the vendored cartesian bundle:
+    # every chart, the stepper's and the causal mask below it, drawn by kvviz's plotly.js bundle:
     # Streamlit's 4.7 MB plotly chunk is never loaded (kvviz/ui/plotly_js.py)
     assert tab.page.locator(".kvc-chart[data-drawn='1']").count() == 1
     # the causal mask, above the stepper, waited for the stepper's first drawing (plotly_view.js)
@@ -42,7 +42,7 @@ def test_deep_link_to_the_stale_decode_keys_and_reveal(server, tab):
     assert not [u for u in loaded if "PlotlyChart" in u]
     # sent by app.py's st.App middleware: compressed once, cached by the browser for a year
     with urllib.request.urlopen(f"{server}/app/static/{PLOTLY_BUNDLE}") as r:
-        assert "immutable" in r.headers["Cache-Control"] and r.read(40).startswith(b"/**\n* plotly.js")
+        assert "immutable" in r.headers["Cache-Control"] and r.read(40).startswith(b"/*! plotly.js v")
     # and Streamlit's own files from memory: the same bytes, without the ETag of Streamlit's StaticFiles
     entry = next(u for u in loaded if re.search(r"/static/js/index\.[^/]+\.js$", u))
     with urllib.request.urlopen(entry) as r:

@@ -8,7 +8,6 @@ from tests.conftest import frame, frame_table, frame_text, no_exception, open_pa
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
 PAGE = "pages/2_Weather_heads.py"
-EDITOR = "weather_values_0"
 
 
 def heading(at) -> str:
@@ -53,10 +52,9 @@ def click(at, label: str):
     next(b for b in at.button if b.label == label).click().run()
 
 
-def edit_value(at, row: int, value, editor: str = EDITOR):
-    """Seed a cell edit the way the browser sends it (AppTest cannot type into the grid)."""
-    at.session_state[editor] = {"edited_rows": {row: {"value": value}}, "added_rows": [], "deleted_rows": []}
-    at.run()
+def edit_value(at, word: str, value, version: int = 0):
+    """Type ``value`` into the word's number input (a new set after each *Seed values*)."""
+    at.number_input(key=f"weather_value_{version}_{word}").set_value(value).run()
 
 
 def test_prefill_then_step_to_the_stale_decode():
@@ -114,14 +112,17 @@ def test_url_step_with_repair_restores_agreement():
 
 def test_invalid_values_and_prompts_get_a_message_then_edits_take_effect():
     at = open_page(PAGE)
-    for bad, words in (("abc", "not a number"), (None, "not a number"), ("inf", "finite"), (1e9, "between")):
-        edit_value(at, 1, bad)                        # row 1 = weather
+    assert [n.value for n in at.number_input if n.key.startswith("weather_value_")] == [10, 20, 1, 5, 7, 8, 2]
+    for bad in (1e9, -1e9):                           # a number input sends numbers: out of range is what can go wrong
+        edit_value(at, "weather", bad)
         no_exception(at)
-        assert any(words in e.value and "'weather'" in e.value for e in at.error), (bad, [e.value for e in at.error])
-        assert stepper(at) is None                    # nothing runs on a bad table
-    click(at, "Seed values")                          # a fresh table with the seed's values
+        assert any("between" in e.value and "'weather'" in e.value for e in at.error), (bad, [e.value for e in at.error])
+        assert stepper(at) is None                    # nothing runs on bad values
+    click(at, "Seed values")                          # fresh inputs with the seed's values
     assert not at.error and frame_with(at, "4:so").round(4).values.tolist()[0] == [10, 20, 20, 12.5]
-    edit_value(at, 1, 40, editor="weather_values_1")  # the reset gave the editor a new key
+    assert "values" not in at.query_params
+    edit_value(at, "weather", 40, version=1)          # the reset gave the inputs new keys
+    assert at.query_params["values"] == "weather:40"          # the address follows the inputs
     assert not at.error and heading(at).startswith("Event 0")
     assert frame_with(at, "4:so").round(4).values.tolist()[0] == [10, 40, 40, 22.5]
     for bad in ("Today sunny", "", "so " * 100):

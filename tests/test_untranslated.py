@@ -54,8 +54,6 @@ def _chart_and_table_words(at) -> set[str]:
             words += [trace.get("hovertemplate"), trace.get("name")]
             words += [(trace.get("colorbar") or {}).get("title", {}).get("text")]
     for df in at.dataframe:
-        if df.proto.editing_mode:      # data_editor: its headers are the column_config labels
-            continue
         words += [str(c) for c in df.value.columns]
     out = set()
     for w in words:

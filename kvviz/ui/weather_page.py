@@ -2,7 +2,6 @@
 decode, and the append-only cache that goes stale. The file in pages/ only sets up the frame."""
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from kvviz.figures import causal_mask_figure
@@ -29,14 +28,14 @@ VALUES_BASE = "weather_values_base"
 # ---------------------------------------------------------------- inputs
 
 def _bump_editor() -> None:
-    """Back to the seed's values: a fresh editor over the defaults, and none in the address."""
+    """Back to the seed's values: fresh inputs over the defaults, and none in the address."""
     st.session_state[EDITOR_VERSION] = st.session_state.get(EDITOR_VERSION, 0) + 1
     st.session_state[VALUES_BASE] = dict(DEFAULT_VALUES)
     st.query_params.pop("values", None)
 
 
 def _base_values() -> dict[str, float]:
-    """What the editor starts from: the defaults, or ``?values=so:4,nice:9`` on a new session."""
+    """What the inputs start from: the defaults, or ``?values=so:4,nice:9`` on a new session."""
     if VALUES_BASE not in st.session_state:
         st.session_state[VALUES_BASE] = dict(DEFAULT_VALUES)
         raw = st.query_params.get("values")
@@ -48,25 +47,26 @@ def _base_values() -> dict[str, float]:
     return st.session_state[VALUES_BASE]
 
 
-def _values_editor() -> tuple[dict[str, float] | None, str | None]:
-    """The editable value table: (values, None), or (None, message) when an entry is not a usable number."""
+def _values_inputs(columns: int) -> tuple[dict[str, float] | None, str | None]:
+    """One number input per vocabulary word, in ``columns`` columns: (values, None), or (None,
+    message) when a value is not usable (the engine's check_values says why). Plain number inputs,
+    not a data editor: the editor's grid is 1.2 MB of Streamlit's JavaScript that a first visit
+    waited for before the stepper appeared (README, *Measured*), and a canvas that screen readers
+    cannot read."""
     st.markdown(f"**{t('weather.values_heading')}**")
     start = _base_values()
-    base = pd.DataFrame({"token": VOCAB, "value": [start[w] for w in VOCAB]})   # stable input
-    edited = st.data_editor(
-        base, key=f"weather_values_{st.session_state.get(EDITOR_VERSION, 0)}", hide_index=True,
-        num_rows="fixed", disabled=["token"], width="stretch",
-        column_config={
-            "token": st.column_config.TextColumn(t("weather.col_token"), help=t("weather.col_token_help")),
-            "value": st.column_config.NumberColumn(
-                t("weather.col_value"), format="plain",
-                help=t("weather.col_value_help", cap=fmt.sig(MAX_ABS_TOKEN_VALUE))),
-        })
+    version = st.session_state.get(EDITOR_VERSION, 0)
+    entered = {}
+    for row in range(0, len(VOCAB), columns):        # row by row: the reading and Tab order is VOCAB's
+        for cell, w in zip(st.columns(columns), VOCAB[row:row + columns]):
+            entered[w] = cell.number_input(w, value=float(start[w]), step=1.0, format="%g",
+                                           key=f"weather_value_{version}_{w}",
+                                           help=t("weather.col_value_help", cap=fmt.sig(MAX_ABS_TOKEN_VALUE)))
     st.button(t("weather.values_reset"), icon=":material/restart_alt:", on_click=_bump_editor,
               help=t("weather.values_reset_help"))
     st.caption(t("weather.values_caption"))
     try:
-        values = check_values(dict(zip(edited["token"], edited["value"])))
+        values = check_values(entered)
     except LimitError as e:
         return None, t("weather.bad_value", reason=str(e))
     text = values_to_text(values)       # keep a shareable address: only what differs from the seed
@@ -98,11 +98,12 @@ def _prompt_inputs() -> tuple[list[str] | None, int, bool]:
 def _prompt_view(tokens: list[str], values: dict[str, float]) -> None:
     """The prompt as positions, tokens and values, and its causal mask."""
     st.markdown(f"**{t('weather.prompt_table')}**")
-    table = pd.DataFrame([[w for w in tokens], [fmt.sig(values[w]) for w in tokens]],
-                         index=[t("weather.col_token"), t("weather.col_value")],
-                         columns=[str(p + BASE) for p in range(len(tokens))])
-    table.index.name = t("charts.col_position")      # the corner cell: a table header is never empty
-    st.dataframe(table, width="stretch")
+    # a Markdown table (st.dataframe would load Streamlit's 1.2 MB grid before the stepper draws)
+    rows = [[t("charts.col_position")] + [str(p + BASE) for p in range(len(tokens))],
+            [t("weather.col_token")] + list(tokens),
+            [t("weather.col_value")] + [fmt.sig(values[w]) for w in tokens]]
+    st.markdown("\n".join(["| " + " | ".join(rows[0]) + " |", "|" + " --- |" * len(rows[0])]
+                          + ["| " + " | ".join(r) + " |" for r in rows[1:]]))
     labels = [f"{p + BASE}:{w}" for p, w in enumerate(tokens)]
     chart(causal_mask_figure(labels, t("weather.mask_title"), words=figure_words()), t("weather.mask_alt"),
           key="weather_mask_chart")
@@ -121,7 +122,7 @@ def render() -> None:
         # goes below the stepper, so that a step fits on one screen)
         left, right = (st.container(), None) if presenting else st.columns([1, 2], gap="large")
         with left:
-            values, problem = _values_editor()
+            values, problem = _values_inputs(4 if presenting else 2)
     if problem:                                # beside the table, where the prompt view would be
         (right or st).error(problem, icon=":material/error:")
     if tokens is None or values is None:

@@ -119,6 +119,7 @@ def logits_bar_spec(logits: Sequence[float], tokens: Sequence[str], chosen: int 
     pad = 0.2 * (hi - lo or 1.0)
     trace = {"type": "bar", "x": list(tokens), "y": logits, "marker": {"color": colors},
              "text": [f"{v:.3f}" for v in logits], "textposition": "outside", "textfont": {"size": 15},
+             "cliponaxis": False,     # a short chart (presenter mode) keeps the top bar's number whole
              "hovertemplate": "%{x}: logit %{y:.4f}<extra></extra>"}
     return {"data": [trace], "layout": _layout(
         title, 340, yaxis={"title": {"text": "logit"}, "range": [lo - pad, hi + pad], "zeroline": True})}

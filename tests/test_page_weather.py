@@ -122,6 +122,8 @@ def test_invalid_values_and_prompts_get_a_message_then_edits_take_effect():
     assert not at.error and frame_with(at, "4:so").round(4).values.tolist()[0] == [10, 20, 20, 12.5]
     assert "values" not in at.query_params
     edit_value(at, "weather", 40, version=1)          # the reset gave the inputs new keys
+    table = next(h.proto.body for h in at.get("html") if "kv-prompt-table" in h.proto.body)
+    assert "<th scope='row'>value</th><td>10</td><td>40</td><td>1</td><td>5</td>" in table   # the prompt view follows
     assert at.query_params["values"] == "weather:40"          # the address follows the inputs
     assert not at.error and heading(at).startswith("Event 0")
     assert frame_with(at, "4:so").round(4).values.tolist()[0] == [10, 40, 40, 22.5]

@@ -1,5 +1,6 @@
 """The plotly.js bundle every chart is drawn with (kvviz/ui/plotly_js.py): the right version, and
 every kind of trace the figure builders make."""
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -18,11 +19,13 @@ def bundle_text() -> str:
 
 def test_the_bundle_is_the_plotly_js_the_figures_are_built_for():
     # the plotly package validates and writes figures for one plotly.js version; the browser must
-    # draw them with that version (a newer plotly package needs a new bundle from npm)
+    # draw them with that version (a newer plotly package needs the bundle rebuilt by tools/plotly_bundle)
     head = bundle_text()[:200]
     assert re.search(r"plotly\.js v(\S+) \(kvviz", head).group(1) == get_plotlyjs_version()
     assert get_plotlyjs_version() in plotly_js.PLOTLY_BUNDLE
-    assert plotly_js.PLOTLY["bundle"].endswith("app/static/" + plotly_js.PLOTLY_BUNDLE)
+    # its address changes with its bytes (browsers keep it for a year)
+    digest = hashlib.sha256(BUNDLE.read_bytes()).hexdigest()[:12]
+    assert plotly_js.PLOTLY["bundle"].endswith(f"app/static/{plotly_js.PLOTLY_BUNDLE}?v={digest}")
 
 
 def test_the_app_serves_its_static_folder():
@@ -44,7 +47,8 @@ def test_every_trace_kind_the_builders_make_is_in_the_bundle():
         used |= set(re.findall(r'\btype"?\s*[=:]\s*["\'](bar|heatmap|scatter[a-z0-9]*|[a-z]+3d|pie|box|violin|'
                                r'histogram[a-z0-9]*|contour|image|table|sankey|funnel|waterfall|indicator)["\']', src))
     assert used, "no figure builder found"
-    assert used <= have, f"trace kinds outside the bundle: {sorted(used - have)}"
+    assert used <= have, (f"trace kinds outside the bundle: {sorted(used - have)}; register them in "
+                          "tools/plotly_bundle/entry.js and rebuild (README, Charts)")
 
 
 def test_the_bundle_is_built_from_the_recipe_in_tools():

@@ -8,7 +8,7 @@ Every chart of kvviz is drawn by one plotly.js bundle with only the trace kinds 
 kinds), served at ``app/static/``: sent from memory by app.py's middleware
 (kvviz/ui/serve_files.py), else by Streamlit's file serving of the app's ``static/`` folder
 (``server.enableStaticServing`` in .streamlit/config.toml). A fresh browser evaluates it in
-≈ 0.2–0.3 s on this 2-core machine; the distributed cartesian bundle (1.5 MB) took ≈ 0.8 s, its
+≈ 0.2–0.3 s on this 2-core machine; the distributed cartesian bundle (1.5 MB) took ≈ 0.9 s, its
 UMD wrapper making V8 compile the whole library before running it (``python bench/plotly_eval.py``);
 ``st.plotly_chart`` would load Streamlit's own 4.7 MB chunk of the full library, ≈ 1 s of a first
 visit's main thread. If the bundle does not load (static serving switched off), the
@@ -18,6 +18,7 @@ components import that chunk instead (``static/static/js/PlotlyChart.<hash>.js``
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -39,7 +40,10 @@ def plotly_chunk() -> str | None:
 
 # where the browser finds plotly.js, relative to Streamlit's own static/js/index.*.js (which sits
 # under the server's base path, so a deployment below a path prefix finds the files too)
-PLOTLY = {"bundle": "../../app/static/" + PLOTLY_BUNDLE, "chunk": plotly_chunk()}
+# (the bundle's address carries its content's hash: the server lets browsers keep it for a year,
+# and a rebuild with other trace kinds keeps the file name, which only carries plotly.js's version)
+BUNDLE_HASH = hashlib.sha256((STATIC / PLOTLY_BUNDLE).read_bytes()).hexdigest()[:12]
+PLOTLY = {"bundle": f"../../app/static/{PLOTLY_BUNDLE}?v={BUNDLE_HASH}", "chunk": plotly_chunk()}
 
 
 def module_js(own: Path) -> str:

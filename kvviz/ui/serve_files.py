@@ -12,7 +12,7 @@ Streamlit, uncompressed (a deployment's proxy compresses). Files above ``MAX_FIL
 libraries kvviz never loads) and anything else pass through to Streamlit.
 
 plotly.js (``plotly_js.PLOTLY_BUNDLE``, served at ``app/static/``): Streamlit's static serving would
-compress its 1.5 MB again for every new browser (≈ 0.08 s of the server's CPU) and send no caching
+compress its 1.2 MB again for every new browser (≈ 0.08 s of the server's CPU) and send no caching
 header; here it is compressed once and cached for a year (its name carries the plotly.js version).
 """
 from __future__ import annotations

@@ -2,6 +2,8 @@
 decode, and the append-only cache that goes stale. The file in pages/ only sets up the frame."""
 from __future__ import annotations
 
+import html
+
 import streamlit as st
 
 from kvviz.figures import causal_mask_figure
@@ -21,15 +23,15 @@ from kvviz.ui.runs import cached_run
 
 BASE = frames_weather.BASE     # the seed numbers positions 1..n; so does this page
 DEFAULT_NEW = 3
-EDITOR_VERSION = "weather_values_version"
+VALUES_VERSION = "weather_values_version"
 VALUES_BASE = "weather_values_base"
 
 
 # ---------------------------------------------------------------- inputs
 
-def _bump_editor() -> None:
+def _reset_values() -> None:
     """Back to the seed's values: fresh inputs over the defaults, and none in the address."""
-    st.session_state[EDITOR_VERSION] = st.session_state.get(EDITOR_VERSION, 0) + 1
+    st.session_state[VALUES_VERSION] = st.session_state.get(VALUES_VERSION, 0) + 1
     st.session_state[VALUES_BASE] = dict(DEFAULT_VALUES)
     st.query_params.pop("values", None)
 
@@ -55,14 +57,14 @@ def _values_inputs(columns: int) -> tuple[dict[str, float] | None, str | None]:
     cannot read."""
     st.markdown(f"**{t('weather.values_heading')}**")
     start = _base_values()
-    version = st.session_state.get(EDITOR_VERSION, 0)
+    version = st.session_state.get(VALUES_VERSION, 0)
     entered = {}
     for row in range(0, len(VOCAB), columns):        # row by row: the reading and Tab order is VOCAB's
         for cell, w in zip(st.columns(columns), VOCAB[row:row + columns]):
             entered[w] = cell.number_input(w, value=float(start[w]), step=1.0, format="%g",
                                            key=f"weather_value_{version}_{w}",
                                            help=t("weather.col_value_help", cap=fmt.sig(MAX_ABS_TOKEN_VALUE)))
-    st.button(t("weather.values_reset"), icon=":material/restart_alt:", on_click=_bump_editor,
+    st.button(t("weather.values_reset"), icon=":material/restart_alt:", on_click=_reset_values,
               help=t("weather.values_reset_help"))
     st.caption(t("weather.values_caption"))
     try:
@@ -95,15 +97,24 @@ def _prompt_inputs() -> tuple[list[str] | None, int, bool]:
     return tokens, int(new), bool(repair)
 
 
+def prompt_table_html(tokens: list[str], values: dict[str, float]) -> str:
+    """Positions, tokens and values as an HTML table that scrolls sideways in its column (up to
+    64 positions). Not st.dataframe: that loads Streamlit's 1.2 MB grid before the stepper draws."""
+    def row(head: str, cells: list[str], tag: str = "td") -> str:
+        return (f"<tr><th scope='row'>{html.escape(head)}</th>"
+                + "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in cells) + "</tr>")
+    # focusable, so that a keyboard can scroll it (axe: scrollable-region-focusable)
+    label = html.escape(t("weather.prompt_table"), quote=True)
+    return (f"<div class='kv-prompt-table' tabindex='0' role='region' aria-label='{label}'><table>"
+            f"<thead>{row(t('charts.col_position'), [str(p + BASE) for p in range(len(tokens))], 'th')}</thead>"
+            f"<tbody>{row(t('weather.col_token'), list(tokens))}"
+            f"{row(t('weather.col_value'), [fmt.sig(values[w]) for w in tokens])}</tbody></table></div>")
+
+
 def _prompt_view(tokens: list[str], values: dict[str, float]) -> None:
     """The prompt as positions, tokens and values, and its causal mask."""
     st.markdown(f"**{t('weather.prompt_table')}**")
-    # a Markdown table (st.dataframe would load Streamlit's 1.2 MB grid before the stepper draws)
-    rows = [[t("charts.col_position")] + [str(p + BASE) for p in range(len(tokens))],
-            [t("weather.col_token")] + list(tokens),
-            [t("weather.col_value")] + [fmt.sig(values[w]) for w in tokens]]
-    st.markdown("\n".join(["| " + " | ".join(rows[0]) + " |", "|" + " --- |" * len(rows[0])]
-                          + ["| " + " | ".join(r) + " |" for r in rows[1:]]))
+    st.html(prompt_table_html(tokens, values))
     labels = [f"{p + BASE}:{w}" for p, w in enumerate(tokens)]
     chart(causal_mask_figure(labels, t("weather.mask_title"), words=figure_words()), t("weather.mask_alt"),
           key="weather_mask_chart")
@@ -118,12 +129,12 @@ def render() -> None:
         tokens, new, repair = _prompt_inputs()
         rule, seed = rule_controls("weather")
         st.caption(t("stepper.rule_caption"))
-        # the values table beside the prompt view; in presenter mode both fold away (the prompt view
+        # the value inputs beside the prompt view; in presenter mode both fold away (the prompt view
         # goes below the stepper, so that a step fits on one screen)
         left, right = (st.container(), None) if presenting else st.columns([1, 2], gap="large")
         with left:
             values, problem = _values_inputs(4 if presenting else 2)
-    if problem:                                # beside the table, where the prompt view would be
+    if problem:                                # beside the inputs, where the prompt view would be
         (right or st).error(problem, icon=":material/error:")
     if tokens is None or values is None:
         return

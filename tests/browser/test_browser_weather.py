@@ -1,4 +1,4 @@
-"""The weather page in a real browser: deep link, keys, the BERT answer, a value typed into the table."""
+"""The weather page in a real browser: deep link, keys, the BERT answer, a value typed into its input."""
 import re
 import urllib.request
 from pathlib import Path
@@ -38,7 +38,7 @@ def test_deep_link_to_the_stale_decode_keys_and_reveal(server, tab):
     # the causal mask, above the stepper, waited for the stepper's first drawing (plotly_view.js)
     assert tab.page.evaluate("() => window.__drawnOrder") == ["stepper", "chart"]
     loaded = tab.page.evaluate("() => performance.getEntriesByType('resource').map((e) => e.name)")
-    assert [u for u in loaded if u.endswith("/app/static/" + PLOTLY_BUNDLE)], loaded
+    assert [u for u in loaded if f"/app/static/{PLOTLY_BUNDLE}?v=" in u], loaded
     assert not [u for u in loaded if "PlotlyChart" in u]
     # sent by app.py's st.App middleware: compressed once, cached by the browser for a year
     with urllib.request.urlopen(f"{server}/app/static/{PLOTLY_BUNDLE}") as r:

@@ -13,7 +13,8 @@ libraries kvviz never loads) and anything else pass through to Streamlit.
 
 plotly.js (``plotly_js.PLOTLY_BUNDLE``, served at ``app/static/``): Streamlit's static serving would
 compress its 1.2 MB again for every new browser (≈ 0.08 s of the server's CPU) and send no caching
-header; here it is compressed once and cached for a year (its name carries the plotly.js version).
+header; here it is compressed once and cached for a year (the pages load it at an address with a
+hash of its bytes, ``plotly_js.PLOTLY``, so a rebuilt bundle is fetched anew).
 """
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ def test_everything_else_is_left_to_streamlit():
     big = max((FRONTEND / "static" / "js").glob("*.js"), key=lambda p: p.stat().st_size)
     assert big.stat().st_size > serve_files.MAX_FILE
     entry = next((FRONTEND / "static" / "js").glob("index.*.js")).name
-    for path in ("/", "/ABC_miniature", "/_stcore/health", "/app/static/PLOTLY_LICENSE.txt",
+    for path in ("/", "/ABC_miniature/", "/No_such_page", "/_stcore/health", "/app/static/PLOTLY_LICENSE.txt",
                  "/static/js/no-such-file.js", "/static/js/../../index.html", "/static/",
                  f"/static/js/{big.name}"):
         assert _call(path) == (None, path)
@@ -81,3 +81,19 @@ def test_the_files_held_in_memory_are_streamlits_small_ones():
                if p.is_file() and p.stat().st_size <= serve_files.MAX_FILE}
     assert set(files) == on_disk and len(files) > 100
     assert sum(len(a.body) for a in files.values()) < 30e6
+
+
+def test_a_pages_address_gets_index_html_that_names_the_apps_base():
+    # Streamlit's index.html, plus the script that spares the browser its 404 probe of
+    # /<page>/_stcore/health; under any prefix, compressed when the browser accepts it
+    index = (FRONTEND / "index.html").read_bytes()
+    for prefix in ("", "/course", "/~/+"):
+        head, body = _call(f"{prefix}/Weather_heads", accept=b"identity")
+        assert body.replace(serve_files.BASE_URL_SCRIPT + b"\n  ", b"") == index
+        assert body.index(serve_files.BASE_URL_SCRIPT) < body.index(b"</head>")
+        assert head["content-type"] == "text/html; charset=utf-8" and head["cache-control"] == "no-cache"
+    head, body = _call("/ABC_miniature")
+    assert head["content-encoding"] == "gzip" and serve_files.BASE_URL_SCRIPT in gzip.decompress(body)
+    # every page of pages/, named by Streamlit's rule, and nothing else
+    assert serve_files.page_names() == {p.stem.split("_", 1)[1] for p in serve_files.PAGES_DIR.glob("*.py")}
+    assert "BACKEND_BASE_URL" in serve_files.BASE_URL_SCRIPT.decode()

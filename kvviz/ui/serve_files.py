@@ -15,6 +15,14 @@ plotly.js (``plotly_js.PLOTLY_BUNDLE``, served at ``app/static/``): Streamlit's 
 compress its 1.2 MB again for every new browser (≈ 0.08 s of the server's CPU) and send no caching
 header; here it is compressed once and cached for a year (the pages load it at an address with a
 hash of its bytes, ``plotly_js.PLOTLY``, so a rebuilt bundle is fetched anew).
+
+A page's own address (``/ABC_miniature``, below any prefix): Streamlit answers it with its
+index.html, whose code cannot tell the page's name from a base path, so it first asks for
+``/ABC_miniature/_stcore/health``, gets a 404, waits 100 ms and only then connects at ``/``:
+≈ 0.14 s of every first visit to a page's link. Here that index.html says where the app's base
+is (``window.__streamlit.BACKEND_BASE_URL``, the setting Streamlit reads for it, computed in the
+browser from its own address, so a proxy's prefix is kept), and the first health check is the one
+that answers.
 """
 from __future__ import annotations
 
@@ -25,12 +33,18 @@ from pathlib import Path
 from typing import NamedTuple
 
 from streamlit import file_util
+from streamlit.source_util import page_icon_and_name
 
 from kvviz.ui.plotly_js import PLOTLY_BUNDLE, STATIC
 
 MAX_FILE = 1_000_000                    # bytes; larger frontend files are left to Streamlit
 CACHE_FOREVER = b"public, immutable, max-age=31536000"
 BUNDLE_PATH = "/app/static/" + PLOTLY_BUNDLE
+PAGES_DIR = Path(__file__).resolve().parents[2] / "pages"
+NO_CACHE = b"no-cache"                  # as Streamlit sends index.html: asked for again on every visit
+# before Streamlit's code: the app's base is the page's address without its last segment (the page)
+BASE_URL_SCRIPT = (b"<script>window.__streamlit = Object.assign({BACKEND_BASE_URL: location.origin + "
+                   b"location.pathname.replace(/[^/]*$/, '')}, window.__streamlit)</script>")
 
 
 class Asset(NamedTuple):
@@ -66,10 +80,29 @@ def plotly_bundle() -> Asset:
     return Asset(raw, gzip.compress(raw, compresslevel=9, mtime=0), _content_type(PLOTLY_BUNDLE))
 
 
+@functools.cache
+def page_names() -> frozenset[str]:
+    """The last segment of each page's address, by Streamlit's own rule (``1_ABC_miniature.py``:
+    ``ABC_miniature``)."""
+    return frozenset(page_icon_and_name(p)[1] for p in PAGES_DIR.glob("*.py"))
+
+
+@functools.cache
+def page_html() -> Asset:
+    """Streamlit's index.html with ``BASE_URL_SCRIPT`` at the end of its head, for a page's address
+    (an inline script runs while the page is read, Streamlit's code, a module, after that)."""
+    index = (Path(file_util.get_static_dir()) / "index.html").read_bytes()
+    end = index.index(b"</head>")
+    body = index[:end] + BASE_URL_SCRIPT + b"\n  " + index[end:]
+    return Asset(body, gzip.compress(body, compresslevel=9, mtime=0), _content_type("index.html"))
+
+
 def find(path: str) -> Asset | None:
     """What answers ``path`` (under any base path), or None: Streamlit's."""
     if path.endswith(BUNDLE_PATH):
         return plotly_bundle()
+    if path.rpartition("/")[2] in page_names():
+        return page_html()
     i = path.rfind("/static/", 0, len(path) - 1)
     while i >= 0:                       # a base path may itself contain /static/
         found = frontend_files().get(path[i:])
@@ -99,8 +132,9 @@ class ServeFromMemory:
             return
         gzipped = asset.gzipped is not None and b"gzip" in _header(scope, b"accept-encoding")
         body = asset.gzipped if gzipped else asset.body
+        cache = NO_CACHE if asset.content_type.startswith(b"text/html") else CACHE_FOREVER
         headers = [(b"content-type", asset.content_type), (b"content-length", str(len(body)).encode()),
-                   (b"cache-control", CACHE_FOREVER), (b"x-content-type-options", b"nosniff")]
+                   (b"cache-control", cache), (b"x-content-type-options", b"nosniff")]
         if asset.gzipped is not None:
             headers.append((b"vary", b"Accept-Encoding"))
         if gzipped:

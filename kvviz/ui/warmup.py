@@ -68,6 +68,8 @@ def warm() -> list[str]:
         from kvviz.ui import serve_files
         serve_files.plotly_bundle()
         serve_files.frontend_files()
+        serve_files.page_html()
+        serve_files.page_names()
     except Exception:                       # noqa: BLE001 - the first request reads them instead
         log.exception("warm-up: reading the static files failed")
         failed.append("static files")

@@ -56,7 +56,7 @@ class Chart {
     return loadPlotly(data.plotly).then((Plotly) => afterStepper().then(() => Plotly)).then((Plotly) => {
       if (gen !== this.gen || !this.el.isConnected) return false;
       this.el.querySelector(".kvc-error")?.remove();
-      const f = themed(fig, themeOf(this.el), null);
+      const f = themed(fig, themeOf(this.el), null, this.el.clientWidth);
       return Plotly.react(this.el, f.data, f.layout, plotConfig(data.fmt, data.alt)).then(() => true);
     }).then((done) => {
       if (!done || gen !== this.gen) return;

@@ -64,7 +64,8 @@ function themeOf(el) {
 const AXIS = (th) => ({ automargin: true, gridcolor: th.border, zerolinecolor: th.border, linecolor: th.border,
   title: { standoff: 12 } });
 
-function themed(fig, th, height) {
+// a figure in the page's theme, ``height`` px high (null: its own), margins fitted for ``width`` px
+function themed(fig, th, height, width) {
   const layout = { ...fig.layout };
   layout.paper_bgcolor = "rgba(0,0,0,0)";
   layout.plot_bgcolor = "rgba(0,0,0,0)";
@@ -92,7 +93,89 @@ function themed(fig, th, height) {
     }
   }
   layout.autosize = true;
-  return { data, layout };
+  return fitMargins({ data, layout }, th.font, width || 700);
+}
+
+// ---------------------------------------------------------------- margins wide enough before the first drawing
+// Plotly's automargin draws a figure, measures its tick labels, axis titles and colour bar, and, as the
+// margins were too narrow for them, draws it all again: twice the work for most kvviz figures (a third
+// of a fresh page's first drawing). fitMargins estimates those margins from the same texts first
+// (measureText in the figure's font; constants fitted to plotly 4.1's placement, a few pixels to
+// spare), so that plotly finds them wide enough and draws once. A figure with a legend keeps its
+// margins; where an estimate falls short, automargin widens the margin as before.
+const PAD = 12;                 // plotly's room beyond whatever pushes a margin
+let measureCtx = null;
+function textWidth(text, size, family) {
+  measureCtx = measureCtx || document.createElement("canvas").getContext("2d");
+  measureCtx.font = `${size}px ${family}`;
+  return Math.max(0, ...String(text).split(/<br\s*\/?>/i)
+    .map((line) => measureCtx.measureText(line.replace(/<[^>]*>/g, "")).width));
+}
+// the widest tick label plotly writes for numbers in [lo, hi], as wide as that many 8s
+function numberLabel(lo, hi) {
+  const big = Math.max(Math.abs(lo), Math.abs(hi));
+  const step = Math.abs(hi - lo) / 8 || 1;
+  const s = big >= 1e4 ? "888.8k" : "8".repeat(Math.max(1, Math.floor(Math.log10(big || 1)) + 1)) +
+    (step < 1 ? "." + "8".repeat(Math.min(4, Math.ceil(-Math.log10(step)))) : "");
+  return (lo < 0 ? "−" : "") + s;
+}
+// an axis's tick labels as far as the figure says them: categories, tick texts, or a number template
+function tickTexts(fig, key) {
+  const ax = fig.layout[key];
+  if (ax.visible === false || ax.showticklabels === false) return [];
+  if (ax.ticktext) return ax.ticktext.map(String);
+  if (ax.tickvals && ax.tickvals.every((v) => typeof v === "number")) return ax.tickvals.map(String);
+  const letter = key[0], id = letter + key.slice(5);
+  const texts = [], nums = (ax.range || []).filter((v) => typeof v === "number");
+  for (const tr of fig.data) {
+    if ((tr[letter + "axis"] || letter) !== id) continue;
+    const values = tr[letter] || [];
+    for (const v of values) (typeof v === "string" ? texts : nums).push(v);
+    if (!values.length && tr.z) nums.push(0, (letter === "x" ? tr.z[0] || [] : tr.z).length - 1);
+    if (tr.type === "bar" && (tr.orientation === "h") === (letter === "x")) nums.push(0);
+  }
+  return nums.length ? texts.concat([numberLabel(Math.min(...nums), Math.max(...nums))]) : texts;
+}
+function fitMargins(fig, family, width) {
+  const L = fig.layout;
+  if (L.showlegend || fig.data.filter((d) => d.type !== "heatmap" && d.showlegend !== false).length > 1) return fig;
+  const base = (L.font && L.font.size) || 12;
+  const need = {};
+  const more = (side, px) => { need[side] = Math.max(need[side] || 0, px); };
+  for (const key of Object.keys(L)) {
+    if (!/^[xy]axis\d*$/.test(key) || L[key].visible === false) continue;
+    const ax = L[key];
+    const size = (ax.tickfont && ax.tickfont.size) || base;
+    const texts = tickTexts(fig, key);
+    const w = texts.length ? Math.max(...texts.map((s) => textWidth(s, size, family))) : 0;
+    const a = Math.abs(ax.tickangle || 0) * Math.PI / 180;
+    const tsize = (ax.title && ax.title.font && ax.title.font.size) || Math.round(1.2 * base);
+    const title = !(ax.title && ax.title.text) ? 0 : ax.title.standoff === undefined ? tsize : 0.7 * tsize + ax.title.standoff;
+    if (key[0] === "x") {
+      const labels = texts.length ? w * Math.sin(a) + (size + 13) * Math.cos(a) + 0.7 * size * Math.sin(a) : 0;
+      more(ax.side === "top" ? "t" : "b", labels + title + PAD);
+      if (texts.length && a) more("l", textWidth(texts[0], size, family) * Math.cos(a) + PAD);   // the first label, slanted
+    } else {
+      more(ax.side === "right" ? "r" : "l", (texts.length ? w + 7 : 0) + title + PAD);
+    }
+  }
+  // colour bars (a heatmap's own, or the shared coloraxis), beside the plot at 1.02 of its width
+  const bars = fig.data.filter((d) => d.type === "heatmap" && !d.coloraxis && d.showscale !== false)
+    .map((d) => [d.colorbar || {}, d.zmin ?? 0, d.zmax ?? 1]);
+  if (L.coloraxis && L.coloraxis.showscale !== false) {
+    bars.push([L.coloraxis.colorbar || {}, L.coloraxis.cmin ?? 0, L.coloraxis.cmax ?? 1]);
+  }
+  for (const [cb, lo, hi] of bars) {
+    if (cb.x !== undefined) return fig;                     // placed by hand: left to automargin
+    const size = (cb.tickfont && cb.tickfont.size) || base;
+    const plot = 0.02 * Math.max(0, width - (need.l || 80) - 100);
+    const labels = (cb.thickness ?? 30) + textWidth(numberLabel(lo, hi), size, family) + 30;
+    const title = cb.title && cb.title.text ? 1.2 * textWidth(cb.title.text, (cb.title.font && cb.title.font.size) || base, family) + 34 : 0;
+    more("r", plot + Math.max(labels, title) + 4);
+  }
+  const m = { ...(L.margin || {}) };
+  for (const [s, px] of Object.entries(need)) m[s] = Math.max(m[s] ?? 80, Math.ceil(px + 4));
+  return { data: fig.data, layout: { ...L, margin: m } };
 }
 
 // plotly's config: no logo; the toolbar's download in the app's chosen format, named after the chart

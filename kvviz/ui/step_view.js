@@ -466,7 +466,7 @@ class Stepper {
       d.style.cssText = "visibility:hidden;position:absolute;left:0;right:0;top:0";
       slot.appendChild(d);
       let fig = this.figCache.get(key);
-      if (!fig) { fig = themed(this.P.figs[figIndex], this.theme, h); this.figCache.set(key, fig); }
+      if (!fig) { fig = themed(this.P.figs[figIndex], this.theme, h, slot.clientWidth); this.figCache.set(key, fig); }
       return Plotly.newPlot(d, fig.data, fig.layout, plotConfig(this.fmt, alt)).then(() => {
         if (pick && this.P.pick) this.pickGrid(d, fig);
         if (d.dataset.key !== slot.dataset.shown) d.style.cssText = "display:none";

@@ -130,3 +130,23 @@ def test_a_first_page_waits_below_its_stepper_until_it_has_drawn(server, tab):
     tab.page.get_by_role("heading", name="Verification: with and without the cache").wait_for(timeout=30_000)
     tab.settle()
     assert "rest" not in tab.page.evaluate("() => window.__seen")
+
+
+def test_a_pages_link_connects_at_once_and_its_charts_draw_in_one_pass(server, tab):
+    # serve_files.page_html: the page's own address names the app's base, so the browser asks no
+    # /Weather_heads/_stcore/health first (a 404 and 100 ms of waiting); plotly_view.fitMargins: the
+    # margins are wide enough before the first drawing, so automargin draws no figure a second time
+    asked = []
+    tab.page.on("request", lambda r: asked.append(r.url))
+    tab.goto(f"{server}/Weather_heads?lang=de")
+    tab.wait_drawn(0)
+    health = [u for u in asked if u.endswith("/_stcore/health")]
+    assert health and all(u == f"{server}/_stcore/health" for u in health), health
+    # automargin draws a figure again only when it must widen a margin: the margins plotly used are
+    # the ones the figure came with
+    drawn = tab.page.evaluate("""() => [...document.querySelectorAll('.kvs-root .kvs-fig')]
+        .filter((d) => d.offsetParent).map((d) => [d._fullLayout.margin, d._fullLayout._size])""")
+    assert len(drawn) == 2, drawn
+    for margin, size in drawn:
+        assert all(size[s] == margin[s] for s in "lrtb"), (margin, size)
+    tab.assert_clean()

@@ -1,6 +1,7 @@
 """The middleware that sends static files from memory (kvviz/ui/serve_files.py): plotly.js compressed
 once, Streamlit's frontend files as Streamlit sends them, everything else left to Streamlit."""
 import asyncio
+import concurrent.futures
 import gzip
 import re
 from pathlib import Path
@@ -25,7 +26,9 @@ def _call(path: str, method: str = "GET", accept: bytes = b"gzip, deflate", extr
 
     scope = {"type": kind, "method": method, "path": path,
              "headers": [(b"accept-encoding", accept), *extra]}
-    asyncio.run(serve_files.ServeFromMemory(streamlit_app)(scope, None, send))
+    # in a thread of its own: a browser test before it in this worker leaves playwright's loop running
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, serve_files.ServeFromMemory(streamlit_app)(scope, None, send)).result()
     if passed:
         return None, passed[0]
     assert sent[0]["status"] == 200

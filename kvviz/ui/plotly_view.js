@@ -93,7 +93,7 @@ function themed(fig, th, height, width) {
     }
   }
   layout.autosize = true;
-  return fitMargins({ data, layout }, th.font, width || 700);
+  return fitMargins({ data, layout }, th.font, width || 700, height);
 }
 
 // ---------------------------------------------------------------- margins wide enough before the first drawing
@@ -123,38 +123,51 @@ function numberLabel(lo, hi) {
 function tickTexts(fig, key) {
   const ax = fig.layout[key];
   if (ax.visible === false || ax.showticklabels === false) return [];
-  if (ax.ticktext) return ax.ticktext.map(String);
-  if (ax.tickvals && ax.tickvals.every((v) => typeof v === "number")) return ax.tickvals.map(String);
+  if (Array.isArray(ax.ticktext)) return ax.ticktext.map(String);
+  if (Array.isArray(ax.tickvals) && ax.tickvals.every((v) => typeof v === "number")) return ax.tickvals.map(String);
   const letter = key[0], id = letter + key.slice(5);
-  const texts = [], nums = (ax.range || []).filter((v) => typeof v === "number");
+  const texts = [], nums = (Array.isArray(ax.range) ? ax.range : []).filter((v) => typeof v === "number");
   for (const tr of fig.data) {
     if ((tr[letter + "axis"] || letter) !== id) continue;
-    const values = tr[letter] || [];
+    const values = Array.isArray(tr[letter]) ? tr[letter] : [];
     for (const v of values) (typeof v === "string" ? texts : nums).push(v);
-    if (!values.length && tr.z) nums.push(0, (letter === "x" ? tr.z[0] || [] : tr.z).length - 1);
+    if (!values.length && Array.isArray(tr.z)) nums.push(0, ((letter === "x" ? tr.z[0] : tr.z) || []).length - 1);
     if (tr.type === "bar" && (tr.orientation === "h") === (letter === "x")) nums.push(0);
   }
-  return nums.length ? texts.concat([numberLabel(Math.min(...nums), Math.max(...nums))]) : texts;
+  if (!nums.length) return texts;
+  let lo = Infinity, hi = -Infinity;
+  for (const v of nums) { if (v < lo) lo = v; if (v > hi) hi = v; }
+  return texts.concat([numberLabel(lo, hi)]);
 }
-function fitMargins(fig, family, width) {
+function fitMargins(fig, family, width, height) {
+  try {
+    return fitted(fig, family, width, height);
+  } catch (e) {
+    return fig;                 // a figure this does not understand: automargin as before
+  }
+}
+function fitted(fig, family, width, height) {
   const L = fig.layout;
-  if (L.showlegend || fig.data.filter((d) => d.type !== "heatmap" && d.showlegend !== false).length > 1) return fig;
+  if (L.showlegend || (L.margin && L.margin.autoexpand === false) ||
+      fig.data.filter((d) => d.type !== "heatmap" && d.showlegend !== false).length > 1) return fig;
   const base = (L.font && L.font.size) || 12;
   const need = {};
   const more = (side, px) => { need[side] = Math.max(need[side] || 0, px); };
   for (const key of Object.keys(L)) {
-    if (!/^[xy]axis\d*$/.test(key) || L[key].visible === false) continue;
+    if (!/^[xy]axis\d*$/.test(key) || !L[key] || L[key].visible === false || L[key].automargin === false) continue;
     const ax = L[key];
     const size = (ax.tickfont && ax.tickfont.size) || base;
     const texts = tickTexts(fig, key);
-    const w = texts.length ? Math.max(...texts.map((s) => textWidth(s, size, family))) : 0;
-    const a = Math.abs(ax.tickangle || 0) * Math.PI / 180;
+    let w = 0;
+    for (const t of texts) w = Math.max(w, textWidth(t, size, family));
+    const a = Number.isFinite(ax.tickangle) ? Math.abs(ax.tickangle) * Math.PI / 180 : 0;
+    const sin = Math.abs(Math.sin(a)), cos = Math.abs(Math.cos(a));
     const tsize = (ax.title && ax.title.font && ax.title.font.size) || Math.round(1.2 * base);
     const title = !(ax.title && ax.title.text) ? 0 : ax.title.standoff === undefined ? tsize : 0.7 * tsize + ax.title.standoff;
     if (key[0] === "x") {
-      const labels = texts.length ? w * Math.sin(a) + (size + 13) * Math.cos(a) + 0.7 * size * Math.sin(a) : 0;
+      const labels = texts.length ? w * sin + (size + 13) * cos + 0.7 * size * sin : 0;
       more(ax.side === "top" ? "t" : "b", labels + title + PAD);
-      if (texts.length && a) more("l", textWidth(texts[0], size, family) * Math.cos(a) + PAD);   // the first label, slanted
+      if (texts.length && a) more("l", textWidth(texts[0], size, family) * cos + PAD);   // the first label, slanted
     } else {
       more(ax.side === "right" ? "r" : "l", (texts.length ? w + 7 : 0) + title + PAD);
     }
@@ -173,8 +186,13 @@ function fitMargins(fig, family, width) {
     const title = cb.title && cb.title.text ? 1.2 * textWidth(cb.title.text, (cb.title.font && cb.title.font.size) || base, family) + 34 : 0;
     more("r", plot + Math.max(labels, title) + 4);
   }
-  const m = { ...(L.margin || {}) };
-  for (const [s, px] of Object.entries(need)) m[s] = Math.max(m[s] ?? 80, Math.ceil(px + 4));
+  // never narrower than before; never leaving the plot less than 64 px (plotly's own floor)
+  const before = { l: 80, r: 80, t: 100, b: 80, ...(L.margin || {}) };
+  const m = { ...before };
+  for (const [s, px] of Object.entries(need)) if (Number.isFinite(px)) m[s] = Math.max(before[s], Math.ceil(px + 4));
+  const h = height || L.height || 450;
+  if (m.l + m.r > width - 64) { m.l = before.l; m.r = before.r; }
+  if (m.t + m.b > h - 64) { m.t = before.t; m.b = before.b; }
   return { data: fig.data, layout: { ...L, margin: m } };
 }
 

@@ -84,7 +84,7 @@ def plotly_bundle() -> Asset:
 def page_names() -> frozenset[str]:
     """The last segment of each page's address, by Streamlit's own rule (``1_ABC_miniature.py``:
     ``ABC_miniature``)."""
-    return frozenset(page_icon_and_name(p)[1] for p in PAGES_DIR.glob("*.py"))
+    return frozenset(name for p in PAGES_DIR.glob("*.py") if (name := page_icon_and_name(p)[1]))
 
 
 @functools.cache

@@ -63,3 +63,10 @@ def test_the_bundle_is_built_from_the_recipe_in_tools():
     registered = set(re.findall(r"require\('plotly\.js/lib/([a-z0-9]+)'\)", entry)) - {"core"}
     have = set(re.findall(r'moduleType:"trace",name:"([a-z0-9]+)"', bundle_text()))
     assert registered | {"scatter"} == have          # core brings scatter; nothing else slipped in
+
+
+def test_the_preload_script_survives_streamlits_sanitizer():
+    # DOMPurify (st.html) removes an element whose text has "<" before a letter, "/" or "!": the
+    # page would then start loading plotly.js only when the stepper mounts, and show a gap
+    inner = plotly_js._PRELOAD_HTML.removeprefix("<script data-kvs-preload>").removesuffix("</script>")
+    assert not re.findall(r"<[/\w!]", inner), re.findall(r".{30}<[/\w!].{10}", inner)

@@ -61,5 +61,7 @@ _PRELOAD_HTML = ("<script data-kvs-preload>\n(() => {\n" + (_HERE / "plotly_view
 
 def preload() -> None:
     """Start loading plotly.js (``nav.page_setup`` does, first thing on pages with charts); the
-    element takes no room (style.css)."""
+    element takes no room (style.css). Streamlit passes st.html through DOMPurify, which drops an
+    element whose text holds "<" before a letter, "/" or "!" (its guard against markup hidden in
+    text): plotly_view.js must not, or the script is silently gone (tests/test_plotly_js.py)."""
     st.html(_PRELOAD_HTML, unsafe_allow_javascript=True)

@@ -108,7 +108,7 @@ let measureCtx = null;
 function textWidth(text, size, family) {
   measureCtx = measureCtx || document.createElement("canvas").getContext("2d");
   measureCtx.font = `${size}px ${family}`;
-  return Math.max(0, ...String(text).split(/<br\s*\/?>/i)
+  return Math.max(0, ...String(text).split(/<\s*br\s*\/?>/i)      // "<" never before a letter: see plotly_js.preload
     .map((line) => measureCtx.measureText(line.replace(/<[^>]*>/g, "")).width));
 }
 // the widest tick label plotly writes for numbers in [lo, hi], as wide as that many 8s

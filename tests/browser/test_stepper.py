@@ -142,6 +142,7 @@ def test_a_pages_link_connects_at_once_and_its_charts_draw_in_one_pass(server, t
     tab.wait_drawn(0)
     health = [u for u in asked if u.endswith("/_stcore/health")]
     assert health and all(u == f"{server}/_stcore/health" for u in health), health
+    assert tab.page.locator("script[data-kvs-preload]").count() == 1     # plotly.js started early
     # automargin draws a figure again only when it must widen a margin: the margins plotly used are
     # the ones the figure came with
     drawn = tab.page.evaluate("""() => [...document.querySelectorAll('.kvs-root .kvs-fig')]

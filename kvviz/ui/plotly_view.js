@@ -101,8 +101,8 @@ function themed(fig, th, height, width) {
 // margins were too narrow for them, draws it all again: twice the work for most kvviz figures (a third
 // of a fresh page's first drawing). fitMargins estimates those margins from the same texts first
 // (measureText in the figure's font; constants fitted to plotly 4.1's placement, a few pixels to
-// spare), so that plotly finds them wide enough and draws once. A figure with a legend keeps its
-// margins; where an estimate falls short, automargin widens the margin as before.
+// spare), so that plotly finds them wide enough and draws once. A figure with a legend beside the
+// plot keeps its margins; where an estimate falls short, automargin widens the margin as before.
 const PAD = 12;                 // plotly's room beyond whatever pushes a margin
 let measureCtx = null;
 function textWidth(text, size, family) {
@@ -148,8 +148,10 @@ function fitMargins(fig, family, width, height) {
 }
 function fitted(fig, family, width, height) {
   const L = fig.layout;
-  if (L.showlegend || (L.margin && L.margin.autoexpand === false) ||
-      fig.data.filter((d) => d.type !== "heatmap" && d.showlegend !== false).length > 1) return fig;
+  const lg = L.legend || {};
+  const inside = [lg.x, lg.y].every((v) => typeof v === "number" && v >= 0 && v <= 1);   // pushes no margin
+  if ((L.margin && L.margin.autoexpand === false) || (!inside && (L.showlegend ||
+      fig.data.filter((d) => d.type !== "heatmap" && d.showlegend !== false).length > 1))) return fig;
   const base = (L.font && L.font.size) || 12;
   const need = {};
   const more = (side, px) => { need[side] = Math.max(need[side] || 0, px); };

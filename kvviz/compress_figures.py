@@ -161,7 +161,8 @@ def attention_sinks_spec(cmp: StepComparison, event_index: int, layer: int = 0, 
     """One head's attention in the pass ``event_index`` shows (queries × the key positions it read),
     cividis; keys a query may not read (future, or evicted by the window) are blank. For a window
     variant with sinks the sink columns are outlined and each query's weight on them is written at
-    the right (a single query's, in a decode pass, under the title). ``layer`` and ``head`` are 0-based (numbered from 1 in the title). Plain plotly JSON
+    the right (a single query's, in a decode pass, under the title), in place of the colour bar
+    while the cells carry their values. ``layer`` and ``head`` are 0-based (numbered from 1 in the title). Plain plotly JSON
     (``attention_sinks_figure``: a figure)."""
     w = _labels(labels)
     run = cmp.compressed if compressed else cmp.full
@@ -204,8 +205,11 @@ def attention_sinks_spec(cmp: StepComparison, event_index: int, layer: int = 0, 
         layout["annotations"] = [{"x": 1.0, "xref": "paper", "xanchor": "left", "y": i, "yref": "y", "showarrow": False,
                                   "text": w["sinks"].format(mass=mass), "font": {"size": 13, "color": COLORS["chosen"]}}
                                  for i, mass in enumerate(sink_mass(ev, layer, head, sinks))]
-        layout["margin"]["r"] = 130                    # room at the right for the masses, the colour bar beyond them
-        trace["colorbar"]["x"] = 1.16
+        layout["margin"]["r"] = 130                    # room at the right for the masses
+        if len(keys) <= 16:
+            trace["showscale"] = False       # the cells carry their values; a colour bar would sit on the masses
+        else:
+            trace["colorbar"]["x"] = 1.16    # no values in the cells: the colour bar, beyond the masses
     return {"data": [trace], "layout": layout}
 
 

@@ -280,6 +280,9 @@ def test_the_attention_figure_marks_the_sinks_and_their_weight(window_steps):
     prefill = compress_figures.attention_sinks_figure(window_steps, 0, layer=2, head=1)
     masses = sink_mass(pass_event(window_steps.compressed, 0), 2, 1, 2)
     assert [a.text for a in prefill.layout.annotations] == [f"on sinks: {m:.0%}" for m in masses]   # one per query
+    # the masses take the colour bar's place (it sat on them); the cells carry their values
+    assert prefill.data[0].showscale is False and all(t for row, z in zip(prefill.data[0].text, prefill.data[0].z)
+                                                      for t, v in zip(row, z) if v is not None)
     assert fig.data[0].colorscale[0][1] == plotly.colors.sequential.Cividis[0]          # cividis
     full = compress_figures.attention_sinks_figure(window_steps, 8, layer=2, head=1, compressed=False)
     assert len(full.data[0].x) == ev.positions[0] + 1 and not full.layout.shapes

@@ -61,6 +61,7 @@ function themeOf(el) {
 }
 
 // what plotly's default template gave the axes (the template itself is not sent), in theme colours
+const AXIS_KEY = /^[xy]axis\d*$/;       // xaxis, yaxis2, …
 const AXIS = (th) => ({ automargin: true, gridcolor: th.border, zerolinecolor: th.border, linecolor: th.border,
   title: { standoff: 12 } });
 
@@ -75,14 +76,14 @@ function themed(fig, th, height, width) {
     layout.title = { ...layout.title, font: { ...(layout.title.font || {}), color: th.text } };
   }
   for (const k of Object.keys(layout)) {
-    if (/^[xy]axis\d*$/.test(k)) {
+    if (AXIS_KEY.test(k)) {
       layout[k] = { ...AXIS(th), ...layout[k] };
     }
   }
   if (!layout.xaxis) layout.xaxis = AXIS(th);
   if (!layout.yaxis) layout.yaxis = AXIS(th);
   if (fig.data.length && fig.data.every((d) => d.type === "heatmap")) {   // no grid behind masked cells
-    for (const k of Object.keys(layout)) if (/^[xy]axis\d*$/.test(k)) layout[k] = { showgrid: false, ...layout[k] };
+    for (const k of Object.keys(layout)) if (AXIS_KEY.test(k)) layout[k] = { showgrid: false, ...layout[k] };
   }
   let data = fig.data;
   if (height) {
@@ -156,7 +157,7 @@ function fitted(fig, family, width, height) {
   const need = {};
   const more = (side, px) => { need[side] = Math.max(need[side] || 0, px); };
   for (const key of Object.keys(L)) {
-    if (!/^[xy]axis\d*$/.test(key) || !L[key] || L[key].visible === false || L[key].automargin === false) continue;
+    if (!AXIS_KEY.test(key) || !L[key] || L[key].visible === false || L[key].automargin === false) continue;
     const ax = L[key];
     const size = (ax.tickfont && ax.tickfont.size) || base;
     const texts = tickTexts(fig, key);

@@ -186,8 +186,6 @@ class Stepper {
     this.path = location.pathname;
     this.present = !!data.present;
     this.fmt = data.fmt || "png";
-    this.figCache.clear();
-    this.theme = null;
     this.root.classList.toggle("kvs-present", this.present);
     const [a, b] = (this.present && P.present_ratio) || P.ratio || [3, 2];
     this.root.style.setProperty("--kvs-cols", `minmax(0, ${Number(a)}fr) minmax(0, ${Number(b)}fr)`);
@@ -370,7 +368,10 @@ class Stepper {
     this.setHTML(this.metricsEl, this.metricsHTML(f));
     this.setHTML(this.cacheEl, this.cacheHTML(f));
     const n = this.step;
-    if (force) this.resetPlots();
+    if (force) {                 // every figure drawn again: themed and fitted again (theme, width, height)
+      this.resetPlots();
+      this.figCache.clear();
+    }
     const t1 = performance.now();
     this.drawFigs(figs).then(() => {
       const log = (window.__kvsLog = window.__kvsLog || []);          // for bench/step_clicks.py
@@ -693,7 +694,6 @@ class Stepper {
     // shrink at once when the step does not fit; grow only by a noticeable amount (no redraw per step)
     if (want < this.chartHeight - 2 || want > this.chartHeight + 40) {
       this.chartHeight = want;
-      this.figCache.clear();
       this.render(true);
       return false;
     }

@@ -12,6 +12,8 @@ const OWN = 'input, textarea, select, [contenteditable="true"], [role="slider"],
 const OWN_SPACE = 'button, a[href], summary, [role="button"], [role="checkbox"], [role="switch"]';
 const REGIONS = ["top", "lead", "main", "side", "wide", "more"];
 const REPORT_MS = 250;          // the step goes to Python this long after the last press or tick
+const KEEP_MS = 4000;           // presenter mode: how long a fitted step is kept in view as the page grows
+const KEEP_UNTIL = ["wheel", "touchstart", "pointerdown", "keydown"];     // ... or until the lecturer acts
 const REST_KEY = "kvs_rest";    // step_view.REST_KEY: the placeholder of a page waiting for the first drawing
 const SPEEDS = [0.5, 1, 2, 4];  // autoplay, events per second
 
@@ -163,6 +165,7 @@ class Stepper {
 
   destroy() {
     this.stop();
+    this.stopKeeping?.();
     clearTimeout(this.reportTimer);
     clearTimeout(this.restTimer);
     this.restWatch?.disconnect();
@@ -697,12 +700,39 @@ class Stepper {
       this.render(true);
       return false;
     }
+    this.scrollInPlace();
+    this.keepInPlace();
+    return true;
+  }
+
+  // the whole step in view, below the header
+  scrollInPlace() {
+    const header = document.querySelector("[data-testid='stHeader']");
+    const top = header ? header.getBoundingClientRect().bottom : 0;
     const rect = this.root.getBoundingClientRect();
-    if (rect.top < top || rect.bottom > window.innerHeight) {      // the whole step in view, below the header
+    if (rect.top < top || rect.bottom > window.innerHeight) {
       this.root.style.scrollMarginTop = top + 4 + "px";
       this.root.scrollIntoView({ block: "start" });
     }
-    return true;
+  }
+
+  // For a few seconds after fitting, elements may still arrive above the step (the page's rerun
+  // after the first drawing, a late font) and push it below the screen's edge: scroll it back,
+  // until the lecturer scrolls, clicks or types (then the page is theirs).
+  keepInPlace() {
+    this.stopKeeping?.();
+    const box = this.root.closest("[data-testid='stMainBlockContainer']") || document.body;
+    const watch = new ResizeObserver(() => { if (this.root.isConnected) this.scrollInPlace(); });
+    const stop = () => {
+      watch.disconnect();
+      clearTimeout(timer);
+      for (const ev of KEEP_UNTIL) window.removeEventListener(ev, stop, true);
+      if (this.stopKeeping === stop) this.stopKeeping = null;
+    };
+    const timer = setTimeout(stop, KEEP_MS);
+    for (const ev of KEEP_UNTIL) window.addEventListener(ev, stop, true);
+    watch.observe(box);
+    this.stopKeeping = stop;
   }
 }
 

@@ -105,6 +105,41 @@ def test_each_step_fits_one_projector_screen(server, browser, path):
         tab.close()
 
 
+GROW_ABOVE = """(px) => {
+  const block = document.querySelector("[data-testid='stMainBlockContainer']");
+  const el = document.createElement('div');
+  el.className = 'kvs-test-grow';
+  el.style.height = px + 'px';
+  block.prepend(el);
+}"""
+
+
+def test_a_fitted_step_stays_on_screen_while_the_page_grows_above_it(server, browser):
+    """Elements arriving above the stepper after it fitted itself (the page's rerun after its first
+    drawing, a late font) do not push the step below the projector's edge; once the lecturer
+    scrolls, the page is theirs and stays where they put it. Chromium's scroll anchoring would hide
+    both when the growth is above the screen; it is switched off here, as browsers without it (and
+    growth inside the screen) show the page."""
+    tab = Page(browser, width=1280, height=720)
+    try:
+        tab.goto(f"{server}/ABC_miniature?present=1&step=1")
+        tab.page.locator(".kvs-root[data-fitted='1']").wait_for(state="attached", timeout=60_000)
+        tab.page.add_style_tag(content="* { overflow-anchor: none !important; }")
+        tab.page.evaluate(GROW_ABOVE, 400)
+        tab.page.wait_for_timeout(300)
+        _on_screen(tab, "400 px added above the fitted step", "ABC_miniature")
+        tab.page.mouse.move(640, 400)
+        tab.page.mouse.wheel(0, -200)                   # the lecturer scrolls up a little
+        tab.page.wait_for_timeout(300)
+        top = tab.page.evaluate("() => document.querySelector('.kvs-root').getBoundingClientRect().top")
+        tab.page.evaluate(GROW_ABOVE, 400)
+        tab.page.wait_for_timeout(300)
+        after = tab.page.evaluate("() => document.querySelector('.kvs-root').getBoundingClientRect().top")
+        assert after > top + 300, ("scrolled back after the lecturer scrolled", top, after)
+    finally:
+        tab.close()
+
+
 def test_presenter_mode_folds_the_sampling_page(server, browser):
     """The Sampling page (no stepper) in presenter mode: folded settings, no sideways scroll, axe-core
     with its sampling widgets enabled."""

@@ -88,13 +88,35 @@ function themed(fig, th, height, width) {
   let data = fig.data;
   if (height) {
     layout.height = height;
-    if (height < 230) {         // a short chart has no room for a colour bar: the cells carry their values
+    const crowded = crowdedTexts(data, layout, height);
+    if (crowded) {              // values printed over each other: colours and the colour bar instead
+      data = data.map((d) => (d.type === "heatmap" && d.texttemplate ? { ...d, texttemplate: "" } : d));
+    } else if (height < 230) {  // a short chart has no room for a colour bar: the cells carry their values
       data = data.map((d) => ("showscale" in d || d.type === "heatmap" ? { ...d, showscale: false } : d));
       if (layout.coloraxis) layout.coloraxis = { ...layout.coloraxis, showscale: false };
     }
   }
   layout.autosize = true;
   return fitMargins({ data, layout }, th.font, width || 700, height);
+}
+
+// Whether a heatmap's cell values would print over each other at this height (a chart sized down to fit
+// presenter mode's screen): rows thinner than the values' type. The figure's own margins stand in for
+// the fitted ones (which only widen them); rows: the y axis's range, its categories, or z's rows.
+function crowdedTexts(data, layout, height) {
+  const m = layout.margin || {};
+  const plotH = height - (m.t ?? 100) - (m.b ?? 80);
+  return data.some((d) => {
+    if (d.type !== "heatmap" || !d.texttemplate || !Array.isArray(d.z) || !d.z.length) return false;
+    const ax = layout["yaxis" + String(d.yaxis || "y").slice(1)] || {};
+    const frac = Array.isArray(ax.domain) ? Math.abs(ax.domain[1] - ax.domain[0]) : 1;
+    let rows = d.z.length;
+    if (Array.isArray(ax.range)) rows = Math.abs(ax.range[1] - ax.range[0]);
+    else if (Array.isArray(d.y)) rows = new Set(data.filter((e) => (e.yaxis || "y") === (d.yaxis || "y") && Array.isArray(e.y))
+      .flatMap((e) => e.y.map(String))).size || rows;
+    const size = (d.textfont && d.textfont.size) || (layout.font && layout.font.size) || 12;
+    return (plotH * frac) / Math.max(1, rows) < 1.15 * size;
+  });
 }
 
 // ---------------------------------------------------------------- margins wide enough before the first drawing

@@ -1,6 +1,7 @@
 """Presenter mode on a projector (1280×720 and 1920×1080): settings folded away, no horizontal
 scroll, and after any step the token strip, the attention chart, the logits and the newest rows of
-the cache table are all on screen without scrolling (kvviz/ui/step_view.js fits the step). axe-core
+the cache table are all on screen without scrolling (kvviz/ui/step_view.js fits the step), and no
+heatmap prints its cell values over each other (plotly_view.js drops them where rows got too thin). axe-core
 scans presenter mode in the views opened here (``AXE``; the rules: tests/browser/axe_check.py)."""
 from urllib.parse import parse_qs, urlsplit
 
@@ -35,7 +36,13 @@ BOXES = """() => {
   const box = (e) => { const b = e.getBoundingClientRect(); return [b.top, b.bottom, b.left, b.right]; };
   const rows = r.querySelectorAll('.kvs-cachetbl tbody tr');
   const main = document.querySelector("[data-testid='stMain']");
-  return {strip: shown('.kvs-strip').map(box), charts: shown('.kvs-fig').map(box),
+  // heatmap cell values that print over each other (two labels' boxes sharing more than 2 px each way)
+  const labels = [...r.querySelectorAll('.kvs-fig .heatmap-label text')].map((e) => e.getBoundingClientRect())
+    .filter((b) => b.width > 0);
+  const overlaps = labels.flatMap((a, i) => labels.slice(i + 1).filter((c) =>
+    Math.min(a.bottom, c.bottom) - Math.max(a.top, c.top) > 2 && Math.min(a.right, c.right) - Math.max(a.left, c.left) > 2)
+    .map((c) => [[a.top, a.left], [c.top, c.left]])).slice(0, 3);
+  return {strip: shown('.kvs-strip').map(box), charts: shown('.kvs-fig').map(box), overlaps, labels: labels.length,
           newest: rows.length ? box(rows[rows.length - 1]) : null, alts: shown('.kvs-figslot').map((e) => e.getAttribute('aria-label')),
           width: window.innerWidth, height: window.innerHeight,
           scroll: Math.max(document.documentElement.scrollWidth, main.scrollWidth - main.clientWidth + window.innerWidth)};
@@ -54,6 +61,7 @@ def _on_screen(tab: Page, where: str, path: str = "") -> None:
         for box in b[name]:
             assert inside(box), (where, name, box, b)
     assert inside(b["newest"]), (where, "newest cache row", b["newest"], b)
+    assert not b["overlaps"], (where, "heatmap values printed over each other", b["overlaps"])
     for words in CHARTS.get(path.split("?")[0], MODEL_CHARTS):
         assert any(w in (a or "").lower() for a in b["alts"] for w in words), (where, words, b["alts"])
 

@@ -88,6 +88,7 @@ function themed(fig, th, height, width) {
   let data = fig.data;
   if (height) {
     layout.height = height;
+    dropStackedTitles(layout, height, th.font);
     const crowded = crowdedTexts(data, layout, height);
     if (crowded) {              // values printed over each other: colours and the colour bar instead
       data = data.map((d) => (d.type === "heatmap" && d.texttemplate ? { ...d, texttemplate: "" } : d));
@@ -117,6 +118,25 @@ function crowdedTexts(data, layout, height) {
     const size = (d.textfont && d.textfont.size) || (layout.font && layout.font.size) || 12;
     return (plotH * frac) / Math.max(1, rows) < 1.15 * size;
   });
+}
+
+// Subplots stacked on one side each with a y title (the speculative page's probabilities over the
+// acceptance test): in a chart sized down to fit presenter mode's screen a title longer than its
+// subplot runs into the next one's. Such titles are left out there (the legend and the hover name the
+// values); a single y axis keeps its title, which has the whole height.
+function dropStackedTitles(layout, height, family) {
+  const m = layout.margin || {};
+  const plotH = height - (m.t ?? 100) - (m.b ?? 80);
+  const titled = Object.keys(layout).filter((k) => /^yaxis\d*$/.test(k) && Array.isArray(layout[k].domain) &&
+    layout[k].title && layout[k].title.text);
+  if (titled.length < 2) return;
+  for (const k of titled) {
+    const ax = layout[k];
+    const size = (ax.title.font && ax.title.font.size) || ((layout.font && layout.font.size) || 12) + 2;
+    if (textWidth(ax.title.text, size, family) > plotH * Math.abs(ax.domain[1] - ax.domain[0])) {
+      layout[k] = { ...ax, title: { ...ax.title, text: "" } };
+    }
+  }
 }
 
 // ---------------------------------------------------------------- margins wide enough before the first drawing

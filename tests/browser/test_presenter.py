@@ -1,7 +1,8 @@
 """Presenter mode on a projector (1280×720 and 1920×1080): settings folded away, no horizontal
 scroll, and after any step the token strip, the attention chart, the logits and the newest rows of
 the cache table are all on screen without scrolling (kvviz/ui/step_view.js fits the step), and no
-heatmap prints its cell values over each other (plotly_view.js drops them where rows got too thin). axe-core
+heatmap prints its cell values over each other, no axis title runs into another (plotly_view.js drops
+them where rows or subplots got too thin). axe-core
 scans presenter mode in the views opened here (``AXE``; the rules: tests/browser/axe_check.py)."""
 from urllib.parse import parse_qs, urlsplit
 
@@ -42,7 +43,14 @@ BOXES = """() => {
   const overlaps = labels.flatMap((a, i) => labels.slice(i + 1).filter((c) =>
     Math.min(a.bottom, c.bottom) - Math.max(a.top, c.top) > 2 && Math.min(a.right, c.right) - Math.max(a.left, c.left) > 2)
     .map((c) => [[a.top, a.left], [c.top, c.left]])).slice(0, 3);
-  return {strip: shown('.kvs-strip').map(box), charts: shown('.kvs-fig').map(box), overlaps, labels: labels.length,
+  // y axis titles of stacked subplots running into each other, within one chart
+  const titles = [...r.querySelectorAll('.kvs-fig')].flatMap((f) => {
+    const t = [...f.querySelectorAll("g[class^='g-y'][class$='title'] text")].map((e) => e.getBoundingClientRect())
+      .filter((b) => b.height > 0);
+    return t.flatMap((a, i) => t.slice(i + 1).filter((c) => Math.min(a.bottom, c.bottom) - Math.max(a.top, c.top) > 2 &&
+      Math.min(a.right, c.right) - Math.max(a.left, c.left) > 2).map((c) => [[a.top, a.bottom], [c.top, c.bottom]]));
+  });
+  return {strip: shown('.kvs-strip').map(box), charts: shown('.kvs-fig').map(box), overlaps, titles, labels: labels.length,
           newest: rows.length ? box(rows[rows.length - 1]) : null, alts: shown('.kvs-figslot').map((e) => e.getAttribute('aria-label')),
           width: window.innerWidth, height: window.innerHeight,
           scroll: Math.max(document.documentElement.scrollWidth, main.scrollWidth - main.clientWidth + window.innerWidth)};
@@ -62,6 +70,7 @@ def _on_screen(tab: Page, where: str, path: str = "") -> None:
             assert inside(box), (where, name, box, b)
     assert inside(b["newest"]), (where, "newest cache row", b["newest"], b)
     assert not b["overlaps"], (where, "heatmap values printed over each other", b["overlaps"])
+    assert not b["titles"], (where, "axis titles over each other", b["titles"])
     for words in CHARTS.get(path.split("?")[0], MODEL_CHARTS):
         assert any(w in (a or "").lower() for a in b["alts"] for w in words), (where, words, b["alts"])
 

@@ -107,3 +107,23 @@ def test_model_view_speaks_the_page_language(run_and_model):
     assert spec["layout"]["title"]["text"] == "Modellansicht: alle 16 Heads dieses Prefill-Durchlaufs"
     assert [a["text"] for a in spec["layout"]["annotations"]][:2] == ["Schicht 1", "Head 1"]
     assert p["pick"]["cells"][1][0] == "Schicht 2, Head 1" and p["pick"]["fold"].startswith("Modellansicht")
+
+
+def test_presenter_mode_shows_the_top_five_probabilities_and_the_page_the_top_ten(run_and_model):
+    """Presenter mode sizes charts to the projector's screen, where ten bars are slivers: each frame
+    carries the top-10 chart for the page (an explanation, left out there) and a top-5 one shown only
+    there, both of the engine's probabilities, the chosen token highlighted in both."""
+    run, model = run_and_model
+    p = frames_gpt.build(run, model, 0, 0, translator("es")).to_dict()
+    for ev in run.events:
+        f = frame_of(p, ev.index)
+        bars = [b for region in ("lead", "main", "side", "wide") for b in f.get(region, [])
+                if "fig" in b and p["figs"][b["fig"]]["data"][0]["type"] == "bar"]
+        page = [b for b in bars if b.get("x")]
+        present = [b for b in bars if b.get("p")]
+        assert len(page) == len(present) == 1, bars
+        ten, five = (p["figs"][b["fig"]]["data"][0] for b in (page[0], present[0]))
+        assert len(five["y"]) in (5, 6) and five["y"] == [y for y in ten["y"] if y in five["y"]]
+        assert five["y"][-5:] == ten["y"][-5:]                    # the largest on top in both
+        assert "5" in p["figs"][present[0]["fig"]]["layout"]["title"]["text"]
+        assert present[0]["alt"].startswith("Gráfico de barras de los cinco")

@@ -12,7 +12,7 @@ from kvviz.loops import next_token_probs
 from kvviz.trace import cache_shapes
 from kvviz.ui import fmt
 from kvviz.ui.frames import (Payload, Tr, counters, figure_words, html_block, lang_of, lines_block, note_block,
-                             strip_block, table_block)
+                             presenter_only, strip_block, table_block)
 from kvviz.ui.frames.steps import attention_blocks, cache_frame_table, next_choice, source
 
 CHECK_TOL = 1e-4          # float32: a recompute differs by rounding only (~1e-6)
@@ -34,12 +34,20 @@ def sentences(ev: Event, run: Run, model, tr: Tr) -> tuple[str, str]:
             tr("gpt.not_yet_decode"))
 
 
+PRESENT_TOP_K = 5          # bars of the next-token chart in presenter mode
+
+
 def probs_blocks(pl: Payload, ev: Event, nxt: Event | None, model, tr: Tr) -> list[dict]:
     choice = ev.choice or (nxt.choice if nxt is not None else None)
     chosen = choice.index if choice is not None else None
-    fig = top_probs_bar_spec(next_token_probs(ev.logits), model.logit_tokens, chosen,
-                        tr("gpt.probs_title", pos=ev.cache_len - 1), axis_title=tr("gpt.probs_axis"))
-    out = [pl.fig(fig, tr("gpt.probs_alt"))]
+    probs = next_token_probs(ev.logits)
+    fig = top_probs_bar_spec(probs, model.logit_tokens, chosen, tr("gpt.probs_title", pos=ev.cache_len - 1),
+                             axis_title=tr("gpt.probs_axis"))
+    # presenter mode sizes charts to the screen: ten bars in a chart of a fifth of it are slivers
+    # (five, and no axis title under them: the chart's title says what they are)
+    short = top_probs_bar_spec(probs, model.logit_tokens, chosen, tr("gpt.probs_title_present", pos=ev.cache_len - 1),
+                               k=PRESENT_TOP_K, axis_title="")
+    out = [{**pl.fig(fig, tr("gpt.probs_alt")), "x": 1}, presenter_only(pl.fig(short, tr("gpt.probs_alt_present")))]
     if choice is not None and choice.rule.get("name") != "greedy":
         out.append(note_block(tr("gpt.probs_sampled", kept=len(choice.kept), p=fmt.fixed(choice.probs[choice.index], 3, lang=pl.lang))))
     if ev.pending:

@@ -88,8 +88,11 @@ function themed(fig, th, height, width) {
   let data = fig.data;
   if (height) {
     layout.height = height;
-    dropStackedTitles(layout, height, th.font);
-    const crowded = crowdedTexts(data, layout, height);
+    // the plot's height between the margins fitted for its labels (a shallow copy: nothing kept)
+    const m = fitMargins({ data, layout: { ...layout } }, th.font, width || 700, height).layout.margin || {};
+    const plotH = height - (m.t ?? 100) - (m.b ?? 80);
+    dropStackedTitles(layout, plotH, th.font);
+    const crowded = crowdedTexts(data, layout, plotH);
     if (crowded) {              // values printed over each other: colours and the colour bar instead
       data = data.map((d) => (d.type === "heatmap" && d.texttemplate ? { ...d, texttemplate: "" } : d));
     } else if (height < 230) {  // a short chart has no room for a colour bar: the cells carry their values
@@ -101,20 +104,20 @@ function themed(fig, th, height, width) {
   return fitMargins({ data, layout }, th.font, width || 700, height);
 }
 
-// Whether a heatmap's cell values would print over each other at this height (a chart sized down to fit
-// presenter mode's screen): rows thinner than the values' type. The figure's own margins stand in for
-// the fitted ones (which only widen them); rows: the y axis's range, its categories, or z's rows.
-function crowdedTexts(data, layout, height) {
-  const m = layout.margin || {};
-  const plotH = height - (m.t ?? 100) - (m.b ?? 80);
+// Whether a heatmap's cell values would print over each other in a plot this high (a chart sized down to
+// fit presenter mode's screen): rows thinner than the values' type. Rows: the y axis's range, else the
+// heatmaps' y categories on that axis, else z's rows.
+function crowdedTexts(data, layout, plotH) {
   return data.some((d) => {
     if (d.type !== "heatmap" || !d.texttemplate || !Array.isArray(d.z) || !d.z.length) return false;
     const ax = layout["yaxis" + String(d.yaxis || "y").slice(1)] || {};
     const frac = Array.isArray(ax.domain) ? Math.abs(ax.domain[1] - ax.domain[0]) : 1;
     let rows = d.z.length;
     if (Array.isArray(ax.range)) rows = Math.abs(ax.range[1] - ax.range[0]);
-    else if (Array.isArray(d.y)) rows = new Set(data.filter((e) => (e.yaxis || "y") === (d.yaxis || "y") && Array.isArray(e.y))
-      .flatMap((e) => e.y.map(String))).size || rows;
+    else if (Array.isArray(d.y)) {
+      rows = new Set(data.filter((e) => e.type === "heatmap" && (e.yaxis || "y") === (d.yaxis || "y") && Array.isArray(e.y))
+        .flatMap((e) => e.y.filter((v) => v !== null && v !== undefined).map(String))).size || rows;
+    }
     const size = (d.textfont && d.textfont.size) || (layout.font && layout.font.size) || 12;
     return (plotH * frac) / Math.max(1, rows) < 1.15 * size;
   });
@@ -124,15 +127,13 @@ function crowdedTexts(data, layout, height) {
 // acceptance test): in a chart sized down to fit presenter mode's screen a title longer than its
 // subplot runs into the next one's. Such titles are left out there (the legend and the hover name the
 // values); a single y axis keeps its title, which has the whole height.
-function dropStackedTitles(layout, height, family) {
-  const m = layout.margin || {};
-  const plotH = height - (m.t ?? 100) - (m.b ?? 80);
+function dropStackedTitles(layout, plotH, family) {
   const titled = Object.keys(layout).filter((k) => /^yaxis\d*$/.test(k) && Array.isArray(layout[k].domain) &&
     layout[k].title && layout[k].title.text);
   if (titled.length < 2) return;
   for (const k of titled) {
     const ax = layout[k];
-    const size = (ax.title.font && ax.title.font.size) || ((layout.font && layout.font.size) || 12) + 2;
+    const size = (ax.title.font && ax.title.font.size) || Math.round(1.2 * ((layout.font && layout.font.size) || 12));
     if (textWidth(ax.title.text, size, family) > plotH * Math.abs(ax.domain[1] - ax.domain[0])) {
       layout[k] = { ...ax, title: { ...ax.title, text: "" } };
     }

@@ -128,13 +128,13 @@ function crowdedTexts(data, layout, plotH) {
 // subplot runs into the next one's. Such titles are left out there (the legend and the hover name the
 // values); a single y axis keeps its title, which has the whole height.
 function dropStackedTitles(layout, plotH, family) {
-  const titled = Object.keys(layout).filter((k) => /^yaxis\d*$/.test(k) && Array.isArray(layout[k].domain) &&
+  const titled = Object.keys(layout).filter((k) => AXIS_KEY.test(k) && k[0] === "y" && Array.isArray(layout[k].domain) &&
     layout[k].title && layout[k].title.text);
   if (titled.length < 2) return;
+  const base = (layout.font && layout.font.size) || 12;
   for (const k of titled) {
     const ax = layout[k];
-    const size = (ax.title.font && ax.title.font.size) || Math.round(1.2 * ((layout.font && layout.font.size) || 12));
-    if (textWidth(ax.title.text, size, family) > plotH * Math.abs(ax.domain[1] - ax.domain[0])) {
+    if (textWidth(ax.title.text, titleSize(ax, base), family) > plotH * Math.abs(ax.domain[1] - ax.domain[0])) {
       layout[k] = { ...ax, title: { ...ax.title, text: "" } };
     }
   }
@@ -149,6 +149,10 @@ function dropStackedTitles(layout, plotH, family) {
 // plot keeps its margins; where an estimate falls short, automargin widens the margin as before.
 const PAD = 12;                 // plotly's room beyond whatever pushes a margin
 let measureCtx = null;
+// an axis title's type size: its own, else plotly's default (1.2 × the figure's font size)
+function titleSize(ax, base) {
+  return (ax.title && ax.title.font && ax.title.font.size) || Math.round(1.2 * base);
+}
 function textWidth(text, size, family) {
   measureCtx = measureCtx || document.createElement("canvas").getContext("2d");
   measureCtx.font = `${size}px ${family}`;
@@ -208,7 +212,7 @@ function fitted(fig, family, width, height) {
     for (const t of texts) w = Math.max(w, textWidth(t, size, family));
     const a = Number.isFinite(ax.tickangle) ? Math.abs(ax.tickangle) * Math.PI / 180 : 0;
     const sin = Math.abs(Math.sin(a)), cos = Math.abs(Math.cos(a));
-    const tsize = (ax.title && ax.title.font && ax.title.font.size) || Math.round(1.2 * base);
+    const tsize = titleSize(ax, base);
     const title = !(ax.title && ax.title.text) ? 0 : ax.title.standoff === undefined ? tsize : 0.7 * tsize + ax.title.standoff;
     if (key[0] === "x") {
       const labels = texts.length ? w * sin + (size + 13) * cos + 0.7 * size * sin : 0;

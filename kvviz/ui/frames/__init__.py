@@ -303,10 +303,11 @@ class Payload:
         self.colors = {k: COLORS[k] for k in ("prompt", "processed", "pending", "chosen")}
 
     # -- pooled pieces
-    def fig(self, fig, alt: str, digits: int | None = 4) -> dict:
+    def fig(self, fig, alt: str, digits: int | None = 4, explain: bool = False) -> dict:
         """A figure block (a plotly JSON dict or a ``go.Figure``); identical figures (a choose event
-        showing the pass before it) are sent once. ``digits``: see ``figure_spec``."""
-        return fig_block(self.fig_index(localize_spec(figure_spec(fig, digits), self.lang)), alt)
+        showing the pass before it) are sent once. ``digits``: see ``figure_spec``; ``explain``: as
+        for ``html_block``."""
+        return _x(fig_block(self.fig_index(localize_spec(figure_spec(fig, digits), self.lang)), alt), explain)
 
     def pick_fig(self, fig: dict, alt: str) -> dict:
         """A figure block whose tiles the viewer can choose (see ``set_pick``): a ``*_spec`` dict

@@ -47,7 +47,7 @@ def probs_blocks(pl: Payload, ev: Event, nxt: Event | None, model, tr: Tr) -> li
     # (five, and no axis title under them: the chart's title says what they are)
     short = top_probs_bar_spec(probs, model.logit_tokens, chosen, tr("gpt.probs_title_present", pos=ev.cache_len - 1),
                                k=PRESENT_TOP_K, axis_title="")
-    out = [{**pl.fig(fig, tr("gpt.probs_alt")), "x": 1}, presenter_only(pl.fig(short, tr("gpt.probs_alt_present")))]
+    out = [pl.fig(fig, tr("gpt.probs_alt"), explain=True), presenter_only(pl.fig(short, tr("gpt.probs_alt_present")))]
     if choice is not None and choice.rule.get("name") != "greedy":
         out.append(note_block(tr("gpt.probs_sampled", kept=len(choice.kept), p=fmt.fixed(choice.probs[choice.index], 3, lang=pl.lang))))
     if ev.pending:

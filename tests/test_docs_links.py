@@ -9,9 +9,9 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # Paths checked inside code spans and code blocks. kvviz/ is left out while its modules move to
 # their new packages; add it here once they have.
 CHECKED = ("docs", "bench", "tests", "tools", "pages", "static", ".streamlit", ".ci")
-PATH = re.compile(r"(?<![\w/.-])((?:%s)/[\w.*/-]*)" % "|".join(re.escape(p) for p in CHECKED))
+PATH = re.compile(r"(?<![\w/.-])((?:" + "|".join(re.escape(p) for p in CHECKED) + r")/[\w.*/-]*)")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")          # [text](target) and ![alt](target)
-CODE = re.compile(r"```.*?```|`[^`\n]+`", re.S)
+CODE = re.compile(r"```.*?```|`[^`\n]+`", re.DOTALL)
 
 
 def _exists(rel: str) -> bool:
@@ -70,5 +70,5 @@ def test_readme_is_short():
 
 def test_design_has_the_sections_code_cites():
     """Code cites `docs/design.md §N`: the numbered sections stay where they are."""
-    headings = re.findall(r"^## (\d) ", (ROOT / "docs" / "design.md").read_text(), flags=re.M)
+    headings = re.findall(r"^## (\d) ", (ROOT / "docs" / "design.md").read_text(), flags=re.MULTILINE)
     assert headings == ["1", "2", "3", "4", "5", "6"]

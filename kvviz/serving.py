@@ -336,7 +336,7 @@ def serve(model: BatchModel, requests: Sequence[Request], block_size: int = 4, n
                 cand = waiting[0]
                 ids = cand.ids
                 hits = cache.prefix_hits(ids) if prefix_caching else []
-                revived = sum(1 for b in hits if cache.refcount[b] == 0)
+                revived = sum(1 for b in hits if cache.pool.refcount[b] == 0)
                 fresh = -(-len(ids) // block_size) - len(hits)
                 if fresh + revived > cache.num_free_blocks - reserved:
                     break
@@ -404,7 +404,7 @@ def serve(model: BatchModel, requests: Sequence[Request], block_size: int = 4, n
             recomputed=tuple(r.req.id for r in newcomers if r.preemptions),
             block_tables=tuple((r.req.id, cache.block_table(r.req.id)) for r in running),
             refcounts=cache.refcounts(), filled=cache.filled(),
-            cached=tuple(h is not None for h in cache.hash_of), free_blocks=cache.free_blocks(),
+            cached=cache.named(), free_blocks=cache.free_blocks(),
             taken=tuple(e.block for e in events if e.kind in ("take", "copy")),
             freed=tuple(e.block for e in events if e.kind == "free"),
             copied=tuple((e.source, e.block) for e in events if e.kind == "copy"),   # type: ignore[misc]
@@ -427,7 +427,7 @@ def _memory(cache: PagedCache, rows: Sequence[_Live]) -> Memory:
 
 
 def _memory_of(cache: PagedCache, seq_ids: Sequence[int], max_lengths: Sequence[int]) -> Memory:
-    held = [b for b, n in enumerate(cache.refcount) if n > 0]
+    held = [b for b, n in enumerate(cache.refcounts()) if n > 0]
     filled = cache.filled()
     return Memory(slot_bytes=cache.slot_bytes(), used=sum(filled[b] for b in held),
                   logical=sum(cache.seq_length(i) for i in seq_ids),
@@ -550,7 +550,7 @@ def fork_run(model: BatchModel, prompt: Sequence[str], new_tokens: int = 3, bloc
                 step=t, prefill=(0,) if t == 0 else (), decode=tuple(range(n)) if t else (), waiting=(),
                 finished=tuple(range(n)) if last else (), preempted=(), recomputed=(),
                 block_tables=() if last else tables, refcounts=cache.refcounts(), filled=cache.filled(),
-                cached=tuple(h is not None for h in cache.hash_of), free_blocks=cache.free_blocks(),
+                cached=cache.named(), free_blocks=cache.free_blocks(),
                 taken=tuple(e.block for e in events if e.kind in ("take", "copy")),
                 freed=tuple(e.block for e in events if e.kind == "free"),
                 copied=tuple((e.source, e.block) for e in events if e.kind == "copy"),   # type: ignore[misc]

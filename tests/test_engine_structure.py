@@ -101,3 +101,29 @@ def test_models_import_nothing_from_loops_batching_or_pages():
             top, _ = _imports(path)
             bad = {m for m in top if m.split(".")[1] in ("loops", "batching", "generation", "ui", "gpt_timing")}
             assert not bad, (name, bad)
+
+
+def _third_party(path: Path) -> set[str]:
+    """Top-level packages other than kvviz that ``path`` imports."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            out.update(a.name.split(".")[0] for a in node.names)
+    return out - {"kvviz"}
+
+
+def test_the_block_pool_is_bookkeeping_without_torch():
+    """The paged cache's free list, reference counts and prefix names (kvviz.cache.block_pool) hold no
+    tensors: neither it nor any engine module it imports needs torch."""
+    modules = _engine_modules()
+    todo, seen = ["kvviz.cache.block_pool"], set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in modules:
+            continue
+        seen.add(name)
+        assert "torch" not in _third_party(modules[name]), name
+        todo.extend(_imports(modules[name])[0])
+    assert seen == {"kvviz.cache.block_pool", "kvviz.limits"}

@@ -1,4 +1,4 @@
-"""A Streamlit session without a browser: Streamlit's own websocket protocol (DESIGN.md §5).
+"""A Streamlit session without a browser: Streamlit's own websocket protocol.
 
 One ``Session`` is one visitor: it connects to ``ws://HOST/_stcore/stream`` (subprotocol
 ``streamlit``), asks for a page with ``BackMsg(rerun_script=ClientState(query_string, page_name))``
@@ -199,7 +199,7 @@ class Session:
         return [f"{e.type}: {e.message}" for e in self.elements("exception")]
 
     def plotly_specs(self) -> list[dict]:
-        """The figures of the page's single charts (kvviz/ui/charts.py's component)."""
+        """The figures of the page's single charts (kvviz/ui/components/charts.py's component)."""
         return [json.loads(c.json)["fig"] for c in self.elements("bidi_component")
                 if c.component_name == "kvviz_chart"]
 

@@ -1,4 +1,4 @@
-"""What a native lecturer flagged in the Spanish and German strings (issue 17), one test per flag:
+"""What a native lecturer flagged in the Spanish and German strings, one test per flag:
 the key still exists, the flagged wording is gone, the fix is there. The glossary test keeps the
 whole language in line; these pin the exact places the reader named."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from kvviz.ui.i18n import strings
+from kvviz.ui.app.i18n import strings
 
 # (lang, keys, must not match, must match); patterns are case-sensitive Python re
 FLAGS = [

@@ -59,7 +59,7 @@ import re
 from typing import Callable, Iterable, Sequence
 
 from kvviz.ui import fmt
-from kvviz.ui.i18n import strings
+from kvviz.ui.i18n import lookup, render
 
 Tr = Callable[..., str]
 
@@ -74,13 +74,8 @@ TEXT_POOL_MIN = 160        # HTML strings at least this long are stored once in 
 
 def translator(lang: str) -> Tr:
     """``t`` for one language without Streamlit's session (English where a key is missing)."""
-    table, en = strings(lang), strings("en")
-
     def tr(key: str, **fmt: object) -> str:
-        text = table.get(key) or en.get(key)
-        if text is None:
-            raise KeyError(f"missing interface string {key!r}")
-        return text.format(**fmt) if fmt else text
+        return render(lookup(key, lang), lang, **fmt)
     tr.lang = lang          # numbers in frames are written the way this language writes them
     return tr
 

@@ -1,4 +1,4 @@
-"""What a native lecturer flagged in the Spanish and German strings (issue 17), one test per flag:
+"""What a native lecturer flagged in the Spanish and German strings, one test per flag:
 the key still exists, the flagged wording is gone, the fix is there. The glossary test keeps the
 whole language in line; these pin the exact places the reader named."""
 from __future__ import annotations
@@ -12,10 +12,13 @@ from kvviz.ui.i18n import strings
 # (lang, keys, must not match, must match); patterns are case-sensitive Python re
 FLAGS = [
     # ---- Spanish
-    ("es", "weather.*", r"(?i)\bconsultas?\b|\bclaves?\b", None),
-    ("es", ["weather.did_prefill", "weather.did_decode", "weather.mask_title"], None, r"\bquery\b"),
-    ("es", ["weather.mask_title", "weather.repair", "weather.stale_key"], None, r"\bkeys?\b"),
-    ("es", ["home.intro"], r"claves|valores|KV cache|lo ha procesado", r"las keys y los values.*la \*\*caché KV\*\*"),
+    # the vectors in Spanish words, not English ones inside a Spanish sentence («sus keys y su value»)
+    ("es", "weather.*", r"(?i)(?<![-\w])(?:keys?|quer(?:y|ies)|values?)\b(?!-)", None),
+    ("es", ["weather.did_prefill", "weather.did_decode", "weather.mask_title"], None, r"\bconsulta\b"),
+    ("es", ["weather.mask_title", "weather.repair", "weather.stale_key"], None, r"\bclaves?\b"),
+    ("es", ["weather.did_prefill", "weather.did_decode"], r"sus keys y su value", r"sus claves y su valor"),
+    ("es", ["charts.query_axis", "charts.query"], r"\bquery\b", r"^consulta"),
+    ("es", ["home.intro"], r"\bkeys\b|\bvalues\b|KV cache|lo ha procesado", r"las claves y los valores.*la \*\*caché KV\*\*"),
     ("es", ["home.intro"], None, r"hasta que esa pasada lo haya procesado"),
     ("es", ["sampling.q1_cache", "sampling.q3_vocab", "sampling.q3_reveal", "stepper.cache_title", "home.intro"],
      r"\b(?:el|un|la) (?:KV )?cache\b|\bKV cache\b|\bcache\b", r"(?i)\b(?:la|una) caché\b|^Caché KV"),

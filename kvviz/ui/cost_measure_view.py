@@ -122,7 +122,7 @@ def _results(res: Measurements) -> None:
                          {t("cost.ms_ttft"): [p.ttft_ms for p in pf], t("cost.ms_tpot"): [p.tpot_ms for p in pf]},
                          {"x": t("cost.ms_prompt_x"), "y": t("cost.ms_time"), "title": t("cost.ms_ttft_title")})
         chart(fig, t("cost.ms_ttft_alt"), key="cost_ms_ttft_chart")
-    st.markdown(t("cost.ms_ttft_text", p=fmt.integer(pf[-1].prompt_len), ttft=fmt.fixed(pf[-1].ttft_ms, 1),
+    st.markdown(t("cost.ms_ttft_text", p=pf[-1].prompt_len, ttft=fmt.fixed(pf[-1].ttft_ms, 1),
                   tpot=fmt.fixed(pf[-1].tpot_ms, 2), x=fmt.fixed(pf[-1].ttft_ms / pf[-1].tpot_ms, 1)))
 
 
@@ -163,4 +163,4 @@ def _intensity() -> None:
                      log_x=True, log_y=True, hlines={t("cost.ai_ridge_line", r=fmt.sig(ridge)): ridge})
     chart(fig, t("cost.ai_alt"), key="cost_intensity_chart")
     st.markdown(t("cost.ai_text", d1=fmt.fixed(dec[0], 2), d64=fmt.fixed(dec[6], 1), p512=fmt.fixed(pre[9], 0),
-                  ridge=fmt.sig(ridge), ctx=fmt.integer(ctx), limit=fmt.fixed(cost.decode_intensity_limit(cfg, ctx), 1)))
+                  ridge=fmt.sig(ridge), ctx=ctx, limit=fmt.fixed(cost.decode_intensity_limit(cfg, ctx), 1)))

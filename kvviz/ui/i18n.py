@@ -74,6 +74,21 @@ def parse(text: str) -> tuple:
     return tuple(parts)
 
 
+def _arguments(parts: tuple):
+    for part in parts:
+        if isinstance(part, str):
+            yield from re.findall(r"\{(\w+)\}", part.replace("{{", "").replace("}}", ""))
+        else:
+            yield part[0]
+            for form in part[1].values():
+                yield from _arguments(form)
+
+
+def placeholders(text: str) -> set[str]:
+    """Every argument ``text`` takes: plain ``{name}`` and the counts of its plurals, at any depth."""
+    return set(_arguments(parse(text)))
+
+
 def plural_names(text: str) -> set[str]:
     """The placeholders ``text`` counts with (``{n, plural, …}``), nested ones included."""
     return set(PLURAL_START.findall(text))
@@ -97,8 +112,8 @@ def _count_and_text(name: str, value: object, lang: str) -> tuple[float, str]:
         return len(value), join(value, lang)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"the count {name!r} must be a number or a list, not {value!r}")
-    if isinstance(value, int) or float(value).is_integer():
-        return value, fmt.integer(int(value), lang=lang)
+    if isinstance(value, int) or float(value).is_integer():        # 1.0 bytes is "1 byte"
+        return int(value), fmt.integer(int(value), lang=lang)
     return value, fmt.num(value, ",g", lang=lang)
 
 
@@ -120,14 +135,13 @@ def _resolve(parts: tuple, lang: str, args: dict) -> str:
     return "".join(out)
 
 
-def render(text: str, lang: str, **args: object) -> str:
-    """``text`` with its placeholders filled for ``lang``: plurals resolved, lists joined."""
+def render(template: str, lang: str, /, **args: object) -> str:
+    """``template`` with its placeholders filled for ``lang``: plurals resolved, lists joined."""
     if not args:
-        return text
+        return template
     args = dict(args)
-    parts = parse(text)
-    if len(parts) > 1:
-        text = _resolve(parts, lang, args)
+    parts = parse(template)
+    text = _resolve(parts, lang, args) if len(parts) > 1 else template
     return text.format(**{k: join(v, lang) if isinstance(v, (list, tuple)) else v for k, v in args.items()})
 
 

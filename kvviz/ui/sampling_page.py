@@ -175,12 +175,12 @@ def _draws(rule, seed: int, stages: list[Stage], src: LogitSource) -> None:
     counts = draw_counts(final.probs, int(n), seed)
     order = display_order(stages)
     fig = draws_histogram(counts, final.probs, src.tokens, order,
-                          t("sampling.hist_title", n=fmt.integer(n), seed=seed),
+                          t("sampling.hist_title", n=n, seed=seed),
                           {"observed": t("sampling.observed"), "expected": t("sampling.expected"),
                            "axis": t("sampling.lbl_freq_axis"), "draws": t("sampling.lbl_draws")})
     chart(fig, t("sampling.hist_alt"), key="hist")
     gap = max(abs(counts[i] / int(n) - final.probs[i]) for i in range(len(counts)))
-    st.caption(t("sampling.hist_caption", gap=fmt.fixed(gap, 4), n=fmt.integer(n)))
+    st.caption(t("sampling.hist_caption", gap=fmt.fixed(gap, 4), n=n))
 
 
 # ---------------------------------------------------------------- 5. check your understanding

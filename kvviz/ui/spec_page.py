@@ -293,8 +293,8 @@ def render() -> None:
     model = GPTModel(target)
     tc, dc = target.model.config, draft.model.config
     st.title(t("spec.title"))
-    presenter.intro(t("spec.intro", tl=tc.n_layer, th=tc.n_head, td=tc.n_embd, tp=fmt.integer(target.model.n_params()),
-                      dl=dc.n_layer, dh=dc.n_head, dd=dc.n_embd, dp=fmt.integer(draft.model.n_params())))
+    presenter.intro(t("spec.intro", tl=tc.n_layer, th=tc.n_head, td=tc.n_embd, tp=target.model.n_params(),
+                      dl=dc.n_layer, dh=dc.n_head, dd=dc.n_embd, dp=draft.model.n_params()))
     if not draft.trained:
         st.warning(t("spec.draft_random", seed=draft.meta.get("fallback_seed", 0)), icon=":material/casino:")
     if not target.trained:

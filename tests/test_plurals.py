@@ -127,3 +127,16 @@ def test_plural_rules_come_from_the_language():
     with pytest.raises(ValueError):
         parse("{n, plural, one {# row}}")          # no other form
     assert PLURAL_START.pattern
+
+
+def test_autoplay_speeds_are_written_in_the_language():
+    """The stepper's speed menu: "1 evento/s", "0,5 eventos/s", the same speeds as step_view.js."""
+    from pathlib import Path
+
+    from kvviz.ui.frames import SPEEDS, translator, words
+    js = (Path(__file__).parents[1] / "kvviz" / "ui" / "step_view.js").read_text(encoding="utf-8")
+    assert re.search(r"const SPEEDS = \[([^\]]*)\]", js).group(1).replace(" ", "") == ",".join(map(str, SPEEDS))
+    assert words(translator("es"))["speeds"] == {"0.5": "0,5 eventos/s", "1": "1 evento/s", "2": "2 eventos/s",
+                                                 "4": "4 eventos/s"}
+    assert words(translator("de"))["speeds"]["1"] == "1 Ereignis/s"
+    assert words(translator("en"))["speeds"]["0.5"] == "0.5 events/s"

@@ -57,14 +57,14 @@ def render() -> None:
     c[0].selectbox(t("cost.ms_shape"), list(SHAPES), key="ms_shape", on_change=_on_shape, persist_state=KEEP,
                    format_func=lambda k: t("cost.ms_shape_" + k), help=t("cost.ms_shape_help"))
     c[1].multiselect(t("cost.ms_batches"), BATCH_OPTIONS, key="ms_batches", help=t("cost.ms_batches_help"),
-                     **kept("ms_batches"))
+                     format_func=fmt.integer, **kept("ms_batches"))
     c[2].select_slider(t("cost.ms_context"), LEN_OPTIONS, key="ms_context", help=t("cost.ms_context_help"),
-                       **kept("ms_context"))
+                       format_func=fmt.integer, **kept("ms_context"))
     d = st.columns(2)
     d[0].multiselect(t("cost.ms_contexts"), LEN_OPTIONS, key="ms_contexts", help=t("cost.ms_contexts_help"),
-                     **kept("ms_contexts"))
+                     format_func=fmt.integer, **kept("ms_contexts"))
     d[1].multiselect(t("cost.ms_prompts"), PROMPT_OPTIONS, key="ms_prompts", help=t("cost.ms_prompts_help"),
-                     **kept("ms_prompts"))
+                     format_func=fmt.integer, **kept("ms_prompts"))
     st.caption(t("cost.ms_caps", batch=fmt.integer(MAX_MEASURE_BATCH), ctx=fmt.integer(MAX_MEASURE_CONTEXT),
                  mib=fmt.integer(MAX_MEASURE_CACHE_BYTES // 2**20), gflop=fmt.sig(MAX_MEASURE_GFLOP)))
     if st.button(t("cost.ms_run"), type="primary", icon=":material/timer:", help=t("cost.ms_run_help")):

@@ -179,7 +179,8 @@ def _summary(spec: Speculation, ids: tuple[int, ...], rule_key: RuleKey) -> None
     m[1].metric(t("spec.s_per_pass"), fmt.fixed(spec.tokens_per_target_pass, 2),
                 help=t("spec.s_per_pass_help", n=n, rounds=len(spec.rounds)))
     m[2].metric(t("spec.s_target_passes"), spec.target_passes, help=t("spec.s_target_passes_help"),
-                delta=t("spec.s_plain_passes", n=n + (spec.prefill_len > 0)), delta_color="off")
+                delta=t("spec.s_plain_passes", n=n + (spec.prefill_len > 0)), delta_color="off",
+                delta_arrow="off")           # a comparison, not a change: no arrow (fewer passes is better)
     m[3].metric(t("spec.s_draft_passes"), spec.draft_passes, help=t("spec.s_draft_passes_help"))
 
     st.subheader(t("spec.expected_title"))

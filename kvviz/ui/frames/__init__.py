@@ -67,8 +67,9 @@ Tr = Callable[..., str]
 WORD_KEYS = ("prev", "prev_help", "next", "next_help", "reset", "reset_help", "end", "end_help", "step", "step_help",
              "strip_label", "chip_prompt", "chip_processed", "chip_pending", "legend_prompt", "legend_processed",
              "legend_pending")
-OWN_WORD_KEYS = ("play", "pause", "play_help", "speed", "speed_unit", "speed_help", "controls",
+OWN_WORD_KEYS = ("play", "pause", "play_help", "speed", "speed_help", "controls",
                  "key_left", "key_right", "key_home", "key_end", "key_space")
+SPEEDS = (0.5, 1, 2, 4)    # autoplay, events per second: step_view.js's SPEEDS
 TEXT_POOL_MIN = 160        # HTML strings at least this long are stored once in "texts"
 
 
@@ -89,6 +90,9 @@ def words(tr: Tr) -> dict[str, str]:
     out = {k: tr("stepper." + k) for k in WORD_KEYS}
     out.update({k: tr("stepview." + k) for k in OWN_WORD_KEYS})
     out["csv"] = tr("stepper.dl_cache")
+    # the autoplay speeds as the language writes them ("0,5 eventos/s", "1 evento/s"), keyed as
+    # step_view.js writes each speed (String(0.5) == "0.5")
+    out["speeds"] = {str(s): tr("stepview.speed_option", s=s) for s in SPEEDS}
     return out
 
 
@@ -405,7 +409,7 @@ class Payload:
         if self.lang == fmt.REFERENCE:
             return cell
         for pattern, key, name in self._CELL_PHRASES:
-            cell = pattern.sub(lambda m: self.tr(key, **{name: m.group(1)}), cell)
+            cell = pattern.sub(lambda m: self.tr(key, **{name: int(m.group(1))}), cell)
         return fmt.inline(cell, self.lang)
 
     def to_dict(self) -> dict:

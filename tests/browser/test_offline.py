@@ -3,15 +3,14 @@
 A browser context of its own routes every request: the server's go through, any other host's is
 aborted and recorded. The home page and a stepping page (with its expanders, the sidebar's page
 icons and the stepper) are opened; nothing outside may even have been asked for, and the icon font
-(Streamlit's Material Symbols, served by the app) must be loaded and drawing the icons. Its own
-context because routing turns the browser's HTTP cache off, which the shared context keeps for the
-other tests.
+(Streamlit's Material Symbols, served by the app) must be loaded and drawing the icons. A browser
+of its own, because routing turns the HTTP cache off, which the other tests' shared context keeps.
 """
 from __future__ import annotations
 
 import pytest
 
-from tests.conftest import Page
+from tests.conftest import CHROME_ARGS, CHROMIUM, Page
 
 pytestmark = pytest.mark.browser
 
@@ -29,8 +28,10 @@ def test_no_request_leaves_the_server_and_icons_still_draw(browser, server):
             outside.append(url)
             r.abort()
 
-    tab = Page.__new__(Page)                   # a Page (settle, assert_clean) in a context of its own
-    tab.ctx, tab.owns_ctx, tab.errors = browser.new_context(viewport={"width": 1400, "height": 900}), True, []
+    # a browser of its own: the tests' single-process chromium does not survive a second context
+    own = browser.browser_type.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+    tab = Page.__new__(Page)                   # a Page (settle, assert_clean) in that browser
+    tab.ctx, tab.owns_ctx, tab.errors = own.new_context(viewport={"width": 1400, "height": 900}), True, []
     tab.ctx.route("**/*", route)
     tab.page = tab.ctx.new_page()
     tab.page.on("pageerror", lambda e: tab.errors.append(str(e)))
@@ -56,3 +57,4 @@ def test_no_request_leaves_the_server_and_icons_still_draw(browser, server):
         assert abc.count() and abc.evaluate("e => getComputedStyle(e).fontFamily").find(ICON_FONT) >= 0
     finally:
         tab.close()
+        own.close()

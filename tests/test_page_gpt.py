@@ -165,12 +165,10 @@ def test_verification_times_are_medians_of_repeated_runs_with_their_range():
         assert text == (f"8 new tokens: median **{gpt_page._ms(timing.median)} ms** of 7 runs "
                         f"(fastest {gpt_page._ms(timing.low)} ms, slowest {gpt_page._ms(timing.high)} ms)")
     noise = [i.value for i in at.info if "cannot tell the loops apart" in i.value]
-    verdict = [c.value for c in at.caption if "the two ranges do not overlap" in c.value or "do not overlap" in c.value]
+    verdict = [c.value for c in at.caption if "do not overlap" in c.value]
     assert (len(noise), len(verdict)) == ((1, 0) if loops.within_noise else (0, 1))
     if not loops.within_noise and loops.ratio > 1:
         assert f"**{fmt.factor(loops.ratio)}**" in verdict[0]
-    es = open_page(PAGE, {"lang": "es"})
-    assert sum(c.value.startswith("8 tokens nuevos: mediana de **") for c in es.caption) == 2
 
 
 def test_sampling_controls_change_the_run_and_the_loops_still_agree():

@@ -239,7 +239,7 @@ def _timing(tokens: list[str], rule_key: RuleKey, seed: int, model: GPTModel) ->
     max_n = c[0].select_slider(t("gpt.timing_max_n"), options, value=options[-1] if options[-1] <= 128
                                else max(n for n in options if n <= 128), key="gpt_sweep_max",
                                help=t("gpt.timing_max_n_help", cap=limit))
-    repeats = c[1].number_input(t("gpt.timing_repeats"), 1, 5, 3, key="gpt_sweep_repeats",
+    repeats = c[1].number_input(t("gpt.timing_repeats"), 3, 5, 3, key="gpt_sweep_repeats",
                                 help=t("gpt.timing_repeats_help"))
     go = c[2].button(t("gpt.timing_run"), icon=":material/timer:", type="primary", width="stretch",
                      help=t("gpt.timing_run_help"))

@@ -40,20 +40,23 @@ SINGULAR = {
 # words that may stand between a count and its noun ("1 real K/V rows", "1 neue Tokens"), not these
 GLUE = {"en": "to of per this that and or the a an in on at is are from for with than no not",
         "es": "y o a de del en por que la el los las con para un una no sin hay",
-        "de": "und oder von bis pro die der das den dem mit in auf für als ein eine nicht kein keine dieser dieses diesem diesen"}
+        "de": "und oder von bis pro die der das den dem mit in auf für als ein eine nicht kein keine "
+              "dieser dieses diesem diesen"}
 LISTED = {"en": "and", "es": "y", "de": "und"}
 
 
 def _noun_after(n: int, lang: str, nouns: str) -> re.Pattern:
     glue = "|".join(GLUE[lang].split())
     between = rf"(?:(?!(?:{glue}) )[a-zäöüéíóúñ/][\w/−-]* ){{0,2}}?"
+    nouns = "|".join(nouns.split())
+    compound = "|".join(PLURAL[lang].split())       # "2 query heads", "2 Prompt-Tokens": the head noun counts
     # not a sign or a formula ("+1 keys", "γ + 1 rows"), not part of a longer number
-    return re.compile(rf"(?<![\w.,+−-])(?<![+−×·=] ){n} {between}(?:[\w/]+-)?({'|'.join(nouns.split())})(?![-\w])(?! (?:{'|'.join(PLURAL[lang].split())})\b)")
+    return re.compile(rf"(?<![\w.,+−-])(?<![+−×·=] ){n} {between}(?:[\w/]+-)?({nouns})(?![-\w])(?! (?:{compound})\b)")
 
 
 def _read_wrong(text: str, lang: str, n: int) -> list[str]:
-    text = re.sub(r"`[^`]*`", " ", text)                # code is not prose
     """What a reader stumbles on after the number ``n``: a plural noun after 1, a singular after 0 or 2."""
+    text = re.sub(r"`[^`]*`", " ", text)                # code is not prose
     return [m.group(0) for m in _noun_after(n, lang, PLURAL[lang] if n == 1 else SINGULAR[lang]).finditer(text)]
 
 

@@ -95,6 +95,27 @@ def test_the_engine_has_no_import_circles_and_no_function_level_imports():
         visit(m, [])
 
 
+def test_no_import_circles_anywhere_in_kvviz():
+    """The pages too: a page body imports components and app infrastructure, never the other way."""
+    modules = {}
+    for path in ENGINE.rglob("*.py"):
+        rel = path.relative_to(ENGINE.parent).with_suffix("")
+        modules[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = path
+    graph = {name: {m for m in _imports(path)[0] if m in modules and m != name} for name, path in modules.items()}
+    done: set[str] = set()
+
+    def visit(m: str, path: list[str]) -> None:
+        assert m not in path, f"import circle: {' -> '.join(path + [m])}"
+        if m not in done:
+            for dep in sorted(graph[m]):
+                visit(dep, path + [m])
+            done.add(m)
+
+    for m in sorted(graph):
+        visit(m, [])
+    assert any(m.startswith("kvviz.ui.pages.") for m in done)
+
+
 def test_models_import_nothing_from_loops_batching_or_pages():
     below = ("kvviz.decoding", "kvviz.serving", "kvviz.compress", "kvviz.speculative", "kvviz.cost.timing",
              "kvviz.cost.measure", "kvviz.viz", "kvviz.cli", "kvviz.ui")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kvviz.ui.i18n import LANGS, placeholders, strings
+from kvviz.ui.app.i18n import LANGS, placeholders, strings
 
 
 @pytest.mark.parametrize("lang", [lang for lang in LANGS if lang != "en"])

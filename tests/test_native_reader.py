@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from kvviz.ui.i18n import strings
+from kvviz.ui.app.i18n import strings
 
 # (lang, keys, must not match, must match); patterns are case-sensitive Python re
 FLAGS = [
@@ -63,15 +63,15 @@ FLAGS = [
     ("de", ["present.toggle_help"], r"Neustart", r"Zurücksetzen"),
     ("de", ["compress.intro"], r"das Fach", r"deshalb wird er in der Praxis verkleinert"),
     ("de", ["stepper.no_attention"], r"Auswählen rechnet", r"^Beim Auswählen wird keine Attention berechnet"),
-    ("de", ["spec.intro", "spec.expected_body"], r"durch den Speicher begrenzt", r"speichergebunden"),
+    ("de", ["speculative.intro", "speculative.expected_body"], r"durch den Speicher begrenzt", r"speichergebunden"),
     ("de", ["sampling.cap_input"], r"Der Softmax", r"^Die Softmax der Logits"),
     ("de", "cost.*", r"Decode-Schritt", None),
-    ("es", ["spec.did_verify", "spec.did_verify_plain", "spec.todo_draft"], r"(?<!modelo )\b[Ee]l objetivo\b",
+    ("es", ["speculative.did_verify", "speculative.did_verify_plain", "speculative.todo_draft"], r"(?<!modelo )\b[Ee]l objetivo\b",
      r"\b[Ee]l modelo objetivo\b"),
     ("es", ["paged.pool_title", "paged.fw_pool"], r"(?i)\bpool\b", r"^Conjunto de bloques"),
     ("es", ["paged.did_prefill", "paged.did_boundary", "paged.did_finished"], r"lista de libres",
      r"lista de bloques libres"),
-    ("es", ["spec.fig_u"], r"sorteo uniforme", r"número aleatorio uniforme"),
+    ("es", ["speculative.fig_u"], r"sorteo uniforme", r"número aleatorio uniforme"),
     ("es", ["gpt.did_decode", "gpt.attention_title", "gpt.cache_grew", "cost.ai_text"], r"\bpaso\b", r"\bpasada\b"),
     ("es", ["stepper.cache_title", "paged.check_ok"], r"\{n\} filas", r"\{n, plural, one \{"),
     # German in du: the keys that said Sie
@@ -114,13 +114,13 @@ def test_the_choose_phase_has_one_name_per_language():
 
 def test_counts_read_as_a_native_reader_expects():
     """The exact phrases a lecturer read: one row, one step, one position; two requests joined with y."""
-    from kvviz.ui.i18n import render
+    from kvviz.ui.app.i18n import render
     s = {lang: strings(lang) for lang in ("en", "es", "de")}
     assert render(s["en"]["stepper.cache_title"], "en", n=1) == "KV cache (1 row)"
     assert render(s["en"]["compress.m_so_far"], "en", n=1).endswith("(1 step)")
     assert render(s["en"]["weather.reads_line"], "en", head="H", where=[4], reads="r", ctx="c").startswith(
         "**H**: key +1 at position 4. ")
     assert render(s["es"]["paged.check_exact"], "es", n=1).startswith("Comprobación: la única fila de esta pasada coincide")
-    assert "1 posición)" in render(s["es"]["spec.did_draft_first"], "es", r=1, fed="A", k=1, tok="B", pos=2, how="h", n=3)
+    assert "1 posición)" in render(s["es"]["speculative.did_draft_first"], "es", r=1, fed="A", k=1, tok="B", pos=2, how="h", n=3)
     assert render(s["es"]["paged.did_decode"], "es", ids=[0, 1]).endswith("peticiones 0 y 1.")
     assert render(s["de"]["paged.did_decode"], "de", ids=[0, 1]).endswith("Anfragen 0 und 1.")

@@ -7,7 +7,7 @@ from kvviz.decoding.stepper import run_generation
 from kvviz.decoding.logit_sources import quiz_distribution
 from kvviz.models.abc import ABCModel
 from kvviz.decoding.sampling import Sampler, draw_counts
-from kvviz.ui.i18n import strings
+from kvviz.ui.app.i18n import strings
 from tests.conftest import frame, frame_text, no_exception, open_page, plotly_specs
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)

@@ -1,6 +1,6 @@
 """Counts agree with their nouns in every language: no "1 rows", "1 posiciones", "(1 steps)".
 
-Every string with a plural (``{n, plural, one {…} other {…}}``, kvviz/ui/i18n.py) is rendered at 0, 1
+Every string with a plural (``{n, plural, one {…} other {…}}``, kvviz/ui/app/i18n.py) is rendered at 0, 1
 and 2 in every language and read the way a student reads it: after "1" no plural noun, after "0" and
 "2" no singular one. Every other string is rendered with every placeholder set to 1, which catches a
 count that was never made a plural. Lists of ids are joined with "and" / "y" / "und".
@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from kvviz.ui.i18n import LANGS, PLURAL_START, join, parse, placeholders, plural_names, render, strings
+from kvviz.ui.app.i18n import LANGS, PLURAL_START, join, parse, placeholders, plural_names, render, strings
 
 # count nouns of the pages, plural and singular, per language (German Parameter, Zeichen: the same)
 PLURAL = {
@@ -137,7 +137,7 @@ def test_autoplay_speeds_are_written_in_the_language():
     from pathlib import Path
 
     from kvviz.ui.frames import SPEEDS, translator, words
-    js = (Path(__file__).parents[1] / "kvviz" / "ui" / "step_view.js").read_text(encoding="utf-8")
+    js = (Path(__file__).parents[1] / "kvviz" / "ui" / "components" / "step_view.js").read_text(encoding="utf-8")
     assert re.search(r"const SPEEDS = \[([^\]]*)\]", js).group(1).replace(" ", "") == ",".join(map(str, SPEEDS))
     assert words(translator("es"))["speeds"] == {"0.5": "0,5 eventos/s", "1": "1 evento/s", "2": "2 eventos/s",
                                                  "4": "4 eventos/s"}

@@ -18,8 +18,10 @@ from kvviz.ui.app.i18n import LANGS, LOCALES
 GLOSSARY = tomllib.loads((LOCALES / "glossary.toml").read_text(encoding="utf-8"))
 ENTRIES = [("term", e) for e in GLOSSARY["term"]] + [("style", e) for e in GLOSSARY["style"]]
 
-# not prose: {placeholders} and {{ }} escapes, `code spans`, URLs, ?name=value address parts
-NOT_PROSE = re.compile(r"\{\{|\}\}|\{\w*\}|`[^`]*`|https?://\S+|\?\w+=[^\s)]*")
+# not prose: {placeholders} and {{ }} escapes, `code spans`, URLs, ?name=value address parts,
+# plural syntax ({n, plural, one {…} other {…}}: its forms are prose, its frame is not)
+NOT_PROSE = re.compile(r"\{\{|\}\}|\{\w*\}|\{\w+,\s*plural,|(?:=\d+|zero|one|two|few|many|other)\s*\{|#|`[^`]*`"
+                       r"|https?://\S+|\?\w+=[^\s)]*")
 
 
 def prose(text: str) -> str:

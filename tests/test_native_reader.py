@@ -12,16 +12,19 @@ from kvviz.ui.app.i18n import strings
 # (lang, keys, must not match, must match); patterns are case-sensitive Python re
 FLAGS = [
     # ---- Spanish
-    ("es", "weather.*", r"(?i)\bconsultas?\b|\bclaves?\b", None),
-    ("es", ["weather.did_prefill", "weather.did_decode", "weather.mask_title"], None, r"\bquery\b"),
-    ("es", ["weather.mask_title", "weather.repair", "weather.stale_key"], None, r"\bkeys?\b"),
-    ("es", ["home.intro"], r"claves|valores|KV cache|lo ha procesado", r"las keys y los values.*la \*\*caché KV\*\*"),
+    # the vectors in Spanish words, not English ones inside a Spanish sentence («sus keys y su value»)
+    ("es", "weather.*", r"(?i)(?<![-\w])(?:keys?|quer(?:y|ies)|values?)\b(?!-)", None),
+    ("es", ["weather.did_prefill", "weather.did_decode", "weather.mask_title"], None, r"\bconsulta\b"),
+    ("es", ["weather.mask_title", "weather.repair", "weather.stale_key"], None, r"\bclaves?\b"),
+    ("es", ["weather.did_prefill", "weather.did_decode"], r"sus keys y su value", r"sus claves y su valor"),
+    ("es", ["charts.query_axis", "charts.query"], r"\bquery\b", r"^consulta"),
+    ("es", ["home.intro"], r"\bkeys\b|\bvalues\b|KV cache|lo ha procesado", r"las claves y los valores.*la \*\*caché KV\*\*"),
     ("es", ["home.intro"], None, r"hasta que esa pasada lo haya procesado"),
     ("es", ["sampling.q1_cache", "sampling.q3_vocab", "sampling.q3_reveal", "stepper.cache_title", "home.intro"],
      r"\b(?:el|un|la) (?:KV )?cache\b|\bKV cache\b|\bcache\b", r"(?i)\b(?:la|una) caché\b|^Caché KV"),
     ("es", ["cost.per_token_text"], r"\{x\} veces", r"\{x\} lo que cuesta con caché"),
-    ("es", ["cost.ms_ttft_text"], r"pasos de decode procesando",
-     r"el prefill, que procesó \{p\} posiciones, costó lo mismo que \{x\} pasos de decode"),
+    ("es", ["cost.ms_ttft_text"], r"pasos de decode|\{p\} posiciones",
+     r"el prefill, que procesó \{p, plural, .*\}, tardó \{x\}× lo que una pasada de decode"),
     ("es", ["home.blurb_cost", "lecture.cost_memory_gqa_why", "lecture.cost_batching_gpt", "cost.bt_model_help"],
      r"(?i)\blotes?\b", r"(?i)\bbatch(?:ing)?\b"),
     ("es", ["cost.tab_serving", "cost.dg_title", "home.blurb_cost", "cost.intro", "cost.serve_intro",
@@ -58,6 +61,19 @@ FLAGS = [
     ("de", ["cost.bt_model_help"], r"dekodiert", r"\bdecodiert\b"),
     ("de", ["stepper.reset"], r"Neustart", r"^Zurücksetzen$"),
     ("de", ["present.toggle_help"], r"Neustart", r"Zurücksetzen"),
+    ("de", ["compress.intro"], r"das Fach", r"deshalb wird er in der Praxis verkleinert"),
+    ("de", ["stepper.no_attention"], r"Auswählen rechnet", r"^Beim Auswählen wird keine Attention berechnet"),
+    ("de", ["speculative.intro", "speculative.expected_body"], r"durch den Speicher begrenzt", r"speichergebunden"),
+    ("de", ["sampling.cap_input"], r"Der Softmax", r"^Die Softmax der Logits"),
+    ("de", "cost.*", r"Decode-Schritt", None),
+    ("es", ["speculative.did_verify", "speculative.did_verify_plain", "speculative.todo_draft"], r"(?<!modelo )\b[Ee]l objetivo\b",
+     r"\b[Ee]l modelo objetivo\b"),
+    ("es", ["paged.pool_title", "paged.fw_pool"], r"(?i)\bpool\b", r"^Conjunto de bloques"),
+    ("es", ["paged.did_prefill", "paged.did_boundary", "paged.did_finished"], r"lista de libres",
+     r"lista de bloques libres"),
+    ("es", ["speculative.fig_u"], r"sorteo uniforme", r"número aleatorio uniforme"),
+    ("es", ["gpt.did_decode", "gpt.attention_title", "gpt.cache_grew", "cost.ai_text"], r"\bpaso\b", r"\bpasada\b"),
+    ("es", ["stepper.cache_title", "paged.check_ok"], r"\{n\} filas", r"\{n, plural, one \{"),
     # German in du: the keys that said Sie
     ("de", ["abc.bad_prompt", "cost.mem_intro", "cost.fig_you", "cost.fig_you_hover", "cost.bt_need_two",
             "cost.ms_intro", "cost.ms_none", "cost.ms_done"], r"\b(?:Sie|Ihnen|Ihre?[mnrs]?)\b",
@@ -94,3 +110,17 @@ def test_the_choose_phase_has_one_name_per_language():
     for lang, word in (("es", "elección"), ("de", "Auswahl")):
         s = strings(lang)
         assert {s[f"{page}.phase_choose"] for page in ("abc", "gpt", "weather")} == {word}, lang
+
+
+def test_counts_read_as_a_native_reader_expects():
+    """The exact phrases a lecturer read: one row, one step, one position; two requests joined with y."""
+    from kvviz.ui.app.i18n import render
+    s = {lang: strings(lang) for lang in ("en", "es", "de")}
+    assert render(s["en"]["stepper.cache_title"], "en", n=1) == "KV cache (1 row)"
+    assert render(s["en"]["compress.m_so_far"], "en", n=1).endswith("(1 step)")
+    assert render(s["en"]["weather.reads_line"], "en", head="H", where=[4], reads="r", ctx="c").startswith(
+        "**H**: key +1 at position 4. ")
+    assert render(s["es"]["paged.check_exact"], "es", n=1).startswith("Comprobación: la única fila de esta pasada coincide")
+    assert "1 posición)" in render(s["es"]["speculative.did_draft_first"], "es", r=1, fed="A", k=1, tok="B", pos=2, how="h", n=3)
+    assert render(s["es"]["paged.did_decode"], "es", ids=[0, 1]).endswith("peticiones 0 y 1.")
+    assert render(s["de"]["paged.did_decode"], "de", ids=[0, 1]).endswith("Anfragen 0 und 1.")

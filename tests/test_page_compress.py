@@ -35,7 +35,7 @@ def test_window_step_greys_evicted_rows_marks_the_sinks_and_shows_the_engines_kl
     evicted = [i for i, r in enumerate(ev.cache.rows) if r.evicted_at is not None]
     assert evicted == [4, 5, 6] and f["table"]["evicted"] == evicted           # greyed rows
     assert list(frame_table(at)["k (h1)"].iloc[evicted]) == ["—"] * 3
-    assert "evicted position(s) 6" in frame_text(f) and "holds 12 of 15 positions: 0–3, 7–14" in frame_text(f)
+    assert "evicted position 6" in frame_text(f) and "holds 12 of 15 positions: 0–3 and 7–14" in frame_text(f)
     att = fig(f, "Attention")["data"][0]
     assert att["x"] == [f"{p}:{ev.sequence[p]}" for p in [0, 1, 2, 3] + list(range(7, 15))]
     mass = sink_mass(ev, 0, 0, 4)[-1]

@@ -148,6 +148,31 @@ def test_verification_memory_and_the_stepper_agree():
     assert metrics["Measured bytes"] == metrics["2 · L · T · d · 4 bytes"] == "49,152 B"
 
 
+def test_verification_times_are_medians_of_repeated_runs_with_their_range():
+    """What the two captions say is the engine's LoopTimes record (7 interleaved runs each), and the
+    page says the difference is within noise exactly when the two ranges overlap."""
+    from kvviz.ui.app import fmt
+    from kvviz.ui.components.rule_controls import default_rule, rule_cache_key
+    from kvviz.ui.pages import gpt as gpt_page
+
+    at = open_page(PAGE)
+    model = gpt_page.GPTModel(gpt_page._tiny())
+    ids = tuple(model.tokenizer.index[w] for w in gpt_page.prompt_tokens(model, gpt_page.DEFAULT_PROMPT))
+    rule, seed = default_rule("gpt")
+    loops = gpt_page._loop_times(ids, gpt_page.DEFAULT_NEW, rule_cache_key(rule), seed)   # the page's record
+    captions = [c.value for c in at.caption if c.value.startswith("8 new tokens: median")]
+    assert len(captions) == 2
+    for text, timing in zip(captions, (loops.uncached, loops.cached)):
+        assert len(timing.samples) == 7
+        assert text == (f"8 new tokens: median **{gpt_page._ms(timing.median)} ms** of 7 runs "
+                        f"(fastest {gpt_page._ms(timing.low)} ms, slowest {gpt_page._ms(timing.high)} ms)")
+    noise = [i.value for i in at.info if "cannot tell the loops apart" in i.value]
+    verdict = [c.value for c in at.caption if "do not overlap" in c.value]
+    assert (len(noise), len(verdict)) == ((1, 0) if loops.within_noise else (0, 1))
+    if not loops.within_noise and loops.ratio > 1:
+        assert f"**{fmt.factor(loops.ratio)}**" in verdict[0]
+
+
 def test_sampling_controls_change_the_run_and_the_loops_still_agree():
     at = open_page(PAGE)
     assert at.slider(key="gpt_tau").disabled
@@ -193,7 +218,7 @@ def test_timing_sweep_plots_speedup_beside_flop_ratio_and_explains_the_gap():
     assert list(table["speed-up"]) == pytest.approx([p.speedup for p in sweep.points])
     assert list(table["FLOP ratio"]) == pytest.approx(flops)
     # the explanation: the English template with each {number} read back and compared with the sweep's
-    template = strings("en")["gpt.explain"]
+    template = re.sub(r"\{(\w+), plural, one \{[^{}]*\} other \{# ([^{}]*)\}\}", r"{\1} \2", strings("en")["gpt.explain"])
     pattern = re.escape(template)
     for name in re.findall(r"\{(\w+)\}", template):
         pattern = pattern.replace(re.escape("{" + name + "}"), f"(?P<{name}>.+?)", 1)

@@ -34,7 +34,7 @@ def test_defaults_share_a_prefix_at_step_1_and_cross_a_block_boundary_at_step_2(
     assert one["heading"] == "Event 1 of 17: prefill 1 · decode 0"
     s1 = run.steps[1]
     assert s1.shared == (0, 1) and s1.prefill_saved == 8
-    assert "blocks [0, 1] were already in the pool" in frame_text(one) and "8 prefill positions saved" in frame_text(one)
+    assert "blocks 0 and 1 were already in the pool" in frame_text(one) and "8 prefill positions saved" in frame_text(one)
     tables = next(b["tbl"] for b in one["side"] if "tbl" in b)
     assert tables["rows"] == [["0", "0 ×2", "1 ×2", "2", ""], ["1", "0 ×2", "1 ×2", "3", "4"]]
     pool = one["figs"][0]
@@ -60,7 +60,7 @@ def test_every_step_shows_the_engines_check_and_memory(default_page):
         if s.max_abs_diff == 0.0:
             assert "bit for bit" in text
         else:
-            assert fmt.sci(s.max_abs_diff, 1) in text and "1e-04" in text
+            assert fmt.sci(s.max_abs_diff, 1) in text and "1\xa0×\xa010⁻⁴" in text
         items = {label: (value, delta) for label, value, _, delta in m["items"]}
         assert items["KV held, paged"] == (fmt.nbytes(s.memory.bytes("paged")), f"in use {fmt.nbytes(s.memory.bytes('used'))}")
         assert items["KV reserved, contiguous"][0] == fmt.nbytes(s.memory.bytes("contiguous"))

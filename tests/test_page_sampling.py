@@ -7,6 +7,7 @@ from kvviz.decoding.stepper import run_generation
 from kvviz.decoding.logit_sources import quiz_distribution
 from kvviz.models.abc import ABCModel
 from kvviz.decoding.sampling import Sampler, draw_counts
+from kvviz.ui.app.i18n import strings
 from tests.conftest import frame, frame_text, no_exception, open_page, plotly_specs
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
@@ -72,7 +73,7 @@ def test_temperature_and_top_k_move_the_mass():
     assert [round(y, 4) for y in charts["Temperature"]["data"][0]["y"]] == [round(p, 4) for p in want[1].probs]
     assert kept(charts["Top-k"]) == ["A", "B"]
     assert charts["Top-k"]["data"][0]["y"][0] == pytest.approx(want[2].probs[0])
-    assert any("k = 2: removed C, D, E, F, G, H" in c.value for c in at.caption)
+    assert any("k = 2: removed C, D, E, F, G, and H" in c.value for c in at.caption)
 
 
 def test_greedy_mode_shows_one_kept_token_and_draws_it_every_time():
@@ -164,6 +165,11 @@ def test_page_renders_in_other_languages(lang, title):
     no_exception(at)
     assert at.title[0].value.startswith(title)
     assert len(stage_charts_any(at)) == 4
+    # the sliders write their value as the language does (Streamlit's own slider numbers use a point)
+    assert [w.label for w in at.slider] == [f"{strings(lang)['rule.temperature']}: **1,00**", "Top-p: **0,80**"]
+    if lang == "es":
+        at.slider(key="sampling_tau").set_value(0.7).run()
+        assert at.slider(key="sampling_tau").label == "Temperatura τ: **0,70**"
 
 
 def stage_charts_any(at):

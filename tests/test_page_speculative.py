@@ -110,6 +110,9 @@ def test_sampled_tests_show_p_q_u_and_the_residual_the_correction_is_drawn_from(
     assert metric["Acceptance rate α"] == fmt.percent(spec.acceptance_rate, 1)
     assert metric["Tokens per target pass"] == fmt.fixed(spec.tokens_per_target_pass, 2)
     assert metric["Target passes"] == str(spec.target_passes) and metric["Draft passes"] == str(spec.draft_passes)
+    # plain decoding's passes beside it are a comparison, not a change: grey, and no arrow (no "up is good")
+    passes = next(m for m in at.metric if m.label == "Target passes").proto
+    assert passes.delta.startswith("plain decoding: ") and (passes.direction, passes.color) == (2, 2)  # NONE, GRAY
 
 
 def test_exactness_greedy_tokens_equal_plain_greedy_and_sampling_says_what_is_exact():

@@ -30,7 +30,8 @@ def _texts(at) -> list[str]:
     data = stepper(at)
     if data is not None:           # the stepper's frame and its own controls (kvviz/ui/components/step_view.py)
         out.append(frame_text(frame(at)))
-        out += list(data["payload"]["words"].values())
+        for word in data["payload"]["words"].values():             # a label, or labels by value (the speeds)
+            out += list(word.values()) if isinstance(word, dict) else [word]
     return out
 
 

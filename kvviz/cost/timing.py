@@ -9,12 +9,18 @@ The measured speed-up is far below the FLOP ratio on a CPU: a one-token decode s
 fixed cost per pass (dozens of small operations dispatched from Python, and every weight read from
 memory for a single token). ``PassTimes`` measures that cost and ``predicted_speedup`` shows that
 per-pass times, not FLOPs, explain the speed-up.
+
+One wall time is not a measurement on a shared machine: another job, the allocator, a page being
+drawn can double a run. ``time_loops`` warms both loops, runs them several times interleaved (so both
+meet the same load) and keeps every sample: the median is what a page shows, the range how much to
+trust it, and two ranges that overlap say the difference is within the machine's noise.
 """
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import torch
 
@@ -33,6 +39,88 @@ def _best_time(fn: Callable[[], object], repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return min(times)
+
+
+VERIFY_REPEATS = 7           # timed runs of each loop for the verification's times (after one warm-up)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Repeated wall times of one piece of work, in seconds, in the order they were taken."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def low(self) -> float:
+        return min(self.samples)
+
+    @property
+    def high(self) -> float:
+        return max(self.samples)
+
+    def overlaps(self, other: "Timing") -> bool:
+        """Do the two ranges (fastest to slowest run) share any time? Then no order is shown."""
+        return self.low <= other.high and other.low <= self.high
+
+    def to_dict(self) -> dict:
+        return {"median_s": self.median, "min_s": self.low, "max_s": self.high, "samples_s": list(self.samples)}
+
+
+def interleaved(work: Mapping[str, Callable[[], object]], repeats: int, warmups: int = 1,
+                clock: Callable[[], float] = time.perf_counter) -> dict[str, Timing]:
+    """Time every function of ``work`` ``repeats`` times, taking turns (a, b, b, a, a, b …: the
+    order alternates so neither always runs right after the other), after ``warmups`` untimed
+    rounds that pay first-call costs (allocations, lazy initialisation)."""
+    check_int("Repeats", repeats, 1, 50)
+    names = list(work)
+    for _ in range(warmups):
+        for name in names:
+            work[name]()
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(repeats):
+        for name in (names if i % 2 == 0 else names[::-1]):
+            t0 = clock()
+            work[name]()
+            samples[name].append(clock() - t0)
+    return {name: Timing(tuple(v)) for name, v in samples.items()}
+
+
+@dataclass(frozen=True)
+class LoopTimes:
+    """Both generation loops timed on the same prompt, rule and seed (``time_loops``)."""
+
+    new_tokens: int
+    uncached: Timing           # generate: the whole text again at every step
+    cached: Timing             # generate_cached: prefill, then one position per step
+
+    @property
+    def within_noise(self) -> bool:
+        """The two ranges overlap: this machine cannot tell the loops apart at this length."""
+        return self.uncached.overlaps(self.cached)
+
+    @property
+    def ratio(self) -> float:
+        """Median without the cache ÷ median with it (above 1: the cache is faster)."""
+        return self.uncached.median / self.cached.median
+
+    def to_dict(self) -> dict:
+        return {"new_tokens": self.new_tokens, "repeats": len(self.cached.samples),
+                "uncached": self.uncached.to_dict(), "cached": self.cached.to_dict(),
+                "ratio_of_medians": self.ratio, "within_noise": self.within_noise}
+
+
+def time_loops(model: GPT, prompt_ids: Sequence[int], n: int, rule: SelectionRule | None = None, seed: int = 0,
+               repeats: int = VERIFY_REPEATS, clock: Callable[[], float] = time.perf_counter) -> LoopTimes:
+    """``generate`` and ``generate_cached`` for ``n`` new tokens, warmed and timed ``repeats`` times
+    each, interleaved (no logits kept: only the loops' own work is timed)."""
+    times = interleaved({"uncached": lambda: generate(model, prompt_ids, n, rule, seed, keep_logits=False),
+                         "cached": lambda: generate_cached(model, prompt_ids, n, rule, seed, keep_logits=False)},
+                        repeats, clock=clock)
+    return LoopTimes(n, times["uncached"], times["cached"])
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
 """Numbers in the page's language: every number the interface writes goes through this module.
 
 English keeps the app's reference output, which is Python's format mini-language:
-``0.330``, ``1,024``, ``12.3×``, ``37.7 MB``, ``12%``, ``1.2e-06``. Spanish and German show **the same
+``0.330``, ``1,024``, ``12.3×``, ``37.7 MB``, ``12%``. Spanish and German show **the same
 digits** with the symbols Babel (the CLDR data, ``babel.numbers``) gives their locales: decimal
-comma, ``.`` between thousands, ``12 %`` with a no-break space, ``E`` before an exponent:
-``0,330``, ``1.024``, ``12,3×``, ``37,7 MB``, ``12 %``, ``1,2E-06``. Babel groups four-digit numbers in
+comma, ``.`` between thousands, ``12 %`` with a no-break space:
+``0,330``, ``1.024``, ``12,3×``, ``37,7 MB``, ``12 %``. Scientific notation is written with a power
+of ten in every language, ``1.2 × 10⁻⁶`` | ``1,2 × 10⁻⁶`` (:func:`sci`). Babel groups four-digit numbers in
 Spanish too (``1.024``, as the static texts write them); CLDR's minimum-grouping rule for ``es``
 (which would print ``1024``) is not applied by Babel, and this module follows Babel.
 
@@ -20,7 +21,7 @@ Use::
     fmt.num(x, ".4g")           # any format spec, e.g. the old f"{x:.4g}"
     fmt.factor(12.34)           # en 12.3×      es/de 12,3×
     fmt.percent(0.123)          # en 12%        es/de 12 %
-    fmt.sci(1.2e-6)             # en 1.2e-06    es/de 1,2E-06
+    fmt.sci(1.2e-6)             # en 1.2 × 10⁻⁶  es/de 1,2 × 10⁻⁶ (and 0 for exactly 0)
     fmt.nbytes(37_748_736)      # en 37.7 MB    es/de 37,7 MB
 
 Every function takes ``lang=`` (``"en"``, ``"es"``, ``"de"``); without it, the current page's language.
@@ -123,9 +124,16 @@ def factor(x: float, digits: int = 1, lang: str | None = None) -> str:
     return num(x, f",.{digits}f", lang) + "×"
 
 
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
 def sci(x: float, digits: int = 1, lang: str | None = None) -> str:
-    """Scientific notation as the check badges use it: 1.2e-06 | 1,2E-06."""
-    return num(x, f".{digits}e", lang)
+    """A tiny or huge number as a lecture hall reads it (the check badges' differences and
+    tolerances): 1.2 × 10⁻⁶ | 1,2 × 10⁻⁶, and exactly 0 as 0, never 0.0e+00 | 0,0E00."""
+    if x == 0:
+        return "0"
+    mantissa, exponent = f"{x:.{digits}e}".split("e")
+    return num(float(mantissa), f".{digits}f", lang) + "\xa0×\xa010" + str(int(exponent)).translate(_SUPERSCRIPT)
 
 
 _BYTE_UNITS = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3))

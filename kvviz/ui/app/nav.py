@@ -32,6 +32,9 @@ PAGES = [
 # app-wide CSS: contrast where the theme has no setting (st.html puts a style-only body in
 # the event container, so it takes no room on the page)
 STYLE = Path(__file__).with_name("style.css")
+# the tab's icon, sent inline as a data URL: a ":material/…:" page icon makes the browser fetch an
+# SVG from Google's font host, which a lecture hall without internet cannot reach
+ICON = Path(__file__).with_name("icon.svg").read_text(encoding="utf-8")
 
 
 def _lang_to_url() -> None:
@@ -64,7 +67,7 @@ def page_setup(title_key: str) -> None:
     """Call first on every page: config, sidebar navigation, language."""
     _forget_other_page(title_key)
     presenter.init_from_url()
-    st.set_page_config(page_title=f"kvviz · {t(title_key)}", page_icon=":material/memory:", layout="wide",
+    st.set_page_config(page_title=f"kvviz · {t(title_key)}", page_icon=ICON, layout="wide",
                        initial_sidebar_state="collapsed" if presenter.presenting() else "auto")
     if title_key not in NO_CHARTS:
         plotly_js.preload()          # first, so the browser evaluates plotly while the page builds

@@ -14,8 +14,8 @@ import streamlit as st
 
 from kvviz.limits import MAX_SEED
 from kvviz.decoding.sampling import Greedy, SelectionRule, make_rule
+from kvviz.ui.app import fmt, urlstate
 from kvviz.ui.app.i18n import t
-from kvviz.ui.app import urlstate
 
 MODES = ("greedy", "sample")
 # Pages whose whole point is sampling open in sampling mode; every other page opens greedy.
@@ -41,6 +41,29 @@ def default_rule(key_prefix: str) -> tuple[SelectionRule, int]:
     return Greedy(), SEED
 
 
+def _bound_value(key: str, default: float, lo: float, hi: float) -> float:
+    """The value a URL-bound slider shows in this run: its state, else the address's (which the
+    binding reads when the widget is made), else the default."""
+    value = st.session_state.get(key)
+    if value is None:
+        try:
+            value = float(st.query_params.get(key, default))
+        except ValueError:
+            value = default
+    return float(value) if lo <= float(value) <= hi else default
+
+
+def _number_slider(col, name_key: str, lo: float, hi: float, default: float, step: float, key: str,
+                   **kwargs) -> float:
+    """A slider whose value is written in the page's language (0,70 in Spanish and German): in its
+    label, because Streamlit draws a slider's own numbers with a printf format, always with a point.
+    Its own numbers are hidden (the ``kv-num-slider`` rule in style.css)."""
+    shown = fmt.fixed(_bound_value(key, default, lo, hi), 2)
+    with col.container(key=f"kv-num-slider-{key}"):
+        return st.slider(t("rule.slider_label", name=t(name_key), value=shown), lo, hi, default, step, key=key,
+                         bind="query-params", **kwargs)
+
+
 def rule_controls(key_prefix: str) -> tuple[SelectionRule, int]:
     """Draw the rule widgets (keys ``<key_prefix>_rule/_tau/_top_k/_top_p/_seed``); return (rule, seed)."""
     def key(name: str) -> str:
@@ -53,8 +76,8 @@ def rule_controls(key_prefix: str) -> tuple[SelectionRule, int]:
         t("rule.mode"), MODES, required=True, format_func=lambda m: t(f"rule.mode_{m}"), key=key("rule"),
         on_change=urlstate.sync, args=(key("rule"), default_mode), help=t("rule.mode_help"), width="stretch")
     off = mode != "sample"
-    tau = c[1].slider(t("rule.temperature"), 0.0, TAU_MAX, TAU, 0.05, key=key("tau"), bind="query-params",
-                      disabled=off, help=t("rule.temperature_help"))
+    tau = _number_slider(c[1], "rule.temperature", 0.0, TAU_MAX, TAU, 0.05, key("tau"), disabled=off,
+                         help=t("rule.temperature_help"))
     # numbers through urlstate, not bind: a bound number_input raises on ?abc_seed=-inf
     urlstate.int_param(key("top_k"), None, 1, TOP_K_MAX)
     urlstate.int_param(key("seed"), SEED, 0, MAX_SEED)
@@ -62,8 +85,8 @@ def rule_controls(key_prefix: str) -> tuple[SelectionRule, int]:
                               placeholder=t("rule.off"), key=key("top_k"), disabled=off,
                               on_change=urlstate.sync, args=(key("top_k"), None),
                               help=t("rule.top_k_help"))
-    top_p = c[3].slider(t("rule.top_p"), 0.01, 1.0, TOP_P, 0.01, key=key("top_p"), bind="query-params",
-                        disabled=off, help=t("rule.top_p_help"))
+    top_p = _number_slider(c[3], "rule.top_p", 0.01, 1.0, TOP_P, 0.01, key("top_p"), disabled=off,
+                           help=t("rule.top_p_help"))
     seed = c[4].number_input(t("rule.seed"), min_value=0, max_value=MAX_SEED, step=1, key=key("seed"),
                              on_change=urlstate.sync, args=(key("seed"), SEED), disabled=off,
                              help=t("rule.seed_help"))

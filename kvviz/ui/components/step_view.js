@@ -15,7 +15,7 @@ const REPORT_MS = 250;          // the step goes to Python this long after the l
 const KEEP_MS = 4000;           // presenter mode: how long a fitted step is kept in view as the page grows
 const KEEP_UNTIL = ["wheel", "touchstart", "pointerdown", "keydown"];     // ... or until the lecturer acts
 const REST_KEY = "kvs_rest";    // step_view.REST_KEY: the placeholder of a page waiting for the first drawing
-const SPEEDS = [0.5, 1, 2, 4];  // autoplay, events per second
+const SPEEDS = [0.5, 1, 2, 4];  // autoplay, events per second (their labels: frames.SPEEDS, in the language)
 
 // Material icons (check, hourglass_empty) as inline SVG: no icon font needed
 const ICONS = {
@@ -275,7 +275,7 @@ class Stepper {
     this.bar.querySelector(".kvs-speed span").textContent = w.speed;
     this.speedSel.title = w.speed_help;
     this.speedSel.setAttribute("aria-label", w.speed);
-    for (const o of this.speedSel.options) o.textContent = `${o.value} ${w.speed_unit}`;
+    for (const o of this.speedSel.options) o.textContent = (w.speeds || {})[o.value] || o.value;
     this.bar.querySelector(".kvs-slider span").textContent = w.step;
     this.slider.setAttribute("aria-label", w.step);
     this.slider.title = w.step_help;

@@ -59,7 +59,7 @@ import re
 from typing import Callable, Iterable, Sequence
 
 from kvviz.ui.app import fmt
-from kvviz.ui.app.i18n import strings
+from kvviz.ui.app.i18n import lookup, render
 from kvviz.viz.theme import COLORS, WORDS
 
 Tr = Callable[..., str]
@@ -68,20 +68,16 @@ Tr = Callable[..., str]
 WORD_KEYS = ("prev", "prev_help", "next", "next_help", "reset", "reset_help", "end", "end_help", "step", "step_help",
              "strip_label", "chip_prompt", "chip_processed", "chip_pending", "legend_prompt", "legend_processed",
              "legend_pending")
-OWN_WORD_KEYS = ("play", "pause", "play_help", "speed", "speed_unit", "speed_help", "controls",
+OWN_WORD_KEYS = ("play", "pause", "play_help", "speed", "speed_help", "controls",
                  "key_left", "key_right", "key_home", "key_end", "key_space")
+SPEEDS = (0.5, 1, 2, 4)    # autoplay, events per second: step_view.js's SPEEDS
 TEXT_POOL_MIN = 160        # HTML strings at least this long are stored once in "texts"
 
 
 def translator(lang: str) -> Tr:
     """``t`` for one language without Streamlit's session (English where a key is missing)."""
-    table, en = strings(lang), strings("en")
-
     def tr(key: str, **fmt: object) -> str:
-        text = table.get(key) or en.get(key)
-        if text is None:
-            raise KeyError(f"missing interface string {key!r}")
-        return text.format(**fmt) if fmt else text
+        return render(lookup(key, lang), lang, **fmt)
     tr.lang = lang          # numbers in frames are written the way this language writes them
     return tr
 
@@ -95,6 +91,9 @@ def words(tr: Tr) -> dict[str, str]:
     out = {k: tr("stepper." + k) for k in WORD_KEYS}
     out.update({k: tr("stepview." + k) for k in OWN_WORD_KEYS})
     out["csv"] = tr("stepper.dl_cache")
+    # the autoplay speeds as the language writes them ("0,5 eventos/s", "1 evento/s"), keyed as
+    # step_view.js writes each speed (String(0.5) == "0.5")
+    out["speeds"] = {str(s): tr("stepview.speed_option", s=s) for s in SPEEDS}
     return out
 
 
@@ -409,7 +408,7 @@ class Payload:
         if self.lang == fmt.REFERENCE:
             return cell
         for pattern, key, name in self._CELL_PHRASES:
-            cell = pattern.sub(lambda m: self.tr(key, **{name: m.group(1)}), cell)
+            cell = pattern.sub(lambda m: self.tr(key, **{name: int(m.group(1))}), cell)
         return fmt.inline(cell, self.lang)
 
     def to_dict(self) -> dict:

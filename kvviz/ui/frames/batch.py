@@ -20,9 +20,9 @@ def what_happened(ev: BatchEvent, tr: Tr) -> str:
     if ev.phase == "prefill":
         return tr("cost.bt_did_prefill", B=ev.batch, W=ev.n_columns, real=ev.kv_computed, pad=ev.kv_padding)
     if ev.phase == "decode":
-        toks = ", ".join(f"**{tok[0]}**" for tok in ev.tokens)
+        toks = [f"**{tok[0]}**" for tok in ev.tokens]                # joined the language's way
         return tr("cost.bt_did_decode", B=ev.batch, toks=toks, col=ev.n_columns - 1)
-    return tr("cost.bt_did_choose", toks=", ".join(f"**{p}**" for p in ev.pending))
+    return tr("cost.bt_did_choose", toks=[f"**{p}**" for p in ev.pending])
 
 
 def attention_fig(src: BatchEvent, labels: list[str], layer: int, head: int, name_head: bool, tr: Tr):

@@ -15,6 +15,7 @@ from kvviz.compress import StepComparison, Variant, pass_event, row_errors, sink
 from kvviz.viz.compress import attention_sinks_spec, next_token_pair_spec, row_error_heatmap_spec
 from kvviz.decoding.stepper import Event
 from kvviz.ui.app import fmt
+from kvviz.ui.app.i18n import join
 from kvviz.ui.frames import (Payload, Tr, lang_of, lines_block, metrics, note_block,
                              strip_block)
 from kvviz.ui.frames.steps import cache_frame_table
@@ -32,7 +33,7 @@ def variant_name(v: Variant, tr: Tr) -> str:
         name = tr("compress.name_quant", bits=v.bits, axis=tr("compress.axis_" + str(v.key_axis)), g=v.group_size)
         return name + (tr("compress.name_residual", r=v.residual) if v.residual else "")
     if v.kind == "gqa":
-        return tr("compress.name_gqa_one" if v.kv_heads == 1 else "compress.name_gqa", h=v.kv_heads)
+        return tr("compress.name_gqa", h=v.kv_heads)
     return tr("compress.name_full")
 
 
@@ -47,15 +48,15 @@ def figure_labels(tr: Tr) -> dict:
 
 
 def positions_text(positions: Sequence[int], lang: str) -> str:
-    """0, 1, 2, 5, 6 → "0–2, 5–6" (runs of consecutive positions)."""
+    """0, 1, 2, 5, 6 → "0–2 and 5–6" (runs of consecutive positions, joined the language's way)."""
     runs: list[list[int]] = []
     for p in sorted(positions):
         if runs and p == runs[-1][-1] + 1:
             runs[-1].append(p)
         else:
             runs.append([p])
-    return ", ".join(fmt.integer(r[0], lang=lang) if len(r) == 1
-                     else f"{fmt.integer(r[0], lang=lang)}–{fmt.integer(r[-1], lang=lang)}" for r in runs)
+    return join([fmt.integer(r[0], lang=lang) if len(r) == 1
+                 else f"{fmt.integer(r[0], lang=lang)}–{fmt.integer(r[-1], lang=lang)}" for r in runs], lang)
 
 
 def cache_sentence(cmp: StepComparison, ev: Event, model, tr: Tr) -> str:
@@ -68,7 +69,7 @@ def cache_sentence(cmp: StepComparison, ev: Event, model, tr: Tr) -> str:
         text = tr("compress.did_window", held=positions_text(held, lang), n=len(held), total=len(rows),
                   w=v.window, s=v.sinks)
         if evicted_now:
-            text += " " + tr("compress.did_evicted", pos=positions_text(evicted_now, lang))
+            text += " " + tr("compress.did_evicted", pos=positions_text(evicted_now, lang), n=len(evicted_now))
         return text
     if v.kind == "quant":
         coded = [r.position for r in rows if r.quantized_at is not None]
@@ -78,7 +79,7 @@ def cache_sentence(cmp: StepComparison, ev: Event, model, tr: Tr) -> str:
         text = tr("compress.did_quant", bits=v.bits, coded=positions_text(coded, lang), n=len(coded),
                   exact=len(rows) - len(coded), total=len(rows))
         if now:
-            text += " " + tr("compress.did_quantized_now", pos=positions_text(now, lang))
+            text += " " + tr("compress.did_quantized_now", pos=positions_text(now, lang), n=len(now))
         return text
     if v.kv_heads == model.config.kv_heads:
         return tr("compress.did_gqa_same", h=v.kv_heads)

@@ -78,7 +78,7 @@ def growth_blocks(ev: Event, model, layer: int, tr: Tr) -> list[dict]:
     formula = cost.cache_bytes_per_token(model.cost_config, "fp32") * ev.cache_len   # 2·L·T·d·4
     out = [table_block([tr("gpt.col_layer"), tr("gpt.col_k_shape"), tr("gpt.col_v_shape"), tr("gpt.col_bytes")], rows,
                        title=f"**{tr('gpt.cache_growth_title')}**", row_marks=[(layer, "bold")], explain=True),
-           note_block(tr("gpt.cache_bytes_line", measured=fmt.integer(measured, lang=lang_of(tr)), layers=cfg.n_layer, T=ev.cache_len,
+           note_block(tr("gpt.cache_bytes_line", measured=measured, layers=cfg.n_layer, T=ev.cache_len,
                          d=cfg.n_embd, formula=fmt.integer(formula, lang=lang_of(tr)), ok="✓" if measured == formula else "✗"), explain=True)]
     if ev.record is not None:
         out.append(note_block(tr("gpt.cache_grew", n=len(ev.positions)), explain=True))

@@ -30,10 +30,6 @@ def figure_words(tr: Tr) -> dict[str, str]:
     return {k: tr(f"paged.fw_{k}") for k in WORDS}
 
 
-def _ids(ids: Sequence[int]) -> str:
-    return ", ".join(str(i) for i in ids)
-
-
 def _blocks(blocks: Sequence[int]) -> str:
     return "[" + ", ".join(str(b) for b in blocks) + "]"
 
@@ -47,16 +43,16 @@ def what_happened(run: ServeRun, s: StepRecord, prev: StepRecord | None, tr: Tr)
     out = []
     for r in s.preempted:
         n = sum(1 for earlier in run.steps[:s.step] for rid, _ in earlier.chosen if rid == r)
-        out.append(tr("paged.did_preempted", r=r, blocks=_blocks(before.get(r, ())), n=n))
+        out.append(tr("paged.did_preempted", r=r, blocks=list(before.get(r, ())), n=n))
     fresh = [r for r in s.prefill if r not in s.recomputed]
     if fresh:
-        out.append(tr("paged.did_prefill", ids=_ids(fresh)))
+        out.append(tr("paged.did_prefill", ids=fresh))
     for r in s.recomputed:
         out.append(tr("paged.did_recomputed", r=r, n=len(contexts.get(r, ()))))
     if s.shared:
-        out.append(tr("paged.did_shared", blocks=_blocks(sorted(set(s.shared))), saved=s.prefill_saved))
+        out.append(tr("paged.did_shared", blocks=sorted(set(s.shared)), saved=s.prefill_saved))
     if s.decode:
-        out.append(tr("paged.did_decode", ids=_ids(s.decode)))
+        out.append(tr("paged.did_decode", ids=list(s.decode)))
     for r in s.decode:                     # a decode that crossed into a new logical block
         new = [b for b in now.get(r, ()) if b not in before.get(r, ())]
         if new:
@@ -65,23 +61,23 @@ def what_happened(run: ServeRun, s: StepRecord, prev: StepRecord | None, tr: Tr)
     for src, dst in s.copied:
         out.append(tr("paged.did_copied", src=src, dst=dst))
     if s.finished:
-        out.append(tr("paged.did_finished", ids=_ids(s.finished), blocks=_blocks(s.freed) if s.freed else "—"))
+        out.append(tr("paged.did_finished", ids=list(s.finished), blocks=list(s.freed or ())))
     if not s.running:
         out.append(tr("paged.did_idle"))
-    todo = tr("paged.todo_waiting", ids=_ids(s.waiting)) if s.waiting else None
+    todo = tr("paged.todo_waiting", ids=list(s.waiting)) if s.waiting else None
     return out, todo
 
 
 def heading(s: StepRecord, last: int, tr: Tr) -> str:
     parts = []
     if s.preempted:
-        parts.append(tr("paged.h_preempt", ids=_ids(s.preempted)))
+        parts.append(tr("paged.h_preempt", ids=list(s.preempted)))
     if s.prefill:
-        parts.append(tr("paged.h_prefill", ids=_ids(s.prefill)))
+        parts.append(tr("paged.h_prefill", ids=list(s.prefill)))
     if s.decode:
-        parts.append(tr("paged.h_decode", ids=_ids(s.decode)))
+        parts.append(tr("paged.h_decode", ids=list(s.decode)))
     if s.finished:
-        parts.append(tr("paged.h_finished", ids=_ids(s.finished)))
+        parts.append(tr("paged.h_finished", ids=list(s.finished)))
     return tr("paged.heading", i=s.step, last=last, what=" · ".join(parts) or tr("paged.h_idle"))
 
 

@@ -195,8 +195,8 @@ def sentences(spec: Speculation, s: Step, vocab: Sequence[str], tr: Tr) -> tuple
                        m=rd.draft_cache.grown - rd.draft_cache.after)
     t_removed, d_removed = rd.target_cache.removed, rd.draft_cache.removed
     if len(t_removed) or len(d_removed):
-        did = tr("speculative.did_rollback", keep=rd.target_cache.after, nt=len(t_removed), nd=len(d_removed),
-                 positions=", ".join(map(str, t_removed)) or "—", dkeep=rd.draft_cache.after, tok=vocab[last])
+        did = tr("speculative.did_rollback", keep=rd.target_cache.after, nd=len(d_removed),
+                 positions=list(t_removed), dkeep=rd.draft_cache.after, tok=vocab[last])
     else:
         did = tr("speculative.did_rollback_none", keep=rd.target_cache.after, dkeep=rd.draft_cache.after, tok=vocab[last])
     done = s.r == len(spec.rounds) - 1

@@ -64,7 +64,7 @@ def reads_block(src: Event, tr: Tr) -> dict:
     q, tokens = src.positions[-1], src.sequence
     lines = []
     for h in range(len(HEADS)):
-        where = ", ".join(str(p + BASE) for p in plus[h]) or tr("weather.nowhere")
+        where = [p + BASE for p in plus[h]]
         lines.append(tr("weather.reads_line", head=head_title(h, tr), where=where, pos=_pos(q, tokens),
                         reads=_reads_text(src.record.attention[0, h, -1], tokens, lang_of(tr)),
                         ctx=num(float(src.record.output[-1, h]), lang_of(tr))))
@@ -124,7 +124,7 @@ def decode_blocks(src: Event, diag: Diagnosis, tr: Tr) -> list[dict]:
         out.append(alert_block("info", tr("weather.repair_hint"), explain=True))
     elif src.repaired:
         rows_ = [r for r in src.cache.rows if r.rewritten_at == src.index]
-        out.append(alert_block("ok", tr("weather.repaired", rows=", ".join(_pos(r.position, tokens) for r in rows_))))
+        out.append(alert_block("ok", tr("weather.repaired", rows=[_pos(r.position, tokens) for r in rows_])))
     else:
         out.append(alert_block("ok", tr("weather.agree"), explain=True))
     out.append(html_block(f"**{tr('weather.assumption_heading')}**\n\n{tr('weather.assumption_body')}", explain=True))

@@ -294,7 +294,7 @@ def _tradeoff() -> None:
     chart(fig, t("compress.tradeoff_alt"), key="sc_tradeoff_chart")
     positions = ev.results[0].positions
     st.caption(t("compress.tradeoff_caption", prompts=len(ev.prompts), tokens=ev.new_tokens, seed=ev.seed,
-                 positions=fmt.integer(positions)))
+                 positions=positions))
     df = _tradeoff_table(ev)
     digits = {t("compress.col_bytes"): lambda v: fmt.integer(round(v)), t("compress.col_kl"): lambda v: fmt.num(v, ".3g"),
               t("compress.col_top1"): lambda v: fmt.percent(v, 1)}

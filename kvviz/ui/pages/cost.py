@@ -150,13 +150,13 @@ def _memory_numbers(cfg: cost.ModelConfig, rep: cost.MemoryReport, preset: cost.
 
     m = st.columns(3)
     m[0].metric(t("cost.per_token"), f"{fmt.integer(rep.bytes_per_token)} B", help=t("cost.per_token_help"))
-    m[1].metric(t("cost.total"), fmt.nbytes(rep.total), help=t("cost.total_help", exact=fmt.integer(rep.total)))
+    m[1].metric(t("cost.total"), fmt.nbytes(rep.total), help=t("cost.total_help", exact=rep.total))
     m[2].metric(t("cost.kind"), rep.kind, help=t("cost.kind_help"),
                 delta=None if rep.kind == "MHA" else t("cost.saving_delta", x=fmt.sig(rep.saving_vs_mha)),
                 delta_color="off", delta_arrow="off")
     st.markdown(t("cost.mem_formula", L=cfg.n_layers, kv=cfg.n_kv_heads, hd=cfg.head_dim,
-                  b=fmt.sig(cost.DTYPE_BITS[rep.dtype] / 8), per=fmt.integer(rep.bytes_per_token),
-                  T=fmt.integer(rep.tokens), B=fmt.integer(rep.batch), total=fmt.integer(rep.total),
+                  b=cost.DTYPE_BITS[rep.dtype] / 8, per=rep.bytes_per_token,
+                  T=rep.tokens, B=fmt.integer(rep.batch), total=rep.total,
                   human=fmt.nbytes(rep.total)))
 
 
@@ -322,7 +322,7 @@ def _compute() -> None:
     st.markdown(t("cost.per_token_text", n=fmt.integer(n), t=fmt.integer(p + n - 1), cached=fmt.flops(step_c.total),
                   uncached=fmt.flops(step_u.total), x=_ratio(step_u.total, step_c.total),
                   lin=fmt.integer(cost.linear_flops_per_token(cfg)), att=fmt.integer(cost.attention_flops_per_pair(cfg)),
-                  params=fmt.integer(cost.param_count(cfg))))
+                  params=cost.param_count(cfg)))
     with st.expander(t("cost.flops_more_title")):
         st.markdown(t("cost.flops_more_body"))
 
@@ -397,7 +397,7 @@ def _serving() -> None:
         st.error(t("cost.bad_input", reason=str(e)), icon=":material/error:")
         return
     m = st.columns(4)
-    m[0].metric(t("cost.sv_size"), fmt.nbytes(tr.bytes), help=t("cost.total_help", exact=fmt.integer(tr.bytes)))
+    m[0].metric(t("cost.sv_size"), fmt.nbytes(tr.bytes), help=t("cost.total_help", exact=tr.bytes))
     m[1].metric(t("cost.sv_time"), fmt.duration(tr.seconds), help=t("cost.sv_time_help"))
     m[2].metric(t("cost.sv_layer"), fmt.nbytes(tr.per_layer_bytes), help=t("cost.sv_layer_help", L=cfg.n_layers))
     m[3].metric(t("cost.sv_steps"), fmt.num(tr.seconds / floor, ",.1f"),
@@ -408,7 +408,7 @@ def _serving() -> None:
                       link=fmt.sig(float(ss.sv_link))),
         "tokens": t("cost.dg_tokens"), "title": t("cost.dg_title", name=cfg.name)})
     chart(fig, t("cost.dg_alt"), key="cost_disagg_chart")
-    st.markdown(t("cost.serve_body", p=fmt.integer(int(ss.sv_prompt)), B=fmt.integer(int(ss.sv_batch)),
+    st.markdown(t("cost.serve_body", p=int(ss.sv_prompt), B=int(ss.sv_batch),
                   name=cfg.name, size=fmt.nbytes(tr.bytes), time=fmt.duration(tr.seconds),
                   step=fmt.duration(floor)))
 

@@ -57,14 +57,14 @@ def render() -> None:
     c[0].selectbox(t("cost.ms_shape"), list(SHAPES), key="ms_shape", on_change=_on_shape, persist_state=KEEP,
                    format_func=lambda k: t("cost.ms_shape_" + k), help=t("cost.ms_shape_help"))
     c[1].multiselect(t("cost.ms_batches"), BATCH_OPTIONS, key="ms_batches", help=t("cost.ms_batches_help"),
-                     **kept("ms_batches"))
+                     format_func=fmt.integer, **kept("ms_batches"))
     c[2].select_slider(t("cost.ms_context"), LEN_OPTIONS, key="ms_context", help=t("cost.ms_context_help"),
-                       **kept("ms_context"))
+                       format_func=fmt.integer, **kept("ms_context"))
     d = st.columns(2)
     d[0].multiselect(t("cost.ms_contexts"), LEN_OPTIONS, key="ms_contexts", help=t("cost.ms_contexts_help"),
-                     **kept("ms_contexts"))
+                     format_func=fmt.integer, **kept("ms_contexts"))
     d[1].multiselect(t("cost.ms_prompts"), PROMPT_OPTIONS, key="ms_prompts", help=t("cost.ms_prompts_help"),
-                     **kept("ms_prompts"))
+                     format_func=fmt.integer, **kept("ms_prompts"))
     st.caption(t("cost.ms_caps", batch=fmt.integer(MAX_MEASURE_BATCH), ctx=fmt.integer(MAX_MEASURE_CONTEXT),
                  mib=fmt.integer(MAX_MEASURE_CACHE_BYTES // 2**20), gflop=fmt.sig(MAX_MEASURE_GFLOP)))
     if st.button(t("cost.ms_run"), type="primary", icon=":material/timer:", help=t("cost.ms_run_help")):
@@ -122,7 +122,7 @@ def _results(res: Measurements) -> None:
                          {t("cost.ms_ttft"): [p.ttft_ms for p in pf], t("cost.ms_tpot"): [p.tpot_ms for p in pf]},
                          {"x": t("cost.ms_prompt_x"), "y": t("cost.ms_time"), "title": t("cost.ms_ttft_title")})
         chart(fig, t("cost.ms_ttft_alt"), key="cost_ms_ttft_chart")
-    st.markdown(t("cost.ms_ttft_text", p=fmt.integer(pf[-1].prompt_len), ttft=fmt.fixed(pf[-1].ttft_ms, 1),
+    st.markdown(t("cost.ms_ttft_text", p=pf[-1].prompt_len, ttft=fmt.fixed(pf[-1].ttft_ms, 1),
                   tpot=fmt.fixed(pf[-1].tpot_ms, 2), x=fmt.fixed(pf[-1].ttft_ms / pf[-1].tpot_ms, 1)))
 
 
@@ -163,4 +163,4 @@ def _intensity() -> None:
                      log_x=True, log_y=True, hlines={t("cost.ai_ridge_line", r=fmt.sig(ridge)): ridge})
     chart(fig, t("cost.ai_alt"), key="cost_intensity_chart")
     st.markdown(t("cost.ai_text", d1=fmt.fixed(dec[0], 2), d64=fmt.fixed(dec[6], 1), p512=fmt.fixed(pre[9], 0),
-                  ridge=fmt.sig(ridge), ctx=fmt.integer(ctx), limit=fmt.fixed(cost.decode_intensity_limit(cfg, ctx), 1)))
+                  ridge=fmt.sig(ridge), ctx=ctx, limit=fmt.fixed(cost.decode_intensity_limit(cfg, ctx), 1)))

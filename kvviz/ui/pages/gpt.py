@@ -11,7 +11,7 @@ import streamlit as st
 from kvviz import cost
 from kvviz.viz.cost import speedup_chart
 from kvviz.decoding.stepper import Run, run_generation
-from kvviz.cost.timing import Sweep, measure_sweep, sweep_sizes
+from kvviz.cost.timing import LoopTimes, Sweep, measure_sweep, sweep_sizes, time_loops
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError
 from kvviz.decoding.loops import Comparison, compare, max_cached_new_tokens
 from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
@@ -59,6 +59,13 @@ def _compare(ids: tuple[int, ...], new: int, rule_key: RuleKey, seed: int) -> Co
     return compare(_tiny().model, list(ids), new, _rule(rule_key), seed)   # both loops warmed first
 
 
+@st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
+def _loop_times(ids: tuple[int, ...], new: int, rule_key: RuleKey, seed: int) -> LoopTimes:
+    """Both loops warmed, then timed several times each, interleaved; one timing at a time per server."""
+    with _timing_lock():
+        return time_loops(_tiny().model, list(ids), new, _rule(rule_key), seed)
+
+
 def warm() -> None:
     """The default visit's runs and frames, made before the first visitor (kvviz/ui/app/warmup.py)."""
     model = GPTModel(_tiny())
@@ -67,7 +74,9 @@ def warm() -> None:
     rule_key = rule_cache_key(rule)
     _run(tokens, DEFAULT_NEW, rule_key, seed)
     _payload(tokens, DEFAULT_NEW, rule_key, seed, 0, 0, "en")      # layer 1, head 1
-    _compare(tuple(model.tokenizer.index[w] for w in tokens), DEFAULT_NEW, rule_key, seed)
+    ids = tuple(model.tokenizer.index[w] for w in tokens)
+    _compare(ids, DEFAULT_NEW, rule_key, seed)
+    _loop_times(ids, DEFAULT_NEW, rule_key, seed)
 
 
 # ---- inputs --------------------------------------------------------------------------------------
@@ -110,15 +119,27 @@ def picker(model: GPTModel) -> LayerHeadPicker:
 
 # ---- verification, memory, timing -----------------------------------------------------------------
 
-def _verification(cmp: Comparison, run: Run, model: GPTModel) -> None:
+def _ms(seconds: float) -> str:
+    return fmt.num(seconds * 1e3, ",.3g") if seconds < 0.1 else fmt.fixed(seconds * 1e3, 0)
+
+
+def _verification(cmp: Comparison, times: LoopTimes, run: Run, model: GPTModel) -> None:
     st.header(t("gpt.verify_title"))
     st.markdown(t("gpt.verify_intro"))
     tok = model.tokenizer
     c = st.columns(2)
-    for col, gen, key in ((c[0], cmp.uncached, "uncached"), (c[1], cmp.cached, "cached")):
+    for col, gen, timing, key in ((c[0], cmp.uncached, times.uncached, "uncached"),
+                                  (c[1], cmp.cached, times.cached, "cached")):
         with col:
             sequences.show(t("gpt.verify_" + key), tok.decode(gen.tokens))
-            st.caption(t("gpt.verify_time", ms=fmt.fixed(gen.seconds * 1e3, 1), n=len(gen.tokens)))
+            st.caption(t("gpt.verify_time", n=times.new_tokens, median=_ms(timing.median), low=_ms(timing.low),
+                         high=_ms(timing.high), runs=len(timing.samples)))
+    runs = len(times.cached.samples)
+    if times.within_noise:
+        st.info(t("gpt.verify_times_noise", n=times.new_tokens, runs=runs), icon=":material/info:")
+    else:
+        key = "gpt.verify_times_faster" if times.ratio > 1 else "gpt.verify_times_slower"
+        st.caption(t(key, x=fmt.factor(max(times.ratio, 1 / times.ratio)), n=times.new_tokens, runs=runs))
     if cmp.identical:
         st.success(t("gpt.verify_same", n=len(cmp.cached.tokens), diff=fmt.sci(cmp.max_abs_logit_diff, 1)),
                    icon=":material/check_circle:")
@@ -144,8 +165,8 @@ def _memory(cmp: Comparison, model: GPTModel) -> None:
                 help=t("gpt.memory_formula_help", L=cfg.n_layer, T=T, d=cfg.n_embd))
     g2 = cost.cache_bytes_per_token(cost.GPT2_SMALL, "fp16")
     g2_full = cost.cache_bytes(cost.GPT2_SMALL, 1024, 1, "fp16")
-    st.markdown(t("gpt.memory_body", L=cfg.n_layer, d=cfg.n_embd, T=T, per_token=fmt.integer(per_token),
-                  formula=fmt.integer(formula), g2=fmt.integer(g2), g2_full=fmt.integer(g2_full),
+    st.markdown(t("gpt.memory_body", L=cfg.n_layer, d=cfg.n_embd, T=T, per_token=per_token,
+                  formula=formula, g2=g2, g2_full=g2_full,
                   g2_mb=fmt.fixed(g2_full / 1e6, 1),
                   same=t("gpt.memory_equal") if cmp.cached.cache_bytes == formula else t("gpt.memory_not_equal")))
 
@@ -183,7 +204,7 @@ def _timing(tokens: list[str], rule_key: RuleKey, seed: int, model: GPTModel) ->
     max_n = c[0].select_slider(t("gpt.timing_max_n"), options, value=options[-1] if options[-1] <= 128
                                else max(n for n in options if n <= 128), key="gpt_sweep_max",
                                help=t("gpt.timing_max_n_help", cap=limit))
-    repeats = c[1].number_input(t("gpt.timing_repeats"), 1, 5, 3, key="gpt_sweep_repeats",
+    repeats = c[1].number_input(t("gpt.timing_repeats"), 3, 5, 3, key="gpt_sweep_repeats",
                                 help=t("gpt.timing_repeats_help"))
     go = c[2].button(t("gpt.timing_run"), icon=":material/timer:", type="primary", width="stretch",
                      help=t("gpt.timing_run_help"))
@@ -239,11 +260,11 @@ def render() -> None:
     cfg = model.config
     st.title(t("gpt.title"))
     presenter.intro(t("gpt.intro", layers=cfg.n_layer, heads=cfg.n_head, d=cfg.n_embd, vocab=cfg.vocab_size,
-                      block=cfg.block_size, params=fmt.integer(model.network.n_params())))
+                      block=cfg.block_size, params=model.network.n_params()))
     if tiny.trained:
         tr = tiny.meta.get("training", {})
         steps, loss = tr.get("steps"), tr.get("val_loss")
-        st.caption(t("gpt.weights_trained", steps="?" if steps is None else fmt.integer(steps),
+        st.caption(t("gpt.weights_trained", steps=int(steps or 0),            # 0: the =0 form says "unknown"
                      loss="?" if loss is None else fmt.sig(loss)))
     else:
         st.warning(t("gpt.weights_random", seed=tiny.meta.get("fallback_seed", 0)), icon=":material/casino:")
@@ -273,7 +294,7 @@ def render() -> None:
     except (LimitError, ValueError) as e:
         st.error(t("gpt.bad_prompt", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
         return
-    _verification(cmp, run, model)
+    _verification(cmp, _loop_times(tuple(model.tokenizer.index[w] for w in tokens), new, rule_key, seed), run, model)
     _memory(cmp, model)
     _timing(tokens, rule_key, seed, model)
     if not presenter.presenting():

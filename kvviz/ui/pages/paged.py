@@ -281,7 +281,7 @@ def _fork_section(s: Settings, run: ServeRun) -> None:
             fig = block_pool_figure(step, block, columns=frames_paged.POOL_COLUMNS, words=words, block_ids=True,
                                     show_tokens=False, title=t("paged.fork_pool_title", i=i))
             chart(fig, t("paged.fork_pool_alt", i=i), key=f"pg_fork_{i}")
-            st.caption(", ".join(t("paged.fork_table", r=r, blocks=list(tb)) for r, tb in step.block_tables))
+            st.caption(", ".join(t("paged.fork_table", r=r, blocks=str(list(tb))) for r, tb in step.block_tables))
     if fork.copies:
         _, src, dst = fork.copies[0]
         st.markdown(t("paged.fork_copied", src=src, dst=dst, n=len(fork.copies)))

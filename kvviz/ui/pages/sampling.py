@@ -16,7 +16,7 @@ from kvviz.decoding.sampling import Sampler, Stage, draw_counts
 from kvviz.viz.sampling import display_order, draws_histogram, removed_heights, stage_bars
 from kvviz.ui.app import fmt, presenter, urlstate
 from kvviz.ui.components.charts import chart
-from kvviz.ui.app.i18n import t
+from kvviz.ui.app.i18n import current_lang, join, t
 from kvviz.ui.app.perf import timed
 from kvviz.ui.components.rule_controls import rule_controls
 from kvviz.ui.app.runs import cached_run
@@ -29,15 +29,18 @@ TYPED_DEFAULTS = {"logits": "A 2.0, B 1.0, C 0.5, D -1.0", "probs": "A 0.5, B 0.
 QUIZ_P = 0.8                        # the seed's question: top-p 0.8 on the quiz distribution
 
 
-def _names(tokens: list[str], cap: int = 10) -> str:
+def _listed(tokens: list[str], cap: int) -> str:
     """“A, B, C”; long lists shortened to the first ``cap`` names and a count."""
-    if len(tokens) <= cap:
-        return ", ".join(tokens)
-    return ", ".join(tokens[:cap]) + f", … (+{len(tokens) - cap})"
+    return ", ".join(tokens) if len(tokens) <= cap else ", ".join(tokens[:cap]) + f", … (+{len(tokens) - cap})"
+
+
+def _names(tokens: list[str], cap: int = 10) -> str:
+    """Tokens named in a sentence: “A, B and C” the page's language's way (shortened past ``cap``)."""
+    return join(tokens, current_lang()) if len(tokens) <= cap else _listed(tokens, cap)
 
 
 def _set_list(tokens: list[str]) -> str:
-    return "{" + _names(tokens) + "}"
+    return "{" + _listed(tokens, 10) + "}"
 
 
 # ---------------------------------------------------------------- 1. where the logits come from
@@ -175,12 +178,12 @@ def _draws(rule, seed: int, stages: list[Stage], src: LogitSource) -> None:
     counts = draw_counts(final.probs, int(n), seed)
     order = display_order(stages)
     fig = draws_histogram(counts, final.probs, src.tokens, order,
-                          t("sampling.hist_title", n=fmt.integer(n), seed=seed),
+                          t("sampling.hist_title", n=n, seed=seed),
                           {"observed": t("sampling.observed"), "expected": t("sampling.expected"),
                            "axis": t("sampling.lbl_freq_axis"), "draws": t("sampling.lbl_draws")})
     chart(fig, t("sampling.hist_alt"), key="hist")
     gap = max(abs(counts[i] / int(n) - final.probs[i]) for i in range(len(counts)))
-    st.caption(t("sampling.hist_caption", gap=fmt.fixed(gap, 4), n=fmt.integer(n)))
+    st.caption(t("sampling.hist_caption", gap=fmt.fixed(gap, 4), n=n))
 
 
 # ---------------------------------------------------------------- 5. check your understanding

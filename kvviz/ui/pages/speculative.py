@@ -169,7 +169,8 @@ def _summary(spec: Speculation, ids: tuple[int, ...], rule_key: RuleKey) -> None
     m[1].metric(t("speculative.s_per_pass"), fmt.fixed(spec.tokens_per_target_pass, 2),
                 help=t("speculative.s_per_pass_help", n=n, rounds=len(spec.rounds)))
     m[2].metric(t("speculative.s_target_passes"), spec.target_passes, help=t("speculative.s_target_passes_help"),
-                delta=t("speculative.s_plain_passes", n=n + (spec.prefill_len > 0)), delta_color="off")
+                delta=t("speculative.s_plain_passes", n=n + (spec.prefill_len > 0)), delta_color="off",
+                delta_arrow="off")           # a comparison, not a change: no arrow (fewer passes is better)
     m[3].metric(t("speculative.s_draft_passes"), spec.draft_passes, help=t("speculative.s_draft_passes_help"))
 
     st.subheader(t("speculative.expected_title"))
@@ -283,8 +284,8 @@ def render() -> None:
     model = GPTModel(target)
     tc, dc = target.model.config, draft.model.config
     st.title(t("speculative.title"))
-    presenter.intro(t("speculative.intro", tl=tc.n_layer, th=tc.n_head, td=tc.n_embd, tp=fmt.integer(target.model.n_params()),
-                      dl=dc.n_layer, dh=dc.n_head, dd=dc.n_embd, dp=fmt.integer(draft.model.n_params())))
+    presenter.intro(t("speculative.intro", tl=tc.n_layer, th=tc.n_head, td=tc.n_embd, tp=target.model.n_params(),
+                      dl=dc.n_layer, dh=dc.n_head, dd=dc.n_embd, dp=draft.model.n_params()))
     if not draft.trained:
         st.warning(t("speculative.draft_random", seed=draft.meta.get("fallback_seed", 0)), icon=":material/casino:")
     if not target.trained:

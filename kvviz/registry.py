@@ -6,7 +6,13 @@ from kvviz.models.base import Model
 from kvviz.models.gpt import GPTModel
 from kvviz.models.weather import WeatherModel
 
-MODELS = {"abc": ABCModel, "weather": WeatherModel, "gpt": GPTModel}
+
+def _smollm2(**options) -> Model:
+    from kvviz.models.smollm2 import SmolLM2     # transformers' model code: imported when asked for
+    return SmolLM2(**options)
+
+
+MODELS = {"abc": ABCModel, "weather": WeatherModel, "gpt": GPTModel, "smollm2": _smollm2}
 
 
 def get_model(name: str, **options) -> Model:

@@ -6,6 +6,9 @@
 Greedy by default; ``--temperature/--top-k/--top-p`` sample instead (temperature 0 is greedy, and a
 filter without a temperature samples at 1), ``--seed`` fixes the draws: the same command prints the
 same trace.
+
+``trace smollm2 --prompt TEXT [--chat]`` runs SmolLM2-135M-Instruct (any text; ``--chat`` puts it in
+the model's chat template) and adds ``prompt_ids`` and ``new_ids``, the tokenizer's ids.
 """
 from __future__ import annotations
 
@@ -35,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     t = sub.add_parser("trace", help="print the events of one run as JSON")
     t.add_argument("model", choices=sorted(MODELS), help="which model to run")
-    t.add_argument("--prompt", required=True, help='space-separated tokens, e.g. "A B"')
+    t.add_argument("--prompt", required=True, help='space-separated tokens, e.g. "A B" (smollm2: any text)')
+    t.add_argument("--chat", action="store_true",
+                   help="smollm2 only: the prompt is a user message inside the model's chat template")
     t.add_argument("--new-tokens", type=int, default=4, help=f"tokens to generate (1..{MAX_NEW_TOKENS})")
     t.add_argument("--temperature", type=float, default=None,
                    help="sample with this temperature (0 = greedy; default: greedy, or 1 with --top-k/--top-p)")
@@ -43,33 +48,50 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--top-p", type=float, default=None, help="keep the smallest top set reaching mass p (0 < p <= 1)")
     t.add_argument("--seed", type=int, default=0, help=f"seed of the draws (0..{MAX_SEED}; default 0)")
     t.add_argument("--no-cache", action="store_true",
-                   help="gpt only: print the tokens of the recomputing generate (no KV cache), not the trace")
+                   help="gpt, smollm2: print the tokens of the recomputing generate (no KV cache), not the trace")
     add_serve_command(sub)
     compress.add_command(sub)
     add_speculate_command(sub)
     a = p.parse_args(argv)
     if hasattr(a, "run"):                                 # a subcommand that handles itself
         return a.run(a)
-    model = get_model(a.model)
+    if a.chat and a.model != "smollm2":
+        p.error(f"--chat needs a chat model (smollm2), not {a.model!r}")
+    try:
+        model = get_model(a.model)
+    except (LimitError, ValueError) as e:                 # SmolLM2's weights are not installed
+        p.error(str(e))
+    by_id = hasattr(model, "generate")                    # a tokenizer's ids next to its token strings
     try:
         sampling = a.top_k is not None or a.top_p is not None
         temperature = a.temperature if a.temperature is not None else (1.0 if sampling else 0.0)
         rule = make_rule(temperature, a.top_k, a.top_p)
-        prompt = model.tokenize(a.prompt)
+        prompt = model.prompt(a.prompt, a.chat) if by_id else model.tokenize(a.prompt)
         if a.no_cache:
-            network = getattr(model, "network", None)     # models with a GPT network have the fast loops
-            if network is None:
-                p.error(f"--no-cache needs a model with a generate loop (gpt), not {a.model!r}")
-            n = check_int("New tokens", a.new_tokens, 1, GPT_MAX_SWEEP_TOKENS)
-            gen = generate(network, [model.vocab.index(w) for w in prompt], n, rule, a.seed)
-            json.dump({"model": model.name, "prompt": prompt, "cache": False, "rule": rule.describe(),
-                       "seed": a.seed, "tokens": [model.vocab[i] for i in gen.tokens]}, sys.stdout, indent=1)
+            out = {"model": model.name, "prompt": prompt, "cache": False, "rule": rule.describe(), "seed": a.seed}
+            if by_id:                                     # transformers' forward, the whole text every step
+                n = check_int("New tokens", a.new_tokens, 1, model.limits.max_new_tokens)
+                gen = model.generate(model.ids(prompt), n, rule, a.seed, cached=False)
+                out.update(tokens=model.tokens(gen.tokens), prompt_ids=gen.prompt, new_ids=gen.tokens)
+            else:
+                network = getattr(model, "network", None)     # models with a GPT network have the fast loops
+                if network is None:
+                    p.error(f"--no-cache needs a model with a generate loop (gpt, smollm2), not {a.model!r}")
+                n = check_int("New tokens", a.new_tokens, 1, GPT_MAX_SWEEP_TOKENS)
+                gen = generate(network, [model.vocab.index(w) for w in prompt], n, rule, a.seed)
+                out["tokens"] = [model.vocab[i] for i in gen.tokens]
+            json.dump(out, sys.stdout, indent=1)
             print()
             return 0
-        run = run_generation(model, prompt, a.new_tokens, rule=rule, seed=a.seed)
+        run = run_generation(model, prompt, a.new_tokens, rule=rule, seed=a.seed,
+                             recheck="final" if by_id else True)
     except (LimitError, ValueError) as e:
         p.error(str(e))
-    json.dump(run_dict(run, model.logit_tokens), sys.stdout, indent=1)
+    d = run_dict(run, model.logit_tokens)
+    if by_id:
+        d["prompt_ids"] = model.ids(run.prompt)
+        d["new_ids"] = model.ids([e.chosen for e in run.events if e.phase == "choose"])
+    json.dump(d, sys.stdout, indent=1)
     print()
     return 0
 

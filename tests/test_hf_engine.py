@@ -5,10 +5,10 @@ import torch
 from transformers import DynamicCache as HFDynamicCache
 
 from kvviz.cache import DynamicCache, QuantizedCache, SlidingWindowCache, StaticCache
-from kvviz.generation import run_generation
+from kvviz.decoding.stepper import run_generation
 from kvviz.limits import LimitError
 from kvviz import cost
-from kvviz.sampling import Sampler
+from kvviz.decoding.sampling import Sampler
 
 PROMPT = "Today the weather is so nice that we"
 
@@ -134,7 +134,7 @@ def test_the_run_stops_once_the_end_of_turn_is_chosen(tiny_hf):
             self.n = 0
 
         def choose(self, logits, generator):
-            from kvviz.sampling import Choice
+            from kvviz.decoding.sampling import Choice
             self.n += 1
             i = m.vocab.index(end) if self.n == 3 else int(logits.argmax())
             return Choice(i, [], [i], {"name": "test"})

@@ -6,17 +6,17 @@ import torch
 
 from kvviz import cost
 from kvviz.cache import DynamicCache, PagedCache, PoolExhausted, block_hash
-from kvviz.generation import run_generation
+from kvviz.decoding.stepper import run_generation
 from kvviz.limits import LimitError
-from kvviz.loops import generate_cached
+from kvviz.decoding.loops import generate_cached
 from kvviz.models.abc import ABCModel
 from kvviz.models.gpt import GPTModel
-from kvviz.sampling import Sampler
+from kvviz.decoding.sampling import Sampler
 
 M = GPTModel()
 PROMPT = M.tokenize("Today the weather in London is")            # 6 words
 SAMPLER = Sampler(temperature=1.2, top_k=20)
-FP32_TOL = 1e-4          # the project's float32 tolerance (kvviz.batching.BatchRun.tolerance)
+FP32_TOL = 1e-4          # the project's float32 tolerance (kvviz.decoding.batching.BatchRun.tolerance)
 
 
 def _ids(text: str) -> list[int]:

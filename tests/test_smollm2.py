@@ -8,9 +8,9 @@ from transformers import DynamicCache as HFDynamicCache
 
 from kvviz import cost
 from kvviz.cache import DynamicCache
-from kvviz.generation import run_generation
+from kvviz.decoding.stepper import run_generation
 from kvviz.models import smollm2 as s
-from kvviz.sampling import Sampler
+from kvviz.decoding.sampling import Sampler
 
 FRANCE = "What is the capital of France?"
 
@@ -115,7 +115,7 @@ def test_plain_text_and_sampling_with_a_seed(smollm2):
 def test_cli_trace_and_no_cache_on_smollm2(smollm2, capsys, monkeypatch):
     import json
 
-    from kvviz import registry
+    from kvviz.models import registry
     from tests.test_cli import cli, one_line_error
     monkeypatch.setitem(registry.MODELS, "smollm2", lambda: smollm2)       # the worker's loaded model
     code, out, err = cli(capsys, "trace", "smollm2", "--prompt", "Today the weather is so", "--new-tokens", "3")

@@ -3,7 +3,7 @@
 A cache is a list of layer objects; ``update(key, value, layer_idx)`` stores the new K/V of one layer
 and returns the whole K/V that layer's attention must read, ``[batch, kv_heads, seq, head_dim]``.
 The caches hold tensors only: which event or request wrote a row is the caller's bookkeeping (the
-stepper keeps that log, kvviz.generation).
+stepper keeps that log, kvviz.decoding.stepper).
 
 Every kind copies what it stores: keeping views of a fused q/k/v projection would keep Q alive too
 (docs/design.md §4). ``crop(max_length)`` keeps the first ``max_length`` positions (transformers 4.x

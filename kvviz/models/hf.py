@@ -30,11 +30,11 @@ from typing import Iterator, Sequence
 import torch
 
 from kvviz.cache import Cache, DynamicCache
-from kvviz.cost import ModelConfig
+from kvviz.cost.shapes import ModelConfig
 from kvviz.limits import LimitError, check_int
-from kvviz.loops import Generation
+from kvviz.decoding.loops import Generation
 from kvviz.models.base import ModelLimits, PassRecord
-from kvviz.sampling import Greedy, SelectionRule
+from kvviz.decoding.sampling import Greedy, SelectionRule
 
 
 class Vocab(list):

@@ -1,102 +1,38 @@
-"""Speculative decoding around the engine (kvviz.loops.speculative_generate): the pair of models,
-the JSON of a run, the ``speculate`` command and the speed-up measured on this machine.
+"""Speculative decoding's speed-up, measured on this machine.
 
 ``measure_speedup`` times speculative against plain cached decoding of the tiny GPT for each γ, with
 the acceptance rate α, the cost ratio c = draft pass / target pass and the cost of the verification
 pass over γ + 1 positions measured in the same run, and puts the expected improvement of
-kvviz.cost (Leviathan et al.'s formula, and the same with the verification pass's measured cost)
-beside the measured one. Like kvviz.cost_measure: capped (kvviz.limits) and one at a time per
-process (the same lock).
+kvviz.cost.speculative (Leviathan et al.'s formula, and the same with the verification pass's
+measured cost) beside the measured one. Like kvviz.cost.measure: capped (kvviz.limits) and one at a
+time per process (the same lock).
 """
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import sys
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
+from kvviz.cost.measure import run_locked
+from kvviz.decoding.loops import generate_cached
+from kvviz.speculative.decoding import Speculation, check_speculation, speculative_generate
+from kvviz.decoding.sampling import SelectionRule, make_rule
 
 from kvviz.cache import StaticCache
 from kvviz.cost import pass_flops, speculative_speedup, speculative_tokens_per_pass
-from kvviz.cost_measure import run_locked
-from kvviz.limits import (MAX_SEED, SPEC_MAX_GAMMA, SPEC_MAX_NEW_TOKENS, SPEC_MEASURE_MAX_RUNS,
-                          SPEC_MEASURE_MAX_TOKENS, LimitError, check_int)
-from kvviz.loops import Speculation, check_speculation, generate_cached, speculative_generate
-from kvviz.models.gpt import GPT, GPTModel, TinyGPT, cost_config, load_draft_gpt, load_tiny_gpt
-from kvviz.sampling import SelectionRule, make_rule
+from kvviz.limits import (
+    SPECULATIVE_MAX_GAMMA,
+    SPECULATIVE_MEASURE_MAX_RUNS,
+    SPECULATIVE_MEASURE_MAX_TOKENS,
+    LimitError,
+    check_int,
+)
+from kvviz.models.gpt import GPT, cost_config
 
 Progress = Callable[[float, str], None]
 
-
-def load_pair() -> tuple[TinyGPT, TinyGPT]:
-    """The target (the tiny GPT) and its draft (1 layer, width 64), both shared read-only."""
-    return load_tiny_gpt(), load_draft_gpt()
-
-
-# ---------------------------------------------------------------- JSON and the command line
-
-def speculation_dict(spec: Speculation, vocab: Sequence[str], detail: bool = False) -> dict:
-    """The ``speculate`` command's JSON: tokens as words; per round the draft's proposals, how many
-    were accepted, the emitted tokens, and both caches' lengths after the rollback. ``detail`` (the
-    page's download) adds the prompt, γ, rule and seed, and per round the position of the pending token,
-    every proposal's q, p, u and verdict (None: not tested), and the rows each cache removed."""
-    words = lambda ids: [vocab[i] for i in ids]     # noqa: E731
-    rate = spec.acceptance_rate
-    if detail:
-        out = {"prompt": words(spec.prompt), "gamma": spec.gamma, "rule": spec.rule, "seed": spec.seed,
-               **speculation_dict(spec, vocab)}
-        for r, row in zip(spec.rounds, out["rounds"]):
-            row.update(start=r.start, pending=vocab[r.pending],
-                       proposals=[{"token": vocab[pr.token], "q": pr.q, "p": pr.p, "u": pr.u,
-                                   "accepted": pr.accepted} for pr in r.proposals],
-                       target_removed=list(r.target_cache.removed), draft_removed=list(r.draft_cache.removed))
-        return out
-    return {
-        "tokens": words(spec.tokens),
-        "rounds": [{"draft": words(pr.token for pr in r.proposals), "accepted": r.n_accepted,
-                    "emitted": words(r.emitted), "target_cache_len": r.target_cache.after,
-                    "draft_cache_len": r.draft_cache.after} for r in spec.rounds],
-        "acceptance_rate": None if rate is None else round(rate, 4),
-        "target_passes": spec.target_passes,
-        "draft_passes": spec.draft_passes,
-    }
-
-
-def add_speculate_command(sub: argparse._SubParsersAction) -> None:
-    """Add ``speculate`` to kvviz's command line (``python -m kvviz speculate --prompt …``)."""
-    sp = sub.add_parser("speculate", help="speculative decoding of the tiny GPT with its draft model, as JSON")
-    sp.add_argument("--prompt", required=True, help='words of the tiny GPT, e.g. "Today the weather is so"')
-    sp.add_argument("--new-tokens", type=int, default=24, help=f"tokens to generate (1..{SPEC_MAX_NEW_TOKENS})")
-    sp.add_argument("--gamma", type=int, default=4, help=f"draft tokens per round (1..{SPEC_MAX_GAMMA})")
-    sp.add_argument("--temperature", type=float, default=None,
-                    help="sample with this temperature (0 = greedy; default: greedy, or 1 with --top-k/--top-p)")
-    sp.add_argument("--top-k", type=int, default=None, help="keep only the k most likely tokens (k >= 1)")
-    sp.add_argument("--top-p", type=float, default=None, help="keep the smallest top set reaching mass p (0 < p <= 1)")
-    sp.add_argument("--seed", type=int, default=0, help=f"seed of the draws (0..{MAX_SEED}; default 0)")
-    sp.set_defaults(run=lambda a: run_command(a, sp))
-
-
-def run_command(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """Run ``speculate``: the JSON on stdout, or one line on stderr and exit code 2 (``parser.error``)."""
-    target, draft = load_pair()
-    try:
-        sampling = a.top_k is not None or a.top_p is not None
-        rule = make_rule(a.temperature if a.temperature is not None else (1.0 if sampling else 0.0), a.top_k, a.top_p)
-        prompt = GPTModel(target).tokenize(a.prompt)
-        ids = [target.tokenizer.index[w] for w in prompt]
-        spec = speculative_generate(target.model, draft.model, ids, a.new_tokens, a.gamma, rule, a.seed)
-    except (LimitError, ValueError) as e:
-        parser.error(str(e))
-    json.dump(speculation_dict(spec, target.tokenizer.vocab), sys.stdout, indent=1)
-    print()
-    return 0
-
-
-# ---------------------------------------------------------------- the speed-up, measured here
 
 @dataclass(frozen=True)
 class SpeedPoint:
@@ -188,7 +124,7 @@ def _pass_ms(model: GPT, n: int, context: int, repeats: int, clock: Callable[[],
 
 
 def _gammas(gammas: Sequence[int]) -> list[int]:
-    vals = sorted({check_int("Gamma", g, 1, SPEC_MAX_GAMMA) for g in gammas})
+    vals = sorted({check_int("Gamma", g, 1, SPECULATIVE_MAX_GAMMA) for g in gammas})
     if not vals:
         raise LimitError("Give at least one γ to measure.")
     return vals
@@ -203,12 +139,12 @@ def measure_speedup(target: GPT, draft: GPT, prompt_ids: Sequence[int], gammas: 
     ``clock``: "wall" (the default) or "cpu" (the process's CPU time, steadier on a shared machine;
     the per-round breakdown stays in wall time, inside the fastest run).
 
-    Capped: γ ≤ SPEC_MAX_GAMMA, N ≤ SPEC_MEASURE_MAX_TOKENS, runs ≤ SPEC_MEASURE_MAX_RUNS; one
-    measurement at a time per process (kvviz.cost_measure.run_locked), one torch thread by default.
+    Capped: γ ≤ SPECULATIVE_MAX_GAMMA, N ≤ SPECULATIVE_MEASURE_MAX_TOKENS, runs ≤ SPECULATIVE_MEASURE_MAX_RUNS; one
+    measurement at a time per process (kvviz.cost.measure.run_locked), one torch thread by default.
     """
     gammas = _gammas(gammas)
-    n = check_int("New tokens", new_tokens, 2, SPEC_MEASURE_MAX_TOKENS)
-    runs = check_int("Runs", runs, 1, SPEC_MEASURE_MAX_RUNS)
+    n = check_int("New tokens", new_tokens, 2, SPECULATIVE_MEASURE_MAX_TOKENS)
+    runs = check_int("Runs", runs, 1, SPECULATIVE_MEASURE_MAX_RUNS)
     threads = check_int("Threads", threads, 1, 64)
     if clock not in CLOCKS:
         raise LimitError(f"The clock must be one of {', '.join(CLOCKS)}, not {clock!r}.")

@@ -18,10 +18,10 @@ import pandas as pd
 import torch
 
 from kvviz.cache import Cache, DynamicCache
-from kvviz.generation import CacheSnapshot, Run, run_generation
+from kvviz.decoding.stepper import CacheSnapshot, Run, run_generation
 from kvviz.limits import MAX_BATCH_PROMPTS, LimitError, check_int
 from kvviz.models.base import BatchPassRecord, ModelLimits, encode
-from kvviz.sampling import Choice, Greedy, SelectionRule
+from kvviz.decoding.sampling import Choice, Greedy, SelectionRule
 
 PAD = "·"   # how a padding slot is shown
 

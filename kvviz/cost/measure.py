@@ -232,7 +232,7 @@ def _ints(name: str, values: Sequence[int], low: int, high: int) -> list[int]:
 def measure_batch_sweep(shape: str, batches: Sequence[int], context: int, steps: int = 6,
                         progress: Progress | None = None, stack: MeasuredGPT | None = None,
                         threads: int = 1) -> list[DecodePoint]:
-    """Decode step time against batch size at a fixed context (DESIGN.md §4: flat, then rising)."""
+    """Decode step time against batch size at a fixed context (docs/design.md §4: flat, then rising)."""
     batches = _ints("Batch size", batches, 1, MAX_MEASURE_BATCH)
     context = check_int("Context length", context, 1, MAX_MEASURE_CONTEXT)
     steps = check_int("Steps", steps, 1, MAX_MEASURE_STEPS)

@@ -7,9 +7,9 @@
 - ``attention_sinks_figure``: one head's attention over the cached positions (cividis), the sink
   columns outlined and the weight on them written per query.
 
-Colours are the project's (kvviz.figures.COLORS, cividis for attention); every visible word can be
+Colours are the project's (kvviz.viz.theme: COLORS, cividis for attention); every visible word can be
 replaced through ``labels`` so a page can translate it. The three a stepper draws at every event have
-a ``*_spec`` twin that returns plain plotly JSON (as in kvviz.figures: about ten times cheaper); the
+a ``*_spec`` twin that returns plain plotly JSON (as in kvviz.viz.attention: about ten times cheaper); the
 figure is ``go.Figure(spec)``.
 """
 from __future__ import annotations
@@ -22,7 +22,8 @@ import torch
 
 from kvviz.compress import (RowErrors, StepComparison, VariantResult, key_positions, pass_event,
                             sink_mass)
-from kvviz.figures import ATTENTION_SCALE, COLORS, FONT, _base_layout, _layout
+from kvviz.viz import theme
+from kvviz.viz.theme import ATTENTION_SCALE, COLORS, FONT
 
 KIND_COLORS = {"full": COLORS["chosen"], "window": COLORS["prompt"], "quant": COLORS["pending"],
                "gqa": COLORS["processed"]}
@@ -45,8 +46,8 @@ LABELS = {
 
 
 def _labels(labels: Mapping | None) -> dict:
-    out = {**LABELS, **(labels or {})}
-    out["kinds"] = {**LABELS["kinds"], **dict((labels or {}).get("kinds", {}))}
+    out = theme.words(LABELS, labels)
+    out["kinds"] = theme.words(LABELS["kinds"], (labels or {}).get("kinds"))
     return out
 
 
@@ -87,7 +88,7 @@ def tradeoff_figure(results: Sequence[VariantResult], labels: Mapping | None = N
         yaxis2=dict(anchor="x2", range=[min(0.0, min((r.top1_agreement for r in results), default=0)) , 1.08],
                     title=w["top1"], tickformat=".0%", **tick),
         legend=dict(orientation="h", y=-0.2))
-    return _base_layout(fig, w["tradeoff_title"], height=560)
+    return theme.style(fig, w["tradeoff_title"], height=560)
 
 
 def row_error_heatmap_spec(errors: RowErrors, layer: int = 0, labels: Mapping | None = None) -> dict:
@@ -108,7 +109,7 @@ def row_error_heatmap_spec(errors: RowErrors, layer: int = 0, labels: Mapping | 
              "xgap": 1, "ygap": 1, "customdata": [[s] * len(cols) for s in state],
              "colorbar": {"title": {"text": w["error"]}},
              "hovertemplate": f"{w['row']} %{{y}}<br>%{{x}}<br>{w['error']} %{{z:.3g}}<br>%{{customdata}}<extra></extra>"}
-    return {"data": [trace], "layout": _layout(
+    return {"data": [trace], "layout": theme.layout(
         w["errors_title"].format(layer=layer), max(300, 120 + 18 * len(rows)), xaxis={"side": "top", "automargin": True},
         yaxis={"autorange": "reversed", "title": {"text": w["row"]}, "type": "category", "automargin": True},
         margin={"l": 10, "r": 10, "t": 80, "b": 10})}           # the top tick labels below the title
@@ -143,7 +144,7 @@ def next_token_pair_spec(cmp: StepComparison, event_index: int, k: int = 8, labe
     title = w["dist_title"].format(variant=name)
     if score is not None:
         title += "<br><sup>" + w["kl_line"].format(kl=score.kl, agree=w["agree"] if score.agree else w["differs"]) + "</sup>"
-    return {"data": data, "layout": _layout(
+    return {"data": data, "layout": theme.layout(
         title, 400, xaxis={"type": "category"}, yaxis={"title": {"text": w["prob"]}, "range": [0, 1.15]},
         barmode="group", margin={"l": 10, "r": 10, "t": 70, "b": 10},
         # inside the plot, top right: the bars are sorted by the full cache's probability (the
@@ -188,7 +189,7 @@ def attention_sinks_spec(cmp: StepComparison, event_index: int, layer: int = 0, 
              "textfont": {"size": 12},
              "xgap": 2, "ygap": 2, "colorbar": {"title": {"text": w["weight"]}},
              "hovertemplate": f"{w['query']} %{{y}}<br>{w['key']} %{{x}}<br>{w['weight']} %{{z:.4f}}<extra></extra>"}
-    layout = _layout(w["att_title"].format(layer=layer + 1, head=head + 1), max(260, 140 + 40 * len(ev.positions)),
+    layout = theme.layout(w["att_title"].format(layer=layer + 1, head=head + 1), max(260, 140 + 40 * len(ev.positions)),
                      xaxis={"title": {"text": w["key"]}, "side": "bottom", "type": "category", "automargin": True},
                      yaxis={"autorange": "reversed", "title": {"text": w["query"]}, "type": "category",
                             "automargin": True})

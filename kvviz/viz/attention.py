@@ -1,8 +1,6 @@
-"""Plotly figure builders: plain data from a step record in, a figure out (no streamlit).
-
-One visual language for every page: a colour-blind-safe sequential scale for attention (cividis)
-and fixed colours for prompt / processed / pending tokens and for prefill / decode rows
-(Okabe-Ito palette).
+"""Attention figures of the stepper and the pages: one pass's weights as a heatmap, every head side by
+side, every layer and head at once (the model view), and the causal mask. Plain data in, a figure
+out (no streamlit).
 
 The builders the stepper draws in the browser each have a ``*_spec`` twin that returns the figure as
 plain plotly JSON (``{"data": [...], "layout": {...}}``) without building a validated
@@ -16,42 +14,8 @@ from typing import Sequence
 import plotly.graph_objects as go
 import torch
 
-ATTENTION_SCALE = "Cividis"
-COLORS = {
-    "prompt": "#0072B2",      # blue
-    "processed": "#009E73",   # green
-    "pending": "#E69F00",     # orange
-    "prefill": "#0072B2",
-    "decode": "#009E73",
-    "removed": "#BBBBBB",
-    "bar": "#56B4E9",
-    "chosen": "#D55E00",      # vermillion
-}
-FONT = dict(size=16)
-
-# Words drawn inside figures; pages pass their translation (kvviz.ui.charts.figure_words).
-WORDS = {"query": "query", "key": "key", "weight": "weight", "logit": "logit",
-         "query_axis": "query (new position)", "key_axis": "key (cached position)"}
-
-
-def _words(words: dict[str, str] | None) -> dict[str, str]:
-    return {**WORDS, **(words or {})}
-
-
-def _layout(title: str, height: int, xaxis: dict | None = None, yaxis: dict | None = None, **extra) -> dict:
-    """``_base_layout`` as plain JSON for one x and one y axis."""
-    return {"title": {"text": title, "font": {"size": 18}}, "height": height,
-            "margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "font": dict(FONT),
-            "xaxis": {"tickfont": dict(FONT), **(xaxis or {})}, "yaxis": {"tickfont": dict(FONT), **(yaxis or {})},
-            **extra}
-
-
-def _base_layout(fig: go.Figure, title: str, height: int) -> go.Figure:
-    fig.update_layout(title=dict(text=title, font=dict(size=18)), height=height,
-                      margin=dict(l=10, r=10, t=50, b=10), font=FONT)
-    fig.update_xaxes(tickfont=FONT)
-    fig.update_yaxes(tickfont=FONT)
-    return fig
+from kvviz.viz import theme
+from kvviz.viz.theme import ATTENTION_SCALE, COLORS, FONT, WORDS
 
 
 def _masked_cells(weights: torch.Tensor, digits: int = 3,
@@ -83,7 +47,7 @@ def attention_heatmap_spec(weights: torch.Tensor, query_labels: Sequence[str], k
     are left blank so the triangle of the causal mask is visible (``allowed``: see _masked_cells).
     ``words``: translations of WORDS. Cell values are printed when ``show_values`` (default: only
     while they fit, up to 16 keys); hovering always shows them."""
-    w = _words(words)
+    w = theme.words(WORDS, words)
     n, t = weights.shape
     z, text = _masked_cells(weights, allowed=allowed)
     if not (t <= 16 if show_values is None else show_values):
@@ -93,7 +57,7 @@ def attention_heatmap_spec(weights: torch.Tensor, query_labels: Sequence[str], k
              "textfont": {"size": 15}, "xgap": 2, "ygap": 2,
              "hovertemplate": f"{w['query']} %{{y}}<br>{w['key']} %{{x}}<br>{w['weight']} %{{z:.4f}}<extra></extra>",
              "colorbar": {"title": {"text": w["weight"]}}}
-    return {"data": [trace], "layout": _layout(
+    return {"data": [trace], "layout": theme.layout(
         title, max(260, 140 + 45 * n), xaxis={"title": {"text": w["key_axis"]}, "side": "bottom"},
         yaxis={"autorange": "reversed", "title": {"text": w["query_axis"]}})}
 
@@ -101,33 +65,6 @@ def attention_heatmap_spec(weights: torch.Tensor, query_labels: Sequence[str], k
 def attention_heatmap(*args, **kwargs) -> go.Figure:
     """``attention_heatmap_spec`` as a figure (same arguments)."""
     return go.Figure(attention_heatmap_spec(*args, **kwargs))
-
-
-def logits_bar_spec(logits: Sequence[float], tokens: Sequence[str], chosen: int | None,
-                    title: str, kept: Sequence[int] | None = None) -> dict:
-    """Bars of logits; the chosen token highlighted, tokens outside ``kept`` greyed."""
-    colors = []
-    for i in range(len(tokens)):
-        if kept is not None and i not in kept:
-            colors.append(COLORS["removed"])
-        elif i == chosen:
-            colors.append(COLORS["chosen"])
-        else:
-            colors.append(COLORS["bar"])
-    logits = [float(v) for v in logits]
-    lo, hi = min(0.0, min(logits)), max(0.0, max(logits))
-    pad = 0.2 * (hi - lo or 1.0)
-    trace = {"type": "bar", "x": list(tokens), "y": logits, "marker": {"color": colors},
-             "text": [f"{v:.3f}" for v in logits], "textposition": "outside", "textfont": {"size": 15},
-             "cliponaxis": False,     # a short chart (presenter mode) keeps the top bar's number whole
-             "hovertemplate": "%{x}: logit %{y:.4f}<extra></extra>"}
-    return {"data": [trace], "layout": _layout(
-        title, 340, yaxis={"title": {"text": "logit"}, "range": [lo - pad, hi + pad], "zeroline": True})}
-
-
-def logits_bar(*args, **kwargs) -> go.Figure:
-    """``logits_bar_spec`` as a figure (same arguments)."""
-    return go.Figure(logits_bar_spec(*args, **kwargs))
 
 
 def attention_heads_spec(weights: torch.Tensor, query_labels: Sequence[str], key_labels: Sequence[str],
@@ -142,7 +79,7 @@ def attention_heads_spec(weights: torch.Tensor, query_labels: Sequence[str], key
     The subplot layout is written out (x axes side by side, y axes sharing the first one):
     make_subplots plus per-axis updates cost several times more.
     """
-    w = _words(words)
+    w = theme.words(WORDS, words)
     h, n, t = weights.shape
     gap = 0.025
     width = (1.0 - gap * (h - 1)) / h
@@ -197,7 +134,7 @@ def attention_model_view_spec(weights: torch.Tensor, title: str, selected: tuple
     labels and no cell texts; hovering gives layer, head and weight (``digits`` decimals: a
     thumbnail shows colour, not digits).
     """
-    w = _words(words)
+    w = theme.words(WORDS, words)
     n_layers, n_heads, n, t = weights.shape
     gap_x, gap_y = max(1, -(-t // 6)), max(1, -(-n // 4))       # blank cells between tiles
     # rounded, future keys (j > first query + i) blank: one tensor operation, not L·H·N·T formats
@@ -250,7 +187,7 @@ def causal_mask_figure(labels: Sequence[str], title: str, allowed_text: str = "�
 
     Masked cells carry the score they get before softmax (−∞), so they get weight 0.
     """
-    w = _words(words)
+    w = theme.words(WORDS, words)
     n = len(labels)
     z = [[1 if j <= i else 0 for j in range(n)] for i in range(n)]
     text = [[allowed_text if j <= i else masked_text for j in range(n)] for i in range(n)]
@@ -262,49 +199,4 @@ def causal_mask_figure(labels: Sequence[str], title: str, allowed_text: str = "�
     ))
     fig.update_yaxes(autorange="reversed", title=w["query"])
     fig.update_xaxes(title=w["key"], side="bottom")
-    return _base_layout(fig, title, height=max(240, 120 + 40 * n))
-
-
-def top_probs_bar_spec(probs: Sequence[float], tokens: Sequence[str], chosen: int | None, title: str,
-                       k: int = 10, axis_title: str = "probability") -> dict:
-    """Horizontal bars of the ``k`` most probable tokens (largest on top); the chosen one highlighted
-    even when it is outside the top k (then it is added as an extra bar)."""
-    probs = [float(p) for p in probs]
-    order = sorted(range(len(probs)), key=lambda i: -probs[i])[:k]
-    if chosen is not None and chosen not in order:
-        order.append(chosen)
-    order = order[::-1]                                          # plotly draws the first bar at the bottom
-    colors = [COLORS["chosen"] if i == chosen else COLORS["bar"] for i in order]
-    trace = {"type": "bar", "y": [tokens[i] for i in order], "x": [probs[i] for i in order], "orientation": "h",
-             "marker": {"color": colors}, "text": [f"{probs[i]:.3f}" for i in order], "textposition": "outside",
-             "textfont": {"size": 15}, "hovertemplate": "%{y}: p = %{x:.4f}<extra></extra>"}
-    top = max(probs[i] for i in order) if order else 1.0
-    return {"data": [trace], "layout": _layout(
-        title, 120 + 30 * len(order), xaxis={"title": {"text": axis_title}, "range": [0, min(1.0, top * 1.25) or 1.0]},
-        yaxis={"type": "category"})}
-
-
-def top_probs_bar(*args, **kwargs) -> go.Figure:
-    """``top_probs_bar_spec`` as a figure (same arguments)."""
-    return go.Figure(top_probs_bar_spec(*args, **kwargs))
-
-
-def speedup_chart(ns: Sequence[int], series: dict[str, Sequence[float]], title: str,
-                  x_title: str, y_title: str) -> go.Figure:
-    """Lines over N on a log y axis, one per named series (e.g. measured speed-up, FLOP ratio)."""
-    palette = [COLORS["chosen"], COLORS["prompt"], COLORS["processed"], COLORS["pending"]]
-    dashes = ["solid", "dash", "dot", "dashdot"]
-    places = ["top center", "bottom center", "top center", "bottom center"]   # neighbours label apart
-    fig = go.Figure()
-    for i, (name, ys) in enumerate(series.items()):
-        fig.add_trace(go.Scatter(
-            x=list(ns), y=list(ys), name=name, mode="lines+markers+text",
-            line=dict(color=palette[i % 4], dash=dashes[i % 4], width=3), marker=dict(size=9),
-            text=[f"{y:.1f}×" for y in ys], textposition=places[i % 4], textfont=dict(size=13, color=palette[i % 4]),
-            hovertemplate=f"{name}<br>N = %{{x}}: %{{y:.2f}}×<extra></extra>",
-        ))
-    fig.update_xaxes(title=x_title, type="log", tickvals=list(ns), ticktext=[str(n) for n in ns])
-    ticks = [0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
-    fig.update_yaxes(title=y_title, type="log", tickvals=ticks, ticktext=[f"{v:g}×" for v in ticks])
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
-    return _base_layout(fig, title, height=440)
+    return theme.style(fig, title, height=max(240, 120 + 40 * n))

@@ -11,11 +11,12 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
-from kvviz.figures import COLORS, FONT
-from kvviz.sampling import Stage
+from kvviz.viz import theme
+from kvviz.viz.theme import COLORS, FONT, OKABE_ITO
+from kvviz.decoding.sampling import Stage
 
 OUTLINE = "#0B3954"      # dark blue outline of kept bars and of the kept-set box
-THRESHOLD = "#CC79A7"    # reddish purple (Okabe-Ito): the top-p line and the mass-before diamonds
+THRESHOLD = OKABE_ITO[3]  # reddish purple: the top-p line and the mass-before diamonds
 MAX_LABELLED = 16        # bars with a number printed above them; more tokens: numbers on hover only
 
 
@@ -39,15 +40,6 @@ def removed_heights(stages: Sequence[Stage]) -> list[list[float]]:
                 last[i] = s.probs[i]
         out.append(list(last))
     return out
-
-
-def _layout(title: str, height: int, **extra) -> dict:
-    """The shared look of ``figures._base_layout`` as one dict: building a figure in one go is several
-    times faster than update calls, and these charts are redrawn on every slider move."""
-    layout = dict(title=dict(text=title, font=dict(size=18)), height=height,
-                  margin=dict(l=10, r=10, t=50, b=10), font=FONT)
-    layout.update(extra)
-    return layout
 
 
 def stage_bars(stage: Stage, ghost: Sequence[float], tokens: Sequence[str], order: Sequence[int],
@@ -92,8 +84,8 @@ def stage_bars(stage: Stage, ghost: Sequence[float], tokens: Sequence[str], orde
                            line=dict(color=THRESHOLD, dash="dot", width=2)))
         notes.append(dict(xref="paper", x=1, y=threshold, text=labels["threshold"], showarrow=False,
                           xanchor="right", yanchor="bottom", font=dict(size=13, color=THRESHOLD)))
-    return go.Figure(traces, _layout(
-        title, 330, barmode="overlay", showlegend=False, bargap=0.25, shapes=shapes, annotations=notes,
+    return go.Figure(traces, theme.layout(
+        title, 330, ticks=False, barmode="overlay", showlegend=False, bargap=0.25, shapes=shapes, annotations=notes,
         xaxis=dict(type="category", tickfont=FONT),
         yaxis=dict(title=labels.get("axis", "p"), range=[0, 1.3], tickvals=[0, 0.25, 0.5, 0.75, 1.0],
                    tickfont=FONT)))
@@ -117,8 +109,7 @@ def draws_histogram(counts: Sequence[int], probs: Sequence[float], tokens: Seque
                marker=dict(color="rgba(0,0,0,0)", line=dict(color=OUTLINE, width=2)),
                hovertemplate="%{x}: p = %{y:.4f}<extra></extra>"),
     ]
-    return go.Figure(traces, _layout(
-        title, 360, barmode="group",
-        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right", font=FONT),
+    return go.Figure(traces, theme.layout(
+        title, 360, ticks=False, barmode="group", legend=theme.LEGEND_ABOVE,
         xaxis=dict(type="category", tickfont=FONT),
         yaxis=dict(title=labels.get("axis", "frequency"), range=[0, 1.15], tickfont=FONT)))

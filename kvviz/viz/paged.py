@@ -11,10 +11,10 @@
 - ``latency_figure``: TTFT per request for several runs of the same stream (continuous vs static).
 - ``block_size_figure``: peak bytes against block size (serving.block_size_sweep).
 
-Colours follow kvviz.figures (Okabe–Ito): requests cycle through the palette below; prefill is
+Colours follow kvviz.viz.theme (Okabe–Ito): requests cycle through the palette below; prefill is
 blue and decode green as on every page; waiting is the pending orange.
 
-As in kvviz.figures, each builder has a ``*_spec`` twin returning plain plotly JSON (``{"data": [...],
+As in kvviz.viz.attention, each builder has a ``*_spec`` twin returning plain plotly JSON (``{"data": [...],
 "layout": {...}}``) without a validated ``go.Figure``: the stepper draws one pool, memory and timeline
 per step, and plotly's validation of ~60 figures was most of the page's first run. The builder is
 ``go.Figure(spec)``, so both always agree.
@@ -25,11 +25,12 @@ from typing import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from kvviz.figures import COLORS, _layout
+from kvviz.viz import theme
+from kvviz.viz.theme import COLORS, OKABE_ITO
 from kvviz.serving import ServeRun, SizePoint, StepRecord
 
-# requests take these in turn (Okabe–Ito without black; yellow last: it is faint on white)
-OWNER_COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442"]
+# requests take these in turn (yellow last: it is faint on white)
+OWNER_COLORS = list(OKABE_ITO)
 FREE = "#EEEEEE"
 CACHED_FREE = "#C8C8C8"
 MARKS = {"taken": "#000000", "copied": COLORS["chosen"], "freed": "#777777"}
@@ -44,10 +45,6 @@ WORDS = {
     "total_steps": "steps", "pool": "Block pool", "memory": "KV memory over the steps",
     "timeline": "Requests over the steps", "latency": "Time to first token", "sizes": "Block size and slack",
 }
-
-
-def _words(words: Mapping[str, str] | None) -> dict[str, str]:
-    return {**WORDS, **(words or {})}
 
 
 def owner_color(request_id: int) -> str:
@@ -96,7 +93,7 @@ def block_pool_spec(step: StepRecord, block_size: int, columns: int = 8, title: 
     ``block_size`` slot cells. Filled slots carry their token (while the grid is small, or
     ``show_tokens``); hovering a slot names block, slot, holders and token. ``block_ids``: each
     block's id under it, so block tables can be read off the grid."""
-    w = _words(words)
+    w = theme.words(WORDS, words)
     n_blocks = len(step.refcounts)
     owners: dict[int, list[int]] = {}
     slot_token: dict[tuple[int, int], str] = {}
@@ -158,7 +155,7 @@ def block_pool_spec(step: StepRecord, block_size: int, columns: int = 8, title: 
             r, c0 = b // columns, (b % columns) * (block_size + 1)
             notes.append({"x": c0 + (block_size - 1) / 2, "y": r + 0.5, "text": str(b), "showarrow": False,
                           "yanchor": "top", "font": {"size": 11, "color": "#555555"}, "name": "block id"})
-    layout = _layout(title if title is not None else f"{w['pool']} · {w['step']} {step.step}",
+    layout = theme.layout(title if title is not None else f"{w['pool']} · {w['step']} {step.step}",
                      130 + (62 if block_ids else 46) * rows,
                      xaxis={"visible": False, "range": [-0.6, width - 0.4]},
                      yaxis={"visible": False, "autorange": "reversed"})
@@ -180,7 +177,7 @@ def memory_spec(run: ServeRun, title: str | None = None, words: Mapping[str, str
     """Bytes over the steps from the allocator's counts: contiguous reservation, paging's held
     blocks, and the slots holding K/V (the shaded gap to the paged line is the last blocks' slack).
     ``step``: a vertical line at the step the page shows."""
-    w = _words(words)
+    w = theme.words(WORDS, words)
     xs = [s.step for s in run.steps]
     traces = []
     series = [("used", COLORS["processed"], "solid", None), ("paged", COLORS["prompt"], "solid", "tonexty"),
@@ -193,7 +190,7 @@ def memory_spec(run: ServeRun, title: str | None = None, words: Mapping[str, str
             trace.update(fill=fill, fillcolor=_pale(COLORS["prompt"], 0.25))
         traces.append(trace)
     shapes = [] if step is None else [_vline(step, {"color": "#555555", "width": 1, "dash": "dot"})]
-    layout = _layout(title if title is not None else w["memory"], 400, xaxis={"title": {"text": w["step"]}},
+    layout = theme.layout(title if title is not None else w["memory"], 400, xaxis={"title": {"text": w["step"]}},
                      yaxis={"title": {"text": w["bytes"]}, "rangemode": "tozero"})
     if shapes:
         layout["shapes"] = shapes
@@ -227,7 +224,7 @@ def timeline_states(run: ServeRun) -> dict[int, list[str | None]]:
 def timeline_spec(run: ServeRun, title: str | None = None, words: Mapping[str, str] | None = None,
                   step: int | None = None, show_tokens: bool | None = None) -> dict:
     """Requests (rows) over steps (columns); a prefill or decode cell carries the token it chose."""
-    w = _words(words)
+    w = theme.words(WORDS, words)
     states = timeline_states(run)
     chosen = {(s.step, rid): tok for s in run.steps for rid, tok in s.chosen}
     ids = [r.id for r in run.requests]
@@ -249,7 +246,7 @@ def timeline_spec(run: ServeRun, title: str | None = None, words: Mapping[str, s
     xaxis: dict = {"title": {"text": w["step"]}}
     if run.total_steps <= 30:
         xaxis["dtick"] = 1
-    layout = _layout(title if title is not None else f"{w['timeline']} ({run.policy})", 170 + 28 * len(ids),
+    layout = theme.layout(title if title is not None else f"{w['timeline']} ({run.policy})", 170 + 28 * len(ids),
                      xaxis=xaxis, yaxis={"autorange": "reversed", "type": "category"}, plot_bgcolor="#FFFFFF")
     if step is not None:
         layout["shapes"] = [_vline(step, {"color": "#000000", "width": 2})]
@@ -265,7 +262,7 @@ def latency_spec(runs: Mapping[str, ServeRun], title: str | None = None,
                  words: Mapping[str, str] | None = None) -> dict:
     """TTFT per request, one bar group per request, one colour per run (e.g. continuous, static);
     the legend gives each run's total steps and mean TTFT."""
-    w = _words(words)
+    w = theme.words(WORDS, words)
     palette = [COLORS["prompt"], COLORS["pending"], COLORS["processed"], COLORS["chosen"]]
     traces = [{"type": "bar", "x": [f"{w['request']} {r.id}" for r in run.requests],
                "y": [r.ttft for r in run.requests],
@@ -273,7 +270,7 @@ def latency_spec(runs: Mapping[str, ServeRun], title: str | None = None,
                "marker": {"color": palette[i % len(palette)]}, "text": [r.ttft for r in run.requests],
                "textposition": "outside", "hovertemplate": f"{name}<br>%{{x}}: %{{y}}<extra></extra>"}
               for i, (name, run) in enumerate(runs.items())]
-    return {"data": traces, "layout": _top_legend(_layout(
+    return {"data": traces, "layout": _top_legend(theme.layout(
         title if title is not None else w["latency"], 400, yaxis={"title": {"text": w["ttft"]}, "rangemode": "tozero"},
         barmode="group"))}
 
@@ -287,14 +284,14 @@ def block_size_spec(points: Sequence[SizePoint], title: str | None = None,
                     words: Mapping[str, str] | None = None) -> dict:
     """Peak bytes against block size for one stream: paging's held blocks vs the slots holding K/V
     (the gap is the last blocks' slack; it grows with the block size), and contiguous reservation."""
-    w = _words(words)
+    w = theme.words(WORDS, words)
     xs = [p.block_size for p in points]
     traces = [{"type": "scatter", "x": xs, "y": [getattr(p, what) for p in points], "name": w[what],
                "mode": "lines+markers", "line": {"color": color, "dash": dash, "width": 3}, "marker": {"size": 9},
                "hovertemplate": f"{w['block_size']} %{{x}}<br>{w[what]}: %{{y:,}} B<extra></extra>"}
               for what, color, dash in (("used", COLORS["processed"], "solid"), ("paged", COLORS["prompt"], "solid"),
                                         ("contiguous", COLORS["chosen"], "dash"))]
-    return {"data": traces, "layout": _top_legend(_layout(
+    return {"data": traces, "layout": _top_legend(theme.layout(
         title if title is not None else w["sizes"], 400,
         xaxis={"title": {"text": w["block_size"]}, "type": "log", "tickvals": xs, "ticktext": [str(x) for x in xs]},
         yaxis={"title": {"text": w["bytes"]}, "rangemode": "tozero"}))}

@@ -1,7 +1,7 @@
 """Serving many requests from one paged KV cache: a scheduler with continuous or static batching.
 
 A stream of requests (prompt, tokens to generate, arrival step) is served step by step. Every step
-runs **one batched pass** of the model (``forward_batch``, kvviz.batching's protocol) over a
+runs **one batched pass** of the model (``forward_batch``, kvviz.decoding.batching's protocol) over a
 PagedCache (kvviz.cache) shared by all running requests, then picks each request's next token
 (greedy). What happens at a step, in this order:
 
@@ -30,29 +30,34 @@ a ``RequestResult`` (tokens, first-token and finish steps, preemptions, TTFT and
 token in steps). ``check=True`` compares every row's logits with the request's cold solo run
 (``run_generation``, a contiguous cache).
 
-The CLI ``python -m kvviz serve`` prints a run as JSON (``add_serve_command``).
+The CLI ``python -m kvviz serve`` prints a run as JSON (kvviz.serving.export).
 """
 from __future__ import annotations
 
-import argparse
-import json
 import random
-import sys
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
 
-from kvviz.batching import BatchModel
+from kvviz.decoding.batching import BatchModel
 from kvviz.cache import PagedCache
-from kvviz.generation import run_generation
-from kvviz.limits import (MAX_SEED, MAX_SERVE_BATCH, MAX_SERVE_BLOCK_SIZE, MAX_SERVE_BLOCKS,
-                          MAX_SERVE_NEW_TOKENS, MAX_SERVE_REQUESTS, MAX_SERVE_SHARED_PREFIX, MAX_SERVE_STEPS,
-                          LimitError, check_int)
+from kvviz.decoding.stepper import run_generation
+from kvviz.limits import (
+    MAX_SEED,
+    MAX_SERVE_BATCH,
+    MAX_SERVE_BLOCK_SIZE,
+    MAX_SERVE_BLOCKS,
+    MAX_SERVE_NEW_TOKENS,
+    MAX_SERVE_REQUESTS,
+    MAX_SERVE_SHARED_PREFIX,
+    MAX_SERVE_STEPS,
+    LimitError,
+    check_int,
+)
 from kvviz.models.base import encode
 from kvviz.models.gpt.corpus import corpus_tokens, sentence
-from kvviz.registry import get_model
-from kvviz.sampling import Greedy, Sampler, SelectionRule
+from kvviz.decoding.sampling import Greedy, Sampler, SelectionRule
 
 POLICIES = ("continuous", "static")
 GREEDY = Greedy()
@@ -560,47 +565,3 @@ def fork_run(model: BatchModel, prompt: Sequence[str], new_tokens: int = 3, bloc
                 max_abs_diff=diff))
     return ForkRun(tuple(prompt), block_size, num_blocks, seeds,
                    tuple(tuple(model.logit_tokens[x] for x in s[0]) for s in solo), tuple(steps), tuple(identical))
-
-
-# --- plain data and the command line -----------------------------------------------------------
-
-def run_dict(run: ServeRun) -> dict:
-    """A run in the CLI's JSON shape (README, "Serving")."""
-    return {
-        "model": run.model_name, "block_size": run.block_size, "num_blocks": run.num_blocks, "policy": run.policy,
-        "requests": [{"id": r.id, "prompt": list(r.request.prompt), "arrival_step": r.request.arrival_step,
-                      "tokens": list(r.tokens), "first_token_step": r.first_token_step,
-                      "finish_step": r.finish_step, "preemptions": r.preemptions} for r in run.requests],
-        "steps": [{"step": s.step, "prefill": list(s.prefill), "decode": list(s.decode), "waiting": list(s.waiting),
-                   "finished": list(s.finished),
-                   "block_tables": {str(i): list(t) for i, t in s.block_tables},
-                   "refcounts": {str(b): n for b, n in enumerate(s.refcounts) if n},
-                   "free_blocks": len(s.free_blocks)} for s in run.steps],
-    }
-
-
-def add_serve_command(sub: argparse._SubParsersAction) -> None:
-    """Register ``serve`` on the CLI's subcommands (kvviz.__main__)."""
-    p = sub.add_parser("serve", help="serve a seeded stream of requests from a paged cache; print the run as JSON")
-    p.add_argument("--requests", type=int, default=6, help=f"requests in the stream (1..{MAX_SERVE_REQUESTS})")
-    p.add_argument("--block-size", type=int, default=4, help=f"positions per block (1..{MAX_SERVE_BLOCK_SIZE})")
-    p.add_argument("--num-blocks", type=int, default=32, help=f"blocks in the pool (1..{MAX_SERVE_BLOCKS})")
-    p.add_argument("--seed", type=int, default=0, help=f"seed of the stream (0..{MAX_SEED})")
-    p.add_argument("--max-new-tokens", type=int, default=12,
-                   help=f"most tokens a request generates (1..{MAX_SERVE_NEW_TOKENS})")
-    p.add_argument("--policy", choices=POLICIES, default="continuous", help="continuous or static batching")
-    p.add_argument("--shared-prefix", type=int, default=0, metavar="P",
-                   help=f"every prompt starts with the same P words, and prefix caching is on (0..{MAX_SERVE_SHARED_PREFIX})")
-    p.set_defaults(run=lambda a: _serve_cli(a, p))
-
-
-def _serve_cli(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    try:
-        stream = request_stream(a.requests, a.seed, a.max_new_tokens, a.shared_prefix)
-        run = serve(get_model("gpt"), stream, a.block_size, a.num_blocks, a.policy,
-                    prefix_caching=a.shared_prefix > 0)
-    except (LimitError, ValueError) as e:
-        parser.error(str(e))
-    json.dump(run_dict(run), sys.stdout, indent=1)
-    print()
-    return 0

@@ -1,4 +1,4 @@
-"""What the cache saves on paper (FLOPs, DESIGN.md §1.3) and what it saves on the clock.
+"""What the cache saves on paper (FLOPs, docs/design.md §4) and what it saves on the clock.
 
 The FLOPs come from kvviz.cost (``loop_flops``: the loops' own schedule, logits of the last position
 only): with d = n_embd and L layers one position costs 24·L·d² in the projections and MLP, one query
@@ -21,9 +21,9 @@ import torch
 from kvviz.cache import StaticCache
 from kvviz.cost import ModelConfig, loop_flops, pass_flops, weight_bytes
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError, check_int
-from kvviz.loops import generate, generate_cached, max_cached_new_tokens
+from kvviz.decoding.loops import generate, generate_cached, max_cached_new_tokens
 from kvviz.models.gpt import GPT, cost_config
-from kvviz.sampling import SelectionRule
+from kvviz.decoding.sampling import SelectionRule
 
 
 def _best_time(fn: Callable[[], object], repeats: int) -> float:

@@ -1,18 +1,9 @@
-"""The fast generation loops of a GPT: without a cache (``generate``), with one (``generate_cached``),
-and speculative decoding with a draft model (``speculative_generate``).
+"""Speculative decoding of a GPT with a draft model (Leviathan et al. 2023; Chen et al. 2023):
+``speculative_round`` and ``speculative_generate``, and their frozen records.
 
-``generate`` is the seed's loop: at every step it runs the whole text, cropped to the last
-``block_size`` tokens, through the model and keeps only the last position's logits.
-``generate_cached`` runs the prompt once (prefill) into a preallocated cache (kvviz.cache.StaticCache),
-then one token per step at ``start_pos`` (decode); past ``block_size`` it stops with a LimitError,
-since learned positions cannot slide. Both run the one network (kvviz.models.gpt.model) and choose
-with ``rule.draw`` on a generator seeded the same way, so the same seed gives the same tokens
-(DESIGN.md §1.3), and the same tokens as the stepper.
-
-These loops skip everything the stepper records (attention weights, snapshots): they exist to be
-timed and compared. ``speculative_generate`` is the exception: its rounds are few and small, so it
-returns one frozen record per round (proposals, p and q, the uniform draws, the residual, the cache
-lengths before and after the rollback) for a page to step through.
+Its rounds are few and small, so unlike the plain loops (kvviz.decoding.loops) a run returns one
+record per round (proposals, p and q, the uniform draws, the residual, the cache lengths before and
+after the rollback) for a page to step through.
 """
 from __future__ import annotations
 
@@ -23,133 +14,13 @@ from typing import Sequence
 import torch
 
 from kvviz.cache import Cache, StaticCache
-from kvviz.limits import (GPT_MAX_PROMPT_TOKENS, MAX_SEED, SPEC_MAX_ATTENTION_TOKENS, SPEC_MAX_GAMMA,
-                          SPEC_MAX_NEW_TOKENS, LimitError, check_int)
+from kvviz.decoding.loops import prompt_tensor
+from kvviz.decoding.sampling import Greedy, SelectionRule, draw_from, is_greedy, rule_probs, uniform
+from kvviz.limits import (GPT_MAX_PROMPT_TOKENS, MAX_SEED, SPECULATIVE_MAX_ATTENTION_TOKENS, SPECULATIVE_MAX_GAMMA,
+                          SPECULATIVE_MAX_NEW_TOKENS, LimitError, check_int)
 from kvviz.models.gpt.model import GPT, LayerTrace
-from kvviz.sampling import Greedy, SelectionRule, draw_from, is_greedy, rule_probs, uniform
+from kvviz.models.gpt.weights import TinyGPT, load_draft_gpt, load_tiny_gpt
 
-
-@dataclass(frozen=True)
-class Generation:
-    """What one generation loop produced."""
-
-    prompt: list[int]
-    tokens: list[int]                 # the new token ids, in order
-    logits: torch.Tensor | None       # [N, V] the logits each choice used (None if not kept)
-    seconds: float                    # wall time of the loop (prefill included)
-    cache_bytes: int | None = None    # measured bytes of the cache (cached path only)
-    cached: bool = False
-
-
-def _prompt_tensor(idx: Sequence[int] | torch.Tensor, model: GPT, max_new_tokens: int) -> torch.Tensor:
-    ids = torch.as_tensor(idx, dtype=torch.long).reshape(1, -1)            # [1, P]
-    if ids.shape[1] == 0:
-        raise LimitError("The prompt is empty: give at least one token.")
-    if max_new_tokens < 1:
-        raise LimitError(f"New tokens must be at least 1, got {max_new_tokens}.")
-    if int(ids.max()) >= model.config.vocab_size or int(ids.min()) < 0:
-        raise LimitError("A token id is outside the vocabulary.")
-    return ids
-
-
-@torch.inference_mode()
-def generate(model: GPT, idx: Sequence[int] | torch.Tensor, max_new_tokens: int,
-             rule: SelectionRule | None = None, seed: int = 0, keep_logits: bool = True) -> Generation:
-    """No cache: every step reruns the text, cropped to the last block_size tokens."""
-    ids = _prompt_tensor(idx, model, max_new_tokens)
-    rule = rule or Greedy()
-    generator = torch.Generator().manual_seed(int(seed))
-    block = model.config.block_size
-    kept: list[torch.Tensor] = []
-    t0 = time.perf_counter()
-    for _ in range(max_new_tokens):
-        logits = model(ids[:, -block:], last_only=True)[0]                # [V] of the last position
-        nxt = rule.draw(logits, generator)
-        if keep_logits:
-            kept.append(logits)
-        ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)              # [1, P + t + 1]
-    seconds = time.perf_counter() - t0
-    new = ids[0, -max_new_tokens:].tolist()
-    return Generation(ids[0, :-max_new_tokens].tolist(), new, torch.stack(kept) if kept else None, seconds)
-
-
-def max_cached_new_tokens(model: GPT, prompt_len: int) -> int:
-    """The most tokens ``generate_cached`` can produce: the last chosen token is never processed, so
-    the cache needs prompt_len + new − 1 ≤ block_size positions."""
-    return model.config.block_size - prompt_len + 1
-
-
-@torch.inference_mode()
-def generate_cached(model: GPT, idx: Sequence[int] | torch.Tensor, max_new_tokens: int,
-                    rule: SelectionRule | None = None, seed: int = 0, keep_logits: bool = True,
-                    cache: Cache | None = None) -> Generation:
-    """Prefill once, then decode one token per step with ``start_pos``; same draws as ``generate``.
-    ``cache``: an empty cache of any kind (default a StaticCache of exactly the positions needed)."""
-    ids = _prompt_tensor(idx, model, max_new_tokens)
-    prompt_len = ids.shape[1]
-    limit = max_cached_new_tokens(model, prompt_len)
-    if max_new_tokens > limit:
-        raise LimitError(
-            f"With the cache this GPT can generate at most {limit} tokens after a {prompt_len}-token "
-            f"prompt: its {model.config.block_size} learned positions (block_size) cannot slide. "
-            f"Without the cache, generate crops the oldest tokens instead.")
-    rule = rule or Greedy()
-    generator = torch.Generator().manual_seed(int(seed))
-    if cache is None:
-        cache = StaticCache(model.config.n_layer, prompt_len + max_new_tokens - 1)
-    kept: list[torch.Tensor] = []
-    new: list[int] = []
-    t0 = time.perf_counter()
-    logits = model(ids, cache, 0, last_only=True)[0]                       # prefill: [V]
-    pos = prompt_len
-    for step in range(max_new_tokens):
-        nxt = rule.draw(logits, generator)
-        if keep_logits:
-            kept.append(logits)
-        new.append(nxt)
-        if step + 1 < max_new_tokens:                                     # the last choice stays pending
-            logits = model(torch.tensor([[nxt]]), cache, pos, last_only=True)[0]   # decode: [V]
-            pos += 1
-    seconds = time.perf_counter() - t0
-    return Generation(ids[0].tolist(), new, torch.stack(kept) if kept else None, seconds,
-                      cache_bytes=cache.nbytes(), cached=True)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """The two loops side by side for the same prompt, rule and seed."""
-
-    uncached: Generation
-    cached: Generation
-    identical: bool                  # same tokens
-    first_difference: int | None     # index of the first differing new token
-    max_abs_logit_diff: float        # over the steps both loops shared (up to the first difference)
-
-
-def compare(model: GPT, idx: Sequence[int], max_new_tokens: int, rule: SelectionRule | None = None,
-            seed: int = 0, warm: bool = True) -> Comparison:
-    """Run ``generate`` and ``generate_cached`` with the same seed and compare tokens and logits.
-
-    ``warm``: run both loops once on a short prefix first, so neither pays a first-call warm-up
-    (allocator, kernels) in the times the page shows."""
-    if warm:
-        n = min(2, max_new_tokens)
-        generate(model, idx, n, rule, seed, keep_logits=False)
-        generate_cached(model, idx, n, rule, seed, keep_logits=False)
-    a = generate(model, idx, max_new_tokens, rule, seed)
-    b = generate_cached(model, idx, max_new_tokens, rule, seed)
-    diff = next((i for i, (x, y) in enumerate(zip(a.tokens, b.tokens)) if x != y), None)
-    upto = len(a.tokens) if diff is None else diff + 1    # logits of step i+1 differ trivially after a split
-    delta = float((a.logits[:upto] - b.logits[:upto]).abs().max())  # type: ignore[index]
-    return Comparison(a, b, diff is None, diff, delta)
-
-
-def next_token_probs(logits: torch.Tensor) -> list[float]:
-    """The model's next-token distribution: softmax of the logits [V] (before any sampling filter)."""
-    return torch.softmax(logits.detach().to(torch.float64), dim=-1).tolist()
-
-
-# ---------------------------------------------------------------- speculative decoding
 
 @dataclass(frozen=True)
 class Proposal:
@@ -196,7 +67,7 @@ class CacheRowState:
 
 
 @dataclass(frozen=True)
-class SpecRound:
+class SpeculativeRound:
     """One round: the draft proposes γ tokens, the target verifies them in one pass, both caches roll back.
 
     Before the round the target cache holds the ``start`` positions of the text except its last token,
@@ -255,7 +126,7 @@ class Speculation:
 
     prompt: list[int]
     tokens: list[int]                   # the new tokens, in order (exactly max_new_tokens)
-    rounds: tuple[SpecRound, ...]
+    rounds: tuple[SpeculativeRound, ...]
     gamma: int
     rule: dict
     seed: int
@@ -324,8 +195,8 @@ def check_speculation(target: GPT, draft: GPT, prompt_len: int, max_new_tokens: 
     if target.config.vocab_size != draft.config.vocab_size:
         raise LimitError(f"The draft model's vocabulary ({draft.config.vocab_size} tokens) differs from the "
                          f"target's ({target.config.vocab_size}): they must share one tokenizer.")
-    gamma = check_int("Gamma (draft tokens per round)", gamma, 1, SPEC_MAX_GAMMA)
-    cap = SPEC_MAX_ATTENTION_TOKENS if keep_attention else SPEC_MAX_NEW_TOKENS
+    gamma = check_int("Gamma (draft tokens per round)", gamma, 1, SPECULATIVE_MAX_GAMMA)
+    cap = SPECULATIVE_MAX_ATTENTION_TOKENS if keep_attention else SPECULATIVE_MAX_NEW_TOKENS
     n = check_int("New tokens", max_new_tokens, 1, cap)
     check_int("Prompt length", prompt_len, 1, GPT_MAX_PROMPT_TOKENS)
     block = min(target.config.block_size, draft.config.block_size)
@@ -351,7 +222,7 @@ def _verify(target: GPT, tokens: list[int], cache: Cache, start: int,
 @torch.inference_mode()
 def speculative_round(target: GPT, draft: GPT, target_cache: Cache, draft_cache: Cache, sequence: Sequence[int],
                       gamma: int, rule: SelectionRule, generator: torch.Generator | None, index: int = 0,
-                      keep_attention: bool = False) -> SpecRound:
+                      keep_attention: bool = False) -> SpeculativeRound:
     """One round on caches that hold ``sequence`` except its last token (target) and a prefix of it
     (draft); leaves both holding the new sequence except its new last token. ``sequence`` is not
     changed: append ``round.emitted`` to it.
@@ -434,7 +305,7 @@ def speculative_round(target: GPT, draft: GPT, target_cache: Cache, draft_cache:
     keep = start + 1 + n_acc
     target_cache.crop(keep)
     draft_cache.crop(min(d_grown, keep))
-    return SpecRound(
+    return SpeculativeRound(
         index=index, start=start, pending=sequence[-1], draft_fed=tuple(fed), proposals=tuple(proposals),
         q=q_all, p=ps,
         draft_logits=torch.stack(d_logits) if d_logits else torch.empty(0, v),
@@ -464,7 +335,7 @@ def speculative_generate(target: GPT, draft: GPT, idx: Sequence[int] | torch.Ten
     (same seed ⇒ same run; the tokens differ from generate_cached's for the same seed, their
     distribution does not). ``keep_attention`` keeps every verification pass's attention weights.
     """
-    ids = _prompt_tensor(idx, target, max_new_tokens)
+    ids = prompt_tensor(idx, target, max_new_tokens)
     prompt_len = ids.shape[1]
     n, gamma = check_speculation(target, draft, prompt_len, max_new_tokens, gamma, keep_attention)
     seed = check_int("Seed", seed, 0, MAX_SEED)
@@ -474,7 +345,7 @@ def speculative_generate(target: GPT, draft: GPT, idx: Sequence[int] | torch.Ten
     t_cache = StaticCache(target.config.n_layer, length)
     d_cache = StaticCache(draft.config.n_layer, length)
     sequence = ids[0].tolist()
-    rounds: list[SpecRound] = []
+    rounds: list[SpeculativeRound] = []
     t0 = time.perf_counter()
     if prompt_len > 1:                                            # prefill: everything but the pending token
         target(ids[:, :-1], t_cache, 0, last_only=True)
@@ -488,3 +359,8 @@ def speculative_generate(target: GPT, draft: GPT, idx: Sequence[int] | torch.Ten
     seconds = time.perf_counter() - t0
     return Speculation(ids[0].tolist(), sequence[prompt_len:], tuple(rounds), gamma, rule.describe(), seed,
                        seconds, prompt_len - 1)
+
+
+def load_pair() -> tuple[TinyGPT, TinyGPT]:
+    """The target (the tiny GPT) and its draft (1 layer, width 64), both shared read-only."""
+    return load_tiny_gpt(), load_draft_gpt()

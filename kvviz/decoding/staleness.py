@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from kvviz.generation import Event
+from kvviz.decoding.stepper import Event
 from kvviz.models.base import Model, encode
 
 TOLERANCE = 1e-6

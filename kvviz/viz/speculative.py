@@ -1,10 +1,10 @@
-"""Plotly builders for speculative decoding: a round record (kvviz.loops.SpecRound) or a speed-up
+"""Plotly builders for speculative decoding: a round record (kvviz.speculative.decoding.SpeculativeRound) or a speed-up
 measurement (kvviz.speculative.SpeedMeasurement) in, a figure out (no streamlit). The builders a
 stepping page calls for every event (``proposals_spec``, ``position_spec``, ``cache_spec``) return
 plain plotly JSON, which is fast; their ``*_figure`` twins wrap it in a ``go.Figure``.
 
 Colours: the draft's q in the "pending" orange (it only proposes), the target's p in the "prompt"
-blue; accepted green, rejected vermillion, untested and removed grey (kvviz.figures.COLORS). Every
+blue; accepted green, rejected vermillion, untested and removed grey (kvviz.viz.theme.COLORS). Every
 visible word comes in through ``labels`` (English defaults in LABELS) so pages can translate.
 """
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Mapping, Sequence
 import plotly.graph_objects as go
 
 from kvviz.cost import speculative_speedup
-from kvviz.figures import COLORS, FONT
-from kvviz.loops import CacheRowState, SpecRound
+from kvviz.viz import theme
+from kvviz.viz.theme import COLORS, FONT
+from kvviz.speculative.decoding import CacheRowState, SpeculativeRound
 from kvviz.speculative import SpeedMeasurement
 
 DRAFT_COLOR = COLORS["pending"]
@@ -38,34 +39,23 @@ LABELS = {
 }
 
 
-def _labels(labels: Mapping[str, str] | None) -> dict[str, str]:
-    return {**LABELS, **(labels or {})}
-
-
-def _layout(title: str, height: int, **extra) -> dict:
-    layout = dict(title=dict(text=title, font=dict(size=18)), height=height,
-                  margin=dict(l=10, r=10, t=60, b=10), font=FONT,
-                  legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right", font=FONT))
-    layout.update(extra)
-    return layout
-
-
-def proposal_labels(round_: SpecRound, vocab: Sequence[str]) -> list[str]:
+def proposal_labels(round_: SpeculativeRound, vocab: Sequence[str]) -> list[str]:
     """x labels of a round's proposals: "1 · sunny", "2 · and", …"""
     return [f"{i + 1} · {vocab[pr.token]}" for i, pr in enumerate(round_.proposals)]
 
 
-def proposals_spec(round_: SpecRound, vocab: Sequence[str], title: str,
+def proposals_spec(round_: SpeculativeRound, vocab: Sequence[str], title: str,
                    labels: Mapping[str, str] | None = None) -> dict:
     """The round's proposals side by side, as plain plotly JSON (a page draws many of them). Top: q(x)
     of the draft and p(x) of the target for each proposed token x. Bottom: the chance it is accepted,
     min(1, p/q), coloured accepted / rejected / not tested, with the uniform draw u as a diamond
     (accepted exactly when u lies below the bar; greedy has no u: accepted when p = 1, the target's
     argmax)."""
-    w = _labels(labels)
+    w = theme.words(LABELS, labels)
     if not round_.proposals:
         hidden = dict(visible=False)
-        return {"data": [], "layout": _layout(title, 200, xaxis=hidden, yaxis=hidden, annotations=[dict(
+        return {"data": [], "layout": theme.layout(
+            title, 200, ticks=False, top=60, legend=theme.LEGEND_ABOVE, xaxis=hidden, yaxis=hidden, annotations=[dict(
             text=w["no_proposals"], showarrow=False, font=dict(size=16), x=0.5, y=0.5, xref="paper", yref="paper")])}
     xs = proposal_labels(round_, vocab)
     props = round_.proposals
@@ -91,21 +81,21 @@ def proposals_spec(round_: SpecRound, vocab: Sequence[str], title: str,
                          hovertemplate="%{x}: u = %{y:.4f}<extra></extra>", xaxis="x2", yaxis="y2"))
     ticks = dict(range=[0, 1.25], tickvals=[0, 0.5, 1], tickfont=FONT)
     # two rows sharing x (what make_subplots(rows=2, shared_xaxes=True, row_heights=[0.55, 0.45]) lays out)
-    return {"data": data, "layout": _layout(
-        title, 460, barmode="group", bargap=0.25,
+    return {"data": data, "layout": theme.layout(
+        title, 460, ticks=False, top=60, legend=theme.LEGEND_ABOVE, barmode="group", bargap=0.25,
         xaxis=dict(anchor="y", domain=[0.0, 1.0], matches="x2", showticklabels=False, type="category", tickfont=FONT),
         xaxis2=dict(anchor="y2", domain=[0.0, 1.0], type="category", tickfont=FONT),
         yaxis=dict(anchor="x", domain=[0.494, 1.0], title=dict(text=w["probability"]), **ticks),
         yaxis2=dict(anchor="x2", domain=[0.0, 0.414], title=dict(text=w["accept_probability"]), **ticks))}
 
 
-def proposals_figure(round_: SpecRound, vocab: Sequence[str], title: str,
+def proposals_figure(round_: SpeculativeRound, vocab: Sequence[str], title: str,
                      labels: Mapping[str, str] | None = None) -> go.Figure:
     """``proposals_spec`` as a figure (same arguments)."""
     return go.Figure(proposals_spec(round_, vocab, title, labels))
 
 
-def position_tokens(round_: SpecRound, i: int, top: int = 10) -> list[int]:
+def position_tokens(round_: SpeculativeRound, i: int, top: int = 10) -> list[int]:
     """The tokens worth drawing at position i: the largest of p_i, q_i (and the residual there), the
     proposed and the emitted token always among them; ordered by p_i, then q_i."""
     p = round_.p[i]
@@ -120,13 +110,13 @@ def position_tokens(round_: SpecRound, i: int, top: int = 10) -> list[int]:
     return sorted(chosen, key=lambda t: (-float(p[t]), -float(q[t]), t))
 
 
-def position_spec(round_: SpecRound, i: int, vocab: Sequence[str], title: str, top: int = 10,
+def position_spec(round_: SpeculativeRound, i: int, vocab: Sequence[str], title: str, top: int = 10,
                   labels: Mapping[str, str] | None = None) -> dict:
     """The whole distributions at proposal position i (0..γ−1), or at the bonus position γ, as plain
     plotly JSON: the draft's q_i and the target's p_i over the most likely tokens; at the first
     rejection also the residual norm(max(0, p_i − q_i)) the correction is drawn from. The proposed
     token and the drawn token (correction or bonus) are marked."""
-    w = _labels(labels)
+    w = theme.words(LABELS, labels)
     if not 0 <= i <= round_.gamma:
         raise ValueError(f"position {i} is outside 0..{round_.gamma}")
     toks = position_tokens(round_, i, top)
@@ -148,20 +138,20 @@ def position_spec(round_: SpecRound, i: int, vocab: Sequence[str], title: str, t
     if i == (round_.rejected_at if round_.rejected_at is not None else round_.gamma):
         notes.append(dict(x=toks.index(round_.emitted[-1]), y=1.22, text=f"▼ {w['drawn']}", showarrow=False,
                           font=dict(size=14, color=RESIDUAL_COLOR if i < round_.gamma else TARGET_COLOR)))
-    return {"data": traces, "layout": _layout(
-        title, 360, barmode="group", bargap=0.2, annotations=notes,
+    return {"data": traces, "layout": theme.layout(
+        title, 360, ticks=False, top=60, legend=theme.LEGEND_ABOVE, barmode="group", bargap=0.2, annotations=notes,
         xaxis=dict(type="category", tickfont=FONT),
         yaxis=dict(title=dict(text=w["probability"]), range=[0, 1.3], tickvals=[0, 0.25, 0.5, 0.75, 1.0],
                    tickfont=FONT))}
 
 
-def position_figure(round_: SpecRound, i: int, vocab: Sequence[str], title: str, top: int = 10,
+def position_figure(round_: SpeculativeRound, i: int, vocab: Sequence[str], title: str, top: int = 10,
                     labels: Mapping[str, str] | None = None) -> go.Figure:
     """``position_spec`` as a figure (same arguments)."""
     return go.Figure(position_spec(round_, i, vocab, title, top, labels))
 
 
-def residual_figure(round_: SpecRound, vocab: Sequence[str], title: str, top: int = 10,
+def residual_figure(round_: SpeculativeRound, vocab: Sequence[str], title: str, top: int = 10,
                     labels: Mapping[str, str] | None = None) -> go.Figure:
     """p, q and the residual at the round's first rejection (``position_figure`` there)."""
     if round_.rejected_at is None:
@@ -174,7 +164,7 @@ def cache_spec(target_rows: Sequence[CacheRowState], draft_rows: Sequence[CacheR
     """Both caches of a round (``Speculation.cache_rows``), one strip each, the last ``window``
     positions, as plain plotly JSON: rows there before the round, rows written and kept, and rows
     written for rejected proposals, struck out — the ones the rollback (``crop``) removes."""
-    w = _labels(labels)
+    w = theme.words(LABELS, labels)
     last = max([r.position for r in (*target_rows, *draft_rows)], default=-1)
     first = max(0, last - window + 1)
     positions = list(range(first, last + 1))
@@ -196,8 +186,9 @@ def cache_spec(target_rows: Sequence[CacheRowState], draft_rows: Sequence[CacheR
     for name in ("cached", "kept", "removed"):        # a legend for the three fates
         data.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=w[name],
                          marker=dict(symbol="square", size=14, color=CACHE_COLOR[name])))
-    return {"data": data, "layout": _layout(
-        title, 240, xaxis=dict(title=dict(text=w["position"]), type="category", tickfont=FONT),
+    return {"data": data, "layout": theme.layout(
+        title, 240, ticks=False, top=60, legend=theme.LEGEND_ABOVE,
+        xaxis=dict(title=dict(text=w["position"]), type="category", tickfont=FONT),
         yaxis=dict(tickfont=FONT), plot_bgcolor="white")}
 
 
@@ -214,7 +205,7 @@ def speedup_figure(gammas: Sequence[int], title: str, alpha: float | None = None
     for a given α and c (kvviz.cost.speculative_speedup), and, from a measurement, the same formula
     with the α and c measured per γ, the formula with the verification pass's measured cost, and the
     measured speed-up. A line at 1 is plain decoding."""
-    w = _labels(labels)
+    w = theme.words(LABELS, labels)
     gammas = list(gammas)
     traces = []
     if alpha is not None and c is not None:
@@ -239,8 +230,8 @@ def speedup_figure(gammas: Sequence[int], title: str, alpha: float | None = None
                                  hovertemplate="γ = %{x}: %{y:.2f}× (%{customdata[0]:,.0f} vs "
                                                "%{customdata[1]:,.0f} tok/s)<extra></extra>"))
     ys = [y for t in traces for y in t.y if y is not None] or [1.0]
-    fig = go.Figure(traces, _layout(
-        title, 440, legend=dict(orientation="h", y=-0.2, yanchor="top", x=0, xanchor="left", font=FONT),
+    fig = go.Figure(traces, theme.layout(
+        title, 440, ticks=False, top=60, legend=dict(orientation="h", y=-0.2, yanchor="top", x=0, xanchor="left", font=FONT),
         margin=dict(l=10, r=10, t=50, b=10), xaxis=dict(title=w["gamma"], tickvals=gammas, tickfont=FONT),
         yaxis=dict(title=w["speedup"], range=[0, max(1.2, max(ys) * 1.15)], tickfont=FONT)))
     fig.add_hline(y=1.0, line=dict(color="#666666", dash="dash", width=1))

@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import torch
 
-from kvviz.generation import CacheSnapshot, Event, Run
+from kvviz.decoding.stepper import CacheSnapshot, Event, Run
 
 
 def _round(x: torch.Tensor | float, nd: int = 6):

@@ -32,7 +32,7 @@ import torch
 from kvviz.cache import Cache, DynamicCache
 from kvviz.limits import MAX_SEED, LimitError, check_int
 from kvviz.models.base import Model, PassRecord, encode
-from kvviz.sampling import Choice, Greedy, SelectionRule
+from kvviz.decoding.sampling import Choice, Greedy, SelectionRule
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Selection rules: how the next token is chosen from the logits (DESIGN.md §1.3).
+"""Selection rules: how the next token is chosen from the logits (docs/design.md §3).
 
 A rule is any object with ``choose(logits, generator) -> Choice``. The stepper only talks to that
 seam, so greedy and sampling rules plug in the same way.

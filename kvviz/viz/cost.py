@@ -8,10 +8,11 @@ from typing import Mapping, Sequence
 import plotly.graph_objects as go
 import torch
 
-from kvviz.figures import COLORS, FONT, _base_layout
+from kvviz.viz import theme
+from kvviz.viz.theme import COLORS, FONT, OKABE_ITO
 
-# Okabe-Ito colours for series that are neither prompt/processed/pending
-SERIES = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+# colours for series that are neither prompt/processed/pending: Okabe-Ito, then black
+SERIES = [*OKABE_ITO, "#000000"]
 ACCEL_COLOR = "#D55E00"
 PAD_COLOR = "#DDDDDD"
 
@@ -71,7 +72,7 @@ def memory_vs_context(contexts: Sequence[int], series: Mapping[int, Sequence[int
     fig.update_xaxes(type="log", title=labels["x"])
     fig.update_yaxes(type="log", title=labels["y"], exponentformat="SI")
     fig.update_layout(legend=dict(orientation="h", y=-0.2))
-    return _base_layout(fig, labels["title"], height=520)
+    return theme.style(fig, labels["title"], height=520)
 
 
 def kv_sharing_bars(names: Sequence[str], totals: Sequence[int], highlight: int, labels: L) -> go.Figure:
@@ -82,7 +83,7 @@ def kv_sharing_bars(names: Sequence[str], totals: Sequence[int], highlight: int,
                            textfont=dict(size=15), hovertemplate="%{x}: %{y:,} B<extra></extra>"))
     fig.update_yaxes(title=labels["y"], range=[0, float(max(totals)) * 1.25])
     fig.update_xaxes(title=labels["x"], type="category")
-    return _base_layout(fig, labels["title"], height=380)
+    return theme.style(fig, labels["title"], height=380)
 
 
 def flops_vs_n(curve: Mapping[str, Sequence[int]], counted: Mapping[str, Sequence[int]] | None,
@@ -116,7 +117,7 @@ def flops_vs_n(curve: Mapping[str, Sequence[int]], counted: Mapping[str, Sequenc
     fig.update_xaxes(type="log", title=labels["x"])
     fig.update_yaxes(type="log", title=labels["y"], exponentformat="SI")
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
-    return _base_layout(fig, labels["title"], height=520)
+    return theme.style(fig, labels["title"], height=520)
 
 
 def padded_cache_grid(slots: Sequence[Sequence[str | None]], key_mask: torch.Tensor,
@@ -163,7 +164,7 @@ def padded_cache_grid(slots: Sequence[Sequence[str | None]], key_mask: torch.Ten
     fig.update_xaxes(title=labels["x"], type="category", categoryorder="array",
                      categoryarray=x + ([labels["next"]] if has_pending else []))
     fig.update_yaxes(autorange="reversed")
-    return _base_layout(fig, labels["title"], height=150 + 60 * b_n)
+    return theme.style(fig, labels["title"], height=150 + 60 * b_n)
 
 
 def step_time_vs_batch(batches: Sequence[int], ms: Sequence[float], tok_s: Sequence[float],
@@ -182,7 +183,7 @@ def step_time_vs_batch(batches: Sequence[int], ms: Sequence[float], tok_s: Seque
                                   tickfont=FONT),
                       legend=dict(orientation="h", y=-0.2))
     fig.update_xaxes(title=labels["x"], type="category")
-    return _base_layout(fig, labels["title"], height=420)
+    return theme.style(fig, labels["title"], height=420)
 
 
 def line_chart(x: Sequence[float], ys: Mapping[str, Sequence[float]], labels: L,
@@ -200,7 +201,7 @@ def line_chart(x: Sequence[float], ys: Mapping[str, Sequence[float]], labels: L,
     fig.update_yaxes(title=labels["y"], type="log" if log_y else "linear", rangemode="tozero",
                      exponentformat="SI")
     fig.update_layout(legend=dict(orientation="h", y=-0.22))
-    return _base_layout(fig, labels["title"], height=420)
+    return theme.style(fig, labels["title"], height=420)
 
 
 def disaggregated_diagram(labels: L, n_prefill: int = 2, n_decode: int = 3) -> go.Figure:
@@ -238,7 +239,7 @@ def disaggregated_diagram(labels: L, n_prefill: int = 2, n_decode: int = 3) -> g
     fig.update_xaxes(visible=False, range=[-0.2, 13.6], fixedrange=True)
     fig.update_yaxes(visible=False, range=[-0.6, top + 0.6], fixedrange=True)
     fig.update_layout(showlegend=False, plot_bgcolor="rgba(0,0,0,0)")
-    return _base_layout(fig, labels["title"], height=420)
+    return theme.style(fig, labels["title"], height=420)
 
 
 def grouped_logits(logits: Sequence[Sequence[float]], tokens: Sequence[str] | Sequence[Sequence[str]],
@@ -261,4 +262,25 @@ def grouped_logits(logits: Sequence[Sequence[float]], tokens: Sequence[str] | Se
     lo, hi = min(0.0, min(ys)), max(0.0, max(ys))
     pad = 0.25 * (hi - lo or 1.0)
     fig.update_yaxes(title=y_label, range=[lo - pad, hi + pad], zeroline=True)
-    return _base_layout(fig, title, height=400)
+    return theme.style(fig, title, height=400)
+
+
+def speedup_chart(ns: Sequence[int], series: dict[str, Sequence[float]], title: str,
+                  x_title: str, y_title: str) -> go.Figure:
+    """Lines over N on a log y axis, one per named series (e.g. measured speed-up, FLOP ratio)."""
+    palette = [COLORS["chosen"], COLORS["prompt"], COLORS["processed"], COLORS["pending"]]
+    dashes = ["solid", "dash", "dot", "dashdot"]
+    places = ["top center", "bottom center", "top center", "bottom center"]   # neighbours label apart
+    fig = go.Figure()
+    for i, (name, ys) in enumerate(series.items()):
+        fig.add_trace(go.Scatter(
+            x=list(ns), y=list(ys), name=name, mode="lines+markers+text",
+            line=dict(color=palette[i % 4], dash=dashes[i % 4], width=3), marker=dict(size=9),
+            text=[f"{y:.1f}×" for y in ys], textposition=places[i % 4], textfont=dict(size=13, color=palette[i % 4]),
+            hovertemplate=f"{name}<br>N = %{{x}}: %{{y:.2f}}×<extra></extra>",
+        ))
+    fig.update_xaxes(title=x_title, type="log", tickvals=list(ns), ticktext=[str(n) for n in ns])
+    ticks = [0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
+    fig.update_yaxes(title=y_title, type="log", tickvals=ticks, ticktext=[f"{v:g}×" for v in ticks])
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    return theme.style(fig, title, height=440)

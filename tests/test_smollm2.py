@@ -8,6 +8,7 @@ from transformers import DynamicCache as HFDynamicCache
 
 from kvviz import cost
 from kvviz.cache import DynamicCache
+from kvviz.decoding.loops import hf_generate
 from kvviz.decoding.stepper import run_generation
 from kvviz.models import smollm2 as s
 from kvviz.decoding.sampling import Sampler
@@ -97,7 +98,7 @@ def test_chat_answer_through_the_stepper_with_the_recompute_check(smollm2):
     T = len(tokens) + len(chosen) - 1
     assert last.keys[29].shape == (1, 3, T, 64) and last.nbytes() == 46_080 * T       # 2·30·3·64·4 per token
     ids = m.ids(tokens)
-    cached, recomputed = m.generate(ids, len(chosen)), m.generate(ids, len(chosen), cached=False)
+    cached, recomputed = hf_generate(m, ids, len(chosen)), hf_generate(m, ids, len(chosen), cached=False)
     assert m.tokens(cached.tokens) == m.tokens(recomputed.tokens) == chosen
     assert float((cached.logits - recomputed.logits).abs().max()) < 1e-4
 
@@ -105,11 +106,11 @@ def test_chat_answer_through_the_stepper_with_the_recompute_check(smollm2):
 def test_plain_text_and_sampling_with_a_seed(smollm2):
     m = smollm2
     ids = m.ids(m.tokenize("Today the weather is so"))
-    assert m.decode(m.generate(ids, 13).tokens) == " bad that it's affecting the way people think about the world."
+    assert m.decode(hf_generate(m, ids, 13).tokens) == " bad that it's affecting the way people think about the world."
     rule = Sampler(1.0, top_k=50)
     run = run_generation(m, m.tokenize("Today the weather is so"), 4, rule, seed=3, recheck=False)
     stepped = [e.chosen for e in run.events if e.phase == "choose"]
-    assert m.tokens(m.generate(ids, 4, rule, seed=3).tokens) == stepped
+    assert m.tokens(hf_generate(m, ids, 4, rule, seed=3).tokens) == stepped
 
 
 def test_cli_trace_and_no_cache_on_smollm2(smollm2, capsys, monkeypatch):
@@ -133,5 +134,5 @@ def test_cli_trace_and_no_cache_on_smollm2(smollm2, capsys, monkeypatch):
         one_line_error(capsys, "trace", "smollm2", *args)
     one_line_error(capsys, "trace", "gpt", "--prompt", "Today", "--chat")
     monkeypatch.setenv("KVVIZ_SMOLLM2", "none")
-    monkeypatch.setitem(registry.MODELS, "smollm2", registry._smollm2)
+    monkeypatch.setitem(registry.MODELS, "smollm2", s.SmolLM2)
     assert "requirements-model.txt" in one_line_error(capsys, "trace", "smollm2", "--prompt", "hi")

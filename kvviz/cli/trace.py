@@ -10,10 +10,11 @@ import json
 import sys
 
 from kvviz.cli.args import add_rule_arguments, rule_from
-from kvviz.decoding.loops import generate
+from kvviz.decoding.loops import generate, hf_generate
 from kvviz.decoding.stepper import run_generation
 from kvviz.decoding.trace import run_dict
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, MAX_NEW_TOKENS, LimitError, check_int
+from kvviz.models.hf import HFCausalLM
 from kvviz.models.registry import MODELS, get_model
 
 
@@ -37,7 +38,7 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         model = get_model(a.model)
     except (LimitError, ValueError) as e:                 # SmolLM2's weights are not installed
         parser.error(str(e))
-    by_id = hasattr(model, "generate")                    # a tokenizer's ids next to its token strings
+    by_id = isinstance(model, HFCausalLM)                 # a tokenizer's ids next to its token strings
     try:
         rule = rule_from(a)
         prompt = model.prompt(a.prompt, a.chat) if by_id else model.tokenize(a.prompt)
@@ -45,7 +46,7 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             out = {"model": model.name, "prompt": prompt, "cache": False, "rule": rule.describe(), "seed": a.seed}
             if by_id:                                     # transformers' forward, the whole text every step
                 n = check_int("New tokens", a.new_tokens, 1, model.limits.max_new_tokens)
-                gen = model.generate(model.ids(prompt), n, rule, a.seed, cached=False)
+                gen = hf_generate(model, model.ids(prompt), n, rule, a.seed, cached=False)
                 out.update(tokens=model.tokens(gen.tokens), prompt_ids=gen.prompt, new_ids=gen.tokens)
             else:
                 network = getattr(model, "network", None)     # models with a GPT network have the fast loops

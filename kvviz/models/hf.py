@@ -60,9 +60,10 @@ class Vocab(list):
 
 @dataclass(frozen=True)
 class HFPassRecord(PassRecord):
-    """A PassRecord plus what a rotary model adds: ``k_unrotated`` [L, H_kv, N, d] (keys before the
-    rotation; None when not captured)."""
+    """A PassRecord plus what a rotary model adds: ``q_unrotated`` [L, H, N, d] and ``k_unrotated``
+    [L, H_kv, N, d], the projections before the rotation (None when not captured)."""
 
+    q_unrotated: torch.Tensor | None = None
     k_unrotated: torch.Tensor | None = None
 
 
@@ -200,7 +201,7 @@ class HFCausalLM:
             out = self.model(input_ids=ids, position_ids=positions, past_key_values=cache,
                              use_cache=cache is not None, output_attentions=True)
         att = torch.stack([a[0] for a in out.attentions]).float()                  # [L, H, N, T]
-        q = k = k_raw = None
+        q = k = q_raw = k_raw = None
         if self._layers and len(got["q"]) == self.n_layers and got["rope"] is not None:
             rotate = sys.modules[type(self._layers[0]).__module__].apply_rotary_pos_emb   # the model's own
             cos, sin = got["rope"]
@@ -211,6 +212,7 @@ class HFCausalLM:
                 qs.append(q_i[0])
                 ks.append(k_i[0])
             q, k = torch.stack(qs).float(), torch.stack(ks).float()               # [L, H, N, d], [L, H_kv, N, d]
+            q_raw = torch.stack([self._heads(got["q"][i], self.n_heads)[0] for i in range(self.n_layers)]).float()
             k_raw = torch.stack([self._heads(got["k"][i], self.n_kv_heads)[0] for i in range(self.n_layers)]).float()
         if cache is not None:          # what the cache really holds for these positions
             k = torch.stack([layer.keys[0, :, -n:, :] for layer in cache.layers]).float()
@@ -225,7 +227,16 @@ class HFCausalLM:
             k = torch.empty(self.n_layers, self.n_kv_heads, n, 0)
         hidden = got["hidden"][0].float() if got["hidden"] is not None else torch.empty(n, 0)
         return HFPassRecord(positions=list(range(start_pos, start_pos + n)), q=q, k=k, v=v, attention=att,
-                            output=hidden, logits=out.logits[0].float(), k_unrotated=k_raw)
+                            output=hidden, logits=out.logits[0].float(), q_unrotated=q_raw, k_unrotated=k_raw)
+
+    def weight_bytes(self) -> int:
+        """Bytes of the weights in memory (the tied embedding once), measured on the tensors."""
+        return sum(p.numel() * p.element_size() for p in self.model.parameters())
+
+    def kv_group(self, head: int) -> int:
+        """The K/V head query head ``head`` reads (0-based): heads are grouped in order, as
+        transformers' ``repeat_kv`` repeats each K/V head n_heads / n_kv_heads times."""
+        return head // (self.n_heads // self.n_kv_heads)
 
     # ---- rotary positions ----------------------------------------------------------------------
 
@@ -242,3 +253,22 @@ class HFCausalLM:
         if f is None:
             raise ValueError("this model has no rotary positions")
         return float(position) * f.double()
+
+    @torch.no_grad()
+    def rotate(self, x: torch.Tensor, position: int) -> torch.Tensor:
+        """Vectors ``x`` [..., d] (queries or keys before the rotation) rotated to ``position`` by the
+        model's own rotary embedding and ``apply_rotary_pos_emb``, as its attention does."""
+        rotary = self.model.model.rotary_emb
+        rotate = sys.modules[type(self._layers[0]).__module__].apply_rotary_pos_emb
+        flat = x.reshape(1, 1, -1, x.shape[-1]).to(self.dtype)                        # [1, 1, n, d]
+        cos, sin = rotary(flat, torch.full((1, flat.shape[2]), int(position)))
+        return rotate(flat, flat, cos, sin)[0].reshape(x.shape).float()
+
+    def relative_scores(self, q: torch.Tensor, k: torch.Tensor, query_pos: int, key_pos: int,
+                        shifts: Sequence[int]) -> list[float]:
+        """q·k / √d of a query and a key (before the rotation, [d] each) rotated to positions
+        (query_pos + s, key_pos + s) for every shift s: with rotary positions the score depends only
+        on the distance query_pos − key_pos, so a key rotated once at its own position stays right
+        for every later query."""
+        return [float(self.rotate(q, query_pos + s) @ self.rotate(k, key_pos + s)) / self.head_dim ** 0.5
+                for s in shifts]

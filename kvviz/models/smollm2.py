@@ -57,6 +57,10 @@ class ModelUnavailable(LimitError):
     """SmolLM2's weights are not available here; the message (shown as it is) says how to get them."""
 
 
+class ModelNotReady(ModelUnavailable):
+    """The weights are there but not prepared (converted, downloaded): the server's start-up does that."""
+
+
 @dataclass(frozen=True)
 class Source:
     """Where the weights come from. ``kind``: "gguf" (the package's file, converted once),
@@ -172,6 +176,20 @@ def convert(gguf_file: str | Path, out_dir: str | Path) -> dict[str, Any]:
     return {"tokenizer_s": t1 - t0, "model_s": t2 - t1, "save_s": time.perf_counter() - t2}
 
 
+def _target(root: Path, sha: str) -> Path:
+    return root / f"smollm2-135m-instruct-{sha[:16]}"
+
+
+def ready_dir(gguf_file: str | Path, root: Path | None = None) -> Path:
+    """The finished conversion of ``gguf_file``, without making one (ModelNotReady if there is none)."""
+    sha = file_sha256(gguf_file)
+    target = _target(cache_root() if root is None else root, sha)
+    if not _manifest_ok(target, sha):
+        raise ModelNotReady("SmolLM2's weights are converted once when the server starts (≈ 30 s the first "
+                            "time); they are not ready yet. Reload in a moment, or restart the server.")
+    return target
+
+
 def converted_dir(gguf_file: str | Path, root: Path | None = None) -> Path:
     """The converted directory of ``gguf_file`` in the cache, made on the first call (see
     ``convert``). Several processes may ask at once (two servers, two test workers): one converts
@@ -182,13 +200,14 @@ def converted_dir(gguf_file: str | Path, root: Path | None = None) -> Path:
     root = cache_root() if root is None else root
     root.mkdir(parents=True, exist_ok=True)
     sha = file_sha256(gguf_file)
-    target = root / f"smollm2-135m-instruct-{sha[:16]}"
+    target = _target(root, sha)
     if _manifest_ok(target, sha):
         return target
     with FileLock(str(target) + ".lock"):
         if _manifest_ok(target, sha):          # another process finished while this one waited
             return target
         tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp-", dir=root))
+        tmp.chmod(0o755)                       # mkdtemp's 0700: another user's server may read it
         try:
             timings = convert(gguf_file, tmp)
             files = {p.name: p.stat().st_size for p in tmp.iterdir() if p.is_file()}
@@ -203,11 +222,26 @@ def converted_dir(gguf_file: str | Path, root: Path | None = None) -> Path:
     return target
 
 
-def model_dir(source: Source) -> str:
-    """What ``from_pretrained`` reads for ``source``: a directory, or the Hub's repository id."""
+HUB_FILES = ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+             "special_tokens_map.json", "vocab.json", "merges.txt", "chat_template.jinja"]
+
+
+def model_dir(source: Source, prepare: bool = True) -> str:
+    """The local directory ``from_pretrained`` reads for ``source``. ``prepare``: convert the GGUF
+    or download from the Hub if that has not happened yet (the server's start-up, the CLI); without,
+    only what is ready (a visitor's page never converts or downloads: ModelNotReady)."""
     if source.kind == "gguf":
-        return str(converted_dir(source.location))
-    return source.location
+        return str(converted_dir(source.location) if prepare else ready_dir(source.location))
+    if source.kind == "dir":
+        return source.location
+    from huggingface_hub import snapshot_download
+    try:
+        return snapshot_download(source.location, allow_patterns=HUB_FILES, local_files_only=not prepare)
+    except Exception as e:                     # noqa: BLE001 - offline, unknown repository, not cached yet
+        if not prepare:
+            raise ModelNotReady(f"{source.description} is downloaded when the server starts; it is not here "
+                                "yet. Restart the server with a connection to the Hub.") from e
+        raise ModelUnavailable(f"Downloading {source.description} failed: {type(e).__name__}.") from e
 
 
 # ---- the chat template ---------------------------------------------------------------------------
@@ -236,22 +270,21 @@ def chat_ids(tokenizer, message: str) -> tuple[list[int], tuple[int, int]]:
 DTYPES = ("float32", "bfloat16")
 
 
-@functools.lru_cache(maxsize=1)
-def load_tokenizer(source: Source):
+@functools.lru_cache(maxsize=2)
+def load_tokenizer(directory: str):
     from transformers import AutoTokenizer
-    return AutoTokenizer.from_pretrained(model_dir(source))
+    return AutoTokenizer.from_pretrained(directory)
 
 
-@functools.lru_cache(maxsize=len(DTYPES))
-def load_network(source: Source, dtype: str = "float32"):
+@functools.lru_cache(maxsize=2 * len(DTYPES))
+def load_network(directory: str, dtype: str = "float32"):
     """The LlamaForCausalLM in ``dtype`` with eager attention (its weights are what the page shows:
     ``output_attentions``), loaded once per process and never modified."""
     import torch
     from transformers import AutoModelForCausalLM
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    model = AutoModelForCausalLM.from_pretrained(model_dir(source), dtype=getattr(torch, dtype),
-                                                 attn_implementation="eager")
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=getattr(torch, dtype), attn_implementation="eager")
     return model.eval()
 
 
@@ -277,12 +310,14 @@ class SmolLM2(HFCausalLM):
     """SmolLM2-135M-Instruct behind kvviz's model protocol (``python -m kvviz trace smollm2``).
 
     ``dtype``: "float32" (the default) or "bfloat16" (half the bytes a decode step reads). The
-    weights are loaded once per process (``load_network``) and shared by every instance."""
+    weights are loaded once per process (``load_network``) and shared by every instance.
+    ``prepare=False`` (a page): refuse with ModelNotReady instead of converting or downloading."""
 
-    def __init__(self, dtype: str = "float32") -> None:
+    def __init__(self, dtype: str = "float32", prepare: bool = True) -> None:
         source = current_source()
-        network = load_network(source, dtype)
-        super().__init__(network, load_tokenizer(source), name="smollm2", limits=LIMITS,
+        directory = model_dir(source, prepare)
+        network = load_network(directory, dtype)
+        super().__init__(network, load_tokenizer(directory), name="smollm2", limits=LIMITS,
                          cost=_shape(network.config))
         self.source = source
         self.dtype_name = dtype

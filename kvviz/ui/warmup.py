@@ -25,7 +25,7 @@ from streamlit.logger import get_logger
 # the engine and every page's module (each imports what its page draws with), in visiting order
 MODULES = ("torch", "pandas", "plotly.graph_objects", "kvviz.ui.abc_page", "kvviz.ui.weather_page",
            "kvviz.ui.gpt_page", "kvviz.ui.sampling_page", "kvviz.ui.cost_page", "kvviz.ui.paged_page",
-           "kvviz.ui.compress_page", "kvviz.ui.spec_page", "kvviz.ui.lecture_page")
+           "kvviz.ui.compress_page", "kvviz.ui.spec_page", "kvviz.ui.llm_page", "kvviz.ui.lecture_page")
 
 log = get_logger(__name__)
 

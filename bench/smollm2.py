@@ -157,7 +157,7 @@ def dtypes(runs: int, steps: int) -> None:
 
 
 def page(runs: int) -> None:
-    from kvviz.ui import llm_page
+    from kvviz.ui.pages import llm as llm_page
     from kvviz.ui.frames import translator
     from kvviz.ui.frames import llm as frames_llm
     m = llm_page._model("float32")                 # loaded once, as the server's warm-up does

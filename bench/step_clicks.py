@@ -6,10 +6,10 @@ presses, as a lecturer would) and measures, in the page's own clock, from the ke
 
 - **heading**: the stepper's heading shows the new event, and
 - **drawn**: the new event is drawn completely (its figures shown, ``data-drawn`` set by
-  kvviz/ui/step_view.js) and the browser has painted that frame (the next animation frame).
+  kvviz/ui/components/step_view.js) and the browser has painted that frame (the next animation frame).
 
 The stepper draws steps in the browser; 250 ms after the last press it reports the step to Python,
-which reruns the stepper's fragment. That rerun's **server time** is what ``kvviz.ui.perf.timed``
+which reruns the stepper's fragment. That rerun's **server time** is what ``kvviz.ui.app.perf.timed``
 logs when KVVIZ_TIMING_LOG is set; the bench also counts the reruns a press caused.
 
 usage: python bench/step_clicks.py [--clicks 10] [--only Real_LLM]
@@ -41,7 +41,7 @@ PAGES = [("ABC_miniature", "abc.step"),
          ("Tiny_GPT", "gpt.step"),
          ("Paged_cache", "paged.step"),
          ("Smaller_caches", "compress.step"),
-         ("Speculative_decoding", "spec.step"),
+         ("Speculative_decoding", "speculative.step"),
          ("Real_LLM", "llm.step")]
 
 # installed before the app's own scripts: sees every keydown first (the stepper's listener stops it)
@@ -91,7 +91,7 @@ def time_press(tab: Page, step: int) -> tuple[float, float, int] | None:
 
 
 def server_times(log: Path, label: str) -> list[float]:
-    """The server-side durations that ``kvviz.ui.perf.timed(label)`` logged."""
+    """The server-side durations that ``kvviz.ui.app.perf.timed(label)`` logged."""
     return [float(line.split(",")[1]) for line in log.read_text().splitlines() if line.startswith(label + ",")]
 
 

@@ -95,12 +95,12 @@ def no_exception(at) -> None:
 
 
 def plotly_specs(at) -> list[dict]:
-    """The figures of the page's single charts (kvviz/ui/charts.py's component), in page order."""
+    """The figures of the page's single charts (kvviz/ui/components/charts.py's component), in page order."""
     return [json.loads(el.proto.json)["fig"] for el in at.get("bidi_component")
             if el.proto.component_name == "kvviz_chart"]
 
 
-# ---- the stepper component (kvviz/ui/step_view.py) as AppTest sees it ------------------------------
+# ---- the stepper component (kvviz/ui/components/step_view.py) as AppTest sees it ------------------------------
 # AppTest shows a v2 component as an UnknownElement ("bidi_component") whose proto carries the data
 # passed at mount as JSON; the stepper's data holds the run's payload as JSON text.
 
@@ -271,7 +271,7 @@ class Page:
     def heading(self) -> str:
         return self.event_heading.inner_text()
 
-    # the stepper component (kvviz/ui/step_view.py) in the page's own DOM
+    # the stepper component (kvviz/ui/components/step_view.py) in the page's own DOM
     @property
     def charts(self):
         """The stepper's plots on screen (each figure is drawn once and shown or hidden)."""

@@ -199,7 +199,7 @@ class Session:
         return [f"{e.type}: {e.message}" for e in self.elements("exception")]
 
     def plotly_specs(self) -> list[dict]:
-        """The figures of the page's single charts (kvviz/ui/charts.py's component)."""
+        """The figures of the page's single charts (kvviz/ui/components/charts.py's component)."""
         return [json.loads(c.json)["fig"] for c in self.elements("bidi_component")
                 if c.component_name == "kvviz_chart"]
 

@@ -105,6 +105,27 @@ def test_the_engine_has_no_import_circles_and_no_function_level_imports():
         visit(m, [])
 
 
+def test_no_import_circles_anywhere_in_kvviz():
+    """The pages too: a page body imports components and app infrastructure, never the other way."""
+    modules = {}
+    for path in ENGINE.rglob("*.py"):
+        rel = path.relative_to(ENGINE.parent).with_suffix("")
+        modules[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = path
+    graph = {name: {m for m in _imports(path)[0] if m in modules and m != name} for name, path in modules.items()}
+    done: set[str] = set()
+
+    def visit(m: str, path: list[str]) -> None:
+        assert m not in path, f"import circle: {' -> '.join(path + [m])}"
+        if m not in done:
+            for dep in sorted(graph[m]):
+                visit(dep, path + [m])
+            done.add(m)
+
+    for m in sorted(graph):
+        visit(m, [])
+    assert any(m.startswith("kvviz.ui.pages.") for m in done)
+
+
 def test_models_import_nothing_from_loops_batching_or_pages():
     below = ("kvviz.decoding", "kvviz.serving", "kvviz.compress", "kvviz.speculative", "kvviz.cost.timing",
              "kvviz.cost.measure", "kvviz.viz", "kvviz.cli", "kvviz.ui")
@@ -173,3 +194,19 @@ def test_no_module_is_longer_than_600_lines():
     long = {str(p.relative_to(ENGINE.parent)): n for p in ENGINE.rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600}
     assert not long
+
+
+def test_the_scheduler_reaches_the_paged_cache_only_through_its_manager():
+    """vLLM's split: the scheduler asks a KV-cache manager; only the manager talks to the paged cache,
+    through its public methods (no block pool, no private state); step records are built in one place."""
+    modules = _engine_modules()
+    for name in ("kvviz.serving.scheduler", "kvviz.serving.fork", "kvviz.serving.sweeps"):
+        top, _ = _imports(modules[name])
+        assert not [m for m in top if m.startswith("kvviz.cache")], name
+    manager = ast.parse(modules["kvviz.serving.kv_manager"].read_text(encoding="utf-8"))
+    touched = {n.attr for n in ast.walk(manager) if isinstance(n, ast.Attribute)
+               and isinstance(n.value, ast.Attribute) and n.value.attr == "cache"}
+    assert "set_active" in touched and not {a for a in touched if a.startswith("_") or a in ("pool", "layers")}
+    builders = [name for name, path in modules.items() for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "StepRecord"]
+    assert builders == []          # StepRecord.of calls cls(...): no module calls StepRecord(...) itself

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from kvviz.ui.i18n import strings
+from kvviz.ui.app.i18n import strings
 
 # (lang, keys, must not match, must match); patterns are case-sensitive Python re
 FLAGS = [

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kvviz.compress import Variant, compare_steps, evaluate, page_variants, row_errors, sink_mass
-from kvviz.ui import fmt
+from kvviz.ui.app import fmt
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
@@ -133,7 +133,7 @@ def test_tradeoff_is_computed_behind_the_button_with_the_engines_numbers_and_a_c
     assert button.proto.label == "Trade-off (CSV)"
     again = open_page(PAGE, query)                # the server keeps it: a new visitor sees it at once
     assert again.dataframe and any("earlier on this server" in c.value for c in again.caption)
-    from kvviz.ui.compress_page import tradeoff_csv
+    from kvviz.ui.pages.compress import tradeoff_csv
     csv = pd.read_csv(io.BytesIO(tradeoff_csv(ev)))
     assert list(csv["kl_mean"]) == [round(r.kl_mean, 8) for r in ev.results] and csv["seed"].iloc[0] == 11
 

@@ -4,7 +4,7 @@ import pytest
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 
 from kvviz.models.gpt.corpus import WEATHER
-from kvviz.ui.i18n import LANGS, strings
+from kvviz.ui.app.i18n import LANGS, strings
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
@@ -109,11 +109,12 @@ def _pick_app():
     import streamlit as st
 
     from kvviz.models.gpt import GPTModel
-    from kvviz.ui import gpt_page, step_view
+    from kvviz.ui.components import step_view
+    from kvviz.ui.pages import gpt as gpt_page
 
     if "browser_pick" in st.session_state:   # what the browser's setTriggerValue does, then the callback
         st.session_state["kvs_gpt"] = {"pick": st.session_state.pop("browser_pick")}
-        step_view._picked("kvs_gpt", functools.partial(gpt_page._pick, GPTModel(gpt_page._tiny())))
+        step_view._picked("kvs_gpt", gpt_page.picker(GPTModel(gpt_page._tiny())).pick)
     st.write(f"layer {st.session_state.get('gpt_layer')} head {st.session_state.get('gpt_head')}")
 
 
@@ -168,7 +169,7 @@ def test_timing_sweep_plots_speedup_beside_flop_ratio_and_explains_the_gap():
 
     from kvviz import cost
     from kvviz.models.gpt import cost_config, load_tiny_gpt
-    from kvviz.ui import fmt
+    from kvviz.ui.app import fmt
 
     at = open_page(PAGE)
     assert any("Press **Measure**" in i.value for i in at.info)

@@ -4,7 +4,7 @@ import pytest
 
 from kvviz.models.gpt import GPTModel
 from kvviz.serving import compare_policies, fork_run, request_stream, serve
-from kvviz.ui import fmt
+from kvviz.ui.app import fmt
 from kvviz.ui.frames.paged import PRESENT_STRIP_TAIL, STRIP_TAIL
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 

@@ -2,7 +2,7 @@
 invalid values and prompts get a message, every language renders."""
 import pytest
 
-from kvviz.ui.i18n import LANGS, strings
+from kvviz.ui.app.i18n import LANGS, strings
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from kvviz.ui.nav import PAGES
+from kvviz.ui.app.nav import PAGES
 from tests.conftest import frame, frame_text, no_exception, open_page, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
@@ -28,7 +28,7 @@ def _texts(at) -> list[str]:
         for w in at.get(kind):
             out += [s for s in (getattr(w, "label", None), getattr(w, "help", None)) if isinstance(s, str)]
     data = stepper(at)
-    if data is not None:           # the stepper's frame and its own controls (kvviz/ui/step_view.py)
+    if data is not None:           # the stepper's frame and its own controls (kvviz/ui/components/step_view.py)
         out.append(frame_text(frame(at)))
         out += list(data["payload"]["words"].values())
     return out

@@ -403,6 +403,12 @@ class PagedCache(Cache):
         the pools exist."""
         return self.nbytes() // (self.num_blocks * self.block_size)
 
+    def pool_keys(self, layer_idx: int = 0) -> torch.Tensor | None:
+        """A copy of layer ``layer_idx``'s K pool ``[num_blocks, kv_heads, block_size, head_dim]``
+        (None before the pools exist): what a record keeps to draw the rows later."""
+        keys = self.layers[layer_idx].keys
+        return None if keys is None else keys.clone()
+
     def refcounts(self) -> tuple[int, ...]:
         return tuple(self.pool.refcount)
 

@@ -1,7 +1,7 @@
 """A served run as plain data: the ``serve`` command's JSON and the Paged cache page's download."""
 from __future__ import annotations
 
-from kvviz.serving.scheduler import ServeRun
+from kvviz.serving.records import ServeRun
 
 
 def serve_run_dict(run: ServeRun) -> dict:

@@ -219,6 +219,75 @@ def _verify(target: GPT, tokens: list[int], cache: Cache, start: int,
     return target.readout(x[0]), torch.stack([t[3][0] for t in trace])
 
 
+@dataclass(frozen=True)
+class _Drafted:
+    """The draft's γ proposals of one round and what they came from."""
+
+    tokens: list[int]
+    q: list[torch.Tensor]            # γ × [V] float64 (sampling only; greedy's one-hot q comes from the logits)
+    logits: list[torch.Tensor]       # γ × [V] raw draft logits
+    cache_lens: list[int]            # the draft cache after each proposing pass
+    seconds: float
+
+
+def _propose(draft: GPT, cache: Cache, fed: list[int], start: int, gamma: int, rule: SelectionRule,
+             greedy: bool, generator: torch.Generator | None) -> _Drafted:
+    """γ draft passes from position ``start``: the first over ``fed`` (what the cache lacks), then one per
+    proposal, each drawing from q = rule_probs(rule, draft logits) (greedy: the argmax)."""
+    tokens: list[int] = []
+    qs: list[torch.Tensor] = []
+    logits_kept: list[torch.Tensor] = []
+    lens: list[int] = []
+    x, pos, seconds = fed, start, 0.0
+    for _ in range(gamma):
+        t0 = time.perf_counter()
+        logits = draft(torch.tensor([x]), cache, pos, last_only=True)[0]           # [V]
+        seconds += time.perf_counter() - t0
+        pos += len(x)
+        if greedy:                      # the argmax, as Greedy.draw; q (one-hot) for all rows below
+            tok = int(torch.argmax(logits))
+        else:
+            q = rule_probs(rule, logits)                                           # [V] float64
+            tok = draw_from(q, generator)
+            qs.append(q)
+        tokens.append(tok)
+        logits_kept.append(logits)
+        lens.append(pos)
+        x = [tok]
+    return _Drafted(tokens, qs, logits_kept, lens, seconds)
+
+
+def _accept(drafted: _Drafted, ps: torch.Tensor, q_all: torch.Tensor, greedy: bool,
+            generator: torch.Generator | None) -> tuple[list[Proposal], int, torch.Tensor | None, int]:
+    """The acceptance test: proposal i is accepted while u < p_i(x)/q_i(x) (greedy: while it is the
+    target's argmax); the first rejected one is replaced by a draw from norm(max(0, p_i − q_i))
+    (greedy: its argmax); all γ accepted: a bonus token from p_γ. Returns the proposals with their
+    verdicts, how many were accepted, the residual (None when all were) and the last emitted token."""
+    gamma = len(drafted.tokens)
+    proposals: list[Proposal] = []
+    residual = None
+    n_acc = gamma
+    last: int | None = None
+    for i, tok in enumerate(drafted.tokens):
+        p_i, q_i = float(ps[i, tok]), float(q_all[i, tok])
+        if n_acc < gamma:                                                      # after the first rejection
+            proposals.append(Proposal(tok, q_i, p_i, None, None, drafted.cache_lens[i]))
+            continue
+        u = None if greedy else uniform(generator)
+        ok = (tok == int(torch.argmax(ps[i]))) if greedy else u < p_i / q_i
+        proposals.append(Proposal(tok, q_i, p_i, u, ok, drafted.cache_lens[i]))
+        if not ok:
+            n_acc = i
+            diff = (ps[i] - q_all[i]).clamp(min=0.0)
+            mass = float(diff.sum())
+            # p ≤ q everywhere cannot happen when p(tok) < q(tok) (both sum to 1); guard against rounding
+            residual = diff / mass if mass > 0 else ps[i]
+            last = int(torch.argmax(residual)) if greedy else draw_from(residual, generator)
+    if last is None:                                                           # all accepted: the bonus token
+        last = int(torch.argmax(ps[gamma])) if greedy else draw_from(ps[gamma], generator)
+    return proposals, n_acc, residual, last
+
+
 @torch.inference_mode()
 def speculative_round(target: GPT, draft: GPT, target_cache: Cache, draft_cache: Cache, sequence: Sequence[int],
                       gamma: int, rule: SelectionRule, generator: torch.Generator | None, index: int = 0,
@@ -228,12 +297,12 @@ def speculative_round(target: GPT, draft: GPT, target_cache: Cache, draft_cache:
     changed: append ``round.emitted`` to it.
 
     1. The draft proposes γ tokens, one pass each (the first pass also processes what its cache lacks),
-       drawing from q = rule_probs(rule, draft logits).
+       drawing from q = rule_probs(rule, draft logits) (``_propose``).
     2. The target runs ONE pass over the pending token and the γ proposals: p for every proposal and,
-       in row γ, for the token after them.
+       in row γ, for the token after them (``_verify``).
     3. Proposal i is accepted while u < p_i(x)/q_i(x) (greedy: while it is the target's argmax); the
        first rejected one is replaced by a draw from norm(max(0, p_i − q_i)) (greedy: the argmax); if
-       all γ are accepted, a bonus token is drawn from p_γ.
+       all γ are accepted, a bonus token is drawn from p_γ (``_accept``).
     4. Rollback: both caches are cropped to the positions of the accepted text (the rows of rejected
        proposals, and the draft's row of the last proposal, are dropped).
     """
@@ -246,74 +315,30 @@ def speculative_round(target: GPT, draft: GPT, target_cache: Cache, draft_cache:
         raise ValueError("the draft cache holds more positions than the target cache")
     greedy = is_greedy(rule)
     fed = list(sequence[d_before:]) if gamma else []          # a round with γ = 0 runs no draft pass
-    # 1. the draft proposes γ tokens, one pass each
-    proposed: list[int] = []
-    qs: list[torch.Tensor] = []
-    d_logits: list[torch.Tensor] = []
-    d_lens: list[int] = []
-    x, pos = fed, d_before
-    draft_s = 0.0
-    for _ in range(gamma):
-        t0 = time.perf_counter()
-        logits = draft(torch.tensor([x]), draft_cache, pos, last_only=True)[0]     # [V]
-        draft_s += time.perf_counter() - t0
-        pos += len(x)
-        if greedy:                      # the argmax, as Greedy.draw; q (one-hot) for all rows below
-            tok = int(torch.argmax(logits))
-        else:
-            q = rule_probs(rule, logits)                                           # [V] float64
-            tok = draw_from(q, generator)
-            qs.append(q)
-        proposed.append(tok)
-        d_logits.append(logits)
-        d_lens.append(pos)
-        x = [tok]
-    d_grown = pos
-    # 2. the target verifies the pending token and every proposal in one pass
+    drafted = _propose(draft, draft_cache, fed, d_before, gamma, rule, greedy, generator)
+    d_grown = drafted.cache_lens[-1] if drafted.cache_lens else d_before
     t0 = time.perf_counter()
-    t_logits, attention = _verify(target, [sequence[-1], *proposed], target_cache, start, keep_attention)
+    t_logits, attention = _verify(target, [sequence[-1], *drafted.tokens], target_cache, start, keep_attention)
     verify_s = time.perf_counter() - t0
     ps = rule_probs(rule, t_logits)                                                # [γ + 1, V], row by row
     v = t_logits.shape[-1]
-    if not proposed:
+    if not drafted.tokens:
         q_all = torch.empty(0, v, dtype=torch.float64)
     else:                                                                          # [γ, V]
-        q_all = rule_probs(rule, torch.stack(d_logits)) if greedy else torch.stack(qs)
-    # 3. accept while u < p/q; replace the first rejection by a draw from the residual
-    proposals: list[Proposal] = []
-    residual = None
-    n_acc = gamma
-    last: int | None = None
-    for i, tok in enumerate(proposed):
-        p_i, q_i = float(ps[i, tok]), float(q_all[i, tok])
-        if n_acc < gamma:                                                      # after the first rejection
-            proposals.append(Proposal(tok, q_i, p_i, None, None, d_lens[i]))
-            continue
-        u = None if greedy else uniform(generator)
-        ok = (tok == int(torch.argmax(ps[i]))) if greedy else u < p_i / q_i
-        proposals.append(Proposal(tok, q_i, p_i, u, ok, d_lens[i]))
-        if not ok:
-            n_acc = i
-            diff = (ps[i] - q_all[i]).clamp(min=0.0)
-            mass = float(diff.sum())
-            # p ≤ q everywhere cannot happen when p(tok) < q(tok) (both sum to 1); guard against rounding
-            residual = diff / mass if mass > 0 else ps[i]
-            last = int(torch.argmax(residual)) if greedy else draw_from(residual, generator)
-    if last is None:                                                           # all accepted: the bonus token
-        last = int(torch.argmax(ps[gamma])) if greedy else draw_from(ps[gamma], generator)
-    # 4. rollback: keep the accepted text's positions (the new last token stays pending)
-    keep = start + 1 + n_acc
+        q_all = rule_probs(rule, torch.stack(drafted.logits)) if greedy else torch.stack(drafted.q)
+    proposals, n_acc, residual, last = _accept(drafted, ps, q_all, greedy, generator)
+    keep = start + 1 + n_acc                  # rollback: the accepted text's positions (the new last token pends)
     target_cache.crop(keep)
     draft_cache.crop(min(d_grown, keep))
     return SpeculativeRound(
         index=index, start=start, pending=sequence[-1], draft_fed=tuple(fed), proposals=tuple(proposals),
         q=q_all, p=ps,
-        draft_logits=torch.stack(d_logits) if d_logits else torch.empty(0, v),
+        draft_logits=torch.stack(drafted.logits) if drafted.logits else torch.empty(0, v),
         target_logits=t_logits, residual=residual, n_accepted=n_acc,
-        emitted=tuple(proposed[:n_acc]) + (last,),
+        emitted=tuple(drafted.tokens[:n_acc]) + (last,),
         target_cache=CacheLengths(start, start + gamma + 1, target_cache.get_seq_length()),
         draft_cache=CacheLengths(d_before, d_grown, draft_cache.get_seq_length()),
-        attention=attention, draft_seconds=draft_s, verify_seconds=verify_s)
+        attention=attention, draft_seconds=drafted.seconds, verify_seconds=verify_s)
 
 
 @torch.inference_mode()

@@ -190,8 +190,8 @@ def attention_sinks_spec(cmp: StepComparison, event_index: int, layer: int = 0, 
              "xgap": 2, "ygap": 2, "colorbar": {"title": {"text": w["weight"]}},
              "hovertemplate": f"{w['query']} %{{y}}<br>{w['key']} %{{x}}<br>{w['weight']} %{{z:.4f}}<extra></extra>"}
     layout = theme.layout(w["att_title"].format(layer=layer + 1, head=head + 1), max(260, 140 + 40 * len(ev.positions)),
-                     xaxis={"title": {"text": w["key"]}, "side": "bottom", "type": "category", "automargin": True},
-                     yaxis={"autorange": "reversed", "title": {"text": w["query"]}, "type": "category",
+                          xaxis={"title": {"text": w["key"]}, "side": "bottom", "type": "category", "automargin": True},
+                          yaxis={"autorange": "reversed", "title": {"text": w["query"]}, "type": "category",
                             "automargin": True})
     sink_cols = [j for j, p in enumerate(keys) if p < sinks]
     if sink_cols and len(ev.positions) == 1:      # one query (a decode): its weight on the sinks in the title

@@ -27,7 +27,8 @@ import plotly.graph_objects as go
 
 from kvviz.viz import theme
 from kvviz.viz.theme import COLORS, OKABE_ITO
-from kvviz.serving import ServeRun, SizePoint, StepRecord
+from kvviz.serving.records import ServeRun, StepRecord
+from kvviz.serving.sweeps import SizePoint
 
 # requests take these in turn (yellow last: it is faint on white)
 OWNER_COLORS = list(OKABE_ITO)
@@ -86,15 +87,8 @@ def _discrete_scale(colors: Sequence[str]) -> list[list]:
     return scale
 
 
-def block_pool_spec(step: StepRecord, block_size: int, columns: int = 8, title: str | None = None,
-                    words: Mapping[str, str] | None = None, show_tokens: bool | None = None,
-                    block_ids: bool = False) -> dict:
-    """The pool after ``step``: block b is drawn at row b // columns, column b % columns, as
-    ``block_size`` slot cells. Filled slots carry their token (while the grid is small, or
-    ``show_tokens``); hovering a slot names block, slot, holders and token. ``block_ids``: each
-    block's id under it, so block tables can be read off the grid."""
-    w = theme.words(WORDS, words)
-    n_blocks = len(step.refcounts)
+def _holders(step: StepRecord, block_size: int) -> tuple[dict[int, list[int]], dict[tuple[int, int], str]]:
+    """Per block the requests whose tables hold it, and per (block, slot) the token written there."""
     owners: dict[int, list[int]] = {}
     slot_token: dict[tuple[int, int], str] = {}
     contexts = dict(step.contexts)
@@ -105,8 +99,16 @@ def block_pool_spec(step: StepRecord, block_size: int, columns: int = 8, title: 
             for o in range(block_size):
                 if i * block_size + o < len(tokens):
                     slot_token.setdefault((block, o), tokens[i * block_size + o])
+    return owners, slot_token
+
+
+def _pool_cells(step: StepRecord, block_size: int, columns: int, w: Mapping[str, str]) -> tuple[list, list, list]:
+    """The grid's z (a category of _CATEGORIES), texts and hovers: block b at row b // columns, its
+    slots from column (b % columns) · (block_size + 1) on, a blank column between blocks."""
+    owners, slot_token = _holders(step, block_size)
+    n_blocks = len(step.refcounts)
     rows = -(-n_blocks // columns)
-    width = columns * (block_size + 1) - 1                      # a blank column between blocks
+    width = columns * (block_size + 1) - 1
     z: list[list[int | None]] = [[None] * width for _ in range(rows)]
     text = [[""] * width for _ in range(rows)]
     hover = [[""] * width for _ in range(rows)]
@@ -128,15 +130,12 @@ def block_pool_spec(step: StepRecord, block_size: int, columns: int = 8, title: 
             who = ", ".join(str(h) for h in holders)
             hover[r][c] = (f"{w['block']} {b} · {w['slot']} {o}<br>{w['request']} {who} · "
                            f"{w['refcount']} {step.refcounts[b]}<br>{tok if filled else w['empty']}")
-    if show_tokens is None:
-        show_tokens = n_blocks * block_size <= 96
-    trace = {"type": "heatmap", "z": z, "textfont": {"size": 11}, "customdata": hover,
-             "hovertemplate": "%{customdata}<extra></extra>", "colorscale": _discrete_scale(_CATEGORIES),
-             "zmin": -0.5, "zmax": len(_CATEGORIES) - 0.5, "showscale": False, "xgap": 1,
-             "ygap": 22 if block_ids else 6, "hoverongaps": False}
-    if show_tokens:
-        trace.update(text=text, texttemplate="%{text}")
-    # outlines: taken, copied and freed blocks; the holders count on shared blocks
+    return z, text, hover
+
+
+def _pool_marks(step: StepRecord, block_size: int, columns: int, block_ids: bool) -> tuple[list, list]:
+    """Outlines of the blocks taken, copied and freed this step; the holders count on shared blocks
+    and (``block_ids``) each block's id under it."""
     shapes, notes = [], []
     marked = [(b, "taken") for b in step.taken if b not in {c for _, c in step.copied}]
     marked += [(c, "copied") for _, c in step.copied] + [(b, "freed") for b in step.freed]
@@ -151,14 +150,38 @@ def block_pool_spec(step: StepRecord, block_size: int, columns: int = 8, title: 
             notes.append({"x": c0 + (block_size - 1) / 2, "y": r - 0.5, "text": f"×{n}", "showarrow": False,
                           "yanchor": "bottom", "font": {"size": 13, "color": "#000000"}})
     if block_ids:
-        for b in range(n_blocks):
+        for b in range(len(step.refcounts)):
             r, c0 = b // columns, (b % columns) * (block_size + 1)
             notes.append({"x": c0 + (block_size - 1) / 2, "y": r + 0.5, "text": str(b), "showarrow": False,
                           "yanchor": "top", "font": {"size": 11, "color": "#555555"}, "name": "block id"})
+    return shapes, notes
+
+
+def block_pool_spec(step: StepRecord, block_size: int, columns: int = 8, title: str | None = None,
+                    words: Mapping[str, str] | None = None, show_tokens: bool | None = None,
+                    block_ids: bool = False) -> dict:
+    """The pool after ``step``: block b is drawn at row b // columns, column b % columns, as
+    ``block_size`` slot cells. Filled slots carry their token (while the grid is small, or
+    ``show_tokens``); hovering a slot names block, slot, holders and token. ``block_ids``: each
+    block's id under it, so block tables can be read off the grid."""
+    w = theme.words(WORDS, words)
+    n_blocks = len(step.refcounts)
+    rows = -(-n_blocks // columns)
+    width = columns * (block_size + 1) - 1
+    z, text, hover = _pool_cells(step, block_size, columns, w)
+    if show_tokens is None:
+        show_tokens = n_blocks * block_size <= 96
+    trace = {"type": "heatmap", "z": z, "textfont": {"size": 11}, "customdata": hover,
+             "hovertemplate": "%{customdata}<extra></extra>", "colorscale": _discrete_scale(_CATEGORIES),
+             "zmin": -0.5, "zmax": len(_CATEGORIES) - 0.5, "showscale": False, "xgap": 1,
+             "ygap": 22 if block_ids else 6, "hoverongaps": False}
+    if show_tokens:
+        trace.update(text=text, texttemplate="%{text}")
+    shapes, notes = _pool_marks(step, block_size, columns, block_ids)
     layout = theme.layout(title if title is not None else f"{w['pool']} · {w['step']} {step.step}",
-                     130 + (62 if block_ids else 46) * rows,
-                     xaxis={"visible": False, "range": [-0.6, width - 0.4]},
-                     yaxis={"visible": False, "autorange": "reversed"})
+                          130 + (62 if block_ids else 46) * rows,
+                          xaxis={"visible": False, "range": [-0.6, width - 0.4]},
+                          yaxis={"visible": False, "autorange": "reversed"})
     layout["margin"].update(t=75, b=28 if block_ids else 10)    # room for the ids under the last row
     if shapes:
         layout["shapes"] = shapes
@@ -191,7 +214,7 @@ def memory_spec(run: ServeRun, title: str | None = None, words: Mapping[str, str
         traces.append(trace)
     shapes = [] if step is None else [_vline(step, {"color": "#555555", "width": 1, "dash": "dot"})]
     layout = theme.layout(title if title is not None else w["memory"], 400, xaxis={"title": {"text": w["step"]}},
-                     yaxis={"title": {"text": w["bytes"]}, "rangemode": "tozero"})
+                          yaxis={"title": {"text": w["bytes"]}, "rangemode": "tozero"})
     if shapes:
         layout["shapes"] = shapes
     return {"data": traces, "layout": _top_legend(layout)}
@@ -247,7 +270,7 @@ def timeline_spec(run: ServeRun, title: str | None = None, words: Mapping[str, s
     if run.total_steps <= 30:
         xaxis["dtick"] = 1
     layout = theme.layout(title if title is not None else f"{w['timeline']} ({run.policy})", 170 + 28 * len(ids),
-                     xaxis=xaxis, yaxis={"autorange": "reversed", "type": "category"}, plot_bgcolor="#FFFFFF")
+                          xaxis=xaxis, yaxis={"autorange": "reversed", "type": "category"}, plot_bgcolor="#FFFFFF")
     if step is not None:
         layout["shapes"] = [_vline(step, {"color": "#000000", "width": 2})]
     return {"data": [grid, *legend], "layout": _top_legend(layout)}

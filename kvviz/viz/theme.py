@@ -34,7 +34,7 @@ MARGIN = {"l": 10, "r": 10, "t": 50, "b": 10}
 # a legend in one row above the plot, flush right (below the title)
 LEGEND_ABOVE = dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right", font=FONT)
 
-# Words drawn inside the stepper's figures; pages pass their translation (kvviz.ui.charts.figure_words).
+# Words drawn inside the stepper's figures; pages pass their translation (kvviz.ui.components.charts.figure_words).
 WORDS = {"query": "query", "key": "key", "weight": "weight", "logit": "logit",
          "query_axis": "query (new position)", "key_axis": "key (cached position)"}
 
@@ -50,21 +50,16 @@ def words(defaults: Mapping[str, str], given: Mapping[str, str] | None) -> dict[
     return {**defaults, **(given or {})}
 
 
-def layout(title: str, height: int, xaxis: dict | None = None, yaxis: dict | None = None, *, ticks: bool = True,
-           top: int = MARGIN["t"], legend: dict | None = None, **extra) -> dict:
+def layout(title: str, height: int, *, ticks: bool = True, top: int = MARGIN["t"], **extra) -> dict:
     """The shared layout as plain JSON (building a figure in one go is several times faster than
-    ``update_layout`` calls). ``ticks``: the axes get the shared tick font (and ``xaxis`` / ``yaxis``
-    on top of it); without, the axes are left to plotly (or taken as given). ``top``: the top margin.
-    ``extra``: further layout keys, last (they win)."""
+    ``update_layout`` calls). ``ticks``: the x and y axes get the shared tick font, with ``xaxis`` /
+    ``yaxis`` of ``extra`` on top of it; without, every key of ``extra`` is taken as given (axes left
+    to plotly unless given). ``top``: the top margin. ``extra``: further layout keys, in order."""
     out: dict = {"title": {"text": title, "font": dict(TITLE_FONT)}, "height": height,
                  "margin": {**MARGIN, "t": top}, "font": dict(FONT)}
-    if legend is not None:
-        out["legend"] = legend
     if ticks:
-        out["xaxis"] = {"tickfont": dict(FONT), **(xaxis or {})}
-        out["yaxis"] = {"tickfont": dict(FONT), **(yaxis or {})}
-    else:
-        out.update({k: v for k, v in (("xaxis", xaxis), ("yaxis", yaxis)) if v is not None})
+        out["xaxis"] = {"tickfont": dict(FONT), **(extra.pop("xaxis", None) or {})}
+        out["yaxis"] = {"tickfont": dict(FONT), **(extra.pop("yaxis", None) or {})}
     out.update(extra)
     return out
 

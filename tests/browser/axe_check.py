@@ -33,11 +33,11 @@ class Known:
 
 
 # None today: every violation axe-core 4.12 reported on these pages had a fix in the theme, in
-# kvviz/ui/style.css or in the app's own HTML (README, "Accessibility").
+# kvviz/ui/app/style.css or in the app's own HTML (README, "Accessibility").
 KNOWN: list[Known] = []
 
 # Streamlit has finished: script done, no skeletons, nothing stale (greyed while rerunning), the
-# title drawn, every chart near the screen drawn (kvviz/ui/chart_view.js draws the others when they
+# title drawn, every chart near the screen drawn (kvviz/ui/components/chart_view.js draws the others when they
 # come near it), a stepper (if any) has drawn its step, and the page is whole (no placeholder of
 # step_view.whole_page).
 SETTLED = """() => {

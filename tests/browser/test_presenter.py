@@ -1,6 +1,6 @@
 """Presenter mode on a projector (1280×720 and 1920×1080): settings folded away, no horizontal
 scroll, and after any step the token strip, the attention chart, the logits and the newest rows of
-the cache table are all on screen without scrolling (kvviz/ui/step_view.js fits the step), and no
+the cache table are all on screen without scrolling (kvviz/ui/components/step_view.js fits the step), and no
 heatmap prints its cell values over each other, no axis title runs into another (plotly_view.js drops
 them where rows or subplots got too thin). axe-core
 scans presenter mode in the views opened here (``AXE``; the rules: tests/browser/axe_check.py)."""

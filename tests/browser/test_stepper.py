@@ -1,4 +1,4 @@
-"""The stepper component (kvviz/ui/step_view.py) in a real browser: its buttons, keys, slider,
+"""The stepper component (kvviz/ui/components/step_view.py) in a real browser: its buttons, keys, slider,
 autoplay with Space, a focused text box keeping its keys, the per-step CSV, a language switch that
 keeps the step, and no page errors."""
 import re

@@ -1,4 +1,4 @@
-"""Frames for the stepper component (kvviz/ui/step_view.py): pure functions, no ``st.`` calls.
+"""Frames for the stepper component (kvviz/ui/components/step_view.py): pure functions, no ``st.`` calls.
 
 A page turns a finished run into one **payload**: every event's frame (what the browser draws for
 that event) plus the figures and cache-table rows they refer to, deduplicated. The browser then
@@ -58,9 +58,9 @@ import math
 import re
 from typing import Callable, Iterable, Sequence
 
-from kvviz.ui import fmt
-from kvviz.ui.i18n import strings
-from kvviz.viz.theme import WORDS
+from kvviz.ui.app import fmt
+from kvviz.ui.app.i18n import strings
+from kvviz.viz.theme import COLORS, WORDS
 
 Tr = Callable[..., str]
 
@@ -297,7 +297,6 @@ class Payload:
 
     def __init__(self, tr: Tr, *, ratio: Sequence[int] | None = (1, 1), csv: str | None = None,
                  present_ratio: Sequence[int] | None = None) -> None:
-        from kvviz.viz.theme import COLORS
         self.tr = tr
         self.lang = lang_of(tr)
         self.frames: list[dict] = []

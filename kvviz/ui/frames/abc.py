@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from kvviz.decoding.stepper import Event, Run
-from kvviz.ui import fmt
+from kvviz.ui.app import fmt
 from kvviz.ui.frames import Payload, Tr, counters, html_block, lang_of, lines_block, strip_block
 from kvviz.ui.frames.steps import (attention_blocks, cache_frame_table, choice_sentence, logits_blocks,
                                    next_choice, source)

@@ -8,7 +8,7 @@ from kvviz.decoding.batching import BatchEvent, BatchRun, SoloComparison, padded
 from kvviz.viz.cost import grouped_logits, padded_cache_grid
 from kvviz.viz.attention import attention_heatmap_spec
 from kvviz.models.base import allowed_keys
-from kvviz.ui import fmt
+from kvviz.ui.app import fmt
 from kvviz.ui.frames import (Payload, Tr, alert_block, cols_block, figure_words, lines_block, metrics, note_block,
                              strip_block)
 

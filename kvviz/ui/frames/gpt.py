@@ -11,7 +11,7 @@ from kvviz.decoding.stepper import Event, Run
 from kvviz import cost
 from kvviz.decoding.loops import next_token_probs
 from kvviz.decoding.trace import cache_shapes
-from kvviz.ui import fmt
+from kvviz.ui.app import fmt
 from kvviz.ui.frames import (Payload, Tr, counters, figure_words, html_block, lang_of, lines_block, note_block,
                              presenter_only, strip_block, table_block)
 from kvviz.ui.frames.steps import attention_blocks, cache_frame_table, next_choice, source

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from kvviz.viz.paged import WORDS, block_pool_spec, memory_spec, timeline_spec
 from kvviz.serving import ServeRun, StepRecord
-from kvviz.ui import fmt
+from kvviz.ui.app import fmt
 from kvviz.ui.frames import (Payload, Tr, cols_block, md, metrics, note_block, presenter_only, strip_block,
                               table_block)
 

@@ -8,7 +8,7 @@ from kvviz.viz.attention import attention_heads_spec, attention_heatmap_spec
 from kvviz.viz.logits import logits_bar_spec
 from kvviz.decoding.stepper import Event, Run
 from kvviz.decoding.trace import cache_table
-from kvviz.ui import fmt
+from kvviz.ui.app import fmt
 from kvviz.ui.frames import Payload, Tr, figure_words, lang_of, note_block, table_headers
 
 

@@ -6,7 +6,7 @@ from kvviz.decoding.stepper import Event, Run
 from kvviz.models.weather import D_K, HEADS, W_VOCAB, WeatherModel
 from kvviz.decoding.staleness import Diagnosis, comparison_table, diagnose
 from kvviz.decoding.trace import kv_column
-from kvviz.ui import fmt
+from kvviz.ui.app import fmt
 from kvviz.ui.frames import (Payload, Tr, lang_of, alert_block, counters, details_block, html_block, lines_block,
                              note_block, strip_block, table_block)
 from kvviz.ui.frames.steps import (attention_blocks, cache_frame_table, choice_sentence, logits_blocks,

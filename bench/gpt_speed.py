@@ -7,7 +7,7 @@ Measured in one run, same machine, same shape, same prompt and token count, gree
   3. tiny shape, N = 248: generate_cached vs the recomputing generate — target ≥ 7×.
 Each figure is the median of --runs runs (the two contenders interleaved, so both see the same
 load); "best runs" compares the fastest run of each, which filters out other jobs on a shared
-machine. Needs transformers (requirements-dev.txt).
+machine. Needs transformers (requirements.txt).
 
 usage: python bench/gpt_speed.py [--runs 9] [--n 248] [--big-n 32]
 """

@@ -12,7 +12,7 @@ The stepper draws steps in the browser; 250 ms after the last press it reports t
 which reruns the stepper's fragment. That rerun's **server time** is what ``kvviz.ui.app.perf.timed``
 logs when KVVIZ_TIMING_LOG is set; the bench also counts the reruns a press caused.
 
-usage: python bench/step_clicks.py [--clicks 10]
+usage: python bench/step_clicks.py [--clicks 10] [--only Real_LLM]
 """
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ PAGES = [("ABC_miniature", "abc.step"),
          ("Tiny_GPT", "gpt.step"),
          ("Paged_cache", "paged.step"),
          ("Smaller_caches", "compress.step"),
-         ("Speculative_decoding", "speculative.step")]
+         ("Speculative_decoding", "speculative.step"),
+         ("Real_LLM", "llm.step")]
 
 # installed before the app's own scripts: sees every keydown first (the stepper's listener stops it)
 KEY_CLOCK = "window.addEventListener('keydown', (e) => { window.__kvKey = e.timeStamp; }, true);"
@@ -118,12 +119,13 @@ def pct(xs: list[float], q: float) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clicks", type=int, default=10)
+    ap.add_argument("--only", default="", help="only the pages whose path contains this text")
     a = ap.parse_args()
     log = Path(tempfile.mkdtemp()) / "timing.csv"
     os.environ["KVVIZ_TIMING_LOG"] = str(log)     # inherited by the streamlit server
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} at start")
     with app_in_browser() as (browser, base):
-        for path, label in PAGES:
+        for path, label in [pl for pl in PAGES if a.only in pl[0]]:
             tab = Page(browser)
             tab.page.add_init_script(KEY_CLOCK)
             tab.goto(f"{base}/{path}")

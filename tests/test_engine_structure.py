@@ -11,17 +11,27 @@ from kvviz.models.base import ModelLimits, UnknownTokenError
 from kvviz.models.registry import MODELS, get_model
 
 ENGINE = Path(__file__).resolve().parents[1] / "kvviz"
-PROMPTS = {"abc": "a, b c", "weather": "today WEATHER is so", "gpt": "today the weather"}
+PROMPTS = {"abc": "a, b c", "weather": "today WEATHER is so", "gpt": "today the weather",
+           "smollm2": "Today the weather"}
+BYTE_LEVEL = {"smollm2"}        # a byte-level tokenizer: every text has tokens, no word is unknown
+
+
+def _model(name: str, request):
+    """A fresh model; SmolLM2 is the tests' one loaded copy (tests/conftest.py: its weights)."""
+    return request.getfixturevalue("smollm2") if name == "smollm2" else get_model(name)
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_every_model_tokenizes_knows_its_limits_and_its_cost_shape(name):
-    model = get_model(name)
+def test_every_model_tokenizes_knows_its_limits_and_its_cost_shape(name, request):
+    model = _model(name, request)
     tokens = model.tokenize(PROMPTS[name])
     assert tokens and set(tokens) <= set(model.vocab)
-    with pytest.raises(UnknownTokenError) as err:
-        model.tokenize(PROMPTS[name] + " Zebra")
-    assert err.value.tokens == ["Zebra"]
+    if name in BYTE_LEVEL:
+        assert "".join(model.tokenize("Zebra 🦓")) and model.decode(model.tokenize("Zebra 🦓")) == "Zebra 🦓"
+    else:
+        with pytest.raises(UnknownTokenError) as err:
+            model.tokenize(PROMPTS[name] + " Zebra")
+        assert err.value.tokens == ["Zebra"]
     assert isinstance(model.limits, ModelLimits)
     cfg = cost.config_of(model)
     assert cfg in cost.SHAPES.values()              # one table of named shapes
@@ -33,8 +43,8 @@ def test_every_model_tokenizes_knows_its_limits_and_its_cost_shape(name):
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_limits_are_enforced_by_the_stepper(name):
-    model = get_model(name)
+def test_limits_are_enforced_by_the_stepper(name, request):
+    model = _model(name, request)
     word = model.tokenize(PROMPTS[name])[0]
     with pytest.raises(ValueError, match="Prompt length"):
         run_generation(model, [word] * (model.limits.max_prompt_tokens + 1), 1)

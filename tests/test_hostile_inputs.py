@@ -199,7 +199,7 @@ def _views():
 VIEWS = list(_views())
 VIEW_IDS = [p.split("_", 1)[1].removesuffix(".py") + "".join(f"-{v}" for v in q.values()) for p, q in VIEWS]
 # reads only ?lang= and ?present=, which fall back silently (English, presenter mode off)
-NO_SETTINGS_OF_ITS_OWN = {"pages/9_Lecture_script.py"}
+NO_SETTINGS_OF_ITS_OWN = {"pages/10_Lecture_script.py"}
 
 
 def _fields(at):

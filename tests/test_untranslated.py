@@ -83,7 +83,8 @@ SAME_WORDS = {"logit", "logits", "prefill", "decode", "cache", "token", "tokens"
               "extra", "layer", "bits", "config", "json", "small", "attention", "keys", "queries", "phase", "seed", "causal",
               "position",   # German writes Phase, Position; Attention, Keys, Queries as the field does
               "batching", "pool", "block", "prompt", "ttft",
-              "nats", "caches", "draft"}   # nats: a unit   # glossary: el batching / el pool, der Block; TTFT   # die Caches, das Draft-Modell
+              "nats", "caches", "draft",
+              "dimension", "rotation"}   # German: die Dimension, die Rotation   # nats: a unit   # glossary: el batching / el pool, der Block; TTFT   # die Caches, das Draft-Modell
 
 
 @pytest.mark.parametrize("lang", ["es", "de"])

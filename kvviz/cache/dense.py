@@ -18,10 +18,12 @@ from kvviz.limits import LimitError
 class DynamicLayer(CacheLayer):
     """Grows by concatenation: every update allocates the longer K and V."""
 
+    is_croppable = True
+
     def __init__(self) -> None:
         self.keys = self.values = None
 
-    def update(self, key: torch.Tensor, value: torch.Tensor) -> KV:
+    def update(self, key: torch.Tensor, value: torch.Tensor, *args, **kwargs) -> KV:
         if self.keys is None:
             self.keys, self.values = key.detach().clone(), value.detach().clone()
         else:
@@ -46,7 +48,12 @@ class DynamicLayer(CacheLayer):
 
 
 class StaticLayer(CacheLayer):
-    """``[batch, kv_heads, max_length, head_dim]`` allocated once; updates write in place."""
+    """``[batch, kv_heads, max_length, head_dim]`` allocated once; updates write in place. ``update``
+    returns views of the rows written so far (not the whole preallocated tensor, as transformers'
+    StaticLayer does), so attention needs no mask for the unwritten rows."""
+
+    is_croppable = True
+    supports_early_init = True      # transformers' early_initialization may allocate it
 
     def __init__(self, max_length: int) -> None:
         self.max_length = max_length
@@ -62,7 +69,7 @@ class StaticLayer(CacheLayer):
         self.values = torch.zeros(value_shape[0], value_shape[1], self.max_length, value_shape[-1],
                                   dtype=dtype, device=device)
 
-    def update(self, key: torch.Tensor, value: torch.Tensor) -> KV:
+    def update(self, key: torch.Tensor, value: torch.Tensor, *args, **kwargs) -> KV:
         if self.keys is None:   # allocate from the first key: batch, heads, head size and dtype
             self.allocate(key.shape, value.shape, key.dtype, key.device)
         start, end = self.length, self.length + key.shape[-2]
@@ -73,8 +80,15 @@ class StaticLayer(CacheLayer):
         self.length = end
         return self.keys.narrow(-2, 0, end), self.values.narrow(-2, 0, end)
 
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        if self.keys is None:
+            self.allocate(key_states.shape, value_states.shape, key_states.dtype, key_states.device)
+
     def get_seq_length(self) -> int:
         return self.length
+
+    def get_max_length(self) -> int:
+        return self.max_length
 
     def crop(self, max_length: int) -> None:
         self.length = min(self.length, max(0, max_length))   # the rows stay allocated

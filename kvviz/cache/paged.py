@@ -12,7 +12,7 @@ from typing import Sequence
 
 import torch
 
-from kvviz.cache.base import KV, Cache, CacheLayer
+from kvviz.cache.base import KV, Cache, CacheLayer, kept_length
 from kvviz.cache.block_pool import BlockEvent, BlockPool, PoolExhausted, block_hash
 from kvviz.limits import MAX_PAGED_BLOCK_SIZE, MAX_PAGED_BLOCKS, MAX_PAGED_SLOTS, LimitError, check_int
 
@@ -40,7 +40,7 @@ class PagedLayer(CacheLayer):
         self.keys = torch.zeros(n, kv_heads, bs, head_dim, dtype=dtype, device=device)
         self.values = torch.zeros(n, v_heads or kv_heads, bs, v_dim or head_dim, dtype=dtype, device=device)
 
-    def update(self, key: torch.Tensor, value: torch.Tensor) -> KV:
+    def update(self, key: torch.Tensor, value: torch.Tensor, *args, **kwargs) -> KV:
         return self.owner.update(key, value, self.layer_idx)
 
     def get_seq_length(self) -> int:
@@ -153,7 +153,7 @@ class PagedCache(Cache):
         released. A kept block that is now partly filled is written in place next time only if no one
         else holds it (else the write copies it first), and it loses its prefix-cache name."""
         for s in self.active:
-            self.crop_sequence(s, max_length)
+            self.crop_sequence(s, kept_length(max_length, self.seq_length(s)))
 
     def crop_sequence(self, seq_id: int, max_length: int) -> None:
         seq = self._seq(seq_id)

@@ -127,7 +127,7 @@ class QuantizedLayer(CacheLayer):
         over = max(0, total - self.residual)
         return over if self.key_axis == "token" else over - over % self.group_size
 
-    def update(self, key: torch.Tensor, value: torch.Tensor) -> KV:
+    def update(self, key: torch.Tensor, value: torch.Tensor, *args, **kwargs) -> KV:
         """Return what this pass reads: the rows cached before it as stored (dequantized codes,
         then the full-precision rows) followed by the pass's own new rows exactly as computed (they
         have not been through the cache yet); then store, quantizing the rows that left the

@@ -50,7 +50,7 @@ class SlidingWindowLayer(CacheLayer):
         """Indices of ``positions`` still readable by a query at ``last`` or later."""
         return [i for i, p in enumerate(positions) if p < self.sinks or p > last - self.window]
 
-    def update(self, key: torch.Tensor, value: torch.Tensor) -> KV:
+    def update(self, key: torch.Tensor, value: torch.Tensor, *args, **kwargs) -> KV:
         start, n = self.seen, key.shape[-2]
         new = list(range(start, start + n))
         if self.keys is None:
@@ -81,6 +81,24 @@ class SlidingWindowLayer(CacheLayer):
 
     def get_seq_length(self) -> int:
         return self.seen
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        """For a transformers model (its causal mask over kv positions kv_offset .. kv_offset +
+        kv_length − 1). A one-token pass reads every row ``update`` returns: the offset places the
+        last of them at the query. A longer pass is exact while every query reads every earlier
+        returned row (nothing evicted or hidden yet); past that it would need a mask per query,
+        which transformers' causal mask cannot express: refused (feed such a text one token at a
+        time)."""
+        start, n = self.seen, int(query_length)
+        held = self.positions + list(range(start, start + n))
+        ret = [held[i] for i in self._kept(held, start)]
+        if n == 1:
+            return len(ret), start + 1 - len(ret)
+        if ret == list(range(len(ret))) and all(self.reads(p, q) for q in range(start, start + n)
+                                                for p in ret if p <= q):
+            return len(ret), 0
+        raise LimitError(f"A pass of {n} positions from position {start} crosses the window of {self.window} "
+                         f"(+ {self.sinks} sinks); with a transformers model feed it one position at a time.")
 
     def held_positions(self) -> list[int]:
         return list(self.positions)

@@ -1,4 +1,8 @@
-"""``python -m kvviz trace MODEL --prompt "A B" --new-tokens 4``: the events of one stepper run as JSON."""
+"""``python -m kvviz trace MODEL --prompt "A B" --new-tokens 4``: the events of one stepper run as JSON.
+
+``trace smollm2 --prompt TEXT [--chat]`` runs SmolLM2-135M-Instruct (any text; ``--chat`` puts it in
+the model's chat template) and adds ``prompt_ids`` and ``new_ids``, the tokenizer's ids.
+"""
 from __future__ import annotations
 
 import argparse
@@ -6,42 +10,63 @@ import json
 import sys
 
 from kvviz.cli.args import add_rule_arguments, rule_from
-from kvviz.decoding.loops import generate
+from kvviz.decoding.loops import generate, hf_generate
 from kvviz.decoding.stepper import run_generation
 from kvviz.decoding.trace import run_dict
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, MAX_NEW_TOKENS, LimitError, check_int
+from kvviz.models.hf import HFCausalLM
 from kvviz.models.registry import MODELS, get_model
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser("trace", help="print the events of one run as JSON")
     t.add_argument("model", choices=sorted(MODELS), help="which model to run")
-    t.add_argument("--prompt", required=True, help='space-separated tokens, e.g. "A B"')
+    t.add_argument("--prompt", required=True, help='space-separated tokens, e.g. "A B" (smollm2: any text)')
+    t.add_argument("--chat", action="store_true",
+                   help="smollm2 only: the prompt is a user message inside the model's chat template")
     t.add_argument("--new-tokens", type=int, default=4, help=f"tokens to generate (1..{MAX_NEW_TOKENS})")
     add_rule_arguments(t)
     t.add_argument("--no-cache", action="store_true",
-                   help="gpt only: print the tokens of the recomputing generate (no KV cache), not the trace")
+                   help="gpt, smollm2: print the tokens of the recomputing generate (no KV cache), not the trace")
     t.set_defaults(run=lambda a: run(a, t))
 
 
 def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    model = get_model(a.model)
+    if a.chat and a.model != "smollm2":
+        parser.error(f"--chat needs a chat model (smollm2), not {a.model!r}")
+    try:
+        model = get_model(a.model)
+    except (LimitError, ValueError) as e:                 # SmolLM2's weights are not installed
+        parser.error(str(e))
+    by_id = isinstance(model, HFCausalLM)                 # a tokenizer's ids next to its token strings
     try:
         rule = rule_from(a)
-        prompt = model.tokenize(a.prompt)
+        prompt = model.prompt(a.prompt, a.chat) if by_id else model.tokenize(a.prompt)
         if a.no_cache:
-            network = getattr(model, "network", None)     # models with a GPT network have the fast loops
-            if network is None:
-                parser.error(f"--no-cache needs a model with a generate loop (gpt), not {a.model!r}")
-            n = check_int("New tokens", a.new_tokens, 1, GPT_MAX_SWEEP_TOKENS)
-            gen = generate(network, [model.vocab.index(w) for w in prompt], n, rule, a.seed)
-            json.dump({"model": model.name, "prompt": prompt, "cache": False, "rule": rule.describe(),
-                       "seed": a.seed, "tokens": [model.vocab[i] for i in gen.tokens]}, sys.stdout, indent=1)
+            out = {"model": model.name, "prompt": prompt, "cache": False, "rule": rule.describe(), "seed": a.seed}
+            if by_id:                                     # transformers' forward, the whole text every step
+                n = check_int("New tokens", a.new_tokens, 1, model.limits.max_new_tokens)
+                gen = hf_generate(model, model.ids(prompt), n, rule, a.seed, cached=False)
+                out.update(tokens=model.tokens(gen.tokens), prompt_ids=gen.prompt, new_ids=gen.tokens)
+            else:
+                network = getattr(model, "network", None)     # models with a GPT network have the fast loops
+                if network is None:
+                    parser.error(f"--no-cache needs a model with a generate loop (gpt, smollm2), not {a.model!r}")
+                n = check_int("New tokens", a.new_tokens, 1, GPT_MAX_SWEEP_TOKENS)
+                gen = generate(network, [model.vocab.index(w) for w in prompt], n, rule, a.seed)
+                out["tokens"] = [model.vocab[i] for i in gen.tokens]
+            json.dump(out, sys.stdout, indent=1)
             print()
             return 0
-        stepped = run_generation(model, prompt, a.new_tokens, rule=rule, seed=a.seed)
+        # a causal transformers model: one recomputation of the whole text at the end checks every pass
+        stepped = run_generation(model, prompt, a.new_tokens, rule=rule, seed=a.seed,
+                                 recheck="final" if by_id else True)
     except (LimitError, ValueError) as e:
         parser.error(str(e))
-    json.dump(run_dict(stepped, model.logit_tokens), sys.stdout, indent=1)
+    d = run_dict(stepped, model.logit_tokens)
+    if by_id:
+        d["prompt_ids"] = model.ids(stepped.prompt)
+        d["new_ids"] = model.ids([e.chosen for e in stepped.events if e.phase == "choose"])
+    json.dump(d, sys.stdout, indent=1)
     print()
     return 0

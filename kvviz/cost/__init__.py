@@ -11,8 +11,8 @@ beside them (``kvviz.cost.measure``, ``kvviz.cost.timing``); those import torch 
 re-exported here.
 """
 from kvviz.cost.shapes import (ABC_CONFIG, ACCELERATOR_GB, DTYPE_BITS, FALCON_7B, GPT2_SMALL, LLAMA31_70B, LLAMA3_8B,
-                               MISTRAL_7B, PRESETS, QWEN25_7B, SHAPES, TINY_GPT, TRAINED_TINY_GPT, WEATHER_CONFIG,
-                               attention_kind, cache_config, check_config, check_dtype, check_heads, config_of,
+                               MISTRAL_7B, PRESETS, QWEN25_7B, SHAPES, SMOLLM2_135M, TINY_GPT, TRAINED_TINY_GPT,
+                               WEATHER_CONFIG, attention_kind, cache_config, check_config, check_dtype, check_heads, config_of,
                                gpt2_layout, ModelConfig)
 from kvviz.cost.memory import (cache_bytes, cache_bytes_per_token, context_grid, kv_sharing, memory_report,
                                MemoryReport, param_count, quantized_cache_bytes, quantized_rows, tokens_that_fit,
@@ -25,7 +25,7 @@ from kvviz.cost.bandwidth import (cache_transfer, decode_intensity, decode_inten
 from kvviz.cost.speculative import best_gamma, speculative_speedup, speculative_tokens_per_pass
 
 __all__ = ["ABC_CONFIG", "ACCELERATOR_GB", "DTYPE_BITS", "FALCON_7B", "GPT2_SMALL", "LLAMA31_70B", "LLAMA3_8B",
-           "MISTRAL_7B", "PRESETS", "QWEN25_7B", "SHAPES", "TINY_GPT", "TRAINED_TINY_GPT", "WEATHER_CONFIG",
+           "MISTRAL_7B", "PRESETS", "QWEN25_7B", "SHAPES", "SMOLLM2_135M", "TINY_GPT", "TRAINED_TINY_GPT", "WEATHER_CONFIG",
            "attention_flops_per_pair", "attention_kind", "best_gamma", "block_flops_per_token", "cache_bytes",
            "cache_bytes_per_token", "cache_config", "cache_transfer", "check_config", "check_dtype", "check_heads",
            "config_of", "context_grid", "count_flops", "decode_intensity", "decode_intensity_limit",

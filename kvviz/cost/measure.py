@@ -72,7 +72,10 @@ class MeasuredGPT:
             raise ValueError(f"the cache holds batch {self.batch}, not {ids.shape[0]}")
         if start > self.cache.get_seq_length():
             raise ValueError(f"positions 0..{start - 1} must be in the cache first (see ``fill``)")
-        self.cache.crop(start)                   # drop what an earlier call wrote after start
+        if start:                                # drop what an earlier call wrote after start
+            self.cache.crop(start)
+        else:
+            self.cache.reset()
         return self.model(ids, self.cache, start, last_only=True)
 
     @torch.inference_mode()

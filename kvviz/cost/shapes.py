@@ -173,7 +173,16 @@ PRESETS: dict[str, ModelConfig] = {
 
 # Every named shape kvviz computes with, each defined once: the presets, the GPT kvviz ships and
 # the hand-made weather heads. Models carry theirs as ``cost_config``.
-SHAPES: dict[str, ModelConfig] = {**PRESETS, "tiny-gpt": TRAINED_TINY_GPT, "weather": WEATHER_CONFIG}
+SMOLLM2_135M = ModelConfig(
+    # https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct/blob/main/config.json
+    # num_hidden_layers 30, num_attention_heads 9, num_key_value_heads 3, hidden_size 576 (head 64),
+    # intermediate_size 1536, vocab_size 49152, max_position_embeddings 8192, tied embeddings
+    "SmolLM2-135M-Instruct", n_layers=30, n_heads=9, n_kv_heads=3, head_dim=64, d_model=576, d_ff=1536,
+    vocab=49152, mlp="gated", max_context=8192, norm="rmsnorm", tied_embeddings=True,
+    source="https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct/blob/main/config.json")
+
+SHAPES: dict[str, ModelConfig] = {**PRESETS, "tiny-gpt": TRAINED_TINY_GPT, "weather": WEATHER_CONFIG,
+                                  "smollm2": SMOLLM2_135M}
 
 
 def config_of(model: object) -> ModelConfig:

@@ -27,8 +27,9 @@ import torch
 from kvviz.cache import StaticCache
 from kvviz.cost import ModelConfig, loop_flops, pass_flops, weight_bytes
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError, check_int
-from kvviz.decoding.loops import generate, generate_cached, max_cached_new_tokens
+from kvviz.decoding.loops import generate, generate_cached, hf_generate, max_cached_new_tokens
 from kvviz.models.gpt import GPT, cost_config
+from kvviz.models.hf import HFCausalLM
 from kvviz.decoding.sampling import SelectionRule
 
 
@@ -274,3 +275,51 @@ def measure_sweep(model: GPT, prompt_ids: Sequence[int], ns: Sequence[int], rule
         progress(1.0, "done")
     shape = cost_config(model.config)
     return Sweep(len(prompt_ids), points, passes, weight_bytes(shape, "fp32"), shape)
+
+
+# ---------------------------------------------------------------- float32 against bfloat16
+
+@dataclass(frozen=True)
+class DtypeRun:
+    """One greedy run of a transformers model in one dtype: its tokens and its decode steps' times."""
+
+    dtype: str                     # "float32" | "bfloat16"
+    tokens: list[int]
+    step_seconds: tuple[float, ...]  # decode steps only (the prefill left out)
+    weight_bytes: int              # measured on the loaded tensors
+    cache_bytes: int               # the cache after the run, measured
+
+    @property
+    def step_ms(self) -> float:
+        """The median decode step (others' load on a shared machine only ever adds time)."""
+        s = sorted(self.step_seconds)
+        return 1e3 * (s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2)
+
+
+@dataclass(frozen=True)
+class DtypeComparison:
+    runs: tuple[DtypeRun, ...]
+
+    def first_difference(self) -> int | None:
+        """The first new token (0-based) where the runs chose differently, None if they never do."""
+        a, b = self.runs[0].tokens, self.runs[1].tokens
+        return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+
+    @property
+    def ratio(self) -> float:
+        """How many times longer the first dtype's median decode step is than the second's."""
+        return self.runs[0].step_ms / self.runs[1].step_ms
+
+
+def measure_dtypes(models: Sequence[tuple[str, HFCausalLM]], prompt_ids: Sequence[int], steps: int,
+                   warmup: int = 2) -> DtypeComparison:
+    """The same greedy run of ``steps`` decode steps in each (dtype, model), one after the other,
+    after ``warmup`` untimed steps each: at batch 1 a decode step reads every weight once, so half the
+    bytes per weight should take about half the time. The runs do not stop at an end token."""
+    steps = check_int("Decode steps", steps, 2, 64)
+    out = []
+    for dtype, model in models:
+        hf_generate(model, prompt_ids, warmup + 1, stop=False, keep_logits=False)
+        gen = hf_generate(model, prompt_ids, steps + 1, stop=False, keep_logits=False)
+        out.append(DtypeRun(dtype, gen.tokens, gen.step_seconds[1:], model.weight_bytes(), gen.cache_bytes or 0))
+    return DtypeComparison(tuple(out))

@@ -9,6 +9,9 @@ since learned positions cannot slide. Both run the one network (kvviz.models.gpt
 with ``rule.draw`` on a generator seeded the same way, so the same seed gives the same tokens
 (docs/design.md §3), and the same tokens as the stepper.
 
+``hf_generate`` is the same loop for a transformers causal LM (kvviz.models.hf, SmolLM2): its own
+forward with one of kvviz's caches, or the whole text at every step without one.
+
 These loops skip everything the stepper records (attention weights, snapshots): they exist to be
 timed and compared.
 """
@@ -20,9 +23,10 @@ from typing import Sequence
 
 import torch
 
-from kvviz.cache import Cache, StaticCache
-from kvviz.limits import LimitError
+from kvviz.cache import Cache, DynamicCache, StaticCache
+from kvviz.limits import LimitError, check_int
 from kvviz.models.gpt.model import GPT
+from kvviz.models.hf import HFCausalLM
 from kvviz.decoding.sampling import Greedy, SelectionRule
 
 
@@ -36,6 +40,7 @@ class Generation:
     seconds: float                    # wall time of the loop (prefill included)
     cache_bytes: int | None = None    # measured bytes of the cache (cached path only)
     cached: bool = False
+    step_seconds: tuple[float, ...] = ()   # hf_generate: each pass's wall time (the prefill first)
 
 
 def prompt_tensor(idx: Sequence[int] | torch.Tensor, model: GPT, max_new_tokens: int) -> torch.Tensor:
@@ -112,6 +117,52 @@ def generate_cached(model: GPT, idx: Sequence[int] | torch.Tensor, max_new_token
     seconds = time.perf_counter() - t0
     return Generation(ids[0].tolist(), new, torch.stack(kept) if kept else None, seconds,
                       cache_bytes=cache.nbytes(), cached=True)
+
+
+@torch.inference_mode()
+def hf_generate(model: HFCausalLM, ids: Sequence[int], new_tokens: int, rule: SelectionRule | None = None,
+                seed: int = 0, cached: bool = True, cache: Cache | None = None, keep_logits: bool = True,
+                stop: bool = True) -> Generation:
+    """A transformers model: prefill, then one token per step through its own forward (``logits_to_keep=1``),
+    choosing with ``rule.draw`` on a generator seeded like the stepper's (same seed, same draws);
+    ``cache``: an empty kvviz cache (default a DynamicCache). ``cached=False`` reruns the whole text at
+    every step instead. ``stop``: end once an end token (``model.end_tokens``) is chosen, as the
+    stepper does (a benchmark turns it off to time a fixed number of steps)."""
+    prompt = [int(i) for i in ids]
+    if not prompt:
+        raise LimitError("The prompt is empty: give at least one token.")
+    check_int("New tokens", new_tokens, 1, 100_000)
+    rule = rule or Greedy()
+    generator = torch.Generator().manual_seed(int(seed))
+    end_ids = {model.vocab.index(t) for t in model.end_tokens} if stop else set()
+    if cached and cache is None:
+        cache = DynamicCache(model.n_layers)
+    net = model.model
+    seq, todo, start = list(prompt), list(prompt), 0
+    kept: list[torch.Tensor] = []
+    steps: list[float] = []
+    t0 = time.perf_counter()
+    for _ in range(new_tokens):
+        t_step = time.perf_counter()
+        if cached:           # the new tokens at positions start.. against the cache
+            pos = torch.arange(start, start + len(todo)).unsqueeze(0)                  # [1, n]
+            out = net(input_ids=torch.tensor([todo]), position_ids=pos, past_key_values=cache, use_cache=True,
+                      logits_to_keep=1)
+        else:                # the whole text again, no cache
+            out = net(input_ids=torch.tensor([seq]), use_cache=False, logits_to_keep=1)
+        logits = out.logits[0, -1].float()                                             # [V]
+        steps.append(time.perf_counter() - t_step)
+        nxt = rule.draw(logits, generator)
+        if keep_logits:
+            kept.append(logits)
+        start += len(todo)
+        seq.append(nxt)
+        todo = [nxt]
+        if nxt in end_ids:
+            break
+    seconds = time.perf_counter() - t0
+    return Generation(prompt, seq[len(prompt):], torch.stack(kept) if kept else None, seconds,
+                      cache_bytes=cache.nbytes() if cached else None, cached=cached, step_seconds=tuple(steps))
 
 
 @dataclass(frozen=True)

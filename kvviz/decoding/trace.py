@@ -20,8 +20,23 @@ def _round(x: torch.Tensor | float, nd: int = 6):
     return round(float(x), nd)
 
 
+# A vocabulary larger than this (SmolLM2: 49,152 tokens) has its TOP_LOGITS largest logits and
+# probabilities in each event, most likely first, instead of all of them (≈ 2.5 MB per event).
+LOGITS_IN_FULL = 1_000
+TOP_LOGITS = 20
+
+
+def _top(values: list[float], n: int) -> list[int]:
+    return sorted(range(len(values)), key=lambda i: -values[i])[:n]
+
+
 def event_dict(ev: Event, logit_tokens: list[str]) -> dict:
-    """One event in the trace's JSON shape (see README, "Trace export")."""
+    """One event in the trace's JSON shape (see README, "Trace export"); with a vocabulary of more
+    than LOGITS_IN_FULL tokens, ``logits`` and ``probs`` hold the tokens of the TOP_LOGITS largest
+    logits (most likely first), ``kept`` those of them the rule kept, and ``kept_count`` how many it
+    kept in all."""
+    values = ev.logits.tolist()
+    shown = range(len(values)) if len(logit_tokens) <= LOGITS_IN_FULL else _top(values, TOP_LOGITS)
     d = {
         "index": ev.index,
         "phase": ev.phase,
@@ -30,7 +45,7 @@ def event_dict(ev: Event, logit_tokens: list[str]) -> dict:
         "cache_len": ev.cache_len,
         "attention": None,
         "output": None,
-        "logits": {t: _round(v) for t, v in zip(logit_tokens, ev.logits.tolist())},
+        "logits": {logit_tokens[i]: _round(values[i]) for i in shown},
         "chosen": ev.chosen,
         "pending": ev.pending,
         "kv_computed": ev.kv_computed,
@@ -45,9 +60,16 @@ def event_dict(ev: Event, logit_tokens: list[str]) -> dict:
         if ev.repaired:
             d["repaired"] = True
     if ev.choice is not None:
-        d["rule"] = ev.choice.rule
-        d["kept"] = [logit_tokens[i] for i in ev.choice.kept]
-        d["probs"] = {t: _round(p) for t, p in zip(logit_tokens, ev.choice.probs)}
+        c = ev.choice
+        d["rule"] = c.rule
+        if len(logit_tokens) <= LOGITS_IN_FULL:
+            d["kept"] = [logit_tokens[i] for i in c.kept]
+            d["probs"] = {t: _round(p) for t, p in zip(logit_tokens, c.probs)}
+        else:
+            kept = set(c.kept)                        # the same tokens as "logits" (the rule keeps the top ones)
+            d["kept"] = [logit_tokens[i] for i in shown if i in kept]
+            d["kept_count"] = len(c.kept)
+            d["probs"] = {logit_tokens[i]: _round(c.probs[i]) for i in shown}
     return d
 
 

@@ -42,11 +42,11 @@ def _masked_cells(weights: torch.Tensor, digits: int = 3,
 def attention_heatmap_spec(weights: torch.Tensor, query_labels: Sequence[str], key_labels: Sequence[str],
                            title: str, zmax: float = 1.0, show_scale: bool = True,
                            allowed: torch.Tensor | None = None, words: dict[str, str] | None = None,
-                           show_values: bool | None = None) -> dict:
+                           show_values: bool | None = None, row_px: int = 45) -> dict:
     """weights: [N queries, T keys] after the causal mask; masked cells (exact 0 above the diagonal)
     are left blank so the triangle of the causal mask is visible (``allowed``: see _masked_cells).
     ``words``: translations of WORDS. Cell values are printed when ``show_values`` (default: only
-    while they fit, up to 16 keys); hovering always shows them."""
+    while they fit, up to 16 keys); hovering always shows them. ``row_px``: height per query row."""
     w = theme.words(WORDS, words)
     n, t = weights.shape
     z, text = _masked_cells(weights, allowed=allowed)
@@ -58,7 +58,7 @@ def attention_heatmap_spec(weights: torch.Tensor, query_labels: Sequence[str], k
              "hovertemplate": f"{w['query']} %{{y}}<br>{w['key']} %{{x}}<br>{w['weight']} %{{z:.4f}}<extra></extra>",
              "colorbar": {"title": {"text": w["weight"]}}}
     return {"data": [trace], "layout": theme.layout(
-        title, max(260, 140 + 45 * n), xaxis={"title": {"text": w["key_axis"]}, "side": "bottom"},
+        title, max(260, 140 + row_px * n), xaxis={"title": {"text": w["key_axis"]}, "side": "bottom"},
         yaxis={"autorange": "reversed", "title": {"text": w["query_axis"]}})}
 
 
@@ -174,6 +174,39 @@ def attention_model_view_spec(weights: torch.Tensor, title: str, selected: tuple
                       "colorbar": {"title": {"text": w["weight"]}, "thickness": 12}},
         "title": {"text": title, "font": {"size": 16}}, "height": 70 + n_layers * row_px,
         "margin": {"l": 75, "r": 10, "t": 55, "b": 5}, "font": {"size": 13}}}
+
+
+def head_grid_spec(values: torch.Tensor, title: str, selected: tuple[int, int] | None = None,
+                   layer_word: str = "layer", head_word: str = "head", value_word: str = "weight",
+                   digits: int = 2) -> dict:
+    """One number per layer and head as one heatmap, layers top to bottom, heads left to right, on
+    the attention colour scale (0..1); ``selected`` (layer, head), 0-based, outlined. A model view
+    for many heads (SmolLM2's 270), one trace to draw: cell (layer, head) is the 1 × 1 tile at
+    x = head + 1, y = layer + 1 (numbered from 1, as the selectboxes are) that a viewer maps a click
+    back to (see ``attention_model_view_spec``).
+
+    values: [L, H]."""
+    n_layers, n_heads = values.shape
+    z = torch.round(values.double(), decimals=digits).tolist()
+    trace = {"type": "heatmap", "z": z, "x0": 1, "y0": 1, "coloraxis": "coloraxis", "xgap": 1, "ygap": 1,
+             "hovertemplate": f"{layer_word} %{{y}}, {head_word} %{{x}}<br>{value_word} %{{z}}<extra></extra>"}
+    shapes = []
+    if selected is not None:
+        layer, head = selected
+        shapes.append({"type": "rect", "xref": "x", "yref": "y", "x0": head + 0.5, "x1": head + 1.5,
+                       "y0": layer + 0.5, "y1": layer + 1.5, "line": {"color": COLORS["chosen"], "width": 3},
+                       "layer": "above"})
+    every = 1 if n_layers <= 12 else 5
+    return {"data": [trace], "layout": {
+        "xaxis": {"tickvals": list(range(1, n_heads + 1)), "title": {"text": head_word},
+                  "range": [0.5, n_heads + 0.5]},
+        "yaxis": {"tickvals": [1] + list(range(every, n_layers + 1, every))[1 if every == 1 else 0:],
+                  "title": {"text": layer_word}, "range": [n_layers + 0.5, 0.5]},
+        "shapes": shapes,
+        "coloraxis": {"colorscale": ATTENTION_SCALE, "cmin": 0.0, "cmax": 1.0,
+                      "colorbar": {"title": {"text": value_word}, "thickness": 12}},
+        "title": {"text": title, "font": {"size": 16}}, "height": 150 + 16 * n_layers,
+        "margin": {"l": 60, "r": 10, "t": 50, "b": 50}, "font": {"size": 13}}}
 
 
 def attention_model_view(*args, **kwargs) -> go.Figure:

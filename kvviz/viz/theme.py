@@ -39,6 +39,12 @@ WORDS = {"query": "query", "key": "key", "weight": "weight", "logit": "logit",
          "query_axis": "query (new position)", "key_axis": "key (cached position)"}
 
 
+def plain(text: str) -> str:
+    """A visitor's text as plotly shows it literally: plotly reads a little HTML in every label
+    (``<b>``, ``<br>``, ``<a href>``) and its entities, so ``&``, ``<`` and ``>`` become entities."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def words(defaults: Mapping[str, str], given: Mapping[str, str] | None) -> dict[str, str]:
     """A figure's words: its ``defaults`` (English), with the page's translations ``given`` on top."""
     return {**defaults, **(given or {})}

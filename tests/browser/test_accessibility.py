@@ -32,7 +32,8 @@ DARK = {"/", "/ABC_miniature?step=1", "/Paged_cache?pg_blocks=8&step=6"}
 # scanned where other tests open them anyway (same address, axe_check.assert_accessible at load):
 # test_browser_weather.py the stale key (alerts, red cells, the contexts table), test_browser_gpt.py
 # /Tiny_GPT?step=2, test_browser_sampling.py the sampling widgets enabled (dark theme too)
-ELSEWHERE = ["/Weather_heads?step=2", "/Tiny_GPT?step=2", "/Sampling?sampling_top_p=0.8"]
+ELSEWHERE = ["/Weather_heads?step=2", "/Tiny_GPT?step=2", "/Sampling?sampling_top_p=0.8",
+             "/Real_LLM?llm_mode=plain&llm_prompt=%3Cimg+src%3Dx+onerror%3Dalert%281%29%3E+%2A%2Abold%2A%2A&llm_new=3&step=1"]
 COST_TABS = ["Memory", "Compute (FLOPs)", "Batching", "Measured here", "Disaggregated serving"]
 
 

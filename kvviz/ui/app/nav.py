@@ -26,7 +26,8 @@ PAGES = [
     ("pages/6_Paged_cache.py", "nav.paged", ":material/view_module:"),
     ("pages/7_Smaller_caches.py", "nav.compress", ":material/compress:"),
     ("pages/8_Speculative_decoding.py", "nav.speculative", ":material/fast_forward:"),
-    ("pages/9_Lecture_script.py", "nav.lecture", ":material/school:"),
+    ("pages/9_Real_LLM.py", "nav.llm", ":material/forum:"),
+    ("pages/10_Lecture_script.py", "nav.lecture", ":material/school:"),
 ]
 
 # app-wide CSS: contrast where the theme has no setting (st.html puts a style-only body in

@@ -25,7 +25,7 @@ from streamlit.logger import get_logger
 # the engine and every page's module (each imports what its page draws with), in visiting order
 MODULES = ("torch", "pandas", "plotly.graph_objects", "kvviz.ui.pages.abc", "kvviz.ui.pages.weather",
            "kvviz.ui.pages.gpt", "kvviz.ui.pages.sampling", "kvviz.ui.pages.cost", "kvviz.ui.pages.paged",
-           "kvviz.ui.pages.compress", "kvviz.ui.pages.speculative", "kvviz.ui.pages.lecture")
+           "kvviz.ui.pages.compress", "kvviz.ui.pages.speculative", "kvviz.ui.pages.llm", "kvviz.ui.pages.lecture")
 
 log = get_logger(__name__)
 

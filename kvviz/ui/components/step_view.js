@@ -531,12 +531,15 @@ class Stepper {
 
   // ------------------------------------------------------------ a pick grid over small multiples
   // Tile i = row · cols + col of the figure is trace i on one pair of axes, spanning x0 - 0.5 ..
-  // x0 + T - 0.5 (kvviz.figures.attention_model_view_spec): one focusable cell over each tile, an
-  // ARIA grid (Tab enters at the chosen tile; arrows, Home, End move; Enter or Space chooses).
+  // x0 + T - 0.5 (kvviz.viz.attention.attention_model_view_spec), or, when the figure is one
+  // heatmap of rows × cols cells (head_grid_spec), cell (row, col) at x0 + col, y0 + row: one
+  // focusable cell over each tile, an ARIA grid (Tab enters at the chosen tile; arrows, Home, End
+  // move; Enter or Space chooses).
   pickGrid(d, fig) {
     const G = this.P.pick;
     const fl = d._fullLayout;
     if (!fl || !fl.xaxis || !fl.yaxis) return;
+    const one = fig.data.length === 1 && G.rows * G.cols > 1;
     const xa = fl.xaxis, ya = fl.yaxis;
     const px = (v) => xa._offset + xa.l2p(v), py = (v) => ya._offset + ya.l2p(v);
     const grid = document.createElement("div");
@@ -547,9 +550,10 @@ class Stepper {
       const row = document.createElement("div");
       row.setAttribute("role", "row");
       for (let c = 0; c < G.cols; c++) {
-        const tr = fig.data[r * G.cols + c];
+        const tr = one ? fig.data[0] : fig.data[r * G.cols + c];
         if (!tr || !tr.z || !tr.z.length) continue;
-        const x0 = tr.x0 || 0, y0 = tr.y0 || 0, T = tr.z[0].length, N = tr.z.length;
+        const x0 = (tr.x0 || 0) + (one ? c : 0), y0 = (tr.y0 || 0) + (one ? r : 0);
+        const T = one ? 1 : tr.z[0].length, N = one ? 1 : tr.z.length;
         const [l, rt] = [px(x0 - 0.5), px(x0 + T - 0.5)].sort((a, b) => a - b);
         const [t, b] = [py(y0 - 0.5), py(y0 + N - 0.5)].sort((a, b) => a - b);
         const cell = document.createElement("div");

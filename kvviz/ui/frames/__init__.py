@@ -119,11 +119,25 @@ _ITALIC = re.compile(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])")
 _CODE = re.compile(r"`([^`]+)`")
 
 
+# a backslash before * ` or \ keeps it a plain character (``literal``: a visitor's text in a sentence)
+_ESCAPED = re.compile(r"\\([*`\\])")
+_HELD = {"*": "\ue000", "`": "\ue001", "\\": "\ue002"}      # private-use stand-ins while the patterns run
+
+
+def literal(text: str) -> str:
+    """``text`` (a visitor's words, a model's tokens) inside interface markdown, shown as it is:
+    ``md`` reads no bold, italic or code in it."""
+    return re.sub(r"([*`\\])", r"\\\1", str(text))
+
+
 def _inline(text: str) -> str:
-    s = _html.escape(text, quote=False)
+    s = _ESCAPED.sub(lambda m: _HELD[m.group(1)], _html.escape(text, quote=False))
     s = _CODE.sub(r"<code>\1</code>", s)
     s = _BOLD.sub(r"<strong>\1</strong>", s)
-    return _ITALIC.sub(r"<em>\1</em>", s)
+    s = _ITALIC.sub(r"<em>\1</em>", s)
+    for ch, held in _HELD.items():
+        s = s.replace(held, ch)
+    return s
 
 
 def md(text: str) -> str:

@@ -11,6 +11,7 @@ ABC, WEATHER, SAMPLING, GPT, COST = ("pages/1_ABC_miniature.py", "pages/2_Weathe
 PAGED = "pages/6_Paged_cache.py"
 SMALLER = "pages/7_Smaller_caches.py"
 SPECULATIVE = "pages/8_Speculative_decoding.py"
+LLM = "pages/9_Real_LLM.py"
 
 # (section, [(page, address parameters, i18n key of the line to say)]) in the order of a lecture
 SCRIPT: list[tuple[str, list[tuple[str, dict, str]]]] = [
@@ -63,6 +64,11 @@ SCRIPT: list[tuple[str, list[tuple[str, dict, str]]]] = [
         (SPECULATIVE, {"step": 7}, "speculative_rollback"),
         (SPECULATIVE, {"step": 17}, "speculative_bonus"),
         (SPECULATIVE, {"sd_rule": "sample", "sd_seed": 1, "step": 6}, "speculative_residual"),
+    ]),
+    ("llm", [        # the page's default run: "What is the capital of France?" in the chat template, greedy
+        (LLM, {"step": 0}, "llm_prefill"),
+        (LLM, {"llm_layer": 4, "llm_head": 2, "step": 2}, "llm_gqa"),
+        (LLM, {"llm_dtype": "bfloat16", "step": 3}, "llm_bf16"),
     ]),
 ]
 

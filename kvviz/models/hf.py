@@ -1,0 +1,274 @@
+"""Any transformers causal LM behind kvviz's model protocol (SmolLM2 first: kvviz.models.smollm2).
+
+``HFCausalLM(model, tokenizer)`` runs the network through transformers' own forward (no copy of its
+arithmetic): ``forward(token_ids, cache, start_pos)`` calls ``model(input_ids, position_ids,
+past_key_values=cache, output_attentions=True)`` with one of kvviz's caches (they are transformers
+caches, kvviz.cache) or without one (``use_cache=False``: the recompute check), and returns the
+``PassRecord`` the stepper, the trace and the pages read:
+
+- attention ``[L, H, N, T]``: transformers' own weights (eager attention, ``output_attentions``);
+- k, v ``[L, H_kv, N, d]``: the rows the pass appended to the cache (keys after the rotary
+  rotation, as the model caches them); without a cache, the same rows as computed;
+- q ``[L, H, N, d]``: the queries after the rotation, captured with forward hooks on the
+  projections (``q_proj``/``k_proj``/``v_proj``, the Llama family's names) and the model's own
+  rotary embedding and ``apply_rotary_pos_emb``; a model without these gives an empty q;
+- ``k_unrotated``: the keys before the rotation (the RoPE view of the page);
+- output: the hidden state the vocabulary projection reads (a pre-hook on it), logits ``[N, V]``.
+
+The hooks exist only during a recording forward and ignore other threads. The fast loop (no
+attention weights, no snapshots), to be timed against transformers' ``generate``, is
+kvviz.decoding.loops.hf_generate.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import torch
+
+from kvviz.cache import Cache
+from kvviz.cost.shapes import ModelConfig
+from kvviz.limits import LimitError
+from kvviz.models.base import ModelLimits, PassRecord
+
+
+class Vocab(list):
+    """The tokenizer's token strings in id order, with a dict behind ``index`` and ``in``: kvviz's
+    stepper looks tokens up by string (``vocab.index``), which a 49,152-entry list does slowly."""
+
+    def __init__(self, tokens: Sequence[str]) -> None:
+        super().__init__(tokens)
+        self._ids = {tok: i for i, tok in enumerate(tokens)}
+        if len(self._ids) != len(tokens):
+            raise ValueError("token strings must be unique")
+
+    def index(self, token, *args) -> int:      # noqa: D401 - list.index's meaning
+        try:
+            return self._ids[token]
+        except (KeyError, TypeError):
+            raise ValueError(f"{token!r} is not in the vocabulary") from None
+
+    def __contains__(self, token) -> bool:
+        try:
+            return token in self._ids
+        except TypeError:
+            return False
+
+
+@dataclass(frozen=True)
+class HFPassRecord(PassRecord):
+    """A PassRecord plus what a rotary model adds: ``q_unrotated`` [L, H, N, d] and ``k_unrotated``
+    [L, H_kv, N, d], the projections before the rotation (None when not captured)."""
+
+    q_unrotated: torch.Tensor | None = None
+    k_unrotated: torch.Tensor | None = None
+
+
+def cost_config(config, name: str = "", source: str = "") -> ModelConfig:
+    """kvviz.cost's shape of a Llama-family transformers config (gated MLP, RMSNorm, rotary positions)."""
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    bias = bool(getattr(config, "attention_bias", False))
+    return ModelConfig(
+        name or getattr(config, "name_or_path", "") or config.model_type, n_layers=config.num_hidden_layers,
+        n_heads=heads, n_kv_heads=getattr(config, "num_key_value_heads", None) or heads, head_dim=head_dim,
+        d_model=config.hidden_size, d_ff=config.intermediate_size, vocab=config.vocab_size, mlp="gated",
+        max_context=getattr(config, "max_position_embeddings", 0), norm="rmsnorm", qkv_bias=bias, out_bias=bias,
+        mlp_bias=bool(getattr(config, "mlp_bias", False)),
+        tied_embeddings=bool(getattr(config, "tie_word_embeddings", False)), source=source)
+
+
+class HFCausalLM:
+    """A transformers causal LM and its tokenizer as a kvviz model (see the module docstring).
+
+    Tokens are the tokenizer's own strings (byte-level BPE: ``Ġ`` is a leading space, ``Ċ`` a line
+    break); ``tokenize`` never reads special-token text in its input as special tokens."""
+
+    def __init__(self, model, tokenizer, *, name: str = "hf", limits: ModelLimits | None = None,
+                 cost: ModelConfig | None = None) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        cfg = model.config
+        self.config = cfg
+        self.n_layers = cfg.num_hidden_layers
+        self.n_heads = cfg.num_attention_heads
+        self.n_kv_heads = getattr(cfg, "num_key_value_heads", None) or self.n_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads
+        self.vocab = Vocab(tokenizer.convert_ids_to_tokens(list(range(cfg.vocab_size))))
+        self.logit_tokens = self.vocab
+        self.output_labels = [f"x{i}" for i in range(cfg.hidden_size)]
+        self.limits = limits or ModelLimits()
+        self.cost_config = cost or cost_config(cfg, name)
+        self.dtype = next(model.parameters()).dtype
+        self.end_tokens = frozenset(self.vocab[i] for i in self._end_ids())
+        self._layers = self._attention_modules()
+
+    def _end_ids(self) -> set[int]:
+        """Ids that end the model's text: the generation config's and tokenizer's end of sequence."""
+        found: set[int] = set()
+        for source in (getattr(self.model, "generation_config", None), self.config, self.tokenizer):
+            eos = getattr(source, "eos_token_id", None)
+            found |= set(eos) if isinstance(eos, (list, tuple, set)) else ({eos} if isinstance(eos, int) else set())
+        return {i for i in found if 0 <= i < len(self.vocab)}
+
+    # ---- tokens --------------------------------------------------------------------------------
+
+    def check_text(self, text: str) -> str:
+        if len(text) > self.limits.max_prompt_chars:
+            raise LimitError(f"The prompt is {len(text):,} characters long; the limit is "
+                             f"{self.limits.max_prompt_chars:,}.")
+        return text
+
+    def tokenize(self, text: str) -> list[str]:
+        """Plain text → token strings; special-token text (``<|im_end|>``) is split like any text."""
+        ids = self.tokenizer.encode(self.check_text(text), add_special_tokens=False, split_special_tokens=True)
+        return self.tokens(ids)
+
+    def tokens(self, ids: Sequence[int]) -> list[str]:
+        return [self.vocab[int(i)] for i in ids]
+
+    def ids(self, tokens: Sequence[str]) -> list[int]:
+        return [self.vocab.index(t) for t in tokens]
+
+    def decode(self, tokens_or_ids: Sequence) -> str:
+        """Token strings or ids → text (special tokens kept, as the model wrote them)."""
+        ids = [self.vocab.index(t) if isinstance(t, str) else int(t) for t in tokens_or_ids]
+        return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def token_text(self, token: str) -> str:
+        """One token's own characters (``Ġthe`` → `` the``); a token that is part of a UTF-8 character
+        shows as U+FFFD."""
+        return self.decode([token])
+
+    # ---- the forward pass ----------------------------------------------------------------------
+
+    def _attention_modules(self) -> list:
+        layers = getattr(getattr(self.model, "model", None), "layers", None)
+        if layers is None:
+            return []
+        mods = [getattr(layer, "self_attn", None) for layer in layers]
+        ok = all(m is not None and all(hasattr(m, p) for p in ("q_proj", "k_proj", "v_proj")) for m in mods)
+        return mods if ok and len(mods) == self.n_layers else []
+
+    @contextmanager
+    def _recording(self) -> Iterator[dict]:
+        """Forward hooks for one pass of this thread: q/k/v projections, the rotary cos/sin, the
+        readout's input. Removed afterwards (the model object is shared and stays as it was)."""
+        me = threading.get_ident()
+        got: dict = {"q": {}, "k": {}, "v": {}, "rope": None, "hidden": None}
+        handles = []
+
+        def keep(kind: str, i: int):
+            def hook(_mod, _inp, out):
+                if threading.get_ident() == me:
+                    got[kind][i] = out.detach()
+            return hook
+
+        for i, attn in enumerate(self._layers):
+            for kind in ("q", "k", "v"):
+                handles.append(getattr(attn, f"{kind}_proj").register_forward_hook(keep(kind, i)))
+        rotary = getattr(getattr(self.model, "model", None), "rotary_emb", None)
+        if rotary is not None and self._layers:
+            def rope(_mod, _inp, out):
+                if threading.get_ident() == me:
+                    got["rope"] = out
+            handles.append(rotary.register_forward_hook(rope))
+
+        def readout(_mod, args):
+            if threading.get_ident() == me:
+                got["hidden"] = args[0].detach()
+        handles.append(self.model.get_output_embeddings().register_forward_pre_hook(readout))
+        try:
+            yield got
+        finally:
+            for h in handles:
+                h.remove()
+
+    def _heads(self, t: torch.Tensor, n_heads: int) -> torch.Tensor:
+        """A projection's output [1, N, heads·d] → [1, heads, N, d] (as the attention module views it)."""
+        return t.view(t.shape[0], t.shape[1], n_heads, self.head_dim).transpose(1, 2)
+
+    @torch.no_grad()
+    def forward(self, token_ids: Sequence[int], cache: Cache | None, start_pos: int) -> HFPassRecord:
+        ids = torch.tensor([list(token_ids)], dtype=torch.long)                      # [1, N]
+        n = ids.shape[1]
+        positions = torch.arange(start_pos, start_pos + n).unsqueeze(0)             # [1, N]
+        with self._recording() as got:
+            out = self.model(input_ids=ids, position_ids=positions, past_key_values=cache,
+                             use_cache=cache is not None, output_attentions=True)
+        att = torch.stack([a[0] for a in out.attentions]).float()                  # [L, H, N, T]
+        q = k = q_raw = k_raw = None
+        if self._layers and len(got["q"]) == self.n_layers and got["rope"] is not None:
+            rotate = sys.modules[type(self._layers[0]).__module__].apply_rotary_pos_emb   # the model's own
+            cos, sin = got["rope"]
+            qs, ks = [], []
+            for i in range(self.n_layers):
+                q_i, k_i = rotate(self._heads(got["q"][i], self.n_heads), self._heads(got["k"][i], self.n_kv_heads),
+                                  cos, sin)
+                qs.append(q_i[0])
+                ks.append(k_i[0])
+            q, k = torch.stack(qs).float(), torch.stack(ks).float()               # [L, H, N, d], [L, H_kv, N, d]
+            q_raw = torch.stack([self._heads(got["q"][i], self.n_heads)[0] for i in range(self.n_layers)]).float()
+            k_raw = torch.stack([self._heads(got["k"][i], self.n_kv_heads)[0] for i in range(self.n_layers)]).float()
+        if cache is not None:          # what the cache really holds for these positions
+            k = torch.stack([layer.keys[0, :, -n:, :] for layer in cache.layers]).float()
+            v = torch.stack([layer.values[0, :, -n:, :] for layer in cache.layers]).float()
+        elif len(got["v"]) == self.n_layers:
+            v = torch.stack([self._heads(got["v"][i], self.n_kv_heads)[0] for i in range(self.n_layers)]).float()
+        else:
+            v = torch.empty(self.n_layers, self.n_kv_heads, n, 0)
+        if q is None:
+            q = torch.empty(self.n_layers, self.n_heads, n, 0)
+        if k is None:
+            k = torch.empty(self.n_layers, self.n_kv_heads, n, 0)
+        hidden = got["hidden"][0].float() if got["hidden"] is not None else torch.empty(n, 0)
+        return HFPassRecord(positions=list(range(start_pos, start_pos + n)), q=q, k=k, v=v, attention=att,
+                            output=hidden, logits=out.logits[0].float(), q_unrotated=q_raw, k_unrotated=k_raw)
+
+    def weight_bytes(self) -> int:
+        """Bytes of the weights in memory (the tied embedding once), measured on the tensors."""
+        return sum(p.numel() * p.element_size() for p in self.model.parameters())
+
+    def kv_group(self, head: int) -> int:
+        """The K/V head query head ``head`` reads (0-based): heads are grouped in order, as
+        transformers' ``repeat_kv`` repeats each K/V head n_heads / n_kv_heads times."""
+        return head // (self.n_heads // self.n_kv_heads)
+
+    # ---- rotary positions ----------------------------------------------------------------------
+
+    def rope_inv_freq(self) -> torch.Tensor | None:
+        """The rotary embedding's frequencies θ^(−2i/d), [d/2] (None without rotary positions)."""
+        rotary = getattr(getattr(self.model, "model", None), "rotary_emb", None)
+        f = getattr(rotary, "inv_freq", None)
+        return None if f is None else f.detach().float().clone()
+
+    def rope_angles(self, position: int) -> torch.Tensor:
+        """The angle (radians) by which each dimension pair of a key at ``position`` is rotated,
+        [d/2]: pair i is dimensions (i, i + d/2) in the Llama layout (``rotate_half``)."""
+        f = self.rope_inv_freq()
+        if f is None:
+            raise ValueError("this model has no rotary positions")
+        return float(position) * f.double()
+
+    @torch.no_grad()
+    def rotate(self, x: torch.Tensor, position: int) -> torch.Tensor:
+        """Vectors ``x`` [..., d] (queries or keys before the rotation) rotated to ``position`` by the
+        model's own rotary embedding and ``apply_rotary_pos_emb``, as its attention does."""
+        rotary = self.model.model.rotary_emb
+        rotate = sys.modules[type(self._layers[0]).__module__].apply_rotary_pos_emb
+        flat = x.reshape(1, 1, -1, x.shape[-1]).to(self.dtype)                        # [1, 1, n, d]
+        cos, sin = rotary(flat, torch.full((1, flat.shape[2]), int(position)))
+        return rotate(flat, flat, cos, sin)[0].reshape(x.shape).float()
+
+    def relative_scores(self, q: torch.Tensor, k: torch.Tensor, query_pos: int, key_pos: int,
+                        shifts: Sequence[int]) -> list[float]:
+        """q·k / √d of a query and a key (before the rotation, [d] each) rotated to positions
+        (query_pos + s, key_pos + s) for every shift s: with rotary positions the score depends only
+        on the distance query_pos − key_pos, so a key rotated once at its own position stays right
+        for every later query."""
+        return [float(self.rotate(q, query_pos + s) @ self.rotate(k, key_pos + s)) / self.head_dim ** 0.5
+                for s in shifts]

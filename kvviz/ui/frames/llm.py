@@ -1,0 +1,162 @@
+"""Frames of the "A real LLM" page (SmolLM2): what one step shows, for one layer and head.
+
+SmolLM2 has 30 × 9 = 270 attention heads, so a frame carries only what the step shows: the chosen
+head's attention map, the chosen layer's nine queries of the newest token over its three K/V heads
+(grouped-query attention), one number per head for the model view (the newest query's weight on
+the first token), the top-10 next-token probabilities and the chosen layer's cache rows. Another
+layer or head is another payload (the page caches one per choice).
+
+Every token and every piece of a visitor's text is shown literally: ``literal`` in sentences,
+``theme.plain`` in chart labels; the browser escapes the rest.
+"""
+from __future__ import annotations
+
+import torch
+
+from kvviz import cost
+from kvviz.decoding.loops import next_token_probs
+from kvviz.decoding.stepper import Event, Run
+from kvviz.decoding.trace import cache_shapes
+from kvviz.ui.app import fmt
+from kvviz.ui.frames import (Payload, Tr, counters, details_block, figure_words, html_block, lang_of, lines_block,
+                             literal, note_block, presenter_only, strip_block, table_block)
+from kvviz.ui.frames.steps import cache_frame_table, next_choice, source
+from kvviz.viz.attention import attention_heatmap_spec, head_grid_spec
+from kvviz.viz.logits import top_probs_bar_spec
+from kvviz.viz.theme import plain
+
+# a recompute differs by rounding only: float32 ≈ 1e-5 in the logits; bfloat16 keeps 8 bits of
+# mantissa, and logits of ≈ 20 then differ by up to ≈ 0.7 (measured on the default run)
+CHECK_TOL = {"float32": 1e-4, "bfloat16": 1.0}
+COST_DTYPE = {"float32": "fp32", "bfloat16": "bf16"}
+PRESENT_TOP_K = 5
+
+
+def shown_text(text: str) -> str:
+    """Decoded text inside a sentence (in italics): line breaks as ⏎ (a sentence is one line), the
+    ends trimmed (italics need a letter at each end), then literal."""
+    return literal(text.replace("\r", "").replace("\n", "⏎").strip()) or "⏎"
+
+
+def key_labels(tokens: list[str], n: int) -> list[str]:
+    return [f"{i}:{plain(tok)}" for i, tok in enumerate(tokens[:n])]
+
+
+def sentences(ev: Event, run: Run, model, tr: Tr) -> tuple[str, str | None]:
+    """What just happened, and what has not happened yet (``model``: the run's SmolLM2)."""
+    kv, hs, heads, layers = model.n_kv_heads, model.head_dim, model.n_heads, model.n_layers
+    if ev.phase == "prefill":
+        return (tr("llm.did_prefill", n=len(run.prompt), layers=layers, heads=heads, kv=kv, hs=hs),
+                tr("llm.not_yet_prefill"))
+    if ev.phase == "choose":
+        p = next_token_probs(ev.logits)[ev.choice.index]
+        answer = model.decode(ev.sequence[len(run.prompt):])
+        did = tr("llm.did_choose", tok=literal(ev.chosen), id=model.vocab.index(ev.chosen),
+                 p=fmt.fixed(p, 3, lang=lang_of(tr)), text=shown_text(answer))
+        if ev.chosen in model.end_tokens:
+            return did, tr("llm.ended", tok=literal(ev.chosen))
+        return did, tr("llm.not_yet_choose", tok=literal(ev.chosen), n=ev.cache_len, pos=ev.positions[0])
+    return (tr("llm.did_decode", tok=literal(ev.tokens[0]), pos=ev.positions[0], n=ev.cache_len, kv=kv, hs=hs,
+               heads=heads, per=heads // kv), tr("llm.not_yet_decode"))
+
+
+def attention_blocks(pl: Payload, ev: Event, src: Event, model, layer: int, head: int, tr: Tr) -> list[dict]:
+    """The chosen head's attention map (queries × keys), then the chosen layer's queries of the
+    newest token grouped by the K/V head they read (GQA)."""
+    att = src.record.attention[layer]                                  # [H, N, T]
+    T = att.shape[-1]
+    keys = key_labels(src.sequence, T)
+    queries = [f"{p}:{plain(src.sequence[p])}" for p in src.positions]
+    phase = tr("llm.phase_" + src.phase)
+    fig = attention_heatmap_spec(att[head], queries, keys, tr("llm.attention_title", phase=phase, layer=layer + 1,
+                                                               head=head + 1, kv=model.kv_group(head) + 1),
+                                 words=figure_words(tr), row_px=45 if len(queries) <= 8 else 20)
+    out = [pl.fig(fig, tr("llm.attention_alt"))]
+    if src is not ev:
+        out.append(note_block(tr("stepper.no_attention", i=src.index), explain=True))
+    per = model.n_heads // model.n_kv_heads
+    rows = [tr("llm.gqa_row", q=h + 1, kv=model.kv_group(h) + 1) for h in range(model.n_heads)]
+    newest = att[:, -1, :]                                              # [H, T]: what the newest query reads
+    gqa = attention_heatmap_spec(newest, rows, keys, tr("llm.gqa_title", layer=layer + 1, pos=src.positions[-1],
+                                                         heads=model.n_heads),
+                                 allowed=torch.ones_like(newest, dtype=torch.bool), words=figure_words(tr), row_px=28)
+    out += [pl.fig(gqa, tr("llm.gqa_alt")),
+            note_block(tr("llm.gqa_note", heads=model.n_heads, kv=model.n_kv_heads, per=per, layer=layer + 1,
+                          T=T, hs=model.head_dim), explain=True)]
+    return out
+
+
+def model_view_blocks(pl: Payload, src: Event, model, layer: int, head: int, tr: Tr) -> list[dict]:
+    """One number per head, chosen by clicking it: the newest query's weight on the first token."""
+    first = src.record.attention[:, :, -1, 0]                           # [L, H]
+    fig = head_grid_spec(first, tr("llm.model_view_title", n=model.n_layers * model.n_heads),
+                         selected=(layer, head), layer_word=tr("llm.model_view_layer"),
+                         head_word=tr("llm.model_view_head"), value_word=tr("llm.model_view_value"))
+    return [pl.pick_fig(fig, tr("llm.model_view_alt")),
+            note_block(tr("llm.model_view_note", layers=model.n_layers, heads=model.n_heads,
+                          token=literal(src.sequence[0])), explain=True)]
+
+
+def probs_blocks(pl: Payload, ev: Event, nxt: Event | None, shown_vocab: list[str], tr: Tr) -> list[dict]:
+    choice = ev.choice or (nxt.choice if nxt is not None else None)
+    chosen = choice.index if choice is not None else None
+    probs = next_token_probs(ev.logits)
+    fig = top_probs_bar_spec(probs, shown_vocab, chosen, tr("llm.probs_title", pos=ev.cache_len - 1),
+                             axis_title=tr("llm.probs_axis"))
+    short = top_probs_bar_spec(probs, shown_vocab, chosen, tr("llm.probs_title_present", pos=ev.cache_len - 1),
+                               k=PRESENT_TOP_K, axis_title="")
+    out = [pl.fig(fig, tr("llm.probs_alt"), explain=True), presenter_only(pl.fig(short, tr("llm.probs_alt_present")))]
+    if choice is not None and choice.rule.get("name") != "greedy":
+        out.append(note_block(tr("llm.probs_sampled", kept=fmt.integer(len(choice.kept), lang=pl.lang),
+                                 p=fmt.fixed(choice.probs[choice.index], 3, lang=pl.lang))))
+    if ev.pending:
+        out.append(html_block(tr("llm.pending", tok=literal(ev.pending), pos=len(ev.sequence) - 1), explain=True))
+    return out
+
+
+def growth_blocks(ev: Event, model, layer: int, tr: Tr) -> list[dict]:
+    """The cache of every layer, [1, K/V heads, T, head size], its bytes measured against the cost
+    model's 2 · L · H_kv · d · bytes per token, and what it would be with a K/V head per query head."""
+    lang = lang_of(tr)
+    dtype = COST_DTYPE[model.dtype_name]
+    cfg = model.cost_config
+    per_token = cost.cache_bytes_per_token(cfg, dtype)
+    mha = cost.memory_report(cfg, max(1, ev.cache_len), 1, dtype).mha_total // max(1, ev.cache_len)
+    measured, formula = ev.cache.nbytes(), per_token * ev.cache_len
+    shapes = cache_shapes(ev.cache)
+    rows = [[r["layer"], r["K shape"], r["V shape"], fmt.integer(r["bytes (K + V)"], lang=lang)] for _, r in shapes.iterrows()]
+    table = table_block([tr("llm.col_layer"), tr("llm.col_k_shape"), tr("llm.col_v_shape"), tr("llm.col_bytes")], rows,
+                        title=f"**{tr('llm.cache_growth_title')}**", row_marks=[(layer, "bold")])
+    return [note_block(tr("llm.cache_bytes_line", measured=fmt.integer(measured, lang=lang), layers=cfg.n_layers,
+                          kv=cfg.n_kv_heads, hs=cfg.head_dim, b=cost.DTYPE_BITS[dtype] // 8, T=ev.cache_len,
+                          formula=fmt.integer(formula, lang=lang), per_token=fmt.integer(per_token, lang=lang),
+                          mha=fmt.integer(mha, lang=lang), heads=cfg.n_heads,
+                          ok="✓" if measured == formula else "✗")),
+            details_block(tr("llm.cache_growth_summary", layers=cfg.n_layers), [table])]
+
+
+def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
+    """``model``: the run's SmolLM2 (any HFCausalLM); ``layer``, ``head``: 0-based, the view shown."""
+    pl = Payload(tr, ratio=(3, 2), csv="smollm2")
+    pl.set_pick(model.n_layers, model.n_heads, (layer, head),
+                [[tr("llm.model_view_cell", layer=r + 1, head=c + 1) for c in range(model.n_heads)]
+                 for r in range(model.n_layers)], tr("llm.model_view_grid"), tr("llm.model_view_fold"))
+    shown_vocab = [plain(t) for t in model.vocab]                      # chart labels, literally
+    labels = [f"K/V {g + 1}" for g in range(model.n_kv_heads)]
+    mine = labels[model.kv_group(head)]
+    present = ["position", "token", f"k ({mine})", f"v ({mine})", "phase"]
+    tol = CHECK_TOL[model.dtype_name]
+    last = len(run.events) - 1
+    for ev in run.events:
+        src = source(run, ev)
+        did, todo = sentences(ev, run, model, tr)
+        main = attention_blocks(pl, ev, src, model, layer, head, tr) + model_view_blocks(pl, src, model, layer, head, tr)
+        m = counters(ev, tr, tol=tol)
+        m["notes"] = [html_block(tr("llm.check_note_" + model.dtype_name, tol=fmt.sci(tol, 0, lang=pl.lang)))["html"]]
+        pl.add(tr("llm.event_heading", i=ev.index, last=last, phase=tr("llm.phase_" + ev.phase)),
+               top=[strip_block(ev.sequence, len(run.prompt), ev.cache_len), lines_block(did, todo)],
+               main=main, side=probs_blocks(pl, ev, next_choice(run, ev), shown_vocab, tr), metrics=m,
+               table=cache_frame_table(pl, ev, tr, labels, layer, present_cols=present),
+               more=[note_block(tr("llm.cache_table_note", layer=layer + 1, kv=model.n_kv_heads, hs=model.head_dim),
+                                explain=True)] + growth_blocks(ev, model, layer, tr))
+    return pl

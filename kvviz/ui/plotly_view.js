@@ -99,13 +99,20 @@ function themed(fig, th, height, width) {
     const crowded = crowdedTexts(data, layout, plotH, (width || 700) - (m.l ?? 80) - (m.r ?? 80), th.font);
     if (crowded) {              // values printed over each other: colours and the colour bar instead
       data = data.map((d) => (d.type === "heatmap" && d.texttemplate ? { ...d, texttemplate: "" } : d));
-    } else if (height < 230) {  // a short chart has no room for a colour bar: the cells carry their values
+    } else if (plotH < COLORBAR_PLOT && data.some(printsValues)) {
+      // a short chart has no room for a colour bar: the cells carry their values
       data = data.map((d) => ("showscale" in d || d.type === "heatmap" ? { ...d, showscale: false } : d));
       if (layout.coloraxis) layout.coloraxis = { ...layout.coloraxis, showscale: false };
     }
   }
   layout.autosize = true;
   return fitMargins({ data, layout }, th.font, width || 700, height);
+}
+
+const COLORBAR_PLOT = 140;       // px of plot a colour bar needs (its title takes some of its length)
+// a heatmap that prints its cells' values
+function printsValues(d) {
+  return d.type === "heatmap" && !!d.texttemplate && Array.isArray(d.text) && d.text.some((r) => (Array.isArray(r) ? r : [r]).some((v) => v !== "" && v != null));
 }
 
 // Whether a heatmap's cell values would print over each other in a plot this high (a chart sized down to
@@ -177,9 +184,9 @@ function placeTitle(layout, family, width) {
     out.push(cur);
     lines.splice(0, 1, ...out);
   }
-  // (plotly lifts a title of n lines by about 0.65 em per line beyond the first: padded down that much)
+  // (plotly lifts a title of several lines by about 0.7 em, however many: padded down that much)
   layout.title = { ...t, text: lines.join(BR), y: 1, yref: "container", yanchor: "top",
-    pad: { ...(t.pad || {}), t: 8 + Math.round(0.7 * size * (lines.length - 1)) } };
+    pad: { ...(t.pad || {}), t: 8 + (lines.length > 1 ? Math.round(0.7 * size) : 0) } };
 }
 
 // a title's height in px (its lines; a smaller second line, as the builders' sup subtitles, counted whole)
@@ -243,8 +250,8 @@ function wrapYTitles(layout, height, family) {
 
 // The height a figure needs at ``width`` so that nothing in it is squashed: the margins its labels,
 // title and legend need, and a plot with room for every row it labels (a heatmap's rows with their
-// values, a bar chart's categories with theirs) or, on a numeric axis, three ticks; a colour bar
-// 100 px long at least; a y title not longer than the figure. Presenter mode sizes charts no smaller.
+// values, a bar chart's categories with theirs) or, on a numeric axis, three ticks; room for a colour
+// bar; a y title not longer than the figure. Presenter mode sizes charts no smaller.
 function needHeight(fig, family, width) {
   const layout = { ...fig.layout };
   placeTitle(layout, family, width);
@@ -276,9 +283,10 @@ function needHeight(fig, family, width) {
       titleW = Math.max(titleW, ...String(ax.title.text).split(BREAK).map((x) => textWidth(x, titleSize(ax, base), family) * 0.6));
     }
   }
+  // a colour bar, unless the cells print their values (then a short chart leaves it out: themed)
   const bars = fig.data.some((d) => d.type === "heatmap" && !d.coloraxis && d.showscale !== false) ||
     (layout.coloraxis && layout.coloraxis.showscale !== false);
-  if (bars) plot = Math.max(plot, 100);
+  if (bars && !fig.data.some(printsValues)) plot = Math.max(plot, COLORBAR_PLOT);
   return Math.ceil(Math.max((m.t ?? 100) + (m.b ?? 80) + plot, titleW));
 }
 
@@ -375,6 +383,12 @@ function fitted(fig, family, width, height) {
     }
   }
   if (bottomLegend) more("b", bottomLegend + PAD);
+  // notes beside the plot (the smaller cache's weight on the sinks, one per row), as wide as they are
+  for (const a of L.annotations || []) {
+    if (a.xref === "paper" && a.x >= 1 && a.xanchor === "left" && a.text) {
+      more("r", textWidth(a.text, (a.font && a.font.size) || base, family) + 8);
+    }
+  }
   // colour bars (a heatmap's own, or the shared coloraxis), beside the plot at 1.02 of its width
   const bars = fig.data.filter((d) => d.type === "heatmap" && !d.coloraxis && d.showscale !== false)
     .map((d) => [d.colorbar || {}, d.zmin ?? 0, d.zmax ?? 1]);

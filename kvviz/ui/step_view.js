@@ -211,6 +211,9 @@ class Stepper {
     this.plotly = loadPlotly(data.plotly).catch((e) => { this.plotlyError = String(e); return null; });
     this.drawn = -1;
     this.render(true);
+    // presenter mode: the step in place at once, its charts drawn into it (not the page's title and
+    // folded settings first, then a jump once the charts are drawn)
+    if (this.present && !sameRun) this.scrollInPlace();
     this.writeUrl();
   }
 
@@ -726,10 +729,10 @@ class Stepper {
       row.need = Math.max(row.need, this.needOf(i, slot.clientWidth));
       rowBottom = Math.max(rowBottom, r.bottom);
     }
-    const height = () => this.root.getBoundingClientRect().height;
+    const height = () => this.contentHeight();
     let over = height() - avail;
     // too long: first the charts' height beyond what their labels need, then cache rows (row 0 and the
-    // newest stay), then the step's text a size smaller, down to 70 % (its smallest text stays ≥ 11 px)
+    // newest stay), then the step's text a size smaller, down to 64 % (its smallest text stays ≥ 11 px)
     const spare = rows.reduce((a, r) => a + Math.max(0, r.h - r.need), 0);
     const cut = over > 0 ? Math.min(over, spare) : 0;
     for (const r of rows) r.want = cut ? Math.floor(r.h - cut * Math.max(0, r.h - r.need) / spare) : r.h;
@@ -738,8 +741,8 @@ class Stepper {
       this.setHTML(this.cacheEl, this.cacheHTML(this.P.frames[this.step]));
       over = height() - avail;
     }
-    while (over - cut > 0 && this.scale > 0.7) {
-      this.scale = Math.max(0.7, Math.round(100 * this.scale - 6) / 100);
+    while (over - cut > 0 && this.scale > 0.64) {
+      this.scale = Math.max(0.64, Math.round(100 * this.scale - 6) / 100);
       this.root.style.setProperty("--kvs-scale", String(this.scale));
       over = height() - avail;
     }
@@ -766,12 +769,23 @@ class Stepper {
     return true;
   }
 
+  // the step's own height (presenter mode's root is at least a screen high: step_view.css)
+  contentHeight() {
+    const top = this.root.getBoundingClientRect().top;
+    let bottom = top;
+    for (const el of this.root.children) {
+      const r = el.getBoundingClientRect();
+      if (r.height) bottom = Math.max(bottom, r.bottom + parseFloat(getComputedStyle(el).marginBottom || 0));
+    }
+    return bottom - top;
+  }
+
   // the whole step in view, below the header
   scrollInPlace() {
     const header = document.querySelector("[data-testid='stHeader']");
     const top = header ? header.getBoundingClientRect().bottom : 0;
     const rect = this.root.getBoundingClientRect();
-    if (rect.top < top || rect.bottom > window.innerHeight) {
+    if (rect.top < top || rect.top + this.contentHeight() > window.innerHeight + 1 || rect.top > top + 8) {
       this.root.style.scrollMarginTop = top + 4 + "px";
       this.root.scrollIntoView({ block: "start" });
     }

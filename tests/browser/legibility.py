@@ -17,7 +17,7 @@ box shown (HTML text and plotly's SVG text) and every plotly figure, and lists w
 
 Text hidden by CSS (``checkVisibility``), empty, or of a figure waiting hidden for a later step is
 not scanned. ``opts.scope`` is the selector of the roots whose text is scanned (``.kvs-root``, the
-stepper; ``[data-testid='stMain']`` for a whole page).
+stepper; ``[data-testid='stMain']`` for a whole page); ``opts.html`` false scans the figures only.
 """
 
 SCAN = r"""(opts) => {
@@ -150,6 +150,7 @@ SCAN = r"""(opts) => {
       if (opts.screen && offScreen(edge)) say("off screen", name, "the chart");
     }
     // ---- HTML text (everything outside the figures' SVG)
+    if (opts.html === false) continue;
     const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
     const items = [];
     const range = document.createRange();
@@ -175,4 +176,16 @@ SCAN = r"""(opts) => {
   const strips = roots.reduce((n, r) => n + [...r.querySelectorAll(".kvs-strip")].filter(vis).length, 0);
   return { problems, texts, figs: nfigs, strips,
            sideways: Math.max(document.documentElement.scrollWidth, main ? main.scrollWidth - main.clientWidth + innerWidth : 0) > innerWidth };
+}"""
+
+
+# ``AFTER_STEP([step, opts])``: waits until the stepper has fitted event ``step`` (kvviz/ui/step_view.js
+# sets data-fitted), then scans: one round trip per event of a walk
+AFTER_STEP = """async ([step, opts]) => {
+  const t0 = performance.now();
+  while (document.querySelector('.kvs-root')?.dataset.fitted !== String(step)) {
+    if (performance.now() - t0 > 30000) return { problems: [`event ${step} was not drawn and fitted within 30 s`], strips: 1, figs: 1 };
+    await new Promise((ok) => setTimeout(ok, 20));
+  }
+  return (""" + SCAN + """)(opts);
 }"""

@@ -1,4 +1,4 @@
-"""Benchmark: what reading through a block table costs, and what continuous batching buys (issue 12).
+"""Benchmark: what reading through a block table costs, and what continuous batching buys (docs/design.md §5).
 
 1. Decode step time of the shipped tiny GPT (4 layers, 4 heads, 128 wide, fp32) at context 128,
    batch 1 and 8: the contiguous StaticCache against the PagedCache (blocks of 16, vLLM's default,

@@ -4,7 +4,7 @@
   (after its start-up has loaded the engine, kvviz/ui/warmup.py), the page's link is opened in a new
   browser (nothing cached) once it has finished starting (the machine idle again; --no-settle: at
   once, its start-up sharing the cores) and timed until its charts are drawn (the stepper's first
-  event drawn completely, figures shown; issue 16 asks for ≤ 3 s); the time from `streamlit run` to
+  event drawn completely, figures shown; the target is ≤ 3 s); the time from `streamlit run` to
   the health check is printed too;
 - time from `streamlit run` to the home page drawn in the browser (first visit, cold);
 - the server's resident memory (VmRSS) after opening each page in turn;

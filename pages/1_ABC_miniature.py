@@ -1,4 +1,4 @@
-"""A/B/C miniature: the seeds' three-token model, stepped event by event (DESIGN.md §1.1)."""
+"""A/B/C miniature: the seeds' three-token model, stepped event by event (docs/design.md §1)."""
 
 from kvviz.ui.nav import page_setup
 

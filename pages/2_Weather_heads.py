@@ -1,4 +1,4 @@
-"""Today weather is so: four hand-made heads, prefill and decode, and the stale cache (DESIGN.md §1.2)."""
+"""Today weather is so: four hand-made heads, prefill and decode, and the stale cache (docs/design.md §2)."""
 
 from kvviz.ui.nav import page_setup
 

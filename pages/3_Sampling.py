@@ -1,4 +1,4 @@
-"""Sampling: greedy, temperature, top-k and top-p as one visible pipeline (DESIGN.md §1.3)."""
+"""Sampling: greedy, temperature, top-k and top-p as one visible pipeline (docs/design.md §3)."""
 
 from kvviz.ui.nav import page_setup
 

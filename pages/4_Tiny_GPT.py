@@ -1,4 +1,4 @@
-"""Tiny GPT: a trained GPT with a KV cache, stepped, verified, timed and weighed (DESIGN.md §1.3)."""
+"""Tiny GPT: a trained GPT with a KV cache, stepped, verified, timed and weighed (docs/design.md §3)."""
 
 from kvviz.ui.nav import page_setup
 

@@ -1,4 +1,4 @@
-"""Paged cache: a stream of requests served from one block pool, step by step (issue 12)."""
+"""Paged cache: a stream of requests served from one block pool, step by step (docs/design.md §5)."""
 
 from kvviz.ui.nav import page_setup
 

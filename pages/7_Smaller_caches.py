@@ -1,5 +1,5 @@
 """Smaller caches: a sliding window with attention sinks, quantized K/V and grouped K/V heads, each
-stepped beside the full cache and measured on the tiny GPT's logits (issue 13, DESIGN.md §5)."""
+stepped beside the full cache and measured on the tiny GPT's logits (docs/design.md §5)."""
 
 from kvviz.ui.nav import page_setup
 

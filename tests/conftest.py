@@ -63,7 +63,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _one_torch_thread():
-    """Back to one torch thread after a test that changed it (kvviz.train_gpt.train sets 2)."""
+    """Back to one torch thread after a test that changed it (kvviz.models.gpt.train.train sets 2)."""
     yield
     torch.set_num_threads(1)
 

@@ -1,4 +1,4 @@
-"""A Streamlit session without a browser: Streamlit's own websocket protocol (DESIGN.md §5).
+"""A Streamlit session without a browser: Streamlit's own websocket protocol.
 
 One ``Session`` is one visitor: it connects to ``ws://HOST/_stcore/stream`` (subprotocol
 ``streamlit``), asks for a page with ``BackMsg(rerun_script=ClientState(query_string, page_name))``

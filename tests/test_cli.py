@@ -1,4 +1,4 @@
-"""The trace CLI: the JSON shape the issue specifies, and one-line errors with exit code 2.
+"""The trace CLI: the JSON shape the README documents, and one-line errors with exit code 2.
 
 The CLI's ``main()`` runs in this process (a fresh interpreter per case cost ≈ 2 s, mostly
 importing torch); two tests run ``python -m kvviz`` for real, end to end."""
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from kvviz.__main__ import main
+from kvviz.cli.main import main
 from tests.conftest import ROOT
 
 

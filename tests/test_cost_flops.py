@@ -1,4 +1,4 @@
-"""DESIGN.md §1.3 FLOPs: the seed's table in closed form, the same counted over the passes the
+"""docs/design.md §4, FLOPs: the seed's table in closed form, the same counted over the passes the
 stepper ran, and both checked against torch's own FLOP counter on real forward passes."""
 import pytest
 import torch
@@ -6,8 +6,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from kvviz import cost
 from kvviz.cache import DynamicCache
-from kvviz.cost_measure import MeasuredGPT
-from kvviz.generation import run_generation
+from kvviz.cost.measure import MeasuredGPT
+from kvviz.decoding.stepper import run_generation
 from kvviz.models.abc import ABCModel
 
 
@@ -30,7 +30,7 @@ def test_closed_form_equals_the_pass_by_pass_sum(cfg, p, n):
 
 
 def test_seed_table_orders_with_a_one_token_prompt():
-    """P = 1: Σ t·d² vs N·d² for the linear layers, Σ t² d vs Σ t d for attention (DESIGN.md §1.3)."""
+    """P = 1: Σ t·d² vs N·d² for the linear layers, Σ t² d vs Σ t d for attention (docs/design.md §4)."""
     cfg, n = cost.GPT2_SMALL, 1000
     f, a = cost.linear_flops_per_token(cfg), cost.attention_flops_per_pair(cfg)
     unc, cac = cost.generation_flops(cfg, 1, n, False), cost.generation_flops(cfg, 1, n, True)

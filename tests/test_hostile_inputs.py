@@ -14,11 +14,11 @@ from types import SimpleNamespace
 import pytest
 import streamlit as st
 
-from kvviz.generation import run_generation
+from kvviz.decoding.stepper import run_generation
 from kvviz.limits import LimitError
-from kvviz.logit_sources import TypedLogitsError, parse_logits
+from kvviz.decoding.logit_sources import TypedLogitsError, parse_logits
 from kvviz.models.weather import MAX_ABS_TOKEN_VALUE, values_from_text
-from kvviz.registry import get_model
+from kvviz.models.registry import get_model
 from kvviz.ui import i18n, presenter, step_view, urlstate
 from kvviz.ui.cost_page import TAB_KEYS
 from kvviz.ui.i18n import strings

@@ -4,8 +4,9 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from kvviz.figures import COLORS, attention_model_view, attention_model_view_spec
-from kvviz.generation import run_generation
+from kvviz.viz.attention import attention_model_view, attention_model_view_spec
+from kvviz.viz.theme import COLORS
+from kvviz.decoding.stepper import run_generation
 from kvviz.models.gpt import GPTModel
 from kvviz.ui.frames import gpt as frames_gpt
 from kvviz.ui.frames import translator

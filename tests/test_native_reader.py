@@ -1,4 +1,4 @@
-"""What a native lecturer flagged in the Spanish and German strings (issue 17), one test per flag:
+"""What a native lecturer flagged in the Spanish and German strings, one test per flag:
 the key still exists, the flagged wording is gone, the fix is there. The glossary test keeps the
 whole language in line; these pin the exact places the reader named."""
 from __future__ import annotations

@@ -133,8 +133,8 @@ def test_tradeoff_is_computed_behind_the_button_with_the_engines_numbers_and_a_c
     assert button.proto.label == "Trade-off (CSV)"
     again = open_page(PAGE, query)                # the server keeps it: a new visitor sees it at once
     assert again.dataframe and any("earlier on this server" in c.value for c in again.caption)
-    from kvviz.ui.compress_page import _tradeoff_csv
-    csv = pd.read_csv(io.BytesIO(_tradeoff_csv(ev)))
+    from kvviz.ui.compress_page import tradeoff_csv
+    csv = pd.read_csv(io.BytesIO(tradeoff_csv(ev)))
     assert list(csv["kl_mean"]) == [round(r.kl_mean, 8) for r in ev.results] and csv["seed"].iloc[0] == 11
 
 

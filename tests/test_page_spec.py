@@ -3,10 +3,11 @@ verification pass, each test, correction or bonus, the rollback), its numbers ar
 summary and the exactness check are what the engine gives, bad input gets a message."""
 import pytest
 
-from kvviz.limits import SPEC_MAX_GAMMA
-from kvviz.loops import generate_cached, speculative_generate
+from kvviz.limits import SPECULATIVE_MAX_GAMMA
+from kvviz.decoding.loops import generate_cached
+from kvviz.speculative.decoding import speculative_generate
 from kvviz.models.gpt import load_draft_gpt, load_tiny_gpt
-from kvviz.sampling import Greedy, Sampler
+from kvviz.decoding.sampling import Greedy, Sampler
 from kvviz.ui import fmt
 from kvviz.ui.frames import spec as frames_spec
 from kvviz.ui.i18n import LANGS, strings
@@ -131,10 +132,10 @@ def test_expected_speedup_is_the_formula_and_the_measurement_runs_behind_the_but
     spec = engine()
     metric = {m.label: m.value for m in at.metric}
     assert metric["Expected speed-up at γ = 4"] == fmt.factor(cost.speculative_speedup(spec.acceptance_rate, 4, 0.25), 2)
-    assert metric["Best γ for this α and c"] == str(cost.best_gamma(spec.acceptance_rate, 0.25, SPEC_MAX_GAMMA))
+    assert metric["Best γ for this α and c"] == str(cost.best_gamma(spec.acceptance_rate, 0.25, SPECULATIVE_MAX_GAMMA))
     chart = next(s for s in plotly_specs(at) if s["data"][0]["type"] == "scatter")
     assert chart["data"][0]["y"] == pytest.approx([cost.speculative_speedup(spec.acceptance_rate, g, 0.25)
-                                                   for g in range(1, SPEC_MAX_GAMMA + 1)])
+                                                   for g in range(1, SPECULATIVE_MAX_GAMMA + 1)])
     assert any("No measurement" in i.value for i in at.info)
     next(b for b in at.button if b.label == "Measure γ = 1 to 6").click().run()
     no_exception(at)

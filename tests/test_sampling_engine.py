@@ -1,12 +1,12 @@
-"""DESIGN.md §1.3 (seed 003): greedy, temperature, top-k, top-p and seeded draws, against the engine."""
+"""docs/design.md §3 (seed 003): greedy, temperature, top-k, top-p and seeded draws, against the engine."""
 import math
 
 import pytest
 import torch
 
 from kvviz.limits import MAX_DRAWS, LimitError
-from kvviz.logit_sources import quiz_distribution
-from kvviz.sampling import Greedy, Sampler, draw_counts, make_rule, top_k_filter, top_p_filter
+from kvviz.decoding.logit_sources import quiz_distribution
+from kvviz.decoding.sampling import Greedy, Sampler, draw_counts, make_rule, top_k_filter, top_p_filter
 
 INF = float("inf")
 

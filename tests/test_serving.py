@@ -8,14 +8,14 @@ import pytest
 import torch
 
 from kvviz import cost
-from kvviz.__main__ import main
+from kvviz.cli.main import main
 from kvviz.cache import DynamicCache
-from kvviz.generation import run_generation
+from kvviz.decoding.stepper import run_generation
 from kvviz.limits import MAX_SERVE_REQUESTS, LimitError
-from kvviz.loops import generate_cached
+from kvviz.decoding.loops import generate_cached
 from kvviz.models.abc import ABCModel
 from kvviz.models.gpt import GPTModel
-from kvviz.serving import Request, compare_policies, fork_run, request_stream, run_dict, serve
+from kvviz.serving import Request, compare_policies, fork_run, request_stream, serve_run_dict, serve
 from tests.test_cli import cli
 
 M = GPTModel()
@@ -201,7 +201,7 @@ def test_compare_policies_runs_the_same_stream_twice():
     assert [r.tokens for r in out["continuous"].requests] == [r.tokens for r in out["static"].requests]
 
 
-def test_cli_prints_the_issue_shape(capsys):
+def test_cli_prints_the_documented_shape(capsys):
     code, out, err = cli(capsys, "serve", "--requests", "3", "--block-size", "4", "--num-blocks", "16", "--seed", "0",
             "--max-new-tokens", "4", "--shared-prefix", "8")
     assert code == 0, err
@@ -215,7 +215,7 @@ def test_cli_prints_the_issue_shape(capsys):
     assert len({tuple(r["prompt"][:8]) for r in d["requests"]}) == 1
     assert any(n > 1 for s in d["steps"] for n in s["refcounts"].values())
     stream = request_stream(3, 0, 4, 8)
-    assert d == run_dict(serve(M, stream, 4, 16, prefix_caching=True))    # the same run as the engine's
+    assert d == serve_run_dict(serve(M, stream, 4, 16, prefix_caching=True))    # the same run as the engine's
     assert [r["tokens"] for r in d["requests"]] == [list(_solo_tokens(q)) for q in stream]
 
 
@@ -255,8 +255,8 @@ def test_fork_run_shares_the_prompt_copies_on_first_write_and_equals_each_solo_r
 
 
 def run_generation_tokens(model, prompt, n, seed):
-    from kvviz.generation import run_generation
-    from kvviz.sampling import Sampler
+    from kvviz.decoding.stepper import run_generation
+    from kvviz.decoding.sampling import Sampler
     run = run_generation(model, list(prompt), n, Sampler(1.0), seed)
     return tuple(e.chosen for e in run.events if e.phase == "choose")
 

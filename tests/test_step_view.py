@@ -6,11 +6,11 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.generation import run_generation
+from kvviz.decoding.stepper import run_generation
 from kvviz.models.abc import ABCModel
 from kvviz.models.weather import DEFAULT_VALUES, WeatherModel
-from kvviz.sampling import Sampler
-from kvviz.trace import cache_table
+from kvviz.decoding.sampling import Sampler
+from kvviz.decoding.trace import cache_table
 from kvviz.ui.frames import Payload, md, translator
 from kvviz.ui.frames import abc as frames_abc
 from kvviz.ui.frames import weather as frames_weather

@@ -1,4 +1,4 @@
-"""The A/B/C miniature model of the seeds (DESIGN.md §1.1).
+"""The A/B/C miniature model of the seeds (docs/design.md §1).
 
 Three tokens with 2-d vectors; Q = K = V = the token's vector; one layer, one head, no positions,
 attention scale 1/sqrt(2). From h = (h0, h1) the logits over [A, B, C] are [h1, h0, -h0-h1].
@@ -52,7 +52,7 @@ class ABCModel:
 
     def forward_batch(self, token_ids: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor,
                       cache: Cache) -> BatchPassRecord:
-        """B sequences at once (kvviz.batching): token_ids, positions [B, N]; key_mask [B, T].
+        """B sequences at once (kvviz.decoding.batching): token_ids, positions [B, N]; key_mask [B, T].
         No positions in this model, so ``positions`` only marks padding (-1)."""
         x = VECTORS[token_ids]                           # [B, N, 2]
         q = k = v = x.unsqueeze(1)                       # [B, heads=1, N, 2]

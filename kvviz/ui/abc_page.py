@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kvviz.generation import Run
+from kvviz.decoding.stepper import Run
 from kvviz.limits import MAX_NEW_TOKENS, LimitError, check_int
 from kvviz.models.abc import ABCModel
-from kvviz.sampling import SelectionRule
+from kvviz.decoding.sampling import SelectionRule
 from kvviz.ui import downloads, nav, presenter, step_view, urlstate
 from kvviz.ui.frames import abc as frames_abc
 from kvviz.ui.frames import translator

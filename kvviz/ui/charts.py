@@ -20,6 +20,7 @@ import streamlit as st
 from kvviz.ui import fmt, plotly_js
 from kvviz.ui.frames import figure_spec
 from kvviz.ui.i18n import current_lang, t
+from kvviz.viz.theme import WORDS     # plain data: the home page imports neither plotly nor torch
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -29,8 +30,7 @@ KEY = "chart_format"
 
 
 def figure_words() -> dict[str, str]:
-    """The words figure builders draw (kvviz.figures.WORDS), in the current language."""
-    from kvviz.figures import WORDS     # here, not at the top: the home page must not import torch
+    """The words figure builders draw (kvviz.viz.theme.WORDS), in the current language."""
     return {k: t(f"charts.{k}") for k in WORDS}
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from kvviz.compress import Evaluation, StepComparison, Variant, compare_steps, evaluate, page_variants
-from kvviz.compress_figures import tradeoff_figure
+from kvviz.viz.compress import tradeoff_figure
 from kvviz.limits import (COMPRESS_MAX_NEW_TOKENS, COMPRESS_MAX_PROMPTS, COMPRESS_PROMPT_TOKENS, MAX_CACHE_SINKS,
                           MAX_CACHE_WINDOW, MAX_PROMPT_CHARS, MAX_QUANT_GROUP_SIZE, MAX_QUANT_RESIDUAL, MAX_SEED,
                           QUANT_BITS, LimitError)
@@ -226,7 +226,7 @@ def _tradeoff_table(ev: Evaluation) -> pd.DataFrame:
     } for r in ev.results])
 
 
-def _tradeoff_csv(ev: Evaluation) -> bytes:
+def tradeoff_csv(ev: Evaluation) -> bytes:
     """Machine-readable (dot decimals, engine names): the CLI's JSON fields, one row per variant."""
     rows = []
     for r in ev.results:
@@ -291,7 +291,7 @@ def _tradeoff() -> None:
     digits = {t("compress.col_bytes"): lambda v: fmt.integer(round(v)), t("compress.col_kl"): lambda v: fmt.num(v, ".3g"),
               t("compress.col_top1"): lambda v: fmt.percent(v, 1)}
     st.dataframe(df.style.format(digits), hide_index=True, width="stretch")
-    st.download_button(t("compress.csv"), _tradeoff_csv(ev), file_name=f"smaller_caches_{key[0]}x{key[1]}_seed{key[2]}.csv",
+    st.download_button(t("compress.csv"), tradeoff_csv(ev), file_name=f"smaller_caches_{key[0]}x{key[1]}_seed{key[2]}.csv",
                        mime="text/csv", icon=":material/download:", on_click="ignore")
     st.markdown(t("compress.tradeoff_reading"))
 

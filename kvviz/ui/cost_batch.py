@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kvviz.batching import BatchRun
+from kvviz.decoding.batching import BatchRun
 from kvviz.limits import MAX_NEW_TOKENS, MAX_PROMPT_CHARS, LimitError
-from kvviz.registry import get_model
+from kvviz.models.registry import get_model
 from kvviz.ui import presenter, step_view, urlstate
 from kvviz.ui.frames import batch as frames_batch
 from kvviz.ui.frames import translator

@@ -6,8 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from kvviz import cost
-from kvviz.cost_figures import line_chart, step_time_vs_batch
-from kvviz.cost_measure import SHAPES, Measurements, measure_all
+from kvviz.viz.cost import line_chart, step_time_vs_batch
+from kvviz.cost.measure import SHAPES, Measurements, measure_all
 from kvviz.limits import (MAX_COST_TOKENS, MAX_MEASURE_BATCH, MAX_MEASURE_CACHE_BYTES, MAX_MEASURE_CONTEXT,
                           MAX_MEASURE_GFLOP, LimitError, check_int)
 from kvviz.ui import fmt, urlstate

@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from kvviz import cost
-from kvviz.cost_figures import disaggregated_diagram, flops_vs_n, kv_sharing_bars, memory_vs_context
+from kvviz.viz.cost import disaggregated_diagram, flops_vs_n, kv_sharing_bars, memory_vs_context
 from kvviz.limits import (MAX_COST_BATCH, MAX_COST_GEN_TOKENS, MAX_COST_HEAD_DIM, MAX_COST_HEADS,
                           MAX_COST_LAYERS, MAX_COST_TOKENS, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, LimitError)
 from kvviz.ui import fmt, nav, presenter, urlstate
@@ -131,7 +131,7 @@ def _memory() -> None:
                   human=fmt.nbytes(rep.total)))
 
     weights = cost.weight_bytes(preset, rep.dtype) if same and preset.vocab else None
-    top_x = min(cost.MAX_COST_TOKENS, max(4 * rep.tokens, 4096))
+    top_x = min(MAX_COST_TOKENS, max(4 * rep.tokens, 4096))
     grid = cost.context_grid(top_x)
     batches = sorted({1, 8, 64, rep.batch})
     series = {b: [rep.bytes_per_token * x * b for x in grid] for b in batches}
@@ -194,7 +194,7 @@ def _stepper_configs() -> dict[str, cost.ModelConfig]:
 
     Built once per process: the shapes never change, and the preset labels ask for them once per
     option on every rerun. The dict is shared: read it, never change it."""
-    from kvviz.registry import MODELS, get_model
+    from kvviz.models.registry import MODELS, get_model
 
     out = {}
     for name in MODELS:
@@ -220,7 +220,7 @@ def _configs() -> dict[str, cost.ModelConfig]:
 
 def _prompt_for(model_name: str, n: int) -> tuple[str, ...]:
     """A prompt of n tokens cycling through the vocabulary (FLOPs depend only on its length)."""
-    from kvviz.registry import get_model
+    from kvviz.models.registry import get_model
 
     vocab = get_model(model_name).vocab
     return tuple(vocab[i % len(vocab)] for i in range(n))

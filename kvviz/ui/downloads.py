@@ -6,8 +6,8 @@ import json
 
 import streamlit as st
 
-from kvviz.generation import Run
-from kvviz.trace import run_dict
+from kvviz.decoding.stepper import Run
+from kvviz.decoding.trace import run_dict
 from kvviz.ui.i18n import t
 
 

@@ -135,7 +135,7 @@ _FLOP_UNITS = (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6),
 def nbytes(n: float, lang: str | None = None) -> str:
     """Bytes in decimal units, three significant digits: 37.7 MB | 37,7 MB; 512 B; 1,536 TB | 1.536 TB.
 
-    The same rule as ``kvviz.cost_figures.human_bytes`` (GB = 10⁹ bytes, as accelerators quote it)."""
+    The same rule as ``kvviz.viz.cost.human_bytes`` (GB = 10⁹ bytes, as accelerators quote it)."""
     for unit, size in _BYTE_UNITS:
         if abs(n) >= size:
             v = n / size
@@ -191,7 +191,7 @@ def relocalize(text: str, lang: str | None = None) -> str:
     """A label that is one English-formatted number (``"0.670"``, ``"1,000"``, ``"12.5×"``, ``"37.7 MB"``,
     ``"1.2e-06"``) rewritten for ``lang``; any other text is returned unchanged.
 
-    For numbers that pure figure builders (``kvviz.figures`` …) already turned into text: plotly's
+    For numbers that pure figure builders (``kvviz.viz.theme`` …) already turned into text: plotly's
     ``separators`` cannot reach those."""
     lang = _lang(lang)
     if lang == REFERENCE or not isinstance(text, str):

@@ -9,13 +9,13 @@ import pandas as pd
 import streamlit as st
 
 from kvviz import cost
-from kvviz.figures import speedup_chart
-from kvviz.generation import Run, run_generation
-from kvviz.gpt_timing import Sweep, measure_sweep, sweep_sizes
+from kvviz.viz.cost import speedup_chart
+from kvviz.decoding.stepper import Run, run_generation
+from kvviz.cost.timing import Sweep, measure_sweep, sweep_sizes
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, MAX_PROMPT_CHARS, LimitError
-from kvviz.loops import Comparison, compare, max_cached_new_tokens
+from kvviz.decoding.loops import Comparison, compare, max_cached_new_tokens
 from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
-from kvviz.sampling import Sampler, SelectionRule
+from kvviz.decoding.sampling import Sampler, SelectionRule
 from kvviz.ui import downloads, fmt, nav, presenter, sequences, step_view, urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.frames import gpt as frames_gpt

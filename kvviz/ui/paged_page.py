@@ -14,9 +14,9 @@ import streamlit as st
 from kvviz.limits import (MAX_SEED, MAX_SERVE_BATCH, MAX_SERVE_BLOCK_SIZE, MAX_SERVE_BLOCKS, MAX_SERVE_NEW_TOKENS,
                           MAX_SERVE_REQUESTS, MAX_SERVE_SHARED_PREFIX, LimitError)
 from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
-from kvviz.paged_figures import block_pool_figure, block_size_figure, latency_figure, memory_figure, timeline_figure
+from kvviz.viz.paged import block_pool_figure, block_size_figure, latency_figure, memory_figure, timeline_figure
 from kvviz.serving import (POLICIES, ForkRun, Request, ServeRun, SizePoint, block_size_sweep, fork_run, request_stream,
-                           run_dict, serve)
+                           serve_run_dict, serve)
 from kvviz.ui import fmt, nav, presenter, step_view, urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.frames import paged as frames_paged
@@ -180,7 +180,7 @@ def _requests_table(run: ServeRun) -> pd.DataFrame:
 def _downloads(run: ServeRun) -> None:
     stem = f"paged_{run.policy}_b{run.block_size}x{run.num_blocks}"
     c = st.columns(2)
-    c[0].download_button(t("paged.dl_json"), lambda: json.dumps(run_dict(run), indent=1),
+    c[0].download_button(t("paged.dl_json"), lambda: json.dumps(serve_run_dict(run), indent=1),
                          file_name=f"{stem}.json", mime="application/json", icon=":material/download:",
                          on_click="ignore", help=t("paged.dl_json_help"))
     c[1].download_button(t("paged.dl_csv"), lambda: _requests_table(run).to_csv(index=False),

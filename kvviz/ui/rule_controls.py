@@ -1,7 +1,7 @@
 """The selection-rule controls every model page shares: greedy or sampling, τ, top-k, top-p, seed.
 
 ``rule, seed = rule_controls("abc")`` draws one row of widgets and returns a validated rule from
-``kvviz.sampling`` and the seed of its draws. Pass them on as hashable settings:
+``kvviz.decoding.sampling`` and the seed of its draws. Pass them on as hashable settings:
 ``cached_run(model, prompt, n, **rule.settings(), seed=seed)``.
 
 Every widget is keyed ``<prefix>_<name>`` and kept in the URL (``?abc_rule=sample&abc_tau=0.7``),
@@ -13,7 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from kvviz.limits import MAX_SEED
-from kvviz.sampling import Greedy, SelectionRule, make_rule
+from kvviz.decoding.sampling import Greedy, SelectionRule, make_rule
 from kvviz.ui.i18n import t
 from kvviz.ui import urlstate
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kvviz.batching import compare_with_solo, run_batch
-from kvviz.generation import Run, run_generation
-from kvviz.registry import get_model
-from kvviz.sampling import make_rule
+from kvviz.decoding.batching import compare_with_solo, run_batch
+from kvviz.decoding.stepper import Run, run_generation
+from kvviz.models.registry import get_model
+from kvviz.decoding.sampling import make_rule
 
 
 @st.cache_resource(max_entries=256, ttl=3600, show_spinner=False)
@@ -30,7 +30,7 @@ def cached_run(model_name: str, prompt: tuple[str, ...], new_tokens: int, *, tem
 
 @st.cache_resource(max_entries=128, ttl=3600, show_spinner=False)
 def cached_batch_run(model_name: str, prompts: tuple[tuple[str, ...], ...], new_tokens: int):
-    """A batched run (kvviz.batching) and each prompt run alone, with their comparison."""
+    """A batched run (kvviz.decoding.batching) and each prompt run alone, with their comparison."""
     run = run_batch(get_model(model_name), [list(p) for p in prompts], new_tokens)
     solo = [cached_run(model_name, p, new_tokens) for p in prompts]
     return run, solo, compare_with_solo(run, solo)

@@ -1,19 +1,19 @@
 """The sampling page body: logits in, every stage of the rule drawn, seeded draws, three questions.
 
-Numbers come from ``kvviz.sampling`` (stages, choices, draws) and ``kvviz.logit_sources``; the charts
-from ``kvviz.sampling_figures``. This module only reads widgets and lays things out.
+Numbers come from ``kvviz.decoding.sampling`` (stages, choices, draws) and ``kvviz.decoding.logit_sources``; the charts
+from ``kvviz.viz.sampling``. This module only reads widgets and lays things out.
 """
 from __future__ import annotations
 
 import streamlit as st
 import torch
 
-from kvviz.generation import run_generation
+from kvviz.decoding.stepper import run_generation
 from kvviz.limits import MAX_DRAWS, MAX_NEW_TOKENS, MAX_SEED, MAX_TYPED_CHARS, LimitError
-from kvviz.logit_sources import LogitSource, TypedLogitsError, parse_logits, quiz_distribution
-from kvviz.registry import get_model
-from kvviz.sampling import Sampler, Stage, draw_counts
-from kvviz.sampling_figures import display_order, draws_histogram, removed_heights, stage_bars
+from kvviz.decoding.logit_sources import LogitSource, TypedLogitsError, parse_logits, quiz_distribution
+from kvviz.models.registry import get_model
+from kvviz.decoding.sampling import Sampler, Stage, draw_counts
+from kvviz.viz.sampling import display_order, draws_histogram, removed_heights, stage_bars
 from kvviz.ui import fmt, presenter, urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.i18n import t

@@ -13,12 +13,13 @@ import pandas as pd
 import streamlit as st
 
 from kvviz import cost
-from kvviz.limits import SPEC_MAX_GAMMA, SPEC_MAX_STEP_TOKENS, SPEC_MEASURE_MAX_RUNS, LimitError
-from kvviz.loops import Generation, Speculation, generate_cached, speculative_generate
+from kvviz.limits import SPECULATIVE_MAX_GAMMA, SPECULATIVE_MAX_STEP_TOKENS, SPECULATIVE_MEASURE_MAX_RUNS, LimitError
+from kvviz.decoding.loops import Generation, generate_cached
+from kvviz.speculative.decoding import Speculation, speculative_generate
 from kvviz.models.gpt import GPTModel, TinyGPT, cost_config
-from kvviz.sampling import Greedy, make_rule
+from kvviz.decoding.sampling import Greedy, make_rule
 from kvviz.speculative import SpeedMeasurement, load_pair, measure_speedup, speculation_dict
-from kvviz.speculative_figures import speedup_figure
+from kvviz.viz.speculative import speedup_figure
 from kvviz.ui import fmt, nav, presenter, sequences, step_view, urlstate
 from kvviz.ui.charts import chart
 from kvviz.ui.frames import spec as frames_spec
@@ -85,7 +86,7 @@ def _outside_the_cache(fn: Callable) -> Callable:
 @st.cache_resource(max_entries=16, show_spinner=False)       # no ttl: kept for the server's lifetime
 def _measurement(ids: tuple[int, ...], rule_key: RuleKey, runs: int,
                  _progress: Callable[[float, str], None] | None = None) -> SpeedMeasurement:
-    """γ = 1..6 timed on this server (one measurement at a time per process: kvviz.cost_measure's lock)."""
+    """γ = 1..6 timed on this server (one measurement at a time per process: kvviz.cost.measure's lock)."""
     target, draft = _pair()
     return measure_speedup(target.model, draft.model, list(ids), MEASURE_GAMMAS, MEASURE_TOKENS,
                            make_rule(*rule_key), runs, progress=_progress)
@@ -109,21 +110,21 @@ def _inputs(model: GPTModel) -> tuple[tuple[int, ...], int, int, RuleKey, int] |
     c = st.columns([3, 1, 1])
     text = c[0].text_input(t("spec.prompt"), value=DEFAULT_PROMPT, key="sd_prompt", bind="query-params",
                            max_chars=400, help=t("spec.prompt_help"))
-    urlstate.int_param("sd_new", DEFAULT_NEW, 1, SPEC_MAX_STEP_TOKENS)   # not bind: it raises on ?sd_new=inf
-    urlstate.int_param("sd_gamma", DEFAULT_GAMMA, 1, SPEC_MAX_GAMMA)
-    new = c[1].number_input(t("spec.new_tokens"), 1, SPEC_MAX_STEP_TOKENS, key="sd_new",
+    urlstate.int_param("sd_new", DEFAULT_NEW, 1, SPECULATIVE_MAX_STEP_TOKENS)   # not bind: it raises on ?sd_new=inf
+    urlstate.int_param("sd_gamma", DEFAULT_GAMMA, 1, SPECULATIVE_MAX_GAMMA)
+    new = c[1].number_input(t("spec.new_tokens"), 1, SPECULATIVE_MAX_STEP_TOKENS, key="sd_new",
                             on_change=urlstate.sync, args=("sd_new", DEFAULT_NEW),
-                            help=t("spec.new_tokens_help", cap=SPEC_MAX_STEP_TOKENS))
-    gamma = c[2].number_input(t("spec.gamma"), 1, SPEC_MAX_GAMMA, key="sd_gamma",
+                            help=t("spec.new_tokens_help", cap=SPECULATIVE_MAX_STEP_TOKENS))
+    gamma = c[2].number_input(t("spec.gamma"), 1, SPECULATIVE_MAX_GAMMA, key="sd_gamma",
                               on_change=urlstate.sync, args=("sd_gamma", DEFAULT_GAMMA),
-                              help=t("spec.gamma_help", cap=SPEC_MAX_GAMMA))
+                              help=t("spec.gamma_help", cap=SPECULATIVE_MAX_GAMMA))
     rule, seed = rule_controls("sd")
     with st.expander(t("spec.vocab_title", n=len(model.vocab))):
         st.markdown(" ".join(f"`{w}`" for w in model.vocab))
     try:
         tokens = prompt_tokens(model, text)
-        if not (1 <= int(gamma) <= SPEC_MAX_GAMMA):
-            raise LimitError(t("spec.bad_gamma", g=gamma, cap=SPEC_MAX_GAMMA))
+        if not (1 <= int(gamma) <= SPECULATIVE_MAX_GAMMA):
+            raise LimitError(t("spec.bad_gamma", g=gamma, cap=SPECULATIVE_MAX_GAMMA))
         ids = tuple(model.tokenizer.index[w] for w in tokens)
         return ids, int(new), int(gamma), rule_cache_key(rule), seed
     except (LimitError, ValueError) as e:
@@ -200,14 +201,14 @@ def _summary(spec: Speculation, ids: tuple[int, ...], rule_key: RuleKey) -> None
         gamma = spec.gamma
         cols[1].metric(t("spec.s_expected", g=gamma), fmt.factor(cost.speculative_speedup(alpha, gamma, c), 2),
                        help=t("spec.s_expected_help"))
-        cols[2].metric(t("spec.s_best_gamma"), cost.best_gamma(alpha, c, SPEC_MAX_GAMMA),
-                       help=t("spec.s_best_gamma_help", cap=SPEC_MAX_GAMMA))
+        cols[2].metric(t("spec.s_best_gamma"), cost.best_gamma(alpha, c, SPECULATIVE_MAX_GAMMA),
+                       help=t("spec.s_best_gamma_help", cap=SPECULATIVE_MAX_GAMMA))
         st.markdown(t("spec.expected_body", a=fmt.fixed(alpha, 3), c=fmt.fixed(c, 3), g=gamma,
                       tpp=fmt.fixed(cost.speculative_tokens_per_pass(alpha, gamma), 2),
                       got=fmt.fixed(spec.tokens_per_target_pass, 2),
                       s=fmt.fixed(cost.speculative_speedup(alpha, gamma, c), 2)))
         words = frames_spec.fig_labels(t, expected=t("spec.fig_expected_line", a=fmt.fixed(alpha, 2), c=fmt.fixed(c, 2)))
-        fig = speedup_figure(range(1, SPEC_MAX_GAMMA + 1), t("spec.speedup_title"), alpha, c, measured, labels=words)
+        fig = speedup_figure(range(1, SPECULATIVE_MAX_GAMMA + 1), t("spec.speedup_title"), alpha, c, measured, labels=words)
         chart(fig, t("spec.speedup_alt"), key="sd_speedup_chart")
     _measure(ids, rule_key, measured)
 
@@ -215,11 +216,11 @@ def _summary(spec: Speculation, ids: tuple[int, ...], rule_key: RuleKey) -> None
 def _measure(ids: tuple[int, ...], rule_key: RuleKey, measured: SpeedMeasurement | None) -> None:
     st.subheader(t("spec.measure_title"))
     st.markdown(t("spec.measure_intro", n=MEASURE_TOKENS, lo=MEASURE_GAMMAS[0], hi=MEASURE_GAMMAS[-1]))
-    urlstate.int_param("sd_runs", DEFAULT_RUNS, 1, SPEC_MEASURE_MAX_RUNS)
+    urlstate.int_param("sd_runs", DEFAULT_RUNS, 1, SPECULATIVE_MEASURE_MAX_RUNS)
     c = st.columns([1, 1, 2], vertical_alignment="bottom")
-    runs = c[0].number_input(t("spec.runs"), 1, SPEC_MEASURE_MAX_RUNS, key="sd_runs",
+    runs = c[0].number_input(t("spec.runs"), 1, SPECULATIVE_MEASURE_MAX_RUNS, key="sd_runs",
                              on_change=urlstate.sync, args=("sd_runs", DEFAULT_RUNS),
-                             help=t("spec.runs_help", cap=SPEC_MEASURE_MAX_RUNS))
+                             help=t("spec.runs_help", cap=SPECULATIVE_MEASURE_MAX_RUNS))
     if c[1].button(t("spec.measure_run"), icon=":material/timer:", type="primary", help=t("spec.measure_run_help")):
         bar = st.progress(0.0, text=t("spec.measure_progress", what="…"))
         show = _outside_the_cache(lambda f, what: bar.progress(min(1.0, f), text=t("spec.measure_progress", what=what)))

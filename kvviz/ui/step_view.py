@@ -5,7 +5,7 @@ Every stepping page (A/B/C, weather, tiny GPT, the Cost page's Batching tab) use
 
 1. **Build the payload** with pure functions (``kvviz/ui/frames/``): a ``Payload`` collects one
    frame per event from the engine's records (heading, token strip, sentences, figure references,
-   metrics, the cache-table rows); figures are the pure builders of ``kvviz/figures.py`` as plotly
+   metrics, the cache-table rows); figures are the pure builders of ``kvviz/viz/`` as plotly
    JSON (their ``*_spec`` twins, or any ``go.Figure``), stored once however many frames show them,
    and so are long texts and cache rows. See the format in ``kvviz/ui/frames/__init__.py``;
    ``kvviz/ui/frames/abc.py`` is the smallest example, a page over a ``Run`` looks like::

@@ -1,4 +1,4 @@
-"""The "Today weather is so" page body (DESIGN.md §1.2): four hand-made heads through prefill and
+"""The "Today weather is so" page body (docs/design.md §2): four hand-made heads through prefill and
 decode, and the append-only cache that goes stale. The file in pages/ only sets up the frame."""
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import html
 
 import streamlit as st
 
-from kvviz.figures import causal_mask_figure
-from kvviz.generation import Run
+from kvviz.viz.attention import causal_mask_figure
+from kvviz.decoding.stepper import Run
 from kvviz.limits import MAX_ABS_TOKEN_VALUE, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, LimitError
 from kvviz.models.weather import (D_K, DEFAULT_VALUES, SEED_PROMPT, VOCAB, WeatherModel, check_values,
                                   values_from_text, values_to_text)
-from kvviz.sampling import SelectionRule
+from kvviz.decoding.sampling import SelectionRule
 from kvviz.ui import downloads, fmt, nav, presenter, step_view, urlstate
 from kvviz.ui.charts import chart, figure_words
 from kvviz.ui.frames import translator

@@ -5,7 +5,7 @@ import re
 
 from playwright.sync_api import expect
 
-from kvviz.generation import run_generation
+from kvviz.decoding.stepper import run_generation
 from kvviz.models.abc import ABCModel
 from tests.conftest import Page
 

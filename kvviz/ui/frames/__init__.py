@@ -9,7 +9,7 @@ Payload (JSON, ``Payload.to_json()``)::
 
     {"v": 1,
      "words":  {...}          # the component's own labels in the page's language (stepview.* keys)
-     "colors": {...}          # prompt / processed / pending / chosen (kvviz.figures.COLORS)
+     "colors": {...}          # prompt / processed / pending / chosen (kvviz.viz.theme.COLORS)
      "ratio":  [3, 2] | null  # widths of the main and side columns (null: one above the other)
      "present_ratio": [3, 1] | null   # the same in presenter mode (lead and side share one row there)
      "figs":   [{"data": [...], "layout": {...}}, ...]   # plotly specs, template dropped, rounded
@@ -60,6 +60,7 @@ from typing import Callable, Iterable, Sequence
 
 from kvviz.ui import fmt
 from kvviz.ui.i18n import strings
+from kvviz.viz.theme import WORDS
 
 Tr = Callable[..., str]
 
@@ -99,8 +100,7 @@ def words(tr: Tr) -> dict[str, str]:
 
 
 def figure_words(tr: Tr) -> dict[str, str]:
-    """The words figure builders draw (kvviz.figures.WORDS) in ``tr``'s language."""
-    from kvviz.figures import WORDS
+    """The words figure builders draw (kvviz.viz.theme.WORDS) in ``tr``'s language."""
     return {k: tr(f"charts.{k}") for k in WORDS}
 
 
@@ -270,7 +270,7 @@ def localize_spec(spec: dict, lang: str) -> dict:
 
 
 def figure_spec(fig, digits: int | None = 4) -> dict:
-    """A figure as plain JSON data: a ``*_spec`` dict of kvviz.figures as it is, a ``go.Figure`` as
+    """A figure as plain JSON data: a ``*_spec`` dict of kvviz.viz.theme as it is, a ``go.Figure`` as
     ``fig.to_plotly_json()``; plotly's template dropped (the browser applies the page's theme),
     floats rounded to ``digits`` decimals (None: the builder rounded them already)."""
     spec = fig if isinstance(fig, dict) else json.loads(fig.to_json())
@@ -284,7 +284,7 @@ class Payload:
 
     def __init__(self, tr: Tr, *, ratio: Sequence[int] | None = (1, 1), csv: str | None = None,
                  present_ratio: Sequence[int] | None = None) -> None:
-        from kvviz.figures import COLORS
+        from kvviz.viz.theme import COLORS
         self.tr = tr
         self.lang = lang_of(tr)
         self.frames: list[dict] = []
@@ -399,7 +399,7 @@ class Payload:
         frame["table"] = table
         self.frames.append(frame)
 
-    # the engine's English inside cache cells (kvviz.trace.cache_table), as the page's language says it
+    # the engine's English inside cache cells (kvviz.decoding.trace.cache_table), as the page's language says it
     _CELL_PHRASES = ((re.compile(r"rewritten at event (\d+)"), "stepper.cell_rewritten", "i"),
                      (re.compile(r"quantized at event (\d+)"), "stepper.cell_quantized", "i"),
                      (re.compile(r"evicted at event (\d+)"), "stepper.cell_evicted", "i"),

@@ -1,7 +1,7 @@
-"""Frames of the A/B/C miniature page (DESIGN.md §1.1): one per event of a ``Run``."""
+"""Frames of the A/B/C miniature page (docs/design.md §1): one per event of a ``Run``."""
 from __future__ import annotations
 
-from kvviz.generation import Event, Run
+from kvviz.decoding.stepper import Event, Run
 from kvviz.ui import fmt
 from kvviz.ui.frames import Payload, Tr, counters, html_block, lang_of, lines_block, strip_block
 from kvviz.ui.frames.steps import (attention_blocks, cache_frame_table, choice_sentence, logits_blocks,

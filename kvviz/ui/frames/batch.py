@@ -1,12 +1,12 @@
 """Frames of the Cost page's Batching tab: several prompts decoded together, one pass per step
-(``kvviz.batching.BatchRun``). The GPT's layer and head are view options: one payload per choice."""
+(``kvviz.decoding.batching.BatchRun``). The GPT's layer and head are view options: one payload per choice."""
 from __future__ import annotations
 
 import torch
 
-from kvviz.batching import BatchEvent, BatchRun, SoloComparison, padded_cache_table, top_logit_columns
-from kvviz.cost_figures import grouped_logits, padded_cache_grid
-from kvviz.figures import attention_heatmap_spec
+from kvviz.decoding.batching import BatchEvent, BatchRun, SoloComparison, padded_cache_table, top_logit_columns
+from kvviz.viz.cost import grouped_logits, padded_cache_grid
+from kvviz.viz.attention import attention_heatmap_spec
 from kvviz.models.base import allowed_keys
 from kvviz.ui import fmt
 from kvviz.ui.frames import (Payload, Tr, alert_block, cols_block, figure_words, lines_block, metrics, note_block,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from kvviz.compress import StepComparison, Variant, pass_event, row_errors, sink_mass
-from kvviz.compress_figures import attention_sinks_spec, next_token_pair_spec, row_error_heatmap_spec
-from kvviz.generation import Event
+from kvviz.viz.compress import attention_sinks_spec, next_token_pair_spec, row_error_heatmap_spec
+from kvviz.decoding.stepper import Event
 from kvviz.ui import fmt
 from kvviz.ui.frames import (Payload, Tr, lang_of, lines_block, metrics, note_block,
                              strip_block)
@@ -37,7 +37,7 @@ def variant_name(v: Variant, tr: Tr) -> str:
 
 
 def figure_labels(tr: Tr) -> dict:
-    """The words kvviz.compress_figures draws, in ``tr``'s language."""
+    """The words kvviz.viz.compress draws, in ``tr``'s language."""
     keys = ("tradeoff_title", "bytes", "kl", "top1", "exact", "errors_title", "row", "error", "quantized",
             "full_precision", "evicted", "dist_title", "full", "prob", "agree", "differs", "att_title", "query",
             "key", "weight")

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import torch
 
-from kvviz.figures import attention_model_view_spec, top_probs_bar_spec
-from kvviz.generation import Event, Run
+from kvviz.viz.attention import attention_model_view_spec
+from kvviz.viz.logits import top_probs_bar_spec
+from kvviz.decoding.stepper import Event, Run
 from kvviz import cost
-from kvviz.loops import next_token_probs
-from kvviz.trace import cache_shapes
+from kvviz.decoding.loops import next_token_probs
+from kvviz.decoding.trace import cache_shapes
 from kvviz.ui import fmt
 from kvviz.ui.frames import (PRESENT_TOP_K, Payload, Tr, counters, figure_words, html_block, lang_of, lines_block,
                              note_block, presenter_only, strip_block, table_block)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from kvviz.paged_figures import WORDS, block_pool_spec, memory_spec, timeline_spec
+from kvviz.viz.paged import WORDS, block_pool_spec, memory_spec, timeline_spec
 from kvviz.serving import ServeRun, StepRecord
 from kvviz.ui import fmt
 from kvviz.ui.frames import (Payload, Tr, cols_block, md, metrics, note_block, presenter_only, strip_block,
@@ -26,7 +26,7 @@ PRESENT_COLS = ["request", "position", "token", "logical block", "block", "slot"
 
 
 def figure_words(tr: Tr) -> dict[str, str]:
-    """The words of kvviz.paged_figures in ``tr``'s language."""
+    """The words of kvviz.viz.paged in ``tr``'s language."""
     return {k: tr(f"paged.fw_{k}") for k in WORDS}
 
 

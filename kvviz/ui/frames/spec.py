@@ -1,21 +1,23 @@
-"""Frames of the speculative decoding page: every round of ``kvviz.loops.speculative_generate`` as
+"""Frames of the speculative decoding page: every round of ``kvviz.speculative.decoding.speculative_generate`` as
 steps — the draft's proposals one by one (its cache growing), the target's one verification pass (its
 cache growing by γ + 1 rows), the acceptance test of each proposal, the correction drawn from the
 residual or the bonus token, and the rollback of both caches.
 
 Pure: a ``Speculation`` (with the verification passes' attention) and ``tr`` in, a ``Payload`` out.
-Every number comes from the run's records; the figures are kvviz.speculative_figures' and
-kvviz.figures' plain-JSON builders. The layer and head of the attention map are view options: one payload per choice.
+Every number comes from the run's records; the figures are kvviz.viz.speculative' and
+kvviz.viz.theme' plain-JSON builders. The layer and head of the attention map are view options: one payload per choice.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from kvviz.figures import attention_heatmap_spec, top_probs_bar_spec
-from kvviz.limits import SPEC_MAX_STEP_TOKENS, LimitError
-from kvviz.loops import CacheRowState, Speculation, SpecRound, next_token_probs
-from kvviz.speculative_figures import LABELS, cache_spec, position_spec, proposals_spec
+from kvviz.viz.attention import attention_heatmap_spec
+from kvviz.viz.logits import top_probs_bar_spec
+from kvviz.limits import SPECULATIVE_MAX_STEP_TOKENS, LimitError
+from kvviz.decoding.loops import next_token_probs
+from kvviz.speculative.decoding import CacheRowState, Speculation, SpeculativeRound
+from kvviz.viz.speculative import LABELS, cache_spec, position_spec, proposals_spec
 from kvviz.ui import fmt
 from kvviz.ui.frames import (PRESENT_TOP_K, Payload, Tr, figure_words, html_block, lines_block, metrics,
                              note_block, presenter_only, strip_block, table_block)
@@ -130,7 +132,7 @@ def cache_table(pl: Payload, spec: Speculation, s: Step, vocab: Sequence[str], t
 # ---------------------------------------------------------------- words and numbers
 
 def fig_labels(tr: Tr, **override: str) -> dict[str, str]:
-    """kvviz.speculative_figures' words in ``tr``'s language."""
+    """kvviz.viz.speculative' words in ``tr``'s language."""
     return {**{k: tr("spec.fig_" + k) for k in LABELS}, **override}
 
 
@@ -267,13 +269,13 @@ def strips(spec: Speculation, s: Step, vocab: Sequence[str], tr: Tr) -> list[dic
     return [out]
 
 
-def revealed(rd: SpecRound, upto: int) -> SpecRound:
+def revealed(rd: SpeculativeRound, upto: int) -> SpeculativeRound:
     """The round as known after testing proposals 0..``upto`` (−1: none): later tests hidden."""
     return replace(rd, proposals=tuple(pr if k <= upto else replace(pr, u=None, accepted=None)
                                        for k, pr in enumerate(rd.proposals)))
 
 
-def attention_fig(pl: Payload, spec: Speculation, rd: SpecRound, vocab: Sequence[str], layer: int, head: int,
+def attention_fig(pl: Payload, spec: Speculation, rd: SpeculativeRound, vocab: Sequence[str], layer: int, head: int,
                   tr: Tr) -> dict:
     """The verification pass's attention (one layer and head): the pending token and the γ proposals
     (queries) over every position the target cache holds during that pass (keys)."""
@@ -286,7 +288,8 @@ def attention_fig(pl: Payload, spec: Speculation, rd: SpecRound, vocab: Sequence
     return pl.fig(fig, tr("spec.att_alt"))
 
 
-def draft_probs_blocks(pl: Payload, spec: Speculation, rd: SpecRound, i: int, vocab: Sequence[str], tr: Tr) -> list[dict]:
+def draft_probs_blocks(pl: Payload, spec: Speculation, rd: SpeculativeRound, i: int, vocab: Sequence[str],
+                       tr: Tr) -> list[dict]:
     """What the draft proposed from: q (the rule applied) when sampling; for greedy the softmax of its
     logits, whose argmax it proposes (q itself is one-hot then). Presenter mode shows the top 5 (and
     the proposal, if it is not among them): ten bars beside the caches' figure leave no room for the
@@ -300,7 +303,7 @@ def draft_probs_blocks(pl: Payload, spec: Speculation, rd: SpecRound, i: int, vo
     return [pl.fig(fig, tr("spec.q_alt"), explain=True), presenter_only(pl.fig(short, tr("spec.q_alt")))]
 
 
-def proposals_table(spec: Speculation, rd: SpecRound, upto: int, vocab: Sequence[str], tr: Tr) -> dict:
+def proposals_table(spec: Speculation, rd: SpeculativeRound, upto: int, vocab: Sequence[str], tr: Tr) -> dict:
     """The proposals so far with the probability the draft gave each."""
     lang = getattr(tr, "lang", "en")
     rows = [[k + 1, rd.start + 1 + k, vocab[pr.token], _n(pr.q, lang)] for k, pr in enumerate(rd.proposals[: upto + 1])]
@@ -311,8 +314,8 @@ def proposals_table(spec: Speculation, rd: SpecRound, upto: int, vocab: Sequence
 def build(spec: Speculation, vocab: Sequence[str], layer: int, head: int, tr: Tr) -> Payload:
     """Every event of a speculative run (``keep_attention=True``); ``layer``, ``head``: 0-based, the
     attention map shown."""
-    if len(spec.tokens) > SPEC_MAX_STEP_TOKENS:
-        raise LimitError(f"The page steps through at most {SPEC_MAX_STEP_TOKENS} new tokens.")
+    if len(spec.tokens) > SPECULATIVE_MAX_STEP_TOKENS:
+        raise LimitError(f"The page steps through at most {SPECULATIVE_MAX_STEP_TOKENS} new tokens.")
     if any(rd.attention is None for rd in spec.rounds):
         raise ValueError("the page needs the verification passes' attention (keep_attention=True)")
     pl = Payload(tr, ratio=(1, 1), csv="speculative")

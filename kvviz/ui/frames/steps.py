@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from kvviz.figures import attention_heads_spec, attention_heatmap_spec, logits_bar_spec
-from kvviz.generation import Event, Run
-from kvviz.trace import cache_table
+from kvviz.viz.attention import attention_heads_spec, attention_heatmap_spec
+from kvviz.viz.logits import logits_bar_spec
+from kvviz.decoding.stepper import Event, Run
+from kvviz.decoding.trace import cache_table
 from kvviz.ui import fmt
 from kvviz.ui.frames import Payload, Tr, figure_words, lang_of, note_block, table_headers
 
@@ -70,7 +71,7 @@ def logits_blocks(pl: Payload, ev: Event, logit_tokens: Sequence[str], nxt: Even
 def cache_frame_table(pl: Payload, ev: Event, tr: Tr, head_labels: list[str] | None = None, layer: int = 0,
                       position_base: int = 0, flagged: Sequence[tuple[int, str]] = (),
                       present_cols: Sequence[str] | None = None) -> dict:
-    """The K/V cache after ``ev`` (kvviz.trace.cache_table): rows written by this event highlighted,
+    """The K/V cache after ``ev`` (kvviz.decoding.trace.cache_table): rows written by this event highlighted,
     rows a repair rewrote before this pass marked, rows a sliding window evicted greyed, ``flagged`` cells (0-based position, column name)
     marked (e.g. stale keys). ``present_cols``: the columns presenter mode keeps."""
     df = cache_table(ev.cache, head_labels, layer, position_base=position_base)

@@ -1,17 +1,17 @@
-"""Frames of the "Today weather is so" page (DESIGN.md §1.2): the four heads, the prose/tensor notes
+"""Frames of the "Today weather is so" page (docs/design.md §2): the four heads, the prose/tensor notes
 of the prefill, and the stale cached key that the append-only decode reads."""
 from __future__ import annotations
 
-from kvviz.generation import Event, Run
+from kvviz.decoding.stepper import Event, Run
 from kvviz.models.weather import D_K, HEADS, W_VOCAB, WeatherModel
-from kvviz.staleness import Diagnosis, comparison_table, diagnose
-from kvviz.trace import kv_column
+from kvviz.decoding.staleness import Diagnosis, comparison_table, diagnose
+from kvviz.decoding.trace import kv_column
 from kvviz.ui import fmt
 from kvviz.ui.frames import (Payload, Tr, lang_of, alert_block, counters, details_block, html_block, lines_block,
                              note_block, strip_block, table_block)
 from kvviz.ui.frames.steps import (attention_blocks, cache_frame_table, choice_sentence, logits_blocks,
                                    next_choice, source)
-from kvviz.weather_notes import plus_one_positions, prose_vs_tensor, reads
+from kvviz.models.weather_notes import plus_one_positions, prose_vs_tensor, reads
 
 BASE = 1                       # the seed numbers positions 1..n; so does this page
 

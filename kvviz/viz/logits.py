@@ -51,9 +51,11 @@ def top_probs_bar_spec(probs: Sequence[float], tokens: Sequence[str], chosen: in
              "marker": {"color": colors}, "text": [f"{probs[i]:.3f}" for i in order], "textposition": "outside",
              "textfont": {"size": 15}, "hovertemplate": "%{y}: p = %{x:.4f}<extra></extra>"}
     top = max(probs[i] for i in order) if order else 1.0
-    return {"data": [trace], "layout": theme.layout(
-        title, 120 + 30 * len(order), xaxis={"title": {"text": axis_title}, "range": [0, min(1.0, top * 1.25) or 1.0]},
-        yaxis={"type": "category"})}
+    # room right of the longest bar for its value (past 1 when a bar is near 1; no tick there)
+    xaxis = {"title": {"text": axis_title}, "range": [0, top * 1.3 or 1.0]}
+    if top * 1.3 > 1:
+        xaxis["tickvals"] = [0, 0.2, 0.4, 0.6, 0.8, 1]
+    return {"data": [trace], "layout": theme.layout(title, 120 + 30 * len(order), xaxis=xaxis, yaxis={"type": "category"})}
 
 
 def top_probs_bar(*args, **kwargs) -> go.Figure:

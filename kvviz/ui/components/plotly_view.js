@@ -85,6 +85,9 @@ function themed(fig, th, height, width) {
   if (fig.data.length && fig.data.every((d) => d.type === "heatmap")) {   // no grid behind masked cells
     for (const k of Object.keys(layout)) if (AXIS_KEY.test(k)) layout[k] = { showgrid: false, ...layout[k] };
   }
+  if (!layout.uniformtext) layout.uniformtext = { mode: "show", minsize: MIN_TEXT };   // no bar value shrunk unreadable
+  placeTitle(layout, th.font, width || 700);
+  placeLegend(layout);
   let data = fig.data;
   if (height) {
     layout.height = height;
@@ -92,10 +95,12 @@ function themed(fig, th, height, width) {
     const m = fitMargins({ data, layout: { ...layout } }, th.font, width || 700, height).layout.margin || {};
     const plotH = height - (m.t ?? 100) - (m.b ?? 80);
     dropStackedTitles(layout, plotH, th.font);
-    const crowded = crowdedTexts(data, layout, plotH);
+    wrapYTitles(layout, height, th.font);
+    const crowded = crowdedTexts(data, layout, plotH, (width || 700) - (m.l ?? 80) - (m.r ?? 80), th.font);
     if (crowded) {              // values printed over each other: colours and the colour bar instead
       data = data.map((d) => (d.type === "heatmap" && d.texttemplate ? { ...d, texttemplate: "" } : d));
-    } else if (height < 230) {  // a short chart has no room for a colour bar: the cells carry their values
+    } else if (plotH < COLORBAR_PLOT && data.some(printsValues)) {
+      // a short chart has no room for a colour bar: the cells carry their values
       data = data.map((d) => ("showscale" in d || d.type === "heatmap" ? { ...d, showscale: false } : d));
       if (layout.coloraxis) layout.coloraxis = { ...layout.coloraxis, showscale: false };
     }
@@ -104,10 +109,16 @@ function themed(fig, th, height, width) {
   return fitMargins({ data, layout }, th.font, width || 700, height);
 }
 
+const COLORBAR_PLOT = 140;       // px of plot a colour bar needs (its title takes some of its length)
+// a heatmap that prints its cells' values
+function printsValues(d) {
+  return d.type === "heatmap" && !!d.texttemplate && Array.isArray(d.text) && d.text.some((r) => (Array.isArray(r) ? r : [r]).some((v) => v !== "" && v != null));
+}
+
 // Whether a heatmap's cell values would print over each other in a plot this high (a chart sized down to
 // fit presenter mode's screen): rows thinner than the values' type. Rows: the y axis's range, else the
 // heatmaps' y categories on that axis, else z's rows.
-function crowdedTexts(data, layout, plotH) {
+function crowdedTexts(data, layout, plotH, plotW, family) {
   return data.some((d) => {
     if (d.type !== "heatmap" || !d.texttemplate || !Array.isArray(d.z) || !d.z.length) return false;
     const ax = layout["yaxis" + String(d.yaxis || "y").slice(1)] || {};
@@ -119,7 +130,16 @@ function crowdedTexts(data, layout, plotH) {
         .flatMap((e) => e.y.filter((v) => v !== null && v !== undefined).map(String))).size || rows;
     }
     const size = (d.textfont && d.textfont.size) || (layout.font && layout.font.size) || 12;
-    return (plotH * frac) / Math.max(1, rows) < 1.15 * size;
+    if ((plotH * frac) / Math.max(1, rows) < 1.15 * size) return true;
+    // columns narrower than the widest value (a decode row of many positions)
+    const xa = layout["xaxis" + String(d.xaxis || "x").slice(1)] || {};
+    const xfrac = Array.isArray(xa.domain) ? Math.abs(xa.domain[1] - xa.domain[0]) : 1;
+    const cols = Array.isArray(xa.range) ? Math.abs(xa.range[1] - xa.range[0]) : (d.z[0] || []).length;
+    const texts = Array.isArray(d.text) ? d.text.flat().filter((v) => v !== null && v !== undefined && v !== "") : [];
+    if (!texts.length || !cols) return false;
+    let widest = "";
+    for (const v of texts) if (String(v).length > widest.length) widest = String(v);
+    return (plotW * xfrac) / cols < textWidth(widest, size, family) + 4;
   });
 }
 
@@ -138,6 +158,136 @@ function dropStackedTitles(layout, plotH, family) {
       layout[k] = { ...ax, title: { ...ax.title, text: "" } };
     }
   }
+}
+
+// ---------------------------------------------------------------- titles and legends that keep out of each other's way
+const MIN_TEXT = 11;            // px: the smallest text a projector's last row still reads
+const BR = "\x3cbr>";          // plotly's line break, spelled so ("<" before a letter: see plotly_js.preload)
+const BREAK = /\x3c\s*br\s*\/?>/i;
+
+// Plotly centres a title in the top margin, so a margin grown for a legend above the plot moves
+// the title down onto it. Pinned to the figure's top edge instead, with its lines wrapped to the
+// figure's width (a title longer than the figure was cut at both ends).
+function placeTitle(layout, family, width) {
+  const t = layout.title;
+  if (!t || typeof t !== "object" || !t.text || t.y !== undefined) return;
+  const size = (t.font && t.font.size) || Math.round(1.4 * ((layout.font && layout.font.size) || 12));
+  const lines = String(t.text).split(BREAK);
+  const room = width - 24;
+  if (!/[<>]/.test(lines[0]) && textWidth(lines[0], size, family) > room) {
+    const words = lines[0].split(" "), out = [];
+    let cur = "";
+    for (const w of words) {
+      const next = cur ? cur + " " + w : w;
+      if (cur && textWidth(next, size, family) > room) { out.push(cur); cur = w; } else cur = next;
+    }
+    out.push(cur);
+    lines.splice(0, 1, ...out);
+  }
+  // (plotly lifts a title of several lines by about 0.7 em, however many: padded down that much)
+  layout.title = { ...t, text: lines.join(BR), y: 1, yref: "container", yanchor: "top",
+    pad: { ...(t.pad || {}), t: 8 + (lines.length > 1 ? Math.round(0.7 * size) : 0) } };
+}
+
+// a title's height in px (its lines; a smaller second line, as the builders' sup subtitles, counted whole)
+function titleHeight(layout) {
+  const t = layout.title;
+  if (!t || !t.text) return 0;
+  const size = (t.font && t.font.size) || Math.round(1.4 * ((layout.font && layout.font.size) || 12));
+  const lines = String(t.text).split(BREAK).length;
+  return lines * Math.round(1.3 * size) + 8;
+}
+
+// A horizontal legend below the plot sat at a fraction of the plot's height under it, so on a short
+// chart it ran into the x axis's labels: it goes to the figure's bottom edge, with room kept for it.
+function placeLegend(layout) {
+  const lg = layout.legend;
+  if (!lg || lg.orientation !== "h" || !(typeof lg.y === "number" && lg.y < 0) || lg.yref) return;
+  layout.legend = { ...lg, y: 0, yref: "container", yanchor: "bottom" };
+}
+
+// the legend's entries (plotly's rule: shown for more than one entry, or when asked)
+function legendNames(fig) {
+  const L = fig.layout;
+  if (L.showlegend === false) return [];
+  const names = fig.data.filter((d) => d.visible !== false && (d.showlegend ?? d.type !== "heatmap") &&
+    d.name !== undefined && d.name !== "").map((d) => String(d.name));
+  return L.showlegend || names.length > 1 ? names : [];
+}
+
+// px a horizontal legend takes at ``width``: entries wrapped into rows as plotly does (symbol, gap, text)
+function legendHeight(fig, family, width) {
+  const names = legendNames(fig);
+  if (!names.length) return 0;
+  const lg = fig.layout.legend || {};
+  const size = (lg.font && lg.font.size) || (fig.layout.font && fig.layout.font.size) || 12;
+  let rows = 1, x = 0;
+  for (const n of names) {
+    const w = 46 + textWidth(n, size, family);
+    if (x && x + w > width) { rows += 1; x = 0; }
+    x += w;
+  }
+  return rows * Math.round(1.6 * size) + 6;
+}
+
+// A y title longer than the figure is high was cut at both ends: wrapped onto lines that fit.
+function wrapYTitles(layout, height, family) {
+  const base = (layout.font && layout.font.size) || 12;
+  for (const k of Object.keys(layout)) {
+    if (!AXIS_KEY.test(k) || k[0] !== "y" || !layout[k].title || !layout[k].title.text) continue;
+    const ax = layout[k], text = String(ax.title.text), size = titleSize(ax, base);
+    if (BREAK.test(text) || /[<>]/.test(text) || textWidth(text, size, family) <= height - 16) continue;
+    const words = text.split(" ");
+    let best = null;
+    for (let i = 1; i < words.length; i++) {
+      const a = words.slice(0, i).join(" "), b = words.slice(i).join(" ");
+      const w = Math.max(textWidth(a, size, family), textWidth(b, size, family));
+      if (!best || w < best[0]) best = [w, a + BR + b];
+    }
+    if (best) layout[k] = { ...ax, title: { ...ax.title, text: best[1] } };
+  }
+}
+
+// The height a figure needs at ``width`` so that nothing in it is squashed: the margins its labels,
+// title and legend need, and a plot with room for every row it labels (a heatmap's rows with their
+// values, a bar chart's categories with theirs) or, on a numeric axis, three ticks; room for a colour
+// bar; a y title not longer than the figure. Presenter mode sizes charts no smaller.
+function needHeight(fig, family, width) {
+  const layout = { ...fig.layout };
+  placeTitle(layout, family, width);
+  placeLegend(layout);
+  const m = fitMargins({ data: fig.data, layout }, family, width, 4000).layout.margin || {};
+  const base = (layout.font && layout.font.size) || 12;
+  let plot = 0, titleW = 0;
+  const keys = Object.keys(layout).filter((k) => AXIS_KEY.test(k) && k[0] === "y");
+  if (!keys.length) keys.push("yaxis");
+  for (const k of keys) {
+    const ax = layout[k] || {}, id = "y" + k.slice(5);
+    const frac = Array.isArray(ax.domain) ? Math.abs(ax.domain[1] - ax.domain[0]) || 1 : 1;
+    const tick = ax.visible === false || ax.showticklabels === false ? 0 : ((ax.tickfont && ax.tickfont.size) || base);
+    let rows = 0, rowPx = 1.4 * tick;
+    for (const d of fig.data) {
+      if ((d.yaxis || "y") !== id) continue;
+      if (d.type === "heatmap" && Array.isArray(d.z)) {
+        const n = Array.isArray(ax.range) ? Math.min(d.z.length, Math.ceil(Math.abs(ax.range[1] - ax.range[0]))) : d.z.length;
+        rows = Math.max(rows, n);
+        const text = d.texttemplate ? 1.3 * ((d.textfont && d.textfont.size) || base) : 8;
+        rowPx = Math.max(rowPx, text + (d.ygap || 0));
+      } else if (d.type === "bar" && d.orientation === "h" && Array.isArray(d.y)) {
+        rows = Math.max(rows, new Set(d.y.map(String)).size);
+        if (d.text !== undefined || d.texttemplate) rowPx = Math.max(rowPx, 1.35 * ((d.textfont && d.textfont.size) || base) / 0.8);
+      }
+    }
+    plot = Math.max(plot, (rows ? rows * rowPx : 90) / frac);
+    if (ax.title && ax.title.text) {
+      titleW = Math.max(titleW, ...String(ax.title.text).split(BREAK).map((x) => textWidth(x, titleSize(ax, base), family) * 0.6));
+    }
+  }
+  // a colour bar, unless the cells print their values (then a short chart leaves it out: themed)
+  const bars = fig.data.some((d) => d.type === "heatmap" && !d.coloraxis && d.showscale !== false) ||
+    (layout.coloraxis && layout.coloraxis.showscale !== false);
+  if (bars && !fig.data.some(printsValues)) plot = Math.max(plot, COLORBAR_PLOT);
+  return Math.ceil(Math.max((m.t ?? 100) + (m.b ?? 80) + plot, titleW));
 }
 
 // ---------------------------------------------------------------- margins wide enough before the first drawing
@@ -198,11 +348,21 @@ function fitted(fig, family, width, height) {
   const L = fig.layout;
   const lg = L.legend || {};
   const inside = [lg.x, lg.y].every((v) => typeof v === "number" && v >= 0 && v <= 1);   // pushes no margin
-  if ((L.margin && L.margin.autoexpand === false) || (!inside && (L.showlegend ||
+  const flat = lg.orientation === "h" && typeof lg.y === "number" && (lg.y >= 1 || lg.yref === "container");
+  if ((L.margin && L.margin.autoexpand === false) || (!inside && !flat && (L.showlegend ||
       fig.data.filter((d) => d.type !== "heatmap" && d.showlegend !== false).length > 1))) return fig;
   const base = (L.font && L.font.size) || 12;
   const need = {};
   const more = (side, px) => { need[side] = Math.max(need[side] || 0, px); };
+  // the title (pinned to the top edge: placeTitle), subplot titles and a legend above the plot share
+  // the top margin; a legend at the bottom edge comes below the x axis's labels
+  const plotW = Math.max(100, width - ((L.margin && L.margin.l) ?? 80) - ((L.margin && L.margin.r) ?? 80));
+  const legendH = flat ? legendHeight(fig, family, plotW) : 0;
+  const heads = (L.annotations || []).filter((a) => a.yref === "paper" && a.y >= 1 && a.yanchor === "bottom")
+    .map((a) => Math.round(1.3 * ((a.font && a.font.size) || base)) + 4);
+  const titled = L.title && L.title.yref === "container";
+  if (titled) more("t", titleHeight(L) + (legendH && lg.yref !== "container" ? legendH + 4 : 0) + Math.max(0, ...heads) + 4);
+  const bottomLegend = lg.yref === "container" && legendH ? legendH + 4 : 0;
   for (const key of Object.keys(L)) {
     if (!AXIS_KEY.test(key) || !L[key] || L[key].visible === false || L[key].automargin === false) continue;
     const ax = L[key];
@@ -216,10 +376,17 @@ function fitted(fig, family, width, height) {
     const title = !(ax.title && ax.title.text) ? 0 : ax.title.standoff === undefined ? tsize : 0.7 * tsize + ax.title.standoff;
     if (key[0] === "x") {
       const labels = texts.length ? w * sin + (size + 13) * cos + 0.7 * size * sin : 0;
-      more(ax.side === "top" ? "t" : "b", labels + title + PAD);
+      more(ax.side === "top" ? "t" : "b", labels + title + PAD + (ax.side === "top" ? 0 : bottomLegend));
       if (texts.length && a) more("l", textWidth(texts[0], size, family) * cos + PAD);   // the first label, slanted
     } else {
       more(ax.side === "right" ? "r" : "l", (texts.length ? w + 7 : 0) + title + PAD);
+    }
+  }
+  if (bottomLegend) more("b", bottomLegend + PAD);
+  // notes beside the plot (the smaller cache's weight on the sinks, one per row), as wide as they are
+  for (const a of L.annotations || []) {
+    if (a.xref === "paper" && a.x >= 1 && a.xanchor === "left" && a.text) {
+      more("r", textWidth(a.text, (a.font && a.font.size) || base, family) + 8);
     }
   }
   // colour bars (a heatmap's own, or the shared coloraxis), beside the plot at 1.02 of its width

@@ -138,6 +138,7 @@ class Stepper {
     this.speed = 1;
     this.drawn = -1;
     this.figCache = new Map();
+    this.needs = new Map();         // presenter mode: figure:width -> the height its labels need
     this.pickOpen = false;          // presenter mode: the pick grid (model view) shown
     this.pickFocus = null;          // [row, col] to focus once the grid is drawn again (keyboard picks)
     instances.add(this);
@@ -150,6 +151,7 @@ class Stepper {
       this.observer.observe(app, { attributes: true, attributeFilter: ["data-test-script-state"] });
     }
     this.chartHeight = 300;
+    this.scale = 1;                 // presenter mode: the step's text size (fit() shrinks it where the step is long)
     // a click or key elsewhere (another widget, a tab) may rerun the page: send a pending step first
     this.onOutside = (e) => {
       if (this.reportTimer && !this.root.contains(e.target)) { clearTimeout(this.reportTimer); this.report(); }
@@ -158,7 +160,12 @@ class Stepper {
     document.addEventListener("keydown", this.onOutside, true);
     this.onResize = () => {          // plots were drawn at the old width: draw again (debounced)
       clearTimeout(this.resizeTimer);
-      this.resizeTimer = setTimeout(() => { this.presentRows = window.innerHeight >= 1000 ? 5 : 3; this.render(true); }, 150);
+      this.resizeTimer = setTimeout(() => {
+        this.presentRows = this.defaultRows();
+        this.scale = 1;
+        this.root.style.removeProperty("--kvs-scale");
+        this.render(true);
+      }, 150);
     };
     window.addEventListener("resize", this.onResize);
   }
@@ -204,6 +211,9 @@ class Stepper {
     this.plotly = loadPlotly(data.plotly).catch((e) => { this.plotlyError = String(e); return null; });
     this.drawn = -1;
     this.render(true);
+    // presenter mode: the step in place at once, its charts drawn into it (not the page's title and
+    // folded settings first, then a jump once the charts are drawn)
+    if (this.present && !sameRun) this.scrollInPlace();
     this.writeUrl();
   }
 
@@ -323,6 +333,7 @@ class Stepper {
     i = Math.min(last, Math.max(0, i | 0));
     if (i === this.step && this.drawn === i) return;
     this.step = i;
+    this.presentRows = this.defaultRows();      // presenter mode: fit() takes rows away where the charts need them
     this.render();
     this.writeUrl();
     clearTimeout(this.reportTimer);
@@ -374,6 +385,8 @@ class Stepper {
     if (force) {                 // every figure drawn again: themed and fitted again (theme, width, height)
       this.resetPlots();
       this.figCache.clear();
+      this.needs.clear();
+      this.fits = 0;
     }
     const t1 = performance.now();
     this.drawFigs(figs).then(() => {
@@ -457,7 +470,7 @@ class Stepper {
   // Each figure is drawn once into its own div inside its slot; a step only shows another div.
   plot(slot, figIndex, alt, pick) {
     slot.plots = slot.plots || new Map();
-    const h = this.present ? this.chartHeight : null;
+    const h = this.heightOf(slot, figIndex);
     const key = figIndex + ":" + h;
     let p = slot.plots.get(key);
     if (p) return p;
@@ -481,11 +494,31 @@ class Stepper {
     return p;
   }
 
+  // presenter mode: how many cache rows besides row 0 a step shows when the charts leave room
+  defaultRows() {
+    return window.innerHeight >= 1000 ? 5 : 3;
+  }
+
+  // presenter mode: a figure's height, its row's (fit) but never less than its labels need
+  heightOf(slot, figIndex) {
+    if (!this.present) return null;
+    return Math.max(this.needOf(figIndex, slot.clientWidth), slot.rowH || this.chartHeight);
+  }
+
+  needOf(figIndex, width) {
+    const key = figIndex + ":" + width;
+    let h = this.needs.get(key);
+    if (h === undefined) {
+      h = Math.min(900, needHeight(this.P.figs[figIndex], this.theme.font, width || 700));
+      this.needs.set(key, h);
+    }
+    return h;
+  }
+
   drawFigs(figs) {
     if (!figs.length) return Promise.resolve();
-    const h = this.present ? this.chartHeight : null;
     return Promise.all(figs.map(([slot, b]) => {
-      const key = b.fig + ":" + h;
+      const key = b.fig + ":" + this.heightOf(slot, b.fig);
       slot.dataset.shown = key;
       return this.plot(slot, b.fig, b.alt, b.pick).then((d) => {
         if (slot.dataset.shown !== key) return;       // a later step took this slot meanwhile
@@ -526,7 +559,7 @@ class Stepper {
     const a = document.activeElement;      // a focused pick cell is drawn again: focus it again then
     if (a && a.closest && a.closest(".kvs-pick") && this.root.contains(a)) this.pickFocus = [Number(a.dataset.r), Number(a.dataset.c)];
     for (const slot of this.root.querySelectorAll(".kvs-figslot")) this.purge(slot);
-    for (const slot of this.root.querySelectorAll(".kvs-figslot")) slot.replaceChildren();
+    for (const slot of this.root.querySelectorAll(".kvs-figslot")) { slot.replaceChildren(); slot.rowH = 0; }
   }
 
   // ------------------------------------------------------------ a pick grid over small multiples
@@ -630,11 +663,18 @@ class Stepper {
     const T = this.P.table;
     if (!c || !T) return "";
     const S = this.S;
-    let ids = c.ids;
-    let offset = 0;
-    if (this.present && ids.length > this.presentRows) {   // presenter mode: the newest rows only
-      offset = ids.length - this.presentRows;
-      ids = ids.slice(offset);
+    const ids = c.ids;
+    // presenter mode: row 0 (the oldest, which the newest query reads too), the rows this event
+    // marks, and the newest, presentRows besides row 0; a row says how many are left out between
+    let shown = ids.map((_, k) => k);
+    if (this.present && ids.length > this.presentRows + 1) {
+      const marked = [...(c.new || []), ...(c.rewritten || []), ...(c.struck || []), ...(c.flagged || []).map(([r]) => r)];
+      const keep = new Set([0]);
+      for (const k of [...marked.sort((a, b) => b - a), ...ids.map((_, k) => ids.length - 1 - k)]) {
+        if (keep.size > this.presentRows) break;
+        keep.add(k);
+      }
+      shown = [...keep].sort((a, b) => a - b);
     }
     const cols = this.present && T.present_cols ? T.present_cols : T.cols.map((_, i) => i);
     const cls = new Map();
@@ -644,12 +684,13 @@ class Stepper {
     for (const i of c.struck || []) cls.set(i, "struck");
     const flags = new Set((c.flagged || []).map(([r, col]) => r + ":" + col));
     const head = cols.map((i) => `<th scope="col">${esc(T.cols[i])}</th>`).join("");
-    const body = ids.map((id, k) => {
-      const r = k + offset;
-      const row = T.rows[id];
-      return `<tr${cls.has(r) ? ` class="kvs-${cls.get(r)}"` : ""}>` + cols.map((i) =>
+    const gap = (n) => `<tr class="kvs-gap"><td colspan="${cols.length}">${esc(this.P.words.rows_hidden.replace("{n}", n))}</td></tr>`;
+    const body = shown.map((r, k) => {
+      const row = T.rows[ids[r]];
+      return (k && r > shown[k - 1] + 1 ? gap(r - shown[k - 1] - 1) : "") +
+        `<tr${cls.has(r) ? ` class="kvs-${cls.get(r)}"` : ""}>` + cols.map((i) =>
         `<td${flags.has(r + ":" + i) ? ' class="kvs-flag"' : ""}>${esc(row[i])}</td>`).join("") + "</tr>";
-    }).join("");
+    }).join("") + (shown.length && shown[shown.length - 1] < ids.length - 1 ? gap(ids.length - 1 - shown[shown.length - 1]) : "");
     const csv = this.P.csv ? `<button type="button" class="kvs-btn kvs-csv">⤓ ${esc(this.P.words.csv)}</button>` : "";
     return `<div class="kvs-ttl"><strong>${esc(c.title)}</strong></div>` +
       (ids.length ? `<div class="kvs-tblwrap"${scrollable(c.title)}><table class="kvs-tbl kvs-cachetbl"><thead><tr>${head}</tr></thead>` +
@@ -676,37 +717,71 @@ class Stepper {
     const header = document.querySelector("[data-testid='stHeader']");
     const top = header ? header.getBoundingClientRect().bottom : 0;
     const avail = window.innerHeight - top - 8;
-    const rootH = this.root.getBoundingClientRect().height;
-    // the charts' rows share what the rest of the step leaves (charts side by side are one row)
-    const boxes = [...this.root.querySelectorAll(".kvs-fig")].filter((el) => el.offsetParent !== null)
-      .map((el) => el.getBoundingClientRect()).sort((p, q) => p.top - q.top);
-    let figH = 0;
-    let rows = 0;
+    // the figures shown, in rows (figures side by side are one row)
+    const shown = [...this.root.querySelectorAll(".kvs-figslot")].map((slot) => {
+      const d = [...slot.children].find((c) => c.dataset.key === slot.dataset.shown);
+      return d && d.offsetParent !== null ? [slot, d.getBoundingClientRect(), Number(slot.dataset.shown.split(":")[0])] : null;
+    }).filter(Boolean).sort((p, q) => p[1].top - q[1].top);
+    if (!shown.length) return true;
+    const rows = [];
     let rowBottom = -Infinity;
-    let rowH = 0;
-    for (const r of boxes) {
-      if (r.top >= rowBottom - 1) { figH += rowH; rows += 1; rowH = 0; }
-      rowH = Math.max(rowH, r.height);
+    for (const [slot, r, i] of shown) {
+      if (r.top >= rowBottom - 1) rows.push({ slots: [], h: 0, need: 0 });
+      const row = rows[rows.length - 1];
+      row.slots.push(slot);
+      row.h = Math.max(row.h, r.height);
+      row.need = Math.max(row.need, this.needOf(i, slot.clientWidth));
       rowBottom = Math.max(rowBottom, r.bottom);
     }
-    figH += rowH;
-    if (!rows) return true;
-    const want = Math.max(150, Math.min(560, Math.floor((avail - (rootH - figH) - 4) / rows)));
-    const over = rootH - avail;
-    if (want === 150 && over > 0 && this.presentRows > 1 && this.chartHeight === 150) {
-      this.presentRows -= 1;               // the charts are as small as they go: show fewer cache rows
-      this.render(true);
+    const height = () => this.contentHeight();
+    let over = height() - avail;
+    // too long: first the charts' height beyond what their labels need, then cache rows (row 0 and the
+    // newest stay), then the step's text a size smaller, down to 64 % (its smallest text stays ≥ 11 px)
+    const spare = rows.reduce((a, r) => a + Math.max(0, r.h - r.need), 0);
+    const cut = over > 0 ? Math.min(over, spare) : 0;
+    for (const r of rows) r.want = cut ? Math.floor(r.h - cut * Math.max(0, r.h - r.need) / spare) : r.h;
+    while (over - cut > 0 && this.presentRows > 1) {
+      this.presentRows -= 1;
+      this.setHTML(this.cacheEl, this.cacheHTML(this.P.frames[this.step]));
+      over = height() - avail;
+    }
+    while (over - cut > 0 && this.scale > 0.64) {
+      this.scale = Math.max(0.64, Math.round(100 * this.scale - 6) / 100);
+      this.root.style.setProperty("--kvs-scale", String(this.scale));
+      over = height() - avail;
+    }
+    // room left: the charts grow into it, by a noticeable amount only (no redraw per step), 560 px at most
+    if (!cut && over < -40) {
+      const add = Math.floor((-over - 4) / rows.length);
+      for (const r of rows) r.want = Math.min(560, r.h + add);
+    }
+    let again = false;
+    for (const r of rows) {
+      const h = Math.max(r.need, r.want);
+      if (Math.abs(h - r.h) > 2) {
+        for (const slot of r.slots) slot.rowH = h;
+        again = true;
+      }
+    }
+    if (again && this.fits++ < 6) {
+      this.render();
       return false;
     }
-    // shrink at once when the step does not fit; grow only by a noticeable amount (no redraw per step)
-    if (want < this.chartHeight - 2 || want > this.chartHeight + 40) {
-      this.chartHeight = want;
-      this.render(true);
-      return false;
-    }
+    this.fits = 0;
     this.scrollInPlace();
     this.keepInPlace();
     return true;
+  }
+
+  // the step's own height (presenter mode's root is at least a screen high: step_view.css)
+  contentHeight() {
+    const top = this.root.getBoundingClientRect().top;
+    let bottom = top;
+    for (const el of this.root.children) {
+      const r = el.getBoundingClientRect();
+      if (r.height) bottom = Math.max(bottom, r.bottom + parseFloat(getComputedStyle(el).marginBottom || 0));
+    }
+    return bottom - top;
   }
 
   // the whole step in view, below the header
@@ -714,7 +789,7 @@ class Stepper {
     const header = document.querySelector("[data-testid='stHeader']");
     const top = header ? header.getBoundingClientRect().bottom : 0;
     const rect = this.root.getBoundingClientRect();
-    if (rect.top < top || rect.bottom > window.innerHeight) {
+    if (rect.top < top || rect.top + this.contentHeight() > window.innerHeight + 1 || rect.top > top + 8) {
       this.root.style.scrollMarginTop = top + 4 + "px";
       this.root.scrollIntoView({ block: "start" });
     }
@@ -733,7 +808,12 @@ class Stepper {
       for (const ev of KEEP_UNTIL) window.removeEventListener(ev, stop, true);
       if (this.stopKeeping === stop) this.stopKeeping = null;
     };
-    const timer = setTimeout(stop, KEEP_MS);
+    // kept at least KEEP_MS, and while the page still runs (its whole rerun after the first drawing)
+    const t0 = performance.now();
+    const busy = () => document.querySelector("[data-testid='stApp']")?.getAttribute("data-test-script-state") === "running" ||
+      document.querySelector(".st-key-" + REST_KEY);
+    const check = () => { if (performance.now() - t0 < 15000 && busy()) timer = setTimeout(check, 500); else stop(); };
+    let timer = setTimeout(check, KEEP_MS);
     for (const ev of KEEP_UNTIL) window.addEventListener(ev, stop, true);
     watch.observe(box);
     this.stopKeeping = stop;
@@ -747,7 +827,7 @@ export default function (component) {
   if (!s || !s.root.isConnected) { s = new Stepper(parentElement); parentElement.__kvs = s; }
   // parse the payload once per payload (a rerun that resends the same text reuses it)
   if (s.raw !== data.payload) { s.parsed = JSON.parse(data.payload); s.raw = data.payload; }
-  s.presentRows = window.innerHeight >= 1000 ? 5 : 3;     // presenter mode: the newest cache rows
+  s.presentRows = s.defaultRows();
   s.load(s.parsed, data, setStateValue, component.setTriggerValue);
   return () => { s.destroy(); if (parentElement.__kvs === s) delete parentElement.__kvs; };
 }

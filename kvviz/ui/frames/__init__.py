@@ -69,9 +69,10 @@ WORD_KEYS = ("prev", "prev_help", "next", "next_help", "reset", "reset_help", "e
              "strip_label", "chip_prompt", "chip_processed", "chip_pending", "legend_prompt", "legend_processed",
              "legend_pending")
 OWN_WORD_KEYS = ("play", "pause", "play_help", "speed", "speed_help", "controls",
-                 "key_left", "key_right", "key_home", "key_end", "key_space")
+                 "key_left", "key_right", "key_home", "key_end", "key_space", "rows_hidden")
 SPEEDS = (0.5, 1, 2, 4)    # autoplay, events per second: step_view.js's SPEEDS
 TEXT_POOL_MIN = 160        # HTML strings at least this long are stored once in "texts"
+PRESENT_TOP_K = 5          # bars of a next-token chart in presenter mode (ten are slivers on a projector)
 
 
 def translator(lang: str) -> Tr:

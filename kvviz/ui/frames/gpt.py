@@ -12,8 +12,8 @@ from kvviz import cost
 from kvviz.decoding.loops import next_token_probs
 from kvviz.decoding.trace import cache_shapes
 from kvviz.ui.app import fmt
-from kvviz.ui.frames import (Payload, Tr, counters, figure_words, html_block, lang_of, lines_block, note_block,
-                             presenter_only, strip_block, table_block)
+from kvviz.ui.frames import (PRESENT_TOP_K, Payload, Tr, counters, figure_words, html_block, lang_of, lines_block,
+                             note_block, presenter_only, strip_block, table_block)
 from kvviz.ui.frames.steps import attention_blocks, cache_frame_table, next_choice, source
 
 CHECK_TOL = 1e-4          # float32: a recompute differs by rounding only (~1e-6)
@@ -35,7 +35,6 @@ def sentences(ev: Event, run: Run, model, tr: Tr) -> tuple[str, str]:
             tr("gpt.not_yet_decode"))
 
 
-PRESENT_TOP_K = 5          # bars of the next-token chart in presenter mode
 
 
 def probs_blocks(pl: Payload, ev: Event, nxt: Event | None, model, tr: Tr) -> list[dict]:

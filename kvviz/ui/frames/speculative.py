@@ -19,8 +19,8 @@ from kvviz.decoding.loops import next_token_probs
 from kvviz.speculative.decoding import CacheRowState, Speculation, SpeculativeRound
 from kvviz.viz.speculative import LABELS, cache_spec, position_spec, proposals_spec
 from kvviz.ui.app import fmt
-from kvviz.ui.frames import (Payload, Tr, figure_words, html_block, lines_block, metrics,
-                             note_block, strip_block, table_block)
+from kvviz.ui.frames import (PRESENT_TOP_K, Payload, Tr, figure_words, html_block, lines_block, metrics,
+                             note_block, presenter_only, strip_block, table_block)
 
 KINDS = ("draft", "verify", "test", "fix", "rollback")
 TABLE_COLS = ["position", "token", "target", "draft"]      # engine names of the cache table's columns (CSV)
@@ -288,15 +288,19 @@ def attention_fig(pl: Payload, spec: Speculation, rd: SpeculativeRound, vocab: S
     return pl.fig(fig, tr("speculative.att_alt"))
 
 
-def draft_probs_fig(pl: Payload, spec: Speculation, rd: SpeculativeRound, i: int, vocab: Sequence[str], tr: Tr) -> dict:
+def draft_probs_blocks(pl: Payload, spec: Speculation, rd: SpeculativeRound, i: int, vocab: Sequence[str],
+                       tr: Tr) -> list[dict]:
     """What the draft proposed from: q (the rule applied) when sampling; for greedy the softmax of its
-    logits, whose argmax it proposes (q itself is one-hot then)."""
+    logits, whose argmax it proposes (q itself is one-hot then). Presenter mode shows the top 5 (and
+    the proposal, if it is not among them): ten bars beside the caches' figure leave no room for the
+    cache table on a projector's screen."""
     pr = rd.proposals[i]
     probs = next_token_probs(rd.draft_logits[i]) if greedy(spec) else rd.q[i].tolist()
     key = "speculative.q_title_greedy" if greedy(spec) else "speculative.q_title"
-    fig = top_probs_bar_spec(probs, vocab, pr.token, tr(key, pos=rd.start + 1 + i),
-                             axis_title=tr("speculative.q_axis"))
-    return pl.fig(fig, tr("speculative.q_alt"))
+    title = tr(key, pos=rd.start + 1 + i)
+    fig = top_probs_bar_spec(probs, vocab, pr.token, title, axis_title=tr("speculative.q_axis"))
+    short = top_probs_bar_spec(probs, vocab, pr.token, title, k=PRESENT_TOP_K, axis_title="")
+    return [pl.fig(fig, tr("speculative.q_alt"), explain=True), presenter_only(pl.fig(short, tr("speculative.q_alt")))]
 
 
 def proposals_table(spec: Speculation, rd: SpeculativeRound, upto: int, vocab: Sequence[str], tr: Tr) -> dict:
@@ -332,7 +336,7 @@ def build(spec: Speculation, vocab: Sequence[str], layer: int, head: int, tr: Tr
         # beside the draft's probabilities, or the verification pass's attention beside the test
         # (the cache table below still shows the newest rows of both caches)
         if s.kind == "draft":
-            side = [draft_probs_fig(pl, spec, rd, s.i, vocab, tr)]
+            side = draft_probs_blocks(pl, spec, rd, s.i, vocab, tr)
             main = [dict(proposals_table(spec, rd, s.i, vocab, tr), x=1)]
         else:
             cache = dict(cache, x=1)

@@ -15,15 +15,15 @@ timed and compared.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
 from kvviz.cache import Cache, StaticCache
+from kvviz.decoding.sampling import Greedy, SelectionRule
 from kvviz.limits import LimitError
 from kvviz.models.gpt.model import GPT
-from kvviz.decoding.sampling import Greedy, SelectionRule
 
 
 @dataclass(frozen=True)

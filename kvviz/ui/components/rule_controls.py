@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kvviz.limits import MAX_SEED
 from kvviz.decoding.sampling import Greedy, SelectionRule, make_rule
+from kvviz.limits import MAX_SEED
 from kvviz.ui.app import fmt, urlstate
 from kvviz.ui.app.i18n import t
 

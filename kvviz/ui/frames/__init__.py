@@ -56,7 +56,7 @@ import html as _html
 import json
 import math
 import re
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from kvviz.ui.app import fmt
 from kvviz.ui.app.i18n import lookup, render

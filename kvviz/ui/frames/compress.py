@@ -9,16 +9,15 @@ table with evicted rows greyed.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from kvviz.compress import StepComparison, Variant, pass_event, row_errors, sink_mass
-from kvviz.viz.compress import attention_sinks_spec, next_token_pair_spec, row_error_heatmap_spec
 from kvviz.decoding.stepper import Event
 from kvviz.ui.app import fmt
 from kvviz.ui.app.i18n import join
-from kvviz.ui.frames import (Payload, Tr, lang_of, lines_block, metrics, note_block,
-                             strip_block)
+from kvviz.ui.frames import Payload, Tr, lang_of, lines_block, metrics, note_block, strip_block
 from kvviz.ui.frames.steps import cache_frame_table
+from kvviz.viz.compress import attention_sinks_spec, next_token_pair_spec, row_error_heatmap_spec
 
 TOP_K = 6             # tokens per distribution in the side-by-side bars (the union of both top-k)
 

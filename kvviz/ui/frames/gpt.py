@@ -5,16 +5,28 @@ from __future__ import annotations
 
 import torch
 
-from kvviz.viz.attention import attention_model_view_spec
-from kvviz.viz.logits import top_probs_bar_spec
-from kvviz.decoding.stepper import Event, Run
 from kvviz import cost
 from kvviz.decoding.loops import next_token_probs
+from kvviz.decoding.stepper import Event, Run
 from kvviz.decoding.trace import cache_shapes
 from kvviz.ui.app import fmt
-from kvviz.ui.frames import (PRESENT_TOP_K, Payload, Tr, counters, figure_words, html_block, lang_of, lines_block,
-                             note_block, presenter_only, strip_block, table_block)
+from kvviz.ui.frames import (
+    PRESENT_TOP_K,
+    Payload,
+    Tr,
+    counters,
+    figure_words,
+    html_block,
+    lang_of,
+    lines_block,
+    note_block,
+    presenter_only,
+    strip_block,
+    table_block,
+)
 from kvviz.ui.frames.steps import attention_blocks, cache_frame_table, next_choice, source
+from kvviz.viz.attention import attention_model_view_spec
+from kvviz.viz.logits import top_probs_bar_spec
 
 CHECK_TOL = 1e-4          # float32: a recompute differs by rounding only (~1e-6)
 

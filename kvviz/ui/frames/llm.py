@@ -18,8 +18,21 @@ from kvviz.decoding.loops import next_token_probs
 from kvviz.decoding.stepper import Event, Run
 from kvviz.decoding.trace import cache_shapes
 from kvviz.ui.app import fmt
-from kvviz.ui.frames import (Payload, Tr, counters, details_block, figure_words, html_block, lang_of, lines_block,
-                             literal, note_block, presenter_only, strip_block, table_block)
+from kvviz.ui.frames import (
+    Payload,
+    Tr,
+    counters,
+    details_block,
+    figure_words,
+    html_block,
+    lang_of,
+    lines_block,
+    literal,
+    note_block,
+    presenter_only,
+    strip_block,
+    table_block,
+)
 from kvviz.ui.frames.steps import cache_frame_table, next_choice, source
 from kvviz.viz.attention import attention_heatmap_spec, head_grid_spec
 from kvviz.viz.logits import top_probs_bar_spec

@@ -9,18 +9,29 @@ kvviz.viz.theme' plain-JSON builders. The layer and head of the attention map ar
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
+from kvviz.decoding.loops import next_token_probs
+from kvviz.limits import SPECULATIVE_MAX_STEP_TOKENS, LimitError
+from kvviz.speculative.decoding import CacheRowState, Speculation, SpeculativeRound
+from kvviz.ui.app import fmt
+from kvviz.ui.frames import (
+    PRESENT_TOP_K,
+    Payload,
+    Tr,
+    figure_words,
+    html_block,
+    lines_block,
+    metrics,
+    note_block,
+    presenter_only,
+    strip_block,
+    table_block,
+)
 from kvviz.viz.attention import attention_heatmap_spec
 from kvviz.viz.logits import top_probs_bar_spec
-from kvviz.limits import SPECULATIVE_MAX_STEP_TOKENS, LimitError
-from kvviz.decoding.loops import next_token_probs
-from kvviz.speculative.decoding import CacheRowState, Speculation, SpeculativeRound
 from kvviz.viz.speculative import LABELS, cache_spec, position_spec, proposals_spec
-from kvviz.ui.app import fmt
-from kvviz.ui.frames import (PRESENT_TOP_K, Payload, Tr, figure_words, html_block, lines_block, metrics,
-                             note_block, presenter_only, strip_block, table_block)
 
 KINDS = ("draft", "verify", "test", "fix", "rollback")
 TABLE_COLS = ["position", "token", "target", "draft"]      # engine names of the cache table's columns (CSV)

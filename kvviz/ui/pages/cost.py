@@ -11,12 +11,21 @@ import pandas as pd
 import streamlit as st
 
 from kvviz import cost
-from kvviz.viz.cost import disaggregated_diagram, flops_vs_n, kv_sharing_bars, memory_vs_context
-from kvviz.limits import (MAX_COST_BATCH, MAX_COST_GEN_TOKENS, MAX_COST_HEAD_DIM, MAX_COST_HEADS,
-                          MAX_COST_LAYERS, MAX_COST_TOKENS, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, LimitError)
+from kvviz.limits import (
+    MAX_COST_BATCH,
+    MAX_COST_GEN_TOKENS,
+    MAX_COST_HEAD_DIM,
+    MAX_COST_HEADS,
+    MAX_COST_LAYERS,
+    MAX_COST_TOKENS,
+    MAX_NEW_TOKENS,
+    MAX_PROMPT_TOKENS,
+    LimitError,
+)
 from kvviz.ui.app import fmt, nav, presenter, urlstate
-from kvviz.ui.components.charts import chart
 from kvviz.ui.app.i18n import LANGS, strings, t
+from kvviz.ui.components.charts import chart
+from kvviz.viz.cost import disaggregated_diagram, flops_vs_n, kv_sharing_bars, memory_vs_context
 
 TAB_KEYS = ["tab_memory", "tab_compute", "tab_batch", "tab_measure", "tab_serving"]
 KEEP = "session"     # persist_state of every input on this page

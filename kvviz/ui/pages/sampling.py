@@ -8,18 +8,18 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
+from kvviz.decoding.logit_sources import LogitSource, TypedLogitsError, parse_logits, quiz_distribution
+from kvviz.decoding.sampling import Sampler, Stage, draw_counts
 from kvviz.decoding.stepper import run_generation
 from kvviz.limits import MAX_DRAWS, MAX_NEW_TOKENS, MAX_SEED, MAX_TYPED_CHARS, LimitError
-from kvviz.decoding.logit_sources import LogitSource, TypedLogitsError, parse_logits, quiz_distribution
 from kvviz.models.registry import get_model
-from kvviz.decoding.sampling import Sampler, Stage, draw_counts
-from kvviz.viz.sampling import display_order, draws_histogram, removed_heights, stage_bars
 from kvviz.ui.app import fmt, presenter, urlstate
-from kvviz.ui.components.charts import chart
 from kvviz.ui.app.i18n import current_lang, join, t
 from kvviz.ui.app.perf import timed
-from kvviz.ui.components.rule_controls import rule_controls
 from kvviz.ui.app.runs import cached_run
+from kvviz.ui.components.charts import chart
+from kvviz.ui.components.rule_controls import rule_controls
+from kvviz.viz.sampling import display_order, draws_histogram, removed_heights, stage_bars
 
 PREFIX = "sampling"                 # key prefix of this page's rule controls
 SOURCES = ("quiz", "model", "typed")

@@ -10,28 +10,28 @@ from __future__ import annotations
 import contextvars
 import functools
 import json
-from typing import Callable
+from collections.abc import Callable
 
 import pandas as pd
 import streamlit as st
 
 from kvviz import cost
-from kvviz.limits import SPECULATIVE_MAX_GAMMA, SPECULATIVE_MAX_STEP_TOKENS, SPECULATIVE_MEASURE_MAX_RUNS, LimitError
 from kvviz.decoding.loops import Generation, generate_cached
-from kvviz.speculative.decoding import Speculation, speculative_generate
-from kvviz.models.gpt import GPTModel, TinyGPT, cost_config
 from kvviz.decoding.sampling import Greedy, make_rule
+from kvviz.limits import SPECULATIVE_MAX_GAMMA, SPECULATIVE_MAX_STEP_TOKENS, SPECULATIVE_MEASURE_MAX_RUNS, LimitError
+from kvviz.models.gpt import GPTModel, TinyGPT, cost_config
 from kvviz.speculative import SpeedMeasurement, load_pair, measure_speedup, speculation_dict
-from kvviz.viz.speculative import speedup_figure
+from kvviz.speculative.decoding import Speculation, speculative_generate
 from kvviz.ui.app import fmt, nav, presenter, urlstate
-from kvviz.ui.components.picker import LayerHeadPicker
+from kvviz.ui.app.i18n import t
 from kvviz.ui.components import sequences, step_view
 from kvviz.ui.components.charts import chart
+from kvviz.ui.components.picker import LayerHeadPicker
+from kvviz.ui.components.prompts import prompt_tokens
+from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
 from kvviz.ui.frames import speculative as frames_speculative
 from kvviz.ui.frames import translator
-from kvviz.ui.components.prompts import prompt_tokens
-from kvviz.ui.app.i18n import t
-from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
+from kvviz.viz.speculative import speedup_figure
 
 DEFAULT_PROMPT = "It is rainy in London , so we"     # the draft has not learned what "we" do: rejections
 DEFAULT_NEW = 12

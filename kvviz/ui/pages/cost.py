@@ -359,8 +359,8 @@ def _complexity_table(with_c: cost.Flops, without: cost.Flops) -> pd.DataFrame:
 # --- batching, measured (their own modules) ---------------------------------------------------------
 
 def _batching() -> None:
-    from kvviz.ui.pages import cost_batch
-    cost_batch.render()
+    from kvviz.ui.pages import cost_batching
+    cost_batching.render()
 
 
 def _measured() -> None:

@@ -13,7 +13,7 @@ from kvviz.ui.app.i18n import t
 from kvviz.ui.app.runs import cached_batch_run
 from kvviz.ui.components import step_view
 from kvviz.ui.components.picker import LayerHeadPicker
-from kvviz.ui.frames import batch as frames_batch
+from kvviz.ui.frames import batching as frames_batching
 from kvviz.ui.frames import translator
 
 KEEP = "session"
@@ -94,7 +94,7 @@ def _payload(model_name: str, prompts: tuple[tuple[str, ...], ...], new: int, la
              lang: str) -> str:
     """Every event's frame of one batched run, for one layer and head, in one language (read-only JSON)."""
     run, _, comparisons = cached_batch_run(model_name, prompts, new)
-    return frames_batch.build(run, comparisons, get_model(model_name), layer, head, translator(lang)).to_json()
+    return frames_batching.build(run, comparisons, get_model(model_name), layer, head, translator(lang)).to_json()
 
 
 def _more() -> None:

@@ -6,9 +6,8 @@ import pytest
 from tests.conftest import ROOT
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-# Paths checked inside code spans and code blocks. kvviz/ is left out while its modules move to
-# their new packages; add it here once they have.
-CHECKED = ("docs", "bench", "tests", "tools", "pages", "static", ".streamlit", ".ci")
+# Paths checked inside code spans and code blocks.
+CHECKED = ("kvviz", "docs", "bench", "tests", "tools", "pages", "static", ".streamlit", ".ci")
 PATH = re.compile(r"(?<![\w/.-])((?:" + "|".join(re.escape(p) for p in CHECKED) + r")/[\w.*/-]*)")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")          # [text](target) and ![alt](target)
 CODE = re.compile(r"```.*?```|`[^`\n]+`", re.DOTALL)

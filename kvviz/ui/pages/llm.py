@@ -170,24 +170,25 @@ def _inputs(model: SmolLM2) -> tuple[RunKey, tuple[int, int] | None, bool] | Non
     rule, seed = rule_controls("llm")
     chat = mode == "chat"
     try:
-        tokens = model.prompt(text or "", chat)
+        tokens = _prompt(model, text or "", chat)
     except LimitError as e:
-        st.error(t("llm.bad_prompt", reason=_reason(e, model), example=DEFAULT_MESSAGE), icon=":material/error:")
+        st.error(t("llm.bad_prompt", reason=str(e), example=DEFAULT_MESSAGE), icon=":material/error:")
         return None
     span = model.chat(text)[1] if chat else None
     return (tuple(tokens), int(new), rule_cache_key(rule), seed, dtype), span, chat
 
 
-def _reason(e: LimitError, model: SmolLM2) -> str:
-    """The engine's refusal in the page's language (the caps are the engine's)."""
-    msg = str(e)
-    if "empty" in msg:
-        return t("llm.empty")
-    if "characters" in msg:
-        return t("llm.too_long", cap=fmt.integer(model.limits.max_prompt_chars))
-    if "tokens long" in msg:
-        return t("llm.too_many", n=msg.split(" tokens")[0].rsplit(" ", 1)[-1], cap=model.limits.max_prompt_tokens)
-    return msg
+def _prompt(model: SmolLM2, text: str, chat: bool) -> list[str]:
+    """The prompt's tokens, or a LimitError in the page's language: empty, too many characters, too
+    many tokens (the engine's caps; ``model.prompt`` checks them again)."""
+    if not text.strip():
+        raise LimitError(t("llm.empty"))
+    if len(text) > model.limits.max_prompt_chars:
+        raise LimitError(t("llm.too_long", cap=fmt.integer(model.limits.max_prompt_chars)))
+    n = len(model.chat(text)[0] if chat else model.tokenize(text))
+    if n > model.limits.max_prompt_tokens:
+        raise LimitError(t("llm.too_many", n=fmt.integer(n), cap=model.limits.max_prompt_tokens))
+    return model.prompt(text, chat)
 
 
 # ---- what the model reads ------------------------------------------------------------------------
@@ -366,7 +367,7 @@ def render() -> None:
     try:
         run = get_run(key)
     except (LimitError, ValueError) as e:
-        st.error(t("llm.bad_prompt", reason=_reason(e, model), example=DEFAULT_MESSAGE), icon=":material/error:")
+        st.error(t("llm.bad_prompt", reason=str(e), example=DEFAULT_MESSAGE), icon=":material/error:")
         return
     if presenter.presenting():
         nav.hidden_heading(t("stepper.section"))

@@ -10,11 +10,13 @@ docs/measured-smollm2.md).
   process, alternating, several runs: tokens per second and their ratio;
 - **dtypes**: a float32 decode step against a bfloat16 one (kvviz.cost.timing.measure_dtypes);
 - **page**: the page's default run (generation with its recompute check, then its frames), as the
-  server's warm-up makes it.
+  server's warm-up makes it; with ``--browser`` also first visits of the page on a fresh, warmed
+  ``streamlit run`` (until its stepper has drawn event 0) and step presses there
+  (bench/step_clicks.py's measurement).
 
 Every process here uses torch's default threads (2 on this machine), as a server does.
 
-usage: python bench/smollm2.py [--runs 3] [--steps 32] [--convert] [--sections decode,dtypes,page,memory]
+usage: python bench/smollm2.py [--runs 3] [--steps 32] [--convert] [--browser] [--sections decode,dtypes,page,memory]
 """
 from __future__ import annotations
 
@@ -173,12 +175,42 @@ def page(runs: int) -> None:
               f"({len(payload) / 1e3:.0f} kB), ready in {t2 - t0:.2f} s; {len(run.events)} events")
 
 
+def browser_visits(runs: int, clicks: int) -> None:
+    import step_clicks                               # bench/step_clicks.py: its server, clock and presses
+
+    from tests.conftest import Page
+    with step_clicks.app_in_browser() as (browser, base):
+        times = []
+        for r in range(runs):
+            tab = Page(browser)
+            t0 = time.perf_counter()
+            tab.page.goto(f"{base}/Real_LLM", timeout=120_000)
+            tab.wait_drawn(0, timeout=120_000)
+            times.append(time.perf_counter() - t0)
+            tab.close()
+        print(f"first visits of /Real_LLM (warmed server, new tab each): "
+              f"{', '.join(f'{x:.2f}' for x in times)} s until event 0 is drawn")
+        tab = Page(browser)
+        tab.page.add_init_script(step_clicks.KEY_CLOCK)
+        tab.goto(f"{base}/Real_LLM")
+        tab.wait_drawn(0, timeout=120_000)
+        time.sleep(1.0)
+        tab.page.locator("h1").first.click()
+        got = [x for x in (step_clicks.time_press(tab, i) for i in range(clicks)) if x is not None]
+        drawn = [x[1] for x in got]
+        print(f"step presses on /Real_LLM: {len(got)}/{clicks} drawn, median {statistics.median(drawn):.1f} ms, "
+              f"p90 {step_clicks.pct(drawn, 0.9):.1f} ms")
+        tab.assert_clean()
+        tab.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--convert", action="store_true", help="also time a first conversion (≈ 30 s, 2 GB)")
     ap.add_argument("--sections", default="memory,decode,dtypes,page")
+    ap.add_argument("--browser", action="store_true", help="also first visits and step presses in chromium")
     a = ap.parse_args()
     from kvviz.models import smollm2
     print(f"load average {os.getloadavg()[0]:.2f} at start")
@@ -193,6 +225,9 @@ def main() -> None:
         dtypes(a.runs, a.steps)
     if "page" in wanted:
         page(a.runs)
+    if a.browser:
+        sys.path.insert(0, str(ROOT / "bench"))
+        browser_visits(a.runs, 10)
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 

@@ -107,6 +107,13 @@ def test_plain_text_mode_and_bfloat16_measure():
     assert any(("same 12 tokens" in s) if first is None else (f"new token {first + 1}" in s) for s in said)
 
 
+def test_presenter_mode_keeps_the_stepper_and_folds_the_rest():
+    at = open_page(PAGE, {"present": "1", "step": "2"})
+    no_exception(at)
+    assert frame(at)["heading"] == "Event 2 of 15: decode"
+    assert not [h for h in at.header if h.value == "What the model reads"]         # one idea on screen
+
+
 def test_without_the_weights_the_page_says_how_to_get_them(monkeypatch):
     monkeypatch.setenv("KVVIZ_SMOLLM2", "none")
     at = open_page(PAGE)

@@ -46,6 +46,8 @@ def test_conversion_runs_once_under_a_lock_and_is_keyed_by_the_files_hash(tmp_pa
 
     monkeypatch.setattr(s, "convert", fake_convert)
     root = tmp_path / "cache"
+    with pytest.raises(s.ModelNotReady):                   # a page never converts: not ready yet
+        s.ready_dir(gguf, root)
     got = []
     threads = [threading.Thread(target=lambda: got.append(s.converted_dir(gguf, root))) for _ in range(3)]
     for t in threads:
@@ -54,10 +56,30 @@ def test_conversion_runs_once_under_a_lock_and_is_keyed_by_the_files_hash(tmp_pa
         t.join()
     assert len(calls) == 1 and len(set(got)) == 1 and got[0].name.endswith(s.file_sha256(gguf)[:16])
     assert not [p for p in root.iterdir() if ".tmp-" in p.name]                      # renamed into place
+    assert s.ready_dir(gguf, root) == got[0]
     (got[0] / "model.safetensors").write_bytes(b"x" * 7)                             # a damaged directory
     assert s.converted_dir(gguf, root) == got[0] and len(calls) == 2                 # is converted again
     gguf.write_bytes(b"weights v2")                                                   # another file: another dir
     assert s.converted_dir(gguf, root) != got[0] and len(calls) == 3
+
+
+def test_the_hubs_weights_are_downloaded_at_start_up_and_only_read_afterwards(tiny_llama_dir, monkeypatch):
+    import huggingface_hub
+    downloaded = []
+
+    def snapshot_download(repo, allow_patterns, local_files_only):   # the Hub, as Community Cloud has it
+        assert repo == s.HUB_ID and "model.safetensors" in allow_patterns
+        if local_files_only and not downloaded:
+            raise OSError("not in the local cache")
+        downloaded.append(repo)
+        return str(tiny_llama_dir)                   # a directory in the Hub's layout
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    monkeypatch.setenv(s.ENV_SOURCE, s.HUB_ID)
+    with pytest.raises(s.ModelNotReady):
+        s.SmolLM2(prepare=False)                     # a visitor's page before the start-up's download
+    assert s.SmolLM2(prepare=True).n_kv_heads == 2 and downloaded == [s.HUB_ID]
+    assert s.SmolLM2(prepare=False).source.kind == "hub"
 
 
 # ---- the real model ------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ import os
 import shutil
 import tempfile
 import time
+import unittest.mock
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,7 @@ def convert(gguf_file: str | Path, out_dir: str | Path) -> dict[str, Any]:
     tokenizer files). transformers refuses ``save_pretrained`` for a GGUF-loaded model, so: the
     state dict without the tied ``lm_head.weight`` (loading ties it again), the config without its
     ``quantization_config``, and the tokenizer's own save. Returns timings (seconds)."""
+    import gguf
     import torch
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -164,7 +166,11 @@ def convert(gguf_file: str | Path, out_dir: str | Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     tok = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
     t1 = time.perf_counter()
-    model = AutoModelForCausalLM.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name, dtype=torch.float32)
+    # transformers 5.23 builds gguf's tensor-name map afresh for each of the file's 272 tensors
+    # (≈ 12 s of the conversion here); the map depends only on the architecture and the layer count,
+    # so one built map serves them all (bench/smollm2.py checks the logits equal an unpatched load)
+    with unittest.mock.patch.object(gguf, "get_tensor_name_map", functools.lru_cache(gguf.get_tensor_name_map)):
+        model = AutoModelForCausalLM.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name, dtype=torch.float32)
     t2 = time.perf_counter()
     state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
     save_file(state, out_dir / "model.safetensors", metadata={"format": "pt"})

@@ -120,7 +120,7 @@ def probs_blocks(pl: Payload, ev: Event, nxt: Event | None, shown_vocab: list[st
                                k=PRESENT_TOP_K, axis_title="")
     out = [pl.fig(fig, tr("llm.probs_alt"), explain=True), presenter_only(pl.fig(short, tr("llm.probs_alt_present")))]
     if choice is not None and choice.rule.get("name") != "greedy":
-        out.append(note_block(tr("llm.probs_sampled", kept=fmt.integer(len(choice.kept), lang=pl.lang),
+        out.append(note_block(tr("llm.probs_sampled", kept=len(choice.kept),
                                  p=fmt.fixed(choice.probs[choice.index], 3, lang=pl.lang))))
     if ev.pending:
         out.append(html_block(tr("llm.pending", tok=literal(ev.pending), pos=len(ev.sequence) - 1), explain=True))
@@ -140,10 +140,10 @@ def growth_blocks(ev: Event, model, layer: int, tr: Tr) -> list[dict]:
     rows = [[r["layer"], r["K shape"], r["V shape"], fmt.integer(r["bytes (K + V)"], lang=lang)] for _, r in shapes.iterrows()]
     table = table_block([tr("llm.col_layer"), tr("llm.col_k_shape"), tr("llm.col_v_shape"), tr("llm.col_bytes")], rows,
                         title=f"**{tr('llm.cache_growth_title')}**", row_marks=[(layer, "bold")])
-    return [note_block(tr("llm.cache_bytes_line", measured=fmt.integer(measured, lang=lang), layers=cfg.n_layers,
+    return [note_block(tr("llm.cache_bytes_line", measured=measured, layers=cfg.n_layers,
                           kv=cfg.n_kv_heads, hs=cfg.head_dim, b=cost.DTYPE_BITS[dtype] // 8, T=ev.cache_len,
-                          formula=fmt.integer(formula, lang=lang), per_token=fmt.integer(per_token, lang=lang),
-                          mha=fmt.integer(mha, lang=lang), heads=cfg.n_heads,
+                          formula=fmt.integer(formula, lang=lang), per_token=per_token,
+                          mha=mha, heads=cfg.n_heads,
                           ok="✓" if measured == formula else "✗")),
             details_block(tr("llm.cache_growth_summary", layers=cfg.n_layers), [table])]
 

@@ -184,10 +184,10 @@ def _prompt(model: SmolLM2, text: str, chat: bool) -> list[str]:
     if not text.strip():
         raise LimitError(t("llm.empty"))
     if len(text) > model.limits.max_prompt_chars:
-        raise LimitError(t("llm.too_long", cap=fmt.integer(model.limits.max_prompt_chars)))
+        raise LimitError(t("llm.too_long", cap=model.limits.max_prompt_chars))
     n = len(model.chat(text)[0] if chat else model.tokenize(text))
     if n > model.limits.max_prompt_tokens:
-        raise LimitError(t("llm.too_many", n=fmt.integer(n), cap=model.limits.max_prompt_tokens))
+        raise LimitError(t("llm.too_many", n=n, cap=model.limits.max_prompt_tokens))
     return model.prompt(text, chat)
 
 
@@ -246,9 +246,9 @@ def _gqa(run: Run, model: SmolLM2) -> None:
     per = {d: cost.cache_bytes_per_token(cfg, d) for d in ("fp32", "bf16")}
     mha = cost.memory_report(cfg, T, 1, dtype)
     st.markdown(t("llm.gqa_body", heads=cfg.n_heads, kv=cfg.n_kv_heads, per=cfg.n_heads // cfg.n_kv_heads,
-                  layers=cfg.n_layers, hs=cfg.head_dim, shape=shape, T=T, fp32=fmt.integer(per["fp32"]),
-                  bf16=fmt.integer(per["bf16"]), mha_fp32=fmt.integer(cost.memory_report(cfg, 1, 1, "fp32").mha_total),
-                  total=fmt.integer(last.nbytes()), mha_total=fmt.integer(mha.mha_total),
+                  layers=cfg.n_layers, hs=cfg.head_dim, shape=shape, T=T, fp32=per["fp32"],
+                  bf16=fmt.integer(per["bf16"]), mha_fp32=cost.memory_report(cfg, 1, 1, "fp32").mha_total,
+                  total=last.nbytes(), mha_total=mha.mha_total,
                   saving=fmt.factor(mha.saving_vs_mha), dtype=model.dtype_name))
     groups = pd.DataFrame({t("llm.col_kv_head"): [f"K/V {g + 1}" for g in range(cfg.n_kv_heads)],
                            t("llm.col_queries"): [", ".join(str(h + 1) for h in range(cfg.n_heads)
@@ -290,7 +290,7 @@ def _dtypes(tokens: tuple[str, ...], model: SmolLM2) -> None:
     st.markdown(t("llm.dtype_intro", fp32=fmt.nbytes(cost.weight_bytes(cfg, "fp32")),
                   bf16=fmt.nbytes(cost.weight_bytes(cfg, "bf16")),
                   c32=fmt.integer(cost.cache_bytes_per_token(cfg, "fp32")),
-                  c16=fmt.integer(cost.cache_bytes_per_token(cfg, "bf16")), steps=MEASURE_STEPS))
+                  c16=cost.cache_bytes_per_token(cfg, "bf16"), steps=MEASURE_STEPS))
     go = st.button(t("llm.measure"), icon=":material/timer:", type="primary", help=t("llm.measure_help"))
     if go:
         lock = _measure_lock()
@@ -346,10 +346,10 @@ def render() -> None:
         return
     cfg = model.cost_config
     presenter.intro(t("llm.intro", layers=cfg.n_layers, heads=cfg.n_heads, kv=cfg.n_kv_heads, hs=cfg.head_dim,
-                      d=cfg.d_model, vocab=fmt.integer(cfg.vocab), params=fmt.integer(model.model.num_parameters()),
+                      d=cfg.d_model, vocab=cfg.vocab, params=model.model.num_parameters(),
                       theta=fmt.integer(int(model.config.rope_parameters["rope_theta"]))))
     src = model.source
-    st.caption(t("llm.weights_" + src.kind, bytes=fmt.integer(model.weight_bytes()), mb=fmt.nbytes(model.weight_bytes()),
+    st.caption(t("llm.weights_" + src.kind, bytes=model.weight_bytes(), mb=fmt.nbytes(model.weight_bytes()),
                  hub=smollm2.HUB_ID, pin=smollm2.PACKAGE_PIN))
     with presenter.settings():
         got = _inputs(model)

@@ -18,7 +18,8 @@ FLAGS = [
     ("es", ["weather.mask_title", "weather.repair", "weather.stale_key"], None, r"\bclaves?\b"),
     ("es", ["weather.did_prefill", "weather.did_decode"], r"sus keys y su value", r"sus claves y su valor"),
     ("es", ["charts.query_axis", "charts.query"], r"\bquery\b", r"^consulta"),
-    ("es", ["home.intro"], r"\bkeys\b|\bvalues\b|KV cache|lo ha procesado", r"las claves y los valores.*la \*\*caché KV\*\*"),
+    ("es", ["home.intro"], r"\bkeys\b|\bvalues\b|KV cache|lo ha procesado",
+     r"las claves y los valores.*la \*\*caché KV\*\*"),
     ("es", ["home.intro"], None, r"hasta que esa pasada lo haya procesado"),
     ("es", ["sampling.q1_cache", "sampling.q3_vocab", "sampling.q3_reveal", "stepper.cache_title", "home.intro"],
      r"\b(?:el|un|la) (?:KV )?cache\b|\bKV cache\b|\bcache\b", r"(?i)\b(?:la|una) caché\b|^Caché KV"),
@@ -67,8 +68,8 @@ FLAGS = [
     ("de", ["speculative.intro", "speculative.expected_body"], r"durch den Speicher begrenzt", r"speichergebunden"),
     ("de", ["sampling.cap_input"], r"Der Softmax", r"^Die Softmax der Logits"),
     ("de", "cost.*", r"Decode-Schritt", None),
-    ("es", ["speculative.did_verify", "speculative.did_verify_plain", "speculative.todo_draft"], r"(?<!modelo )\b[Ee]l objetivo\b",
-     r"\b[Ee]l modelo objetivo\b"),
+    ("es", ["speculative.did_verify", "speculative.did_verify_plain", "speculative.todo_draft"],
+     r"(?<!modelo )\b[Ee]l objetivo\b", r"\b[Ee]l modelo objetivo\b"),
     ("es", ["paged.pool_title", "paged.fw_pool"], r"(?i)\bpool\b", r"^Conjunto de bloques"),
     ("es", ["paged.did_prefill", "paged.did_boundary", "paged.did_finished"], r"lista de libres",
      r"lista de bloques libres"),
@@ -121,7 +122,9 @@ def test_counts_read_as_a_native_reader_expects():
     assert render(s["en"]["compress.m_so_far"], "en", n=1).endswith("(1 step)")
     assert render(s["en"]["weather.reads_line"], "en", head="H", where=[4], reads="r", ctx="c").startswith(
         "**H**: key +1 at position 4. ")
-    assert render(s["es"]["paged.check_exact"], "es", n=1).startswith("Comprobación: la única fila de esta pasada coincide")
-    assert "1 posición)" in render(s["es"]["speculative.did_draft_first"], "es", r=1, fed="A", k=1, tok="B", pos=2, how="h", n=3)
+    assert render(s["es"]["paged.check_exact"], "es", n=1).startswith(
+        "Comprobación: la única fila de esta pasada coincide")
+    assert "1 posición)" in render(s["es"]["speculative.did_draft_first"], "es", r=1, fed="A", k=1, tok="B", pos=2,
+                                   how="h", n=3)
     assert render(s["es"]["paged.did_decode"], "es", ids=[0, 1]).endswith("peticiones 0 y 1.")
     assert render(s["de"]["paged.did_decode"], "de", ids=[0, 1]).endswith("Anfragen 0 und 1.")

@@ -217,7 +217,8 @@ def test_timing_sweep_plots_speedup_beside_flop_ratio_and_explains_the_gap():
     assert list(table["speed-up"]) == pytest.approx([p.speedup for p in sweep.points])
     assert list(table["FLOP ratio"]) == pytest.approx(flops)
     # the explanation: the English template with each {number} read back and compared with the sweep's
-    template = re.sub(r"\{(\w+), plural, one \{[^{}]*\} other \{# ([^{}]*)\}\}", r"{\1} \2", strings("en")["gpt.explain"])
+    template = re.sub(r"\{(\w+), plural, one \{[^{}]*\} other \{# ([^{}]*)\}\}", r"{\1} \2",
+                      strings("en")["gpt.explain"])
     pattern = re.escape(template)
     for name in re.findall(r"\{(\w+)\}", template):
         pattern = pattern.replace(re.escape("{" + name + "}"), f"(?P<{name}>.+?)", 1)

@@ -75,7 +75,8 @@ from kvviz.cost.shapes import (
 from kvviz.cost.speculative import best_gamma, speculative_speedup, speculative_tokens_per_pass
 
 __all__ = ["ABC_CONFIG", "ACCELERATOR_GB", "DTYPE_BITS", "FALCON_7B", "GPT2_SMALL", "LLAMA31_70B", "LLAMA3_8B",
-           "MISTRAL_7B", "PRESETS", "QWEN25_7B", "SHAPES", "SMOLLM2_135M", "TINY_GPT", "TRAINED_TINY_GPT", "WEATHER_CONFIG",
+           "MISTRAL_7B", "PRESETS", "QWEN25_7B", "SHAPES", "SMOLLM2_135M", "TINY_GPT", "TRAINED_TINY_GPT",
+           "WEATHER_CONFIG",
            "attention_flops_per_pair", "attention_kind", "best_gamma", "block_flops_per_token", "cache_bytes",
            "cache_bytes_per_token", "cache_config", "cache_transfer", "check_config", "check_dtype", "check_heads",
            "config_of", "context_grid", "count_flops", "decode_intensity", "decode_intensity_limit",

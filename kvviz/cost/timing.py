@@ -219,10 +219,11 @@ def measure_passes(model: GPT, prompt_ids: Sequence[int], repeats: int = 3,
     for n in sorted({min(n, block) for n in lengths} | {len(prompt_ids)}):
         idx = (base.repeat(n // len(base) + 1)[:n] % vocab).unsqueeze(0)               # [1, n]
         model(idx, last_only=True)                                                       # warm-up
-        full[n] = _best_time(lambda: model(idx, last_only=True), repeats)
+        full[n] = _best_time(lambda idx=idx: model(idx, last_only=True), repeats)
     context = min(128, block)
     cache = StaticCache(model.config.n_layer, context + repeats)
-    model(base.repeat(context // len(base) + 1)[:context - 1].unsqueeze(0), cache, 0, last_only=True)  # prefill context − 1
+    prefix = base.repeat(context // len(base) + 1)[:context - 1].unsqueeze(0)          # [1, context − 1]
+    model(prefix, cache, 0, last_only=True)                                            # prefill context − 1
     tok = base[:1].unsqueeze(0)
     times = []
     for i in range(repeats + 1):                                                         # the first is a warm-up

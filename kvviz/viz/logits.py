@@ -55,7 +55,8 @@ def top_probs_bar_spec(probs: Sequence[float], tokens: Sequence[str], chosen: in
     xaxis = {"title": {"text": axis_title}, "range": [0, top * 1.3 or 1.0]}
     if top * 1.3 > 1:
         xaxis["tickvals"] = [0, 0.2, 0.4, 0.6, 0.8, 1]
-    return {"data": [trace], "layout": theme.layout(title, 120 + 30 * len(order), xaxis=xaxis, yaxis={"type": "category"})}
+    layout = theme.layout(title, 120 + 30 * len(order), xaxis=xaxis, yaxis={"type": "category"})
+    return {"data": [trace], "layout": layout}
 
 
 def top_probs_bar(*args, **kwargs) -> go.Figure:

@@ -74,14 +74,16 @@ SCAN = r"""(opts) => {
       const a = items[i];
       for (let j = i + 1; j < items.length; j++) {
         const b = items[j];
-        if (a.box.right < b.box.left || b.box.right < a.box.left || a.box.bottom < b.box.top || b.box.bottom < a.box.top) continue;
+        if (a.box.right < b.box.left || b.box.right < a.box.left ||
+            a.box.bottom < b.box.top || b.box.bottom < a.box.top) continue;
         if (depth(inked(a.quad), inked(b.quad)) > 2) {
           if (n++ < 3) say("overlap", where, `${short(a.text)} and ${short(b.text)}`);
         }
       }
     }
   };
-  const offScreen = (box) => box.top < topEdge - 1 || box.bottom > innerHeight + 1 || box.left < -1 || box.right > innerWidth + 1;
+  const offScreen = (box) => box.top < topEdge - 1 || box.bottom > innerHeight + 1 ||
+    box.left < -1 || box.right > innerWidth + 1;
   let texts = 0, nfigs = 0;
   for (const root of roots) {
     // ---- plotly figures shown (a figure drawn ahead for a later step waits hidden in its slot)
@@ -90,7 +92,8 @@ SCAN = r"""(opts) => {
     for (const f of figs) {
       nfigs++;
       const fl = f._fullLayout;
-      const name = short((fl.title && fl.title.text) || f.closest("[aria-label]")?.getAttribute("aria-label") || "chart");
+      const name = short((fl.title && fl.title.text) ||
+        f.closest("[aria-label]")?.getAttribute("aria-label") || "chart");
       const svg = f.querySelector(".main-svg");
       const edge = svg.getBoundingClientRect();
       const items = [];
@@ -104,7 +107,8 @@ SCAN = r"""(opts) => {
         const px = parseFloat(getComputedStyle(t).fontSize) * (m ? Math.hypot(m.a, m.b) : 1);
         texts++;
         if (px < minPx - 0.05) say("small", name, `${short(s)} at ${px.toFixed(1)} px`);
-        if (box.left < edge.left - 1 || box.right > edge.right + 1 || box.top < edge.top - 1 || box.bottom > edge.bottom + 1) {
+        if (box.left < edge.left - 1 || box.right > edge.right + 1 ||
+            box.top < edge.top - 1 || box.bottom > edge.bottom + 1) {
           say("cut", name, short(s));
         }
         if (opts.screen && offScreen(box)) say("off screen", name, short(s));
@@ -128,7 +132,8 @@ SCAN = r"""(opts) => {
           const [lo, hi] = [Math.min(...ax.range), Math.max(...ax.range)];
           const rows = ax._categories.filter((_, i) => i >= lo && i <= hi).length;
           const id = "y" + k.slice(5);
-          const shown = [...f.querySelectorAll(`g.${id}tick text`)].filter((t) => t.textContent.trim() && vis(t)).length;
+          const shown = [...f.querySelectorAll(`g.${id}tick text`)]
+            .filter((t) => t.textContent.trim() && vis(t)).length;
           if (shown < rows) say("squashed", name, `${k} labels ${shown} of ${rows} rows`);
         }
       }
@@ -174,8 +179,9 @@ SCAN = r"""(opts) => {
   }
   const main = document.querySelector("[data-testid='stMain']");
   const strips = roots.reduce((n, r) => n + [...r.querySelectorAll(".kvs-strip")].filter(vis).length, 0);
-  return { problems, texts, figs: nfigs, strips,
-           sideways: Math.max(document.documentElement.scrollWidth, main ? main.scrollWidth - main.clientWidth + innerWidth : 0) > innerWidth };
+  const wide = Math.max(document.documentElement.scrollWidth,
+                        main ? main.scrollWidth - main.clientWidth + innerWidth : 0);
+  return { problems, texts, figs: nfigs, strips, sideways: wide > innerWidth };
 }"""
 
 
@@ -184,7 +190,9 @@ SCAN = r"""(opts) => {
 AFTER_STEP = """async ([step, opts]) => {
   const t0 = performance.now();
   while (document.querySelector('.kvs-root')?.dataset.fitted !== String(step)) {
-    if (performance.now() - t0 > 30000) return { problems: [`event ${step} was not drawn and fitted within 30 s`], strips: 1, figs: 1 };
+    if (performance.now() - t0 > 30000) {
+      return { problems: [`event ${step} was not drawn and fitted within 30 s`], strips: 1, figs: 1 };
+    }
     await new Promise((ok) => setTimeout(ok, 20));
   }
   return (""" + SCAN + """)(opts);

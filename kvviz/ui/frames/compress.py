@@ -114,7 +114,8 @@ def attention_block(pl: Payload, cmp: StepComparison, ev: Event, layer: int, hea
         if len(masses) == 1:
             spec["layout"]["title"]["text"] = (tr("compress.fig_att_title", layer=layer + 1, head=head + 1)
                                                + "<br><sup>" + shares[0] + "</sup>")
-    return pl.fig(spec, tr("compress.attention_alt_sinks" if v.kind == "window" and v.sinks else "compress.attention_alt"))
+    alt = "compress.attention_alt_sinks" if v.kind == "window" and v.sinks else "compress.attention_alt"
+    return pl.fig(spec, tr(alt))
 
 
 def distributions_block(pl: Payload, cmp: StepComparison, ev: Event, name: str, tr: Tr) -> dict:
@@ -198,8 +199,8 @@ def build(cmp: StepComparison, model, layer: int, head: int, tr: Tr) -> Payload:
             more.append(note_block(tr("compress.errors_note", bits=v.bits), explain=True))
         pl.add(tr("compress.event_heading", i=ev.index, last=last, phase=tr("gpt.phase_" + ev.phase)),
                top=[strip_block(ev.sequence, len(run.prompt), ev.cache_len), lines_block(did, todo)],
-               main=main
-               + ([note_block(tr("stepper.no_attention", i=ev.index - 1), explain=True)] if ev.phase == "choose" else []),
+               main=main + ([note_block(tr("stepper.no_attention", i=ev.index - 1), explain=True)]
+                            if ev.phase == "choose" else []),
                side=[figs["dist"]], metrics=step_metrics(cmp, ev, layer, head, tr),
                table=cache_frame_table(pl, ev, tr, labels, layer, present_cols=present),
                more=more)

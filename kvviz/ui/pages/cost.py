@@ -289,7 +289,8 @@ def _compute() -> None:
                    help=t("cost.fl_model_help"), persist_state=KEEP, on_change=urlstate.sync, args=("fl_model", first))
     c[1].number_input(t("cost.fl_prompt"), step=1, key="fl_prompt", help=t("cost.fl_prompt_help"),
                       persist_state=KEEP, on_change=urlstate.sync, args=("fl_prompt", 2))
-    c[2].number_input(t("cost.fl_n"), step=1, key="fl_n", help=t("cost.fl_n_help", cap=fmt.integer(MAX_COST_GEN_TOKENS)),
+    c[2].number_input(t("cost.fl_n"), step=1, key="fl_n",
+                      help=t("cost.fl_n_help", cap=fmt.integer(MAX_COST_GEN_TOKENS)),
                       persist_state=KEEP, on_change=urlstate.sync, args=("fl_n", 32))
     ss = st.session_state
     cfg = options[ss.fl_model]
@@ -330,7 +331,8 @@ def _compute() -> None:
     st.dataframe(_complexity_table(with_c, without), hide_index=True, width="stretch")
     st.markdown(t("cost.per_token_text", n=fmt.integer(n), t=fmt.integer(p + n - 1), cached=fmt.flops(step_c.total),
                   uncached=fmt.flops(step_u.total), x=_ratio(step_u.total, step_c.total),
-                  lin=fmt.integer(cost.linear_flops_per_token(cfg)), att=fmt.integer(cost.attention_flops_per_pair(cfg)),
+                  lin=fmt.integer(cost.linear_flops_per_token(cfg)),
+                  att=fmt.integer(cost.attention_flops_per_pair(cfg)),
                   params=cost.param_count(cfg)))
     with st.expander(t("cost.flops_more_title")):
         st.markdown(t("cost.flops_more_body"))

@@ -217,8 +217,8 @@ def _questions() -> None:
         a, b = (run_generation(model, ["A", "B"], 8) for _ in range(2))
         text = lambda r: " ".join(e.chosen for e in r.events if e.phase == "choose")   # noqa: E731
         s1, s2 = (run_generation(model, ["A", "B"], 8, rule=Sampler(1.0), seed=s) for s in (1, 2))
-        st.markdown(t("sampling.q1_reveal", a=text(a), b=text(b), same=t("sampling.yes" if text(a) == text(b) else "sampling.no"),
-                      s1=text(s1), s2=text(s2)))
+        same = t("sampling.yes" if text(a) == text(b) else "sampling.no")
+        st.markdown(t("sampling.q1_reveal", a=text(a), b=text(b), same=same, s1=text(s1), s2=text(s2)))
     _question(1, ["same", "random", "cache"], lambda o: t(f"sampling.q1_{o}"), "same", reveal1)
 
     # 2: top-p 0.8 on the quiz distribution; the correct answer is whatever the engine keeps, live

@@ -77,7 +77,8 @@ def _payload(ids: tuple[int, ...], new: int, gamma: int, rule_key: RuleKey, seed
              lang: str) -> str:
     """Every event's frame of one run, for one layer and head, in one language (read-only JSON)."""
     vocab = _pair()[0].tokenizer.vocab
-    return frames_speculative.build(_speculation(ids, new, gamma, rule_key, seed), vocab, layer, head, translator(lang)).to_json()
+    spec = _speculation(ids, new, gamma, rule_key, seed)
+    return frames_speculative.build(spec, vocab, layer, head, translator(lang)).to_json()
 
 
 def _outside_the_cache(fn: Callable) -> Callable:
@@ -197,8 +198,10 @@ def _summary(spec: Speculation, ids: tuple[int, ...], rule_key: RuleKey) -> None
                       tpp=fmt.fixed(cost.speculative_tokens_per_pass(alpha, gamma), 2),
                       got=fmt.fixed(spec.tokens_per_target_pass, 2),
                       s=fmt.fixed(cost.speculative_speedup(alpha, gamma, c), 2)))
-        words = frames_speculative.fig_labels(t, expected=t("speculative.fig_expected_line", a=fmt.fixed(alpha, 2), c=fmt.fixed(c, 2)))
-        fig = speedup_figure(range(1, SPECULATIVE_MAX_GAMMA + 1), t("speculative.speedup_title"), alpha, c, measured, labels=words)
+        expected = t("speculative.fig_expected_line", a=fmt.fixed(alpha, 2), c=fmt.fixed(c, 2))
+        words = frames_speculative.fig_labels(t, expected=expected)
+        fig = speedup_figure(range(1, SPECULATIVE_MAX_GAMMA + 1), t("speculative.speedup_title"), alpha, c, measured,
+                             labels=words)
         chart(fig, t("speculative.speedup_alt"), key="speculative_speedup_chart")
     _measure(ids, rule_key, measured)
 
@@ -211,9 +214,11 @@ def _measure(ids: tuple[int, ...], rule_key: RuleKey, measured: SpeedMeasurement
     runs = c[0].number_input(t("speculative.runs"), 1, SPECULATIVE_MEASURE_MAX_RUNS, key="sd_runs",
                              on_change=urlstate.sync, args=("sd_runs", DEFAULT_RUNS),
                              help=t("speculative.runs_help", cap=SPECULATIVE_MEASURE_MAX_RUNS))
-    if c[1].button(t("speculative.measure_run"), icon=":material/timer:", type="primary", help=t("speculative.measure_run_help")):
+    if c[1].button(t("speculative.measure_run"), icon=":material/timer:", type="primary",
+                   help=t("speculative.measure_run_help")):
         bar = st.progress(0.0, text=t("speculative.measure_progress", what="…"))
-        show = _outside_the_cache(lambda f, what: bar.progress(min(1.0, f), text=t("speculative.measure_progress", what=what)))
+        show = _outside_the_cache(
+            lambda f, what: bar.progress(min(1.0, f), text=t("speculative.measure_progress", what=what)))
         try:
             measured = _measurement(ids, rule_key, int(runs), _progress=show)
             st.session_state["speculative_measured"] = ((ids, rule_key), measured)
@@ -225,8 +230,8 @@ def _measure(ids: tuple[int, ...], rule_key: RuleKey, measured: SpeedMeasurement
     if measured is None:
         st.info(t("speculative.measure_none"), icon=":material/timer:")
         return
-    st.caption(t("speculative.measure_done", s=fmt.fixed(measured.seconds, 1), runs=measured.runs, n=measured.new_tokens,
-                 threads=measured.threads))
+    st.caption(t("speculative.measure_done", s=fmt.fixed(measured.seconds, 1), runs=measured.runs,
+                 n=measured.new_tokens, threads=measured.threads))
     df = pd.DataFrame([{
         "γ": p.gamma,
         t("speculative.col_alpha"): p.acceptance_rate,
@@ -237,7 +242,8 @@ def _measure(ids: tuple[int, ...], rule_key: RuleKey, measured: SpeedMeasurement
         t("speculative.col_spec_tps"): p.speculative_tps,
         t("speculative.col_plain_tps"): p.plain_tps,
     } for p in measured.points])
-    digits = {"speculative.col_alpha": 3, "speculative.col_tpp": 2, "speculative.col_expected": 2, "speculative.col_expected_v": 2,
+    digits = {"speculative.col_alpha": 3, "speculative.col_tpp": 2, "speculative.col_expected": 2,
+              "speculative.col_expected_v": 2,
               "speculative.col_measured": 2, "speculative.col_spec_tps": 0, "speculative.col_plain_tps": 0}
     st.dataframe(df.style.format({t(k): (lambda v, d=d: fmt.fixed(v, d)) for k, d in digits.items()}),
                  hide_index=True, width="stretch")

@@ -1,7 +1,8 @@
 """Command line: ``python -m kvviz trace MODEL --prompt "A B" --new-tokens 4`` prints the trace JSON;
 ``python -m kvviz serve --requests 6 ...`` a served stream of requests (kvviz.serving);
 ``python -m kvviz compress --kind window …`` compares a smaller cache with the full one (kvviz.compress);
-``python -m kvviz speculate --prompt … --gamma 4`` a speculative run (kvviz.speculative).
+``python -m kvviz speculate --prompt … --gamma 4`` a speculative run (kvviz.speculative);
+``python -m kvviz export --out DIR`` writes the lecture as static pages (kvviz.ui.export, docs/export.md).
 
 Greedy by default; ``--temperature/--top-k/--top-p`` sample instead (temperature 0 is greedy, and a
 filter without a temperature samples at 1), ``--seed`` fixes the draws: the same command prints the
@@ -22,6 +23,7 @@ from kvviz.sampling import make_rule
 from kvviz.serving import add_serve_command
 from kvviz.speculative import add_speculate_command
 from kvviz.trace import run_dict
+from kvviz.ui.export.cli import add_command as add_export_command
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     add_serve_command(sub)
     compress.add_command(sub)
     add_speculate_command(sub)
+    add_export_command(sub)
     a = p.parse_args(argv)
     if hasattr(a, "run"):                                 # a subcommand that handles itself
         return a.run(a)

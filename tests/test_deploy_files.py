@@ -45,3 +45,13 @@ def test_torch_comes_from_the_cpu_index_and_only_torch_does():
                if isinstance(entry, dict) and "index" in entry}
     assert indexed == {"torch": "pytorch-cpu"}
     assert not pipfile.get("dev-packages"), "test tools stay in requirements-dev.txt"
+
+
+def test_the_pages_workflow_installs_the_requirements_exports_and_deploys():
+    """.github/workflows/pages.yml: the pinned requirements (torch from the CPU index), the lecture
+    exported in each language (docs/export.md), GitHub's pages actions."""
+    flow = (ROOT / ".github" / "workflows" / "pages.yml").read_text()
+    assert f"--extra-index-url {CPU_INDEX} -r requirements.txt" in flow
+    for lang, out in (("en", "_site"), ("es", "_site/es"), ("de", "_site/de")):
+        assert f"python -m kvviz export --out {out} --lang {lang} " in flow
+    assert "actions/upload-pages-artifact@" in flow and "path: _site" in flow and "actions/deploy-pages@" in flow

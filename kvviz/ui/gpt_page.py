@@ -25,6 +25,7 @@ from kvviz.ui.perf import timed
 from kvviz.ui.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
 
 DEFAULT_PROMPT, DEFAULT_NEW = "Today the weather is so", 8
+LAYER, HEAD = "gpt_layer", "gpt_head"    # the view in the address, numbered from 1 (the model view's tiles choose it)
 
 
 
@@ -115,13 +116,13 @@ def _payload(tokens: tuple[str, ...], new: int, rule_key: RuleKey, seed: int, la
 def _view(model: GPTModel) -> tuple[int, int]:
     """Layer and head of the heatmap and the cache table (0-based), numbered from 1 on screen and
     kept in the address (?gpt_layer=4&gpt_head=2)."""
-    urlstate.int_param("gpt_layer", 1, 1, model.n_layers)
-    urlstate.int_param("gpt_head", 1, 1, model.n_heads)
+    urlstate.int_param(LAYER, 1, 1, model.n_layers)
+    urlstate.int_param(HEAD, 1, 1, model.n_heads)
     c = st.columns([1, 1, 3], vertical_alignment="bottom")
-    layer = c[0].selectbox(t("gpt.layer"), range(1, model.n_layers + 1), key="gpt_layer",
-                           on_change=urlstate.sync, args=("gpt_layer", 1), help=t("gpt.layer_help")) - 1
-    head = c[1].selectbox(t("gpt.head"), range(1, model.n_heads + 1), key="gpt_head",
-                          on_change=urlstate.sync, args=("gpt_head", 1), help=t("gpt.head_help")) - 1
+    layer = c[0].selectbox(t("gpt.layer"), range(1, model.n_layers + 1), key=LAYER,
+                           on_change=urlstate.sync, args=(LAYER, 1), help=t("gpt.layer_help")) - 1
+    head = c[1].selectbox(t("gpt.head"), range(1, model.n_heads + 1), key=HEAD,
+                          on_change=urlstate.sync, args=(HEAD, 1), help=t("gpt.head_help")) - 1
     return layer, head
 
 
@@ -129,9 +130,9 @@ def _pick(model: GPTModel, layer: int, head: int) -> None:
     """A tile of the model view was chosen (0-based): it becomes the selectboxes' layer and head and
     goes into the address, as if chosen there (runs as a callback, before the selectboxes exist)."""
     if 0 <= layer < model.n_layers and 0 <= head < model.n_heads:
-        st.session_state["gpt_layer"], st.session_state["gpt_head"] = layer + 1, head + 1
-        urlstate.sync("gpt_layer", 1)
-        urlstate.sync("gpt_head", 1)
+        st.session_state[LAYER], st.session_state[HEAD] = layer + 1, head + 1
+        urlstate.sync(LAYER, 1)
+        urlstate.sync(HEAD, 1)
 
 
 @st.fragment

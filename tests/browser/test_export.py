@@ -1,5 +1,6 @@
-"""The static export (kvviz/ui/export, ``python -m kvviz export``): the lecture in English, written twice
-(by the command in another process, and here) byte for byte the same; every page opened from
+"""The static export (kvviz/ui/export, ``python -m kvviz export``): the lecture in English, written here,
+and one screen of each page written again by the command in another process, byte for byte the same
+frames and files; the whole under 20 MB; every page opened from
 file:// in chromium with every request outside the folder refused; every event of one run of each
 stepping page stepped through with the keys (the screen's own event on the others), its heading and
 the data of every figure it shows equal to the live page's payload (the frames the exporter captured
@@ -31,41 +32,62 @@ LIVE = "http://live.invalid:8501"      # the screens' live links: never fetched
 MAX_BYTES = 20_000_000
 TRACE_KEYS = ("type", "x", "y", "z", "text")
 
-# n events of the page's stepper in turn from event `from` (→ as the keydown its key listener gets), in
-# the browser: per event its heading and the figures it shows, and the data plotly holds for each
-# figure the first time it is shown (a figure is drawn once, into its own element).
-STEP_ALL = """async ([n, keys, from]) => {
-  const root = document.querySelector('.kvs-root');
-  const drawn = (i) => new Promise((ok, fail) => {
+# One screen, read in the browser in one go (no round trip per step): its title, links and controls;
+# the stepper's own event, then with ``all`` every event from Home on (→ as the keydown its key
+# listener gets): each event's heading and the figures it shows, and the data plotly holds for each
+# figure (a figure is drawn once, into its own element); each single chart, scrolled to (it is drawn
+# near the screen, as on the live page), and its data.
+LOOK = """async ([start, all, keys]) => {
+  const until = (ok, what) => new Promise((done, fail) => {
     const t0 = performance.now();
-    const look = () => root.dataset.drawn === String(i) ? ok()
-      : performance.now() - t0 > 20000 ? fail(new Error('event ' + i + ' not drawn')) : requestAnimationFrame(look);
+    const look = () => ok() ? done() : performance.now() - t0 > 20000 ? fail(new Error(what)) : requestAnimationFrame(look);
     look();
   });
-  const steps = [], figs = {};
-  for (let i = from; i < from + n; i++) {
-    if (i > from) window.dispatchEvent(new KeyboardEvent('keydown', {key: 'ArrowRight', bubbles: true}));
-    await drawn(i);
-    const shown = [...root.querySelectorAll('.kvs-fig')].filter((d) => d.offsetParent !== null);
-    for (const d of shown) {
+  const traces = (el) => el.data.map((t) => Object.fromEntries(keys.filter((k) => k in t).map((k) => [k, t[k]])));
+  const key = (e) => window.dispatchEvent(new KeyboardEvent('keydown', {key: e, bubbles: true}));
+  const out = {title: document.querySelector('h1').textContent, steps: [], figs: {}, charts: [],
+               live: document.querySelector('.kvx-nav [data-kvx-live]').getAttribute('href'),
+               hrefs: [...document.querySelectorAll('a[href]')].map((a) => a.getAttribute('href')),
+               stray: [...document.querySelectorAll('button, input, select, textarea')]
+                 .filter((e) => !e.closest('.kvs-root, .modebar')).map((e) => e.outerHTML.slice(0, 80))};
+  const root = document.querySelector('.kvs-root');
+  const shown = (i) => until(() => root.dataset.drawn === String(i), 'event ' + i + ' not drawn').then(() => {
+    const figs = [...root.querySelectorAll('.kvs-fig')].filter((d) => d.offsetParent !== null);
+    for (const d of figs) {
       const k = d.dataset.key.split(':')[0];
-      if (!(k in figs)) figs[k] = d.data.map((t) => Object.fromEntries(keys.filter((x) => x in t).map((x) => [x, t[x]])));
+      if (!(k in out.figs)) out.figs[k] = traces(d);
     }
-    steps.push([root.querySelector('.kvs-heading').textContent, shown.map((d) => Number(d.dataset.key.split(':')[0]))]);
+    out.steps.push([i, root.querySelector('.kvs-heading').textContent, figs.map((d) => Number(d.dataset.key.split(':')[0]))]);
+  });
+  if (start !== null) {
+    await until(() => document.querySelector('.kvs-root'), 'no stepper');
+    await shown(start);
+    if (all) {
+      key('Home');
+      await shown(0);
+      for (let i = 1; i < Number(root.querySelector('.kvs-slider input').max) + 1; i++) { key('ArrowRight'); await shown(i); }
+    }
   }
-  return {steps, figs};
+  for (const el of document.querySelectorAll('.kvc-chart')) {
+    el.scrollIntoView();
+    await until(() => el.dataset.drawn === '1', 'chart not drawn');
+    out.charts.push(traces(el));
+  }
+  return out;
 }"""
-# controls outside the stepper and plotly's toolbar would need the server
-STRAY = """() => [...document.querySelectorAll('button, input, select, textarea')]
-  .filter((e) => !e.closest('.kvs-root, .modebar')).map((e) => e.outerHTML.slice(0, 80))"""
+# one screen of each page, each with settings of its own: written again by the command, in another process
+AGAIN = ("abc_sampling", "weather_repair", "sampling_flat", "gpt_sampled", "cost_memory_gqa", "cost_batching_gpt",
+         "paged_preempt", "compress_quant", "spec_residual")
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    """The export written here, and the same command's folder written by another process at once."""
+    """The lecture exported here, and one screen of each page exported at the same time by the
+    command in another process (a second whole export would double the test's time)."""
     root = tmp_path_factory.mktemp("export")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cli = subprocess.Popen([sys.executable, "-m", "kvviz", "export", "--out", str(root / "cli"), "--live-url", LIVE],
+    cli = subprocess.Popen([sys.executable, "-m", "kvviz", "export", "--out", str(root / "cli"), "--live-url", LIVE,
+                            "--only", ",".join(AGAIN)],
                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     result = export(root / "site", "en", live_url=LIVE)
     out, err = cli.communicate(timeout=900)
@@ -118,20 +140,10 @@ def _expected_figs(frame: dict, present: bool = False) -> list[int]:
     return sorted(out)
 
 
-def _drawn(tab: StaticTab, step: int) -> None:
-    tab.page.locator(f".kvs-root[data-drawn='{step}']").wait_for(state="attached", timeout=20_000)
-
-
-def _step_through(tab: StaticTab, payload: dict) -> None:
-    """Home, then every event: each heading, the figures shown and their data as the payload says."""
-    tab.page.locator("h1").first.click()
-    tab.page.keyboard.press("Home")
-    _drawn(tab, 0)
-    _compare(payload, tab.page.evaluate(STEP_ALL, [len(payload["frames"]), list(TRACE_KEYS), 0]), 0)
-
-
-def _compare(payload: dict, got: dict, start: int) -> None:
-    for i, (heading, shown) in enumerate(got["steps"], start):
+def _compare(payload: dict, got: dict) -> None:
+    """Each event the browser showed: its heading and figures as the payload's frame says, and each
+    figure's data as the payload holds it."""
+    for i, heading, shown in got["steps"]:
         f = payload["frames"][i]
         assert heading == f["heading"] and sorted(shown) == _expected_figs(f), (i, heading, shown)
     assert got["figs"], "no figure drawn"
@@ -139,13 +151,25 @@ def _compare(payload: dict, got: dict, start: int) -> None:
         assert traces == _traces(payload["figs"][int(k)]), (k, payload["figs"][int(k)]["layout"].get("title"))
 
 
-def test_export_is_the_same_bytes_twice_small_and_its_index_lists_the_lecture(browser, site):
-    result, cli_folder, cli_out = site
-    files = sorted(p.relative_to(result.out).as_posix() for p in result.out.rglob("*") if p.is_file())
-    assert files == sorted(p.relative_to(cli_folder).as_posix() for p in cli_folder.rglob("*") if p.is_file())
-    for name in files:
-        assert (result.out / name).read_bytes() == (cli_folder / name).read_bytes(), name
-    assert result.total_bytes < MAX_BYTES and f"{result.total_bytes / 1e6:.2f} MB" in cli_out
+def test_the_exported_lecture(browser, site):
+    """One test over the one export (split up, the test workers could each make it): its files, its
+    index, every screen, and the keys, the address and the live links on one screen."""
+    _same_bytes_twice_small_and_its_index_lists_the_lecture(browser, *site)
+    _every_screen_draws_the_live_frames_from_file_alone(browser, site[0])
+    _keys_autoplay_address_live_link_and_model_view_tile(browser, site[0])
+
+
+def _same_bytes_twice_small_and_its_index_lists_the_lecture(browser, result, cli_folder, cli_out) -> None:
+    again = [s for s in result.screens if s.key in AGAIN]
+    names = lambda folder, under: sorted(p.relative_to(folder).as_posix() for p in (folder / under).rglob("*") if p.is_file())  # noqa: E731
+    assert names(cli_folder, "assets") == names(result.out, "assets")
+    assert names(cli_folder, "data") == sorted(f"data/{s.data}.js" for s in again)   # the same frames, the same names
+    for name in names(cli_folder, "assets") + names(cli_folder, "data"):
+        assert (cli_folder / name).read_bytes() == (result.out / name).read_bytes(), name
+    for s in again:                                   # and its pages draw them
+        assert f"data/{s.data}.js" in (cli_folder / s.file).read_text(encoding="utf-8")
+    assert f"{len(again)} screens" in cli_out
+    assert result.total_bytes < MAX_BYTES, result.total_bytes
     # the stepper's own files, byte for byte what the live app uses
     ui = ROOT / "kvviz" / "ui"
     assert (result.out / "assets" / "step_view.css").read_bytes() == (ui / "step_view.css").read_bytes()
@@ -167,41 +191,27 @@ def test_export_is_the_same_bytes_twice_small_and_its_index_lists_the_lecture(br
         tab.close()
 
 
-def test_every_screen_draws_the_live_frames_from_file_alone(browser, site):
-    result = site[0]
+def _every_screen_draws_the_live_frames_from_file_alone(browser, result) -> None:
     tab = StaticTab(browser, result.out)
     stepped: set[str] = set()
     try:
         for s in result.screens:
-            tab.open(s.file)
             c = s.captured
-            live = tab.page.locator(".kvx-nav [data-kvx-live]").get_attribute("href")
-            assert live.startswith(LIVE + "/") and parse_qs(urlsplit(live).query) == {   # the page leaves step 0 out
-                k: [str(v)] for k, v in s.params.items() if not (k == "step" and v == 0)}, s.file
+            every = bool(c.stepper) and s.page not in stepped   # one run of each stepping page: every event
+            if c.stepper:
+                stepped.add(s.page)
+            tab.open(s.file)
+            got = tab.page.evaluate(LOOK, [c.stepper["start"] if c.stepper else None, every, list(TRACE_KEYS)])
             if c.stepper:
                 payload = json.loads(c.stepper["payload"])
-                start = c.stepper["start"]
-                _drawn(tab, start)                        # the screen's own event first
-                assert tab.page.locator(".kvs-heading").inner_text() == payload["frames"][start]["heading"]
-                if s.page not in stepped:                 # one run of each page: Home, then → through every event
-                    stepped.add(s.page)
-                    _step_through(tab, payload)
-                else:                                     # the other runs: the screen's own event
-                    got = tab.page.evaluate(STEP_ALL, [1, list(TRACE_KEYS), start])
-                    _compare(payload, got, start)
+                assert got["steps"][0][0] == c.stepper["start"] and len(got["steps"]) == (1 + c.stepper["n"] if every else 1)
+                _compare(payload, got)
             charts = [b["chart"] for b in _flat(c.blocks) if "chart" in b]
-            slots = tab.page.locator(".kvc-chart")
-            assert slots.count() == len(charts), s.file
-            for k, chart in enumerate(charts):       # drawn when near the screen, as on the live page
-                slots.nth(k).scroll_into_view_if_needed()
-                expect(slots.nth(k)).to_have_attribute("data-drawn", "1", timeout=20_000)
-                data = slots.nth(k).evaluate("(el) => el.data.map((t) => Object.fromEntries(%s.filter((k) => k in t)"
-                                             ".map((k) => [k, t[k]])))" % json.dumps(TRACE_KEYS))
-                assert data == _traces(chart["fig"]), (s.file, k)
-            assert tab.page.locator("h1").first.inner_text() == c.title
-            assert tab.page.evaluate(STRAY) == [], s.file
-            hrefs = tab.page.eval_on_selector_all("a[href]", "(as) => as.map((a) => a.getAttribute('href'))")
-            for h in hrefs:                          # into the folder, the live app, or a source on the web
+            assert got["charts"] == [_traces(ch["fig"]) for ch in charts], s.file
+            assert got["title"] == c.title and got["stray"] == [], (s.file, got["stray"])
+            assert got["live"].startswith(LIVE + "/") and parse_qs(urlsplit(got["live"]).query) == {
+                k: [str(v)] for k, v in s.params.items() if not (k == "step" and v == 0)}, s.file   # step 0 left out
+            for h in got["hrefs"]:                   # into the folder, the live app, or a source on the web
                 assert h.startswith((LIVE + "/", "https://")) or (result.out / h).is_file(), (s.file, h)
             assert not tab.errors, (s.file, tab.errors)
         assert not tab.blocked, tab.blocked
@@ -217,8 +227,7 @@ def _flat(blocks):
         yield from _flat(b.get("group", []))
 
 
-def test_keys_autoplay_address_live_link_and_model_view_tile(browser, site):
-    result = site[0]
+def _keys_autoplay_address_live_link_and_model_view_tile(browser, result) -> None:
     gpt = next(s for s in result.screens if s.key == "gpt_decode")
     n = gpt.captured.stepper["n"]
     tab = StaticTab(browser, result.out)

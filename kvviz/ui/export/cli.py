@@ -20,6 +20,9 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--present", action="store_true", help="presenter mode: larger type, one screen per step")
     e.add_argument("--live-url", default=DEFAULT_LIVE_URL,
                    help=f"where the live app runs, for each screen's link to the same view (default {DEFAULT_LIVE_URL})")
+    e.add_argument("--only", type=lambda v: {k.strip() for k in v.split(",") if k.strip()}, default=None,
+                   metavar="KEY,KEY", help="only these screens of the lecture script (keys as in the file names, "
+                                           "e.g. abc_prefill,gpt_decode; default: every screen)")
     e.set_defaults(run=_run)
 
 
@@ -29,6 +32,10 @@ def _run(a: argparse.Namespace) -> int:
         return 2
     from kvviz.ui.export.site import export, size_report     # Streamlit and the engine: only now
 
-    result = export(a.out, lang=a.lang, present=a.present, live_url=a.live_url)
+    try:
+        result = export(a.out, lang=a.lang, present=a.present, live_url=a.live_url, only=a.only)
+    except ValueError as e:
+        print(f"kvviz: error: {e}", file=sys.stderr)
+        return 2
     print(size_report(result))
     return 0

@@ -11,6 +11,17 @@
   const modules = {};
   const data = {};
 
+  // plotly.js is already loading (the page's first script, async): the components' own loadPlotly
+  // (plotly_view.js) awaits this promise instead of loading it again, as on the live page, whose
+  // preload (kvviz/ui/plotly_js.preload) starts it early too
+  const tag = document.getElementById("kvx-plotly");
+  if (tag && !window.__kvsPlotly) {
+    window.__kvsPlotly = window.Plotly ? Promise.resolve(window.Plotly) : new Promise((ok, fail) => {
+      tag.addEventListener("load", () => (window.Plotly ? ok(window.Plotly) : fail(new Error("plotly did not load"))));
+      tag.addEventListener("error", () => fail(new Error("plotly did not load")));
+    });
+  }
+
   function module(name) {
     if (!modules[name]) {
       const url = URL.createObjectURL(new Blob([window.KVX_MODULES[name]], { type: "text/javascript" }));

@@ -96,6 +96,10 @@ def export(out: Path, lang: str = "en", present: bool = False, live_url: str = D
     write (all by default). Returns what was written."""
     if lang not in LANGS:
         raise ValueError(f"unknown language {lang!r} (one of {', '.join(LANGS)})")
+    keys = [s[4] for s in lecture_screens()]
+    if only is not None and (not only or not only <= set(keys)):
+        raise ValueError(f"no such screen: {', '.join(sorted(only - set(keys))) or '(none given)'} "
+                         f"(the lecture's screens: {', '.join(keys)})")
     tr = translator(lang)
     out = Path(out)
     if out.exists():
@@ -120,7 +124,7 @@ def export(out: Path, lang: str = "en", present: bool = False, live_url: str = D
     for i, s in enumerate(result.screens):
         prev = result.screens[i - 1] if i else None
         nxt = result.screens[i + 1] if i + 1 < len(result.screens) else None
-        _write(out / s.file, _screen_page(s, prev, nxt, len(result.screens), lang, present, live, tr))
+        _write(out / s.file, _screen_page(s, prev, nxt, len(keys), lang, present, live, tr))
     _write(out / "index.html", _index_page(result.screens, lang, present, live, tr))
     for path in sorted(out.rglob("*")):
         if path.is_file():
@@ -195,12 +199,16 @@ def _e(text: object) -> str:
 
 
 def _head(title: str, lang: str, present: bool, scripts: list[str]) -> str:
+    # plotly.js first, async: the browser reads and compiles it while it reads the rest of the page
+    # (export.js hands the components the same load, as the live page's preload does)
+    plotly = f'<script async id="kvx-plotly" src="assets/{plotly_js.PLOTLY_BUNDLE}"></script>\n' if scripts else ""
     tags = "".join(f'<script src="{_e(s)}"></script>\n' for s in scripts)
     style = presenter.CSS + "\n" if present else ""      # the live presenter mode's larger type
     return (f'<!doctype html>\n<html lang="{lang}">\n<head>\n<meta charset="utf-8">\n'
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             f"<title>{_e(title)}</title>\n"
             '<link rel="icon" href="data:,">\n'           # no request for /favicon.ico
+            f"{plotly}"
             '<link rel="stylesheet" href="assets/export.css">\n'
             '<link rel="stylesheet" href="assets/step_view.css">\n'
             f"{style}{tags}</head>\n")

@@ -2,8 +2,8 @@
 
 ``streamlit run app.py`` finds ``app`` below (an ``st.App``, Streamlit's ASGI entry point) and
 serves this script through it; its lifespan loads the engine before the server takes its first
-request (kvviz/ui/warmup.py), and its middleware sends the charts' plotly.js and Streamlit's
-frontend files from memory (kvviz/ui/serve_files.py). Streamlit runs this file as the home page's
+request (kvviz/ui/app/warmup.py), and its middleware sends the charts' plotly.js and Streamlit's
+frontend files from memory (kvviz/ui/app/serve_files.py). Streamlit runs this file as the home page's
 script, under ``__name__ == "__main__"``.
 """
 import streamlit as st
@@ -11,14 +11,14 @@ import streamlit as st
 if __name__ != "__main__":                  # imported by `streamlit run` to be served
     from starlette.middleware import Middleware
 
-    from kvviz.ui.serve_files import ServeFromMemory
-    from kvviz.ui.warmup import lifespan
+    from kvviz.ui.app.serve_files import ServeFromMemory
+    from kvviz.ui.app.warmup import lifespan
 
     app = st.App("app.py", lifespan=lifespan, middleware=[Middleware(ServeFromMemory)])
 else:                                        # the home page
-    from kvviz.ui.i18n import t
-    from kvviz.ui.links import deep_link, show_links
-    from kvviz.ui.nav import PAGES, page_setup
+    from kvviz.ui.app.i18n import t
+    from kvviz.ui.app.links import deep_link, show_links
+    from kvviz.ui.app.nav import PAGES, page_setup
 
     page_setup("home.title")
 

@@ -1,4 +1,4 @@
-"""Benchmark: the tiny GPT's lean loops against transformers, and the cache's speed-up (issue 5 targets).
+"""Benchmark: the tiny GPT's lean loops against transformers, and the cache's speed-up (docs/design.md §3).
 
 Measured in one run, same machine, same shape, same prompt and token count, greedy, batch 1, fp32:
   1. tiny shape (4 layers, 4 heads, 128): generate_cached tok/s vs transformers
@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from kvviz.loops import generate, generate_cached  # noqa: E402
 from kvviz import cost  # noqa: E402
+from kvviz.decoding.loops import generate, generate_cached  # noqa: E402
 from kvviz.models.gpt import gpt_config, load_tiny_gpt, random_gpt, to_transformers  # noqa: E402
 
 PROMPT = "Today the weather is so nice . It"     # 8 tokens: 8 + 248 − 1 fits in 256 positions

@@ -6,7 +6,7 @@ A fresh ``streamlit run``; on each stepping page, ArrowRight is pressed again as
 heading shows the previous press (so most presses land while the step fragment is still rerunning,
 like a lecturer pressing quickly). A press counts as lost when the heading has not moved 8 s later.
 The loop is ``tests.conftest.Page.lost_presses``, which tests/browser/test_fast_presses.py runs too.
-The stepper (kvviz/ui/step_view.py) handles the keys in the browser and draws the step there, so a
+The stepper (kvviz/ui/components/step_view.py) handles the keys in the browser and draws the step there, so a
 press no longer waits for a rerun; Streamlit's own button shortcuts used to lose some of these presses.
 """
 from __future__ import annotations

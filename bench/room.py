@@ -108,8 +108,8 @@ def children(pid: int) -> list[int]:
 
 
 def plotly_bundle_path() -> str:
-    """Where the page loads kvviz's plotly.js bundle (kvviz/ui/plotly_js.py: app/static/, with its hash)."""
-    from kvviz.ui import plotly_js
+    """Where the page loads kvviz's plotly.js bundle (kvviz/ui/components/plotly_js.py: app/static/, with its hash)."""
+    from kvviz.ui.components import plotly_js
     return f"/app/static/{plotly_js.PLOTLY_BUNDLE}?v={plotly_js.BUNDLE_HASH}"
 
 
@@ -134,7 +134,8 @@ async def fetch_files(base: str, link: str) -> Files:
         if c.startswith(COOKIE + "="):
             out.cookie = c.split(";", 1)[0]
     out.replica = (headers.get("x-kvviz-replica") or [""])[0]
-    html = (gzip.decompress(body) if "gzip" in ",".join(headers.get("content-encoding", [])) else body).decode("utf-8", "replace")
+    zipped = "gzip" in ",".join(headers.get("content-encoding", []))
+    html = (gzip.decompress(body) if zipped else body).decode("utf-8", "replace")
     page_url = base + link
     paths = []
     for ref in _FILES.findall(html):
@@ -293,7 +294,8 @@ def main() -> None:
             if proxy_cpu is not None:
                 split_text += f" (nginx {proxy_cpu * 1e3:.1f} ms CPU/visitor)"
             print(f"{n:>4} {done:>5}/{n:<3} {p50:7.2f} {p90:7.2f} {worst:7.2f} {cpu:14.3f} {rss:7.0f} {peak:8.0f} "
-                  f"{warm:9.2f} {first:13.2f} {files:11.2f} {mb:10.2f} {own:13.3f} {load0:5.1f}→{load1:<5.1f}  {split_text}",
+                  f"{warm:9.2f} {first:13.2f} {files:11.2f} {mb:10.2f} {own:13.3f} {load0:5.1f}→{load1:<5.1f}  "
+                  f"{split_text}",
                   flush=True)
             for v in visits:
                 if not v.complete:

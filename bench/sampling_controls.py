@@ -3,7 +3,7 @@
 Starts a fresh `streamlit run`, opens /Sampling, focuses a slider and presses a key N times (each
 press moves the slider one step and reruns the page: every stage, the entropy, N draws and the
 charts). Reports the browser round trip and the server time of the page body
-(``kvviz.ui.perf.timed("sampling.render")``, logged when KVVIZ_TIMING_LOG is set).
+(``kvviz.ui.app.perf.timed("sampling.render")``, logged when KVVIZ_TIMING_LOG is set).
 
 usage: python bench/sampling_controls.py [--presses 15] [--draws 100000]
 """

@@ -1,14 +1,14 @@
 """Benchmark: a fresh server's start-up, its first visit, its memory per page, and a soak of many reruns.
 
 - first visit: for each stepping page, a fresh `streamlit run`; once it answers its health check
-  (after its start-up has loaded the engine, kvviz/ui/warmup.py), the page's link is opened in a new
+  (after its start-up has loaded the engine, kvviz/ui/app/warmup.py), the page's link is opened in a new
   browser (nothing cached) once it has finished starting (the machine idle again; --no-settle: at
   once, its start-up sharing the cores) and timed until its charts are drawn (the stepper's first
-  event drawn completely, figures shown; issue 16 asks for ≤ 3 s); the time from `streamlit run` to
+  event drawn completely, figures shown; the target is ≤ 3 s); the time from `streamlit run` to
   the health check is printed too;
 - time from `streamlit run` to the home page drawn in the browser (first visit, cold);
 - the server's resident memory (VmRSS) after opening each page in turn;
-- with --files: the server's time per frontend file, from memory (kvviz/ui/serve_files.py) and as
+- with --files: the server's time per frontend file, from memory (kvviz/ui/app/serve_files.py) and as
   Streamlit's own StaticFiles sends it (the same requests with a Range header, which the middleware
   leaves to Streamlit): the files of Streamlit's index.html fetched six at a time, as a browser does;
 - a soak: SOAK reruns (Right / Home key presses across the stepping pages); RSS sampled every
@@ -19,6 +19,7 @@ usage: python bench/server_profile.py [--soak 300] [--first-visit-only] [--no-se
 from __future__ import annotations
 
 import argparse
+import functools
 import subprocess
 import sys
 import time
@@ -30,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
+from kvviz.ui.app.nav import PAGES  # noqa: E402
 from tests.conftest import CHROME_ARGS, CHROMIUM, Page, _free_port  # noqa: E402
-from kvviz.ui.nav import PAGES  # noqa: E402
 
 STEPPING = ["ABC_miniature", "Weather_heads", "Tiny_GPT", "Cost_and_scale?tab=Batching", "Paged_cache",
             "Smaller_caches", "Speculative_decoding"]   # pages stepped with Right
@@ -130,7 +131,7 @@ def frontend_files(rounds: int = 5) -> None:
             for _ in range(rounds):
                 t0 = time.perf_counter()
                 with ThreadPoolExecutor(6) as pool:
-                    size = sum(pool.map(lambda f: get(f, ranged), files))
+                    size = sum(pool.map(functools.partial(get, ranged=ranged), files))
                 times.append((time.perf_counter() - t0) / len(files) * 1e3)
             print(f"{len(files)} frontend files ({size / 1e6:.1f} MB), {how:24s}: "
                   + ", ".join(f"{t:.2f}" for t in sorted(times)) + " ms per file", flush=True)

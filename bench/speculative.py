@@ -1,4 +1,4 @@
-"""Benchmark: speculative vs plain cached decoding of the tiny GPT, γ = 1..6, greedy and sampled (issue 14).
+"""Benchmark: speculative vs plain cached decoding of the tiny GPT, γ = 1..6, greedy and sampled (docs/design.md §5).
 
 The same measurement as the page's button (kvviz.speculative.measure_speedup): per γ, --runs
 speculative runs of N tokens (seeds 0..runs−1) interleaved with as many plain generate_cached runs,
@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from kvviz.limits import SPEC_MEASURE_MAX_TOKENS  # noqa: E402
-from kvviz.sampling import Greedy, Sampler  # noqa: E402
+from kvviz.decoding.sampling import Greedy, Sampler  # noqa: E402
+from kvviz.limits import SPECULATIVE_MEASURE_MAX_TOKENS  # noqa: E402
 from kvviz.speculative import load_pair, measure_speedup  # noqa: E402
 
 PROMPT = "Today the weather is so"
@@ -47,7 +47,8 @@ def table(name: str, m) -> list[dict]:
     for p in m.points:
         v = p.verify_ms / m.target_ms
         plain_step = p.plain_best_s * 1e3 / p.new_tokens
-        print(f"| {p.gamma} | {p.acceptance_rate:.2f} | {p.tokens_per_target_pass:.2f} ({p.expected_tokens_per_pass:.2f}) "
+        print(f"| {p.gamma} | {p.acceptance_rate:.2f} | {p.tokens_per_target_pass:.2f} "
+              f"({p.expected_tokens_per_pass:.2f}) "
               f"| {p.speculative_tps:,.0f} | {p.plain_tps:,.0f} | {p.measured:.2f} ({p.measured_best:.2f}) "
               f"| {p.expected:.2f} | {v:.2f} | {p.expected_with_verify:.2f} "
               f"| {p.gamma} × {p.run_draft_ms:.3f} + {p.run_verify_ms:.3f} + {p.run_other_ms:.3f} | {plain_step:.3f} |")
@@ -62,7 +63,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="whole measurements (default 3)")
     ap.add_argument("--runs", type=int, default=7, help="timed runs per γ and loop (≤ 10)")
-    ap.add_argument("--n", type=int, default=SPEC_MEASURE_MAX_TOKENS, help="new tokens per run")
+    ap.add_argument("--n", type=int, default=SPECULATIVE_MEASURE_MAX_TOKENS, help="new tokens per run")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="wall time, or the process's CPU time (steadier when other jobs share the cores)")

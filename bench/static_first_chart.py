@@ -30,8 +30,9 @@ from tests.conftest import CHROME_ARGS, CHROMIUM, _free_port  # noqa: E402
 # marks, on the page's own clock, the first chart and the stepper's first complete event
 MARKS = """(() => {
   const seen = () => {
-    if (window.__firstChart === undefined && document.querySelector('.main-svg')) window.__firstChart = performance.now();
-    if (window.__firstEvent === undefined && document.querySelector('.kvs-root[data-drawn]')) window.__firstEvent = performance.now();
+    const now = performance.now();
+    if (window.__firstChart === undefined && document.querySelector('.main-svg')) window.__firstChart = now;
+    if (window.__firstEvent === undefined && document.querySelector('.kvs-root[data-drawn]')) window.__firstEvent = now;
   };
   new MutationObserver(seen).observe(document, {subtree: true, childList: true, attributes: true,
                                                   attributeFilter: ['data-drawn']});

@@ -6,10 +6,10 @@ presses, as a lecturer would) and measures, in the page's own clock, from the ke
 
 - **heading**: the stepper's heading shows the new event, and
 - **drawn**: the new event is drawn completely (its figures shown, ``data-drawn`` set by
-  kvviz/ui/step_view.js) and the browser has painted that frame (the next animation frame).
+  kvviz/ui/components/step_view.js) and the browser has painted that frame (the next animation frame).
 
 The stepper draws steps in the browser; 250 ms after the last press it reports the step to Python,
-which reruns the stepper's fragment. That rerun's **server time** is what ``kvviz.ui.perf.timed``
+which reruns the stepper's fragment. That rerun's **server time** is what ``kvviz.ui.app.perf.timed``
 logs when KVVIZ_TIMING_LOG is set; the bench also counts the reruns a press caused.
 
 usage: python bench/step_clicks.py [--clicks 10]
@@ -22,9 +22,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -41,7 +41,7 @@ PAGES = [("ABC_miniature", "abc.step"),
          ("Tiny_GPT", "gpt.step"),
          ("Paged_cache", "paged.step"),
          ("Smaller_caches", "compress.step"),
-         ("Speculative_decoding", "spec.step")]
+         ("Speculative_decoding", "speculative.step")]
 
 # installed before the app's own scripts: sees every keydown first (the stepper's listener stops it)
 KEY_CLOCK = "window.addEventListener('keydown', (e) => { window.__kvKey = e.timeStamp; }, true);"
@@ -53,7 +53,9 @@ ARM = """(next) => {
   window.__kvT = {runs: 0};
   (window.__kvObs || []).forEach((o) => o.disconnect());
   const a = new MutationObserver((m, o) => {
-    if (heading.textContent.startsWith('Event ' + next + ' ')) { window.__kvT.heading = performance.now(); o.disconnect(); }
+    if (heading.textContent.startsWith('Event ' + next + ' ')) {
+      window.__kvT.heading = performance.now(); o.disconnect();
+    }
   });
   a.observe(heading, {childList: true, characterData: true, subtree: true});
   // drawn: data-drawn set (figures shown), then the frame painted (next animation frame, then a task)
@@ -90,7 +92,7 @@ def time_press(tab: Page, step: int) -> tuple[float, float, int] | None:
 
 
 def server_times(log: Path, label: str) -> list[float]:
-    """The server-side durations that ``kvviz.ui.perf.timed(label)`` logged."""
+    """The server-side durations that ``kvviz.ui.app.perf.timed(label)`` logged."""
     return [float(line.split(",")[1]) for line in log.read_text().splitlines() if line.startswith(label + ",")]
 
 
@@ -139,7 +141,8 @@ def main() -> None:
             srv = server_times(log, label)
             print(f"{path:45s} presses={len(got):3d}/{a.clicks}  heading median {statistics.median(heading):5.1f} ms "
                   f"p90 {pct(heading, 0.9):5.1f} | drawn median {statistics.median(drawn):5.1f} ms "
-                  f"p90 {pct(drawn, 0.9):5.1f} | reruns {runs}, server median {statistics.median(srv) if srv else 0:5.1f} ms "
+                  f"p90 {pct(drawn, 0.9):5.1f} | reruns {runs}, "
+                  f"server median {statistics.median(srv) if srv else 0:5.1f} ms "
                   f"max {max(srv) if srv else 0:5.1f}")
             tab.assert_clean()
             tab.close()

@@ -13,14 +13,14 @@ MAX_TYPED_CHARS = 4_000     # raw text of those logits
 GPT_MAX_PROMPT_TOKENS = 64  # tiny GPT: prompt words
 GPT_MAX_NEW_TOKENS = 48     # tiny GPT: tokens per stepped run (every event keeps its attention and cache)
 GPT_MAX_SWEEP_TOKENS = 248  # tiny GPT: largest N the timing sweep generates (prompt + N − 1 ≤ block_size 256)
-# Speculative decoding (kvviz.loops.speculative_generate; prompt ≤ GPT_MAX_PROMPT_TOKENS)
-SPEC_MAX_GAMMA = 8             # draft proposals per round
-SPEC_MAX_NEW_TOKENS = 128      # tokens per run (every round keeps p and q over the vocabulary)
-SPEC_MAX_ATTENTION_TOKENS = 48  # tokens per run that keeps the verification passes' attention (as the stepper)
-SPEC_MAX_STEP_TOKENS = 24      # tokens the page steps through: a round makes up to 2γ + 3 events, each with its figures
-SPEC_MEASURE_MAX_TOKENS = 64   # tokens per timed run of the speed-up measurement
-SPEC_MEASURE_MAX_RUNS = 10     # timed runs per γ (speculative and plain each)
-MAX_SPEC_FORMULA_GAMMA = 1_000  # γ in the expected speed-up formulas (kvviz.cost)
+# Speculative decoding (kvviz.speculative.decoding.speculative_generate; prompt ≤ GPT_MAX_PROMPT_TOKENS)
+SPECULATIVE_MAX_GAMMA = 8             # draft proposals per round
+SPECULATIVE_MAX_NEW_TOKENS = 128      # tokens per run (every round keeps p and q over the vocabulary)
+SPECULATIVE_MAX_ATTENTION_TOKENS = 48  # tokens per run that keeps the verification passes' attention
+SPECULATIVE_MAX_STEP_TOKENS = 24      # tokens the page steps through (a round: up to 2γ + 3 events with figures)
+SPECULATIVE_MEASURE_MAX_TOKENS = 64   # tokens per timed run of the speed-up measurement
+SPECULATIVE_MEASURE_MAX_RUNS = 10     # timed runs per γ (speculative and plain each)
+MAX_SPECULATIVE_FORMULA_GAMMA = 1_000  # γ in the expected speed-up formulas (kvviz.cost)
 
 
 class LimitError(ValueError):
@@ -64,7 +64,7 @@ def check_float(name: str, value: object, low: float, high: float) -> float:
         raise LimitError(f"{name} must be between {low:g} and {high:g}, got {as_float:g}.")
     return as_float
 
-# Cost calculator (kvviz/cost.py): formulas only, but the inputs are typed by visitors.
+# Cost calculator (kvviz/cost/): formulas only, but the inputs are typed by visitors.
 MAX_COST_LAYERS = 1_000
 MAX_COST_HEADS = 1_024
 MAX_COST_HEAD_DIM = 4_096
@@ -74,22 +74,22 @@ MAX_COST_TOKENS = 10_000_000      # context length in the calculator
 MAX_COST_BATCH = 100_000
 MAX_COST_GEN_TOKENS = 1_000_000   # N in the FLOP formulas
 
-# Batched A/B/C stepper (kvviz/batching.py)
+# Batched A/B/C stepper (kvviz/decoding/batching.py)
 MAX_BATCH_PROMPTS = 3
 
-# Timing on this machine (kvviz/cost_measure.py): keep one visitor from hogging a shared server.
+# Timing on this machine (kvviz/cost/measure.py): keep one visitor from hogging a shared server.
 MAX_MEASURE_BATCH = 32
 MAX_MEASURE_CONTEXT = 1_024
 MAX_MEASURE_STEPS = 32
 MAX_MEASURE_CACHE_BYTES = 256 * 2**20   # preallocated K/V cache of one measurement
 MAX_MEASURE_GFLOP = 300                 # arithmetic of one measurement (≈ 15 s on one slow core)
 
-# Paged KV cache (kvviz/cache.py PagedCache): the pool is allocated per layer, so cap its size.
+# Paged KV cache (kvviz/cache/ PagedCache): the pool is allocated per layer, so cap its size.
 MAX_PAGED_BLOCK_SIZE = 64       # positions per block (vLLM's default is 16)
 MAX_PAGED_BLOCKS = 4_096        # physical blocks in the pool (per-block bookkeeping is Python lists)
 MAX_PAGED_SLOTS = 8_192         # blocks × block size (tiny GPT, fp32: 32 MiB of K/V)
 
-# Serving: the scheduler with continuous batching (kvviz/serving.py, `python -m kvviz serve`)
+# Serving: the scheduler with continuous batching (kvviz/serving/, `python -m kvviz serve`)
 MAX_SERVE_REQUESTS = 16         # requests in one stream
 MAX_SERVE_BLOCKS = 256          # blocks in the pool of one run
 MAX_SERVE_BLOCK_SIZE = 32       # positions per block

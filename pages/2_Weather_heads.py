@@ -1,9 +1,9 @@
-"""Today weather is so: four hand-made heads, prefill and decode, and the stale cache (DESIGN.md §1.2)."""
+"""Today weather is so: four hand-made heads, prefill and decode, and the stale cache (docs/design.md §2)."""
 
-from kvviz.ui.nav import page_setup
+from kvviz.ui.app.nav import page_setup
 
 page_setup("weather.title")
 
-from kvviz.ui import weather_page  # noqa: E402  (after set_page_config)
+from kvviz.ui.pages import weather as page  # noqa: E402  (after set_page_config)
 
-weather_page.render()
+page.render()

@@ -1,9 +1,9 @@
-"""Sampling: greedy, temperature, top-k and top-p as one visible pipeline (DESIGN.md §1.3)."""
+"""Sampling: greedy, temperature, top-k and top-p as one visible pipeline (docs/design.md §3)."""
 
-from kvviz.ui.nav import page_setup
+from kvviz.ui.app.nav import page_setup
 
 page_setup("sampling.title")
 
-from kvviz.ui import sampling_page  # noqa: E402  (after set_page_config)
+from kvviz.ui.pages import sampling as page  # noqa: E402  (after set_page_config)
 
-sampling_page.render()
+page.render()

@@ -1,9 +1,9 @@
-"""Tiny GPT: a trained GPT with a KV cache, stepped, verified, timed and weighed (DESIGN.md §1.3)."""
+"""Tiny GPT: a trained GPT with a KV cache, stepped, verified, timed and weighed (docs/design.md §3)."""
 
-from kvviz.ui.nav import page_setup
+from kvviz.ui.app.nav import page_setup
 
 page_setup("gpt.title")
 
-from kvviz.ui import gpt_page  # noqa: E402  (after set_page_config)
+from kvviz.ui.pages import gpt as page  # noqa: E402  (after set_page_config)
 
-gpt_page.render()
+page.render()

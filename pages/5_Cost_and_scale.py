@@ -1,9 +1,9 @@
 """Cost and scale: cache memory, FLOPs, batching, measured decode speed, disaggregated serving."""
 
-from kvviz.ui.nav import page_setup
+from kvviz.ui.app.nav import page_setup
 
 page_setup("cost.title")
 
-from kvviz.ui import cost_page  # noqa: E402  (after set_page_config)
+from kvviz.ui.pages import cost as page  # noqa: E402  (after set_page_config)
 
-cost_page.render()
+page.render()

@@ -1,9 +1,9 @@
-"""Paged cache: a stream of requests served from one block pool, step by step (issue 12)."""
+"""Paged cache: a stream of requests served from one block pool, step by step (docs/design.md §5)."""
 
-from kvviz.ui.nav import page_setup
+from kvviz.ui.app.nav import page_setup
 
 page_setup("paged.title")
 
-from kvviz.ui import paged_page  # noqa: E402  (after set_page_config)
+from kvviz.ui.pages import paged as page  # noqa: E402  (after set_page_config)
 
-paged_page.render()
+page.render()

@@ -1,10 +1,10 @@
 """Smaller caches: a sliding window with attention sinks, quantized K/V and grouped K/V heads, each
-stepped beside the full cache and measured on the tiny GPT's logits (issue 13, DESIGN.md §5)."""
+stepped beside the full cache and measured on the tiny GPT's logits (docs/design.md §5)."""
 
-from kvviz.ui.nav import page_setup
+from kvviz.ui.app.nav import page_setup
 
 page_setup("compress.title")
 
-from kvviz.ui import compress_page  # noqa: E402  (after set_page_config)
+from kvviz.ui.pages import compress as page  # noqa: E402  (after set_page_config)
 
-compress_page.render()
+page.render()

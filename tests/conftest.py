@@ -1,8 +1,8 @@
 """Shared fixtures: AppTest helpers, a real `streamlit run` server, and the test markers.
 
-Markers (pytest.ini): ``browser`` for every test under tests/browser (they use the ``browser`` or
-``tab`` fixture), ``app`` for every other test that runs a page (AppTest) or uses the ``server``
-fixture. Tests that use those fixtures are marked here; an AppTest test marks itself
+Markers (pyproject.toml's [tool.pytest.ini_options]): ``browser`` for every test under tests/browser
+(they use the ``browser`` or ``tab`` fixture), ``app`` for every other test that runs a page (AppTest)
+or uses the ``server`` fixture. Tests that use those fixtures are marked here; an AppTest test marks itself
 (``pytestmark = pytest.mark.app`` or ``@pytest.mark.app``), and an unmarked test that runs a page
 fails, so ``pytest -m "not browser and not app"`` is exactly the engine tests.
 """
@@ -63,7 +63,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _one_torch_thread():
-    """Back to one torch thread after a test that changed it (kvviz.train_gpt.train sets 2)."""
+    """Back to one torch thread after a test that changed it (kvviz.models.gpt.train.train sets 2)."""
     yield
     torch.set_num_threads(1)
 
@@ -95,12 +95,12 @@ def no_exception(at) -> None:
 
 
 def plotly_specs(at) -> list[dict]:
-    """The figures of the page's single charts (kvviz/ui/charts.py's component), in page order."""
+    """The figures of the page's single charts (kvviz/ui/components/charts.py's component), in page order."""
     return [json.loads(el.proto.json)["fig"] for el in at.get("bidi_component")
             if el.proto.component_name == "kvviz_chart"]
 
 
-# ---- the stepper component (kvviz/ui/step_view.py) as AppTest sees it ------------------------------
+# ---- the stepper component (kvviz/ui/components/step_view.py) as AppTest sees it ------------------------------
 # AppTest shows a v2 component as an UnknownElement ("bidi_component") whose proto carries the data
 # passed at mount as JSON; the stepper's data holds the run's payload as JSON text.
 
@@ -143,7 +143,8 @@ def frame_of(payload: dict, i: int) -> dict:
             return {k: res(v, k) for k, v in x.items()}
         return x
     f = res(payload["frames"][i])
-    f["figs"] = [payload["figs"][b["fig"]] for r in ("lead", "main", "side", "wide") for b in f.get(r, []) if "fig" in b]
+    f["figs"] = [payload["figs"][b["fig"]] for r in ("lead", "main", "side", "wide") for b in f.get(r, [])
+                 if "fig" in b]
     return f
 
 
@@ -241,7 +242,7 @@ def shared_context(browser):
 class Page:
     """A browser tab on the app that records page errors and knows when a rerun has finished."""
 
-    def __init__(self, browser, width: int = 1400, height: int = 900, beside: "Page | None" = None):
+    def __init__(self, browser, width: int = 1400, height: int = 900, beside: Page | None = None):
         """A new window, or with ``beside`` another tab of that tab's window (same cookies)."""
         self.ctx = beside.ctx if beside else shared_context(browser)
         self.owns_ctx = False
@@ -271,7 +272,7 @@ class Page:
     def heading(self) -> str:
         return self.event_heading.inner_text()
 
-    # the stepper component (kvviz/ui/step_view.py) in the page's own DOM
+    # the stepper component (kvviz/ui/components/step_view.py) in the page's own DOM
     @property
     def charts(self):
         """The stepper's plots on screen (each figure is drawn once and shown or hidden)."""

@@ -1,4 +1,4 @@
-"""A Streamlit session without a browser: Streamlit's own websocket protocol (DESIGN.md §5).
+"""A Streamlit session without a browser: Streamlit's own websocket protocol.
 
 One ``Session`` is one visitor: it connects to ``ws://HOST/_stcore/stream`` (subprotocol
 ``streamlit``), asks for a page with ``BackMsg(rerun_script=ClientState(query_string, page_name))``
@@ -85,21 +85,21 @@ class Session:
     drawn: dict[tuple[int, ...], Drawn] = field(default_factory=dict, repr=False)
     runs: int = 0                # script runs finished (full or fragment)
     timings: dict[str, float] = field(default_factory=dict, repr=False)   # perf_counter of the first load's milestones
-    headers: dict[str, str] = field(default_factory=dict, repr=False)     # sent with the websocket's handshake (a cookie)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)     # sent with the handshake (a cookie)
     response_headers: dict[str, str] = field(default_factory=dict, repr=False)   # the handshake's answer
     _ws: Any = field(default=None, repr=False)
     _run_id: str = field(default="", repr=False)
     _run_fragments: tuple[str, ...] = field(default=(), repr=False)
 
     # ------------------------------------------------------------------ connection
-    async def __aenter__(self) -> "Session":
+    async def __aenter__(self) -> Session:
         await self.open()
         return self
 
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
-    async def open(self) -> "Session":
+    async def open(self) -> Session:
         """Connect and run the page once (the first visit of a deep link)."""
         self.timings["start"] = time.perf_counter()
         url = "ws" + self.base_url.removeprefix("http") + "/_stcore/stream"
@@ -206,7 +206,7 @@ class Session:
         return [f"{e.type}: {e.message}" for e in self.elements("exception")]
 
     def plotly_specs(self) -> list[dict]:
-        """The figures of the page's single charts (kvviz/ui/charts.py's component)."""
+        """The figures of the page's single charts (kvviz/ui/components/charts.py's component)."""
         return [json.loads(c.json)["fig"] for c in self.elements("bidi_component")
                 if c.component_name == "kvviz_chart"]
 

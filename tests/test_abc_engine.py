@@ -1,10 +1,10 @@
-"""DESIGN.md §1.1: every number of the A/B/C miniature model, against the engine."""
+"""docs/design.md §1: every number of the A/B/C miniature model, against the engine."""
 import math
 
 import pytest
 import torch
 
-from kvviz.generation import run_generation
+from kvviz.decoding.stepper import run_generation
 from kvviz.limits import LimitError
 from kvviz.models.abc import ABCModel
 

@@ -2,7 +2,7 @@
 each names one rule, the element it excuses by selector and markup, and says why."""
 from pathlib import Path
 
-from kvviz.ui.nav import PAGES as NAV
+from kvviz.ui.app.nav import PAGES as NAV
 from tests.browser.axe_check import KNOWN
 from tests.browser.test_accessibility import ELSEWHERE, PAGES
 

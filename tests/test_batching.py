@@ -1,13 +1,13 @@
-"""Batched decoding (kvviz.batching): several A/B/C prompts of different lengths, left-padded with a
+"""Batched decoding (kvviz.decoding.batching): several A/B/C prompts of different lengths, left-padded with a
 mask in the cache, one pass per step; every sequence equals its prompt run alone."""
 import pytest
 import torch
 
-from kvviz.batching import compare_with_solo, padded_cache_table, run_batch, solo_runs
-from kvviz.models.base import allowed_keys
+from kvviz.decoding.batching import compare_with_solo, padded_cache_table, run_batch, solo_runs
+from kvviz.decoding.sampling import Sampler
 from kvviz.limits import LimitError
 from kvviz.models.abc import ABCModel
-from kvviz.sampling import Sampler
+from kvviz.models.base import allowed_keys
 
 PROMPT_SETS = [
     [["A", "B"], ["C", "A", "B", "B"], ["A"]],

@@ -7,7 +7,7 @@ import torch
 
 from kvviz import cost
 from kvviz.cache import DynamicCache, QuantizedCache, SlidingWindowCache, quantize
-from kvviz.generation import run_generation
+from kvviz.decoding.stepper import run_generation
 from kvviz.limits import LimitError
 from kvviz.models.gpt import GPTModel, cost_config, load_tiny_gpt
 

@@ -1,4 +1,4 @@
-"""The trace CLI: the JSON shape the issue specifies, and one-line errors with exit code 2.
+"""The trace CLI: the JSON shape the README documents, and one-line errors with exit code 2.
 
 The CLI's ``main()`` runs in this process (a fresh interpreter per case cost ≈ 2 s, mostly
 importing torch); two tests run ``python -m kvviz`` for real, end to end."""
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from kvviz.__main__ import main
+from kvviz.cli.main import main
 from tests.conftest import ROOT
 
 
@@ -48,7 +48,8 @@ def test_trace_abc_shape_and_values(capsys):
     assert ev[-1]["kv_computed"] == 5 and ev[-1]["kv_recompute"] == 2 + 3 + 4 + 5
 
 
-@pytest.mark.parametrize("args", [["trace", "abc", "--prompt", "A Z"], ["trace", "abc", "--prompt", "A", "--new-tokens", "0"],
+@pytest.mark.parametrize("args", [["trace", "abc", "--prompt", "A Z"],
+                                  ["trace", "abc", "--prompt", "A", "--new-tokens", "0"],
                                   ["trace", "nope", "--prompt", "A"], ["trace", "abc", "--prompt", ""],
                                   ["trace", "abc", "--prompt", "A", "--new-tokens", "x"], ["trace"], []],
                          ids=["unknown-token", "zero-tokens", "unknown-model", "empty-prompt", "not-a-number",

@@ -7,14 +7,25 @@ import plotly.colors
 import pytest
 import torch
 
-from kvviz import compress_figures, cost
-from kvviz.__main__ import main
+from kvviz import cost
 from kvviz.cache import DynamicCache
-from kvviz.compress import (Variant, compare_steps, evaluate, held_out_prompts, key_positions, page_variants,
-                            pass_event, row_errors, run_cache, sink_mass)
+from kvviz.cli.main import main
+from kvviz.compress import (
+    Variant,
+    compare_steps,
+    evaluate,
+    held_out_prompts,
+    key_positions,
+    page_variants,
+    pass_event,
+    row_errors,
+    run_cache,
+    sink_mass,
+)
 from kvviz.limits import LimitError
 from kvviz.models.gpt import cost_config, load_tiny_gpt, to_grouped
 from kvviz.models.gpt.corpus import corpus_tokens
+from kvviz.viz import compress as compress_viz
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +135,8 @@ def test_the_evaluation_enforces_its_caps(kwargs, match):
 
 @pytest.mark.parametrize("kind,settings,match", [
     ("window", dict(window=0), "Window"), ("window", dict(window=257), "Window"), ("window", dict(sinks=17), "Sink"),
-    ("quant", dict(bits=2), "Bits"), ("quant", dict(group_size=129), "Group size"), ("quant", dict(key_axis="row"), "Key axis"),
+    ("quant", dict(bits=2), "Bits"), ("quant", dict(group_size=129), "Group size"),
+    ("quant", dict(key_axis="row"), "Key axis"),
     ("quant", dict(residual=-1), "Residual"), ("gqa", dict(window=4), "no setting window"), ("zip", {}, "Unknown")])
 def test_variants_refuse_bad_settings(kind, settings, match):
     with pytest.raises(LimitError, match=match):
@@ -136,7 +148,8 @@ def test_the_page_variants_cover_windows_sinks_bits_axes_residuals_and_heads():
     assert len(set(vs)) == len(vs) == 1 + 6 + 8 + 3
     assert {(v.bits, v.key_axis, bool(v.residual)) for v in vs if v.kind == "quant"} == \
         {(b, a, r) for b in (8, 4) for a in ("channel", "token") for r in (False, True)}
-    assert {v.kv_heads for v in vs if v.kind == "gqa"} == {1, 2, 4} and {v.sinks for v in vs if v.kind == "window"} == {0, 4}
+    assert {v.kv_heads for v in vs if v.kind == "gqa"} == {1, 2, 4}
+    assert {v.sinks for v in vs if v.kind == "window"} == {0, 4}
 
 
 # --- stepping one prompt ------------------------------------------------------------------------
@@ -212,7 +225,7 @@ def test_row_errors_show_each_quantized_row_within_half_a_step_and_exact_residua
 
 # --- CLI ---------------------------------------------------------------------------------------
 
-def test_cli_prints_the_issues_json(capsys):
+def test_cli_prints_the_documented_json(capsys):
     assert main(["compress", "--kind", "quant", "--bits", "4", "--group-size", "8", "--key-axis", "token",
                  "--residual", "4", "--prompts", "2", "--new-tokens", "6", "--seed", "1"]) == 0
     d = json.loads(capsys.readouterr().out)
@@ -237,7 +250,7 @@ def test_cli_bad_arguments_give_one_line_and_exit_2(args, capsys):
 # --- figures -----------------------------------------------------------------------------------
 
 def test_the_tradeoff_figure_has_one_labelled_point_per_variant_on_both_panels(small_eval):
-    fig = compress_figures.tradeoff_figure(small_eval.results)
+    fig = compress_viz.tradeoff_figure(small_eval.results)
     pts = {}
     for tr in fig.data:
         for x, y, t in zip(tr.x, tr.y, tr.text):
@@ -246,23 +259,23 @@ def test_the_tradeoff_figure_has_one_labelled_point_per_variant_on_both_panels(s
     for r in small_eval.results:
         (ax1, x1, kl), (ax2, x2, top) = sorted(pts[r.variant.label()])
         assert (ax1, ax2) == ("x", "x2") and x1 == x2 == r.bytes_per_token and top == r.top1_agreement
-        assert kl == max(r.kl_mean, compress_figures.KL_FLOOR)
+        assert kl == max(r.kl_mean, compress_viz.KL_FLOOR)
     assert fig.layout.yaxis.type == "log" and fig.layout.xaxis2.title.text == "cache bytes per token"
 
 
 def test_the_row_error_heatmap_blanks_evicted_rows_and_colours_quantized_ones(window_steps, tiny):
     err = row_errors(window_steps.compressed, len(window_steps.compressed.events) - 1, layer=0)
-    fig = compress_figures.row_error_heatmap(err)
+    fig = compress_viz.row_error_heatmap(err)
     z = fig.data[0].z
     assert len(z) == 17 and len(z[0]) == 8                                  # 17 positions × (K, V) × 4 heads
     assert all(v is None for v in z[2]) and list(z[0]) == [0.0] * 8      # evicted; a sink, never quantized
     steps = compare_steps(Variant.of("quant", bits=4, group_size=4, key_axis="token"), PROMPT, 3)
-    fig = compress_figures.row_error_heatmap(row_errors(steps.compressed, 5, layer=0))
+    fig = compress_viz.row_error_heatmap(row_errors(steps.compressed, 5, layer=0))
     assert min(v for row in fig.data[0].z for v in row) > 0 and fig.data[0].colorscale[0][1] == "#FFFFFF"
 
 
 def test_the_next_token_pair_shows_both_distributions_and_the_kl(window_steps):
-    fig = compress_figures.next_token_pair(window_steps, 5, k=5)
+    fig = compress_viz.next_token_pair(window_steps, 5, k=5)
     full, small = fig.data
     assert full.x == small.x and full.name == "full cache" and small.name == "window 4 + 2 sinks"
     p = torch.softmax(window_steps.full.events[5].logits.double(), -1)
@@ -271,25 +284,25 @@ def test_the_next_token_pair_shows_both_distributions_and_the_kl(window_steps):
 
 
 def test_the_attention_figure_marks_the_sinks_and_their_weight(window_steps):
-    fig = compress_figures.attention_sinks_figure(window_steps, 8, layer=2, head=1)     # event 8: a decode
+    fig = compress_viz.attention_sinks_figure(window_steps, 8, layer=2, head=1)     # event 8: a decode
     ev = pass_event(window_steps.compressed, 8)
     assert list(fig.data[0].x) == [f"{p}:{ev.sequence[p]}" for p in key_positions(ev)]
     assert fig.layout.shapes[0].x0 == -0.5 and fig.layout.shapes[0].x1 == 1.5           # columns 0 and 1
     mass = sink_mass(ev, 2, 1, 2)[0]
     assert fig.layout.title.text.endswith(f"<sup>on sinks: {mass:.0%}</sup>")             # one query: in the title
-    prefill = compress_figures.attention_sinks_figure(window_steps, 0, layer=2, head=1)
+    prefill = compress_viz.attention_sinks_figure(window_steps, 0, layer=2, head=1)
     masses = sink_mass(pass_event(window_steps.compressed, 0), 2, 1, 2)
     assert [a.text for a in prefill.layout.annotations] == [f"on sinks: {m:.0%}" for m in masses]   # one per query
     # the masses take the colour bar's place (it sat on them); the cells carry their values
     assert prefill.data[0].showscale is False and all(t for row, z in zip(prefill.data[0].text, prefill.data[0].z)
                                                       for t, v in zip(row, z) if v is not None)
     assert fig.data[0].colorscale[0][1] == plotly.colors.sequential.Cividis[0]          # cividis
-    full = compress_figures.attention_sinks_figure(window_steps, 8, layer=2, head=1, compressed=False)
+    full = compress_viz.attention_sinks_figure(window_steps, 8, layer=2, head=1, compressed=False)
     assert len(full.data[0].x) == ev.positions[0] + 1 and not full.layout.shapes
 
 
 def test_figures_take_translated_words(small_eval):
-    fig = compress_figures.tradeoff_figure(small_eval.results, labels={"bytes": "Bytes je Token",
+    fig = compress_viz.tradeoff_figure(small_eval.results, labels={"bytes": "Bytes je Token",
                                                                        "kinds": {"window": "Fenster"}},
                                            names=[str(i) for i in range(6)])
     assert fig.layout.xaxis.title.text == "Bytes je Token"

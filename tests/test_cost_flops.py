@@ -1,13 +1,15 @@
-"""DESIGN.md §1.3 FLOPs: the seed's table in closed form, the same counted over the passes the
+"""docs/design.md §4, FLOPs: the seed's table in closed form, the same counted over the passes the
 stepper ran, and both checked against torch's own FLOP counter on real forward passes."""
+import functools
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from kvviz import cost
 from kvviz.cache import DynamicCache
-from kvviz.cost_measure import MeasuredGPT
-from kvviz.generation import run_generation
+from kvviz.cost.measure import MeasuredGPT
+from kvviz.decoding.stepper import run_generation
 from kvviz.models.abc import ABCModel
 
 
@@ -30,7 +32,7 @@ def test_closed_form_equals_the_pass_by_pass_sum(cfg, p, n):
 
 
 def test_seed_table_orders_with_a_one_token_prompt():
-    """P = 1: Σ t·d² vs N·d² for the linear layers, Σ t² d vs Σ t d for attention (DESIGN.md §1.3)."""
+    """P = 1: Σ t·d² vs N·d² for the linear layers, Σ t² d vs Σ t d for attention (docs/design.md §4)."""
     cfg, n = cost.GPT2_SMALL, 1000
     f, a = cost.linear_flops_per_token(cfg), cost.attention_flops_per_pair(cfg)
     unc, cac = cost.generation_flops(cfg, 1, n, False), cost.generation_flops(cfg, 1, n, True)
@@ -83,9 +85,9 @@ def test_abc_decode_attention_flops_equal_torch_count():
             continue
         cache = DynamicCache(1)
         m.forward(ids[: ev.positions[0]], cache, 0)          # prefix into a fresh cache
-        torch_count = _torch_flops(lambda: m.forward(ids[ev.positions[0]: ev.positions[0] + 1], cache,
-                                                     ev.positions[0]))
-        assert torch_count == cost.pass_flops(cost.ABC_CONFIG, 1, ev.positions[0]).attention
+        pos = ev.positions[0]
+        torch_count = _torch_flops(functools.partial(m.forward, ids[pos: pos + 1], cache, pos))
+        assert torch_count == cost.pass_flops(cost.ABC_CONFIG, 1, pos).attention
 
 
 @pytest.mark.parametrize("batch, context", [(1, 9), (3, 17)])

@@ -1,10 +1,10 @@
-"""The timing helpers (kvviz.cost_measure): they run on the tiny shape, return consistent numbers,
+"""The timing helpers (kvviz.cost.measure): they run on the tiny shape, return consistent numbers,
 and refuse sizes beyond the caps before allocating anything."""
 import pytest
 
-from kvviz import cost, cost_measure
-from kvviz.cost_measure import build_stack, measure_all, measure_batch_sweep
+from kvviz import cost
 from kvviz.cache import StaticCache
+from kvviz.cost.measure import build_stack, measure_all, measure_batch_sweep, stack_cache_bytes
 from kvviz.limits import MAX_MEASURE_BATCH, LimitError
 from kvviz.models.gpt import GPT
 
@@ -30,7 +30,7 @@ def test_stack_cache_is_preallocated_to_the_asked_size():
     assert isinstance(gpt.model, GPT) and isinstance(gpt.cache, StaticCache)
     held = [t for layer in gpt.cache.layers for t in (layer.keys, layer.values)]
     assert len(gpt.cache) == 4 and {tuple(t.shape) for t in held} == {(3, 4, 40, 32)}
-    assert gpt.cache_nbytes() == cost_measure.stack_cache_bytes(cost.TINY_GPT, 3, 40) == \
+    assert gpt.cache_nbytes() == stack_cache_bytes(cost.TINY_GPT, 3, 40) == \
         cost.cache_bytes(cost.TINY_GPT, 40, 3, "fp32")
 
 

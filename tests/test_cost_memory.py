@@ -1,4 +1,4 @@
-"""DESIGN.md §1.3 cache memory: the seed's GPT-2 figures, every preset against an independent
+"""docs/design.md §4, cache memory: the seed's GPT-2 figures, every preset against an independent
 calculation (real tensors in a real DynamicCache), parameter counts against the published ones, and the
 validation messages a user sees."""
 import math
@@ -8,7 +8,7 @@ import torch
 
 from kvviz import cost
 from kvviz.cache import DynamicCache
-from kvviz.cost_measure import MeasuredGPT
+from kvviz.cost.measure import MeasuredGPT
 from kvviz.limits import LimitError
 
 # torch dtypes that store one value per element; int4 is packed two per byte (uint8)

@@ -5,7 +5,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from kvviz.ui.lecture_page import SCRIPT
+from kvviz.ui.pages.lecture import SCRIPT
 from tests.conftest import frame, no_exception, open_page
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)

@@ -7,18 +7,18 @@ import sys
 
 import pytest
 
-from kvviz.__main__ import main
-from kvviz.generation import run_generation
+from kvviz.cli.main import main
+from kvviz.decoding.sampling import Sampler, make_rule
+from kvviz.decoding.stepper import run_generation
 from kvviz.models.abc import ABCModel
 from kvviz.models.gpt import GPTModel, load_tiny_gpt
 from kvviz.models.weather import DEFAULT_VALUES, SEED_PROMPT, VOCAB, WeatherModel, check_values
-from kvviz.sampling import Sampler, make_rule
 from kvviz.ui.export.capture import CaptureError, capture
 from kvviz.ui.frames import abc as frames_abc
 from kvviz.ui.frames import gpt as frames_gpt
 from kvviz.ui.frames import translator
 from kvviz.ui.frames import weather as frames_weather
-from kvviz.ui.lecture_page import ABC, GPT, WEATHER
+from kvviz.ui.pages.lecture import ABC, GPT, WEATHER
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.app          # every capture runs a page (AppTest)
@@ -49,13 +49,19 @@ def test_repaired_weather_in_german_and_a_sampled_gpt_in_spanish_are_the_builder
     assert ("Capa", "1") in c.settings and ("Cabeza", "1") in c.settings
 
 
+def test_the_command_knows_the_apps_languages():
+    from kvviz.ui.app.i18n import LANGS as APP_LANGS
+    from kvviz.ui.export import LANGS
+    assert LANGS == tuple(APP_LANGS)
+
+
 def test_an_address_the_page_refuses_stops_the_export():
     with pytest.raises(CaptureError, match="999"):
         capture(ABC, {"step": 999}, "en", False)
 
 
 def test_the_command_loads_no_streamlit_until_it_exports_and_keeps_a_folder_of_other_files(tmp_path, capsys):
-    code = "import sys, kvviz.__main__; print('streamlit' in sys.modules)"
+    code = "import sys, kvviz.cli.main; print('streamlit' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
     (tmp_path / "notes.txt").write_text("mine")

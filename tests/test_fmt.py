@@ -1,4 +1,4 @@
-"""kvviz.ui.fmt: English exactly as Python formats it, Spanish and German as Babel (CLDR) does, the
+"""kvviz.ui.app.fmt: English exactly as Python formats it, Spanish and German as Babel (CLDR) does, the
 same digits in every language."""
 import random
 
@@ -6,7 +6,7 @@ import pytest
 from babel import Locale
 from babel.numbers import format_decimal, format_percent, format_scientific
 
-from kvviz.ui import fmt
+from kvviz.ui.app import fmt
 
 OTHER = ("es", "de")
 # values away from rounding ties: there Babel rounds the decimal string half-even and Python the
@@ -105,7 +105,7 @@ def test_relocalize_turns_english_labels_into_the_page_language(lang):
 
 
 def test_without_lang_the_page_language_is_used(monkeypatch):
-    import kvviz.ui.i18n as i18n
+    import kvviz.ui.app.i18n as i18n
     monkeypatch.setattr(i18n, "current_lang", lambda: "de")
     assert fmt.fixed(0.33) == "0,330" and fmt.plotly_separators() == ",."
     monkeypatch.setattr(i18n, "current_lang", lambda: "en")
@@ -118,7 +118,7 @@ def test_english_pages_do_not_load_babel():
     import sys
 
     from tests.conftest import ROOT
-    code = ("import sys; from kvviz.ui import fmt; fmt.fixed(1.5, 2, 'en'); fmt.percent(0.5, lang='en'); "
+    code = ("import sys; from kvviz.ui.app import fmt; fmt.fixed(1.5, 2, 'en'); fmt.percent(0.5, lang='en'); "
             "fmt.plotly_separators('en'); print('babel' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr

@@ -1,6 +1,6 @@
 """One word per idea: every string of every locale file follows kvviz/ui/locales/glossary.toml.
 
-The files are read here, from disk (not through kvviz.ui.i18n), so a page's new JSON file or a new key
+The files are read here, from disk (not through kvviz.ui.app.i18n), so a page's new JSON file or a new key
 is checked the moment it exists. Each glossary entry is its own test per language, named after the
 idea it fixes; a failure lists file, key and the variant found.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kvviz.ui.i18n import LANGS, LOCALES
+from kvviz.ui.app.i18n import LANGS, LOCALES
 
 GLOSSARY = tomllib.loads((LOCALES / "glossary.toml").read_text(encoding="utf-8"))
 ENTRIES = [("term", e) for e in GLOSSARY["term"]] + [("style", e) for e in GLOSSARY["style"]]

@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from kvviz.loops import generate, generate_cached
+from kvviz.decoding.loops import generate, generate_cached
 from kvviz.models.gpt import from_hf_state_dict, load_tiny_gpt, plain_state_dict, to_transformers
 
 if os.environ.get("CI"):

@@ -1,7 +1,7 @@
 """Hostile input, tried systematically: empty, blank, huge, unicode, script-like, NaN, ±inf, negative
 and wrong-typed values.
 
-- Every value goes through every parser that reads the address (kvviz/ui/urlstate.py, the step,
+- Every value goes through every parser that reads the address (kvviz/ui/app/urlstate.py, the step,
   language and presenter readers, the weather values) and every engine parser behind a text box,
   directly, without running a page: each must give a usable value, and a notice when it refused
   one (or the error the page turns into a message), never an exception.
@@ -14,16 +14,17 @@ from types import SimpleNamespace
 import pytest
 import streamlit as st
 
-from kvviz.generation import run_generation
+from kvviz.decoding.logit_sources import TypedLogitsError, parse_logits
+from kvviz.decoding.stepper import run_generation
 from kvviz.limits import LimitError
-from kvviz.logit_sources import TypedLogitsError, parse_logits
+from kvviz.models.registry import get_model
 from kvviz.models.weather import MAX_ABS_TOKEN_VALUE, values_from_text
-from kvviz.registry import get_model
-from kvviz.ui import i18n, presenter, step_view, urlstate
-from kvviz.ui.cost_page import TAB_KEYS
-from kvviz.ui.i18n import strings
-from kvviz.ui.sampling_page import SOURCES
-from kvviz.ui.nav import PAGES
+from kvviz.ui.app import i18n, presenter, urlstate
+from kvviz.ui.app.i18n import strings
+from kvviz.ui.app.nav import PAGES
+from kvviz.ui.components import step_view
+from kvviz.ui.pages.cost import TAB_KEYS
+from kvviz.ui.pages.sampling import SOURCES
 from tests.conftest import no_exception, open_page
 
 HOSTILE_TEXT = ["", "   ", "x" * 5000, "A" * 3000, "Ä ö 🤖 ∑ \u202e", "<script>alert(1)</script>",

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from kvviz.ui.i18n import LANGS, strings
+from kvviz.ui.app.i18n import LANGS, strings
 
 
 @pytest.mark.parametrize("lang", [lang for lang in LANGS if lang != "en"])

@@ -9,8 +9,8 @@ from urllib.parse import parse_qs, urlencode
 
 import pytest
 
-from kvviz.generation import run_generation
-from kvviz.registry import get_model
+from kvviz.decoding.stepper import run_generation
+from kvviz.models.registry import get_model
 from tests.st_session import Session, run
 
 pytestmark = pytest.mark.app

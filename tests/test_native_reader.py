@@ -1,4 +1,4 @@
-"""What a native lecturer flagged in the Spanish and German strings (issue 17), one test per flag:
+"""What a native lecturer flagged in the Spanish and German strings, one test per flag:
 the key still exists, the flagged wording is gone, the fix is there. The glossary test keeps the
 whole language in line; these pin the exact places the reader named."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from kvviz.ui.i18n import strings
+from kvviz.ui.app.i18n import strings
 
 # (lang, keys, must not match, must match); patterns are case-sensitive Python re
 FLAGS = [
@@ -25,7 +25,8 @@ FLAGS = [
     ("es", ["home.blurb_cost", "lecture.cost_memory_gqa_why", "lecture.cost_batching_gpt", "cost.bt_model_help"],
      r"(?i)\blotes?\b", r"(?i)\bbatch(?:ing)?\b"),
     ("es", ["cost.tab_serving", "cost.dg_title", "home.blurb_cost", "cost.intro", "cost.serve_intro",
-            "abc.more_body", "lecture.cost_serving"], r"(?i:desagregad)|(?!Disaggregated Serving)(?i:disaggregated serving)",
+            "abc.more_body", "lecture.cost_serving"],
+     r"(?i:desagregad)|(?!Disaggregated Serving)(?i:disaggregated serving)",
      r"Disaggregated Serving"),
     ("es", ["cost.flops_intro", "cost.fl_model_help", "cost.counted_ok", "cost.counted_none", "cost.bt_intro",
             "cost.fig_cached_counted", "gpt.new_tokens_help", "gpt.verify_stepper_same"],

@@ -1,4 +1,4 @@
-"""Numbers on the pages follow the page's language (kvviz.ui.fmt): 0,330 and 36.864 on a Spanish or
+"""Numbers on the pages follow the page's language (kvviz.ui.app.fmt): 0,330 and 36.864 on a Spanish or
 German page, 0.330 and 36,864 in English; charts carry plotly's separators; downloads stay
 machine-readable (the same bytes in every language)."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from kvviz import cost
-from kvviz.ui import fmt
+from kvviz.ui.app import fmt
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)

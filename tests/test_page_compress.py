@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kvviz.compress import Variant, compare_steps, evaluate, page_variants, row_errors, sink_mass
-from kvviz.ui import fmt
+from kvviz.ui.app import fmt
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
@@ -96,7 +96,8 @@ def test_layer_head_and_kind_follow_the_widgets_and_the_address():
     assert at.query_params["sc_residual"] == "20" and "no row is ever quantized" in at.success[0].value
 
 
-@pytest.mark.parametrize("params, key", [({"sc_window": "0"}, "sc_window"), ({"sc_bits": "3", "sc_kind": "quant"}, "sc_bits"),
+@pytest.mark.parametrize("params, key", [({"sc_window": "0"}, "sc_window"),
+                                          ({"sc_bits": "3", "sc_kind": "quant"}, "sc_bits"),
                                           ({"sc_kv_heads": "3", "sc_kind": "gqa"}, "sc_kv_heads"),
                                           ({"sc_new": "nan"}, "sc_new"), ({"sc_prompts": "1e9"}, "sc_prompts"),
                                           ({"step": "999"}, "999")])
@@ -133,8 +134,8 @@ def test_tradeoff_is_computed_behind_the_button_with_the_engines_numbers_and_a_c
     assert button.proto.label == "Trade-off (CSV)"
     again = open_page(PAGE, query)                # the server keeps it: a new visitor sees it at once
     assert again.dataframe and any("earlier on this server" in c.value for c in again.caption)
-    from kvviz.ui.compress_page import _tradeoff_csv
-    csv = pd.read_csv(io.BytesIO(_tradeoff_csv(ev)))
+    from kvviz.ui.pages.compress import tradeoff_csv
+    csv = pd.read_csv(io.BytesIO(tradeoff_csv(ev)))
     assert list(csv["kl_mean"]) == [round(r.kl_mean, 8) for r in ev.results] and csv["seed"].iloc[0] == 11
 
 

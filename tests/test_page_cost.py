@@ -184,7 +184,7 @@ def test_measure_runs_behind_its_button():
 
 
 def test_page_renders_in_every_language_and_keeps_the_tab():
-    from kvviz.ui.i18n import strings
+    from kvviz.ui.app.i18n import strings
     for lang in ("es", "de"):
         at = open_page(PAGE, {"lang": lang, "tab": strings(lang)["cost.tab_compute"]})
         no_exception(at)
@@ -198,7 +198,7 @@ def test_page_renders_in_every_language_and_keeps_the_tab():
 
 
 def test_batching_tab_runs_the_tiny_gpt():
-    from kvviz.batching import run_batch
+    from kvviz.decoding.batching import run_batch
     from kvviz.models.gpt import GPTModel
 
     at = open_page(PAGE, {"tab": "Batching"})

@@ -1,10 +1,9 @@
 """The Tiny GPT page in AppTest: stepping with layer/head selectors, verification, memory, timing, bad input."""
 import pytest
 
-from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
-
 from kvviz.models.gpt.corpus import WEATHER
-from kvviz.ui.i18n import LANGS, strings
+from kvviz.ui.app.i18n import LANGS, strings
+from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
@@ -104,16 +103,16 @@ def heat_title(at) -> str:
 
 
 def _pick_app():
-    import functools
 
     import streamlit as st
 
     from kvviz.models.gpt import GPTModel
-    from kvviz.ui import gpt_page, step_view
+    from kvviz.ui.components import step_view
+    from kvviz.ui.pages import gpt as gpt_page
 
     if "browser_pick" in st.session_state:   # what the browser's setTriggerValue does, then the callback
         st.session_state["kvs_gpt"] = {"pick": st.session_state.pop("browser_pick")}
-        step_view._picked("kvs_gpt", functools.partial(gpt_page._pick, GPTModel(gpt_page._tiny())))
+        step_view._picked("kvs_gpt", gpt_page.picker(GPTModel(gpt_page._tiny())).pick)
     st.write(f"layer {st.session_state.get('gpt_layer')} head {st.session_state.get('gpt_head')}")
 
 
@@ -140,7 +139,8 @@ def test_verification_memory_and_the_stepper_agree():
     at = open_page(PAGE)
     assert any(s.value.startswith("Identical: all 8 tokens match") for s in at.success)
     shown = [c.value for c in at.text]
-    assert len(shown) == 2 and shown[0] == shown[1] and shown[0].replace('!', ' ').replace('.', ' ').split()[0] in WEATHER_WORDS
+    assert len(shown) == 2 and shown[0] == shown[1]
+    assert shown[0].replace('!', ' ').replace('.', ' ').split()[0] in WEATHER_WORDS
     assert any("chose the same tokens" in c.value for c in at.caption)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Cached positions T"] == "12"
@@ -168,7 +168,7 @@ def test_timing_sweep_plots_speedup_beside_flop_ratio_and_explains_the_gap():
 
     from kvviz import cost
     from kvviz.models.gpt import cost_config, load_tiny_gpt
-    from kvviz.ui import fmt
+    from kvviz.ui.app import fmt
 
     at = open_page(PAGE)
     assert any("Press **Measure**" in i.value for i in at.info)

@@ -6,17 +6,17 @@ import torch
 
 from kvviz import cost
 from kvviz.cache import DynamicCache, PagedCache, PoolExhausted, block_hash
-from kvviz.generation import run_generation
+from kvviz.decoding.loops import generate_cached
+from kvviz.decoding.sampling import Sampler
+from kvviz.decoding.stepper import run_generation
 from kvviz.limits import LimitError
-from kvviz.loops import generate_cached
 from kvviz.models.abc import ABCModel
 from kvviz.models.gpt import GPTModel
-from kvviz.sampling import Sampler
 
 M = GPTModel()
 PROMPT = M.tokenize("Today the weather in London is")            # 6 words
 SAMPLER = Sampler(temperature=1.2, top_k=20)
-FP32_TOL = 1e-4          # the project's float32 tolerance (kvviz.batching.BatchRun.tolerance)
+FP32_TOL = 1e-4          # the project's float32 tolerance (kvviz.decoding.batching.BatchRun.tolerance)
 
 
 def _ids(text: str) -> list[int]:
@@ -183,8 +183,8 @@ def test_prefix_caching_shares_full_blocks_named_by_their_tokens_and_everything_
     system = _ids("Today the weather is so nice . It is")                  # 9 words: 2 full blocks of 4
     cache = PagedCache(M.n_layers, 4, 16)
     _prefill(cache, 0, system + _ids("rainy"))
-    assert cache.hash_of[0] == block_hash(None, system[:4])
-    assert cache.hash_of[1] == block_hash(cache.hash_of[0], system[4:8]) and cache.hash_of[2] is None
+    assert cache.pool.hash_of[0] == block_hash(None, system[:4])
+    assert cache.pool.hash_of[1] == block_hash(cache.pool.hash_of[0], system[4:8]) and cache.pool.hash_of[2] is None
 
     other = system + _ids("cold in Oslo")
     assert cache.match_prefix(1, other) == 8                                  # two blocks, 8 positions saved
@@ -206,7 +206,7 @@ def test_freed_prefix_blocks_stay_findable_until_taken_again():
     cache = PagedCache(M.n_layers, 4, 3)
     _prefill(cache, 0, ids)
     cache.free_sequence(0)
-    assert cache.num_free_blocks == 3 and cache.hash_of[0] is not None
+    assert cache.num_free_blocks == 3 and cache.pool.hash_of[0] is not None
     assert cache.match_prefix(1, ids) == 4 and cache.refcounts() == (1, 0, 0)   # revived from the free list
     cache.free_sequence(1)
     cache.drain_events()
@@ -216,7 +216,7 @@ def test_freed_prefix_blocks_stay_findable_until_taken_again():
         cache.update(x, x, layer)
     taken = [e for e in cache.drain_events() if e.kind == "take"]
     assert [e.block for e in taken] == [2, 1, 0] and [e.evicted for e in taken] == [False, False, True]
-    assert cache.prefix_hits(ids) == [] and cache.hash_of[0] is None
+    assert cache.prefix_hits(ids) == [] and cache.pool.hash_of[0] is None
 
 
 def test_abc_prefix_hit_is_exact():

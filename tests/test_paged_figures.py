@@ -1,16 +1,27 @@
-"""The served run's figures (kvviz.paged_figures), built from real records without a browser: what
+"""The served run's figures (kvviz.viz.paged), built from real records without a browser: what
 a user sees in each cell, line and bar is the record's number."""
 import dataclasses
 
 import plotly.graph_objects as go
 import pytest
 
-from kvviz.figures import COLORS
 from kvviz.models.gpt import GPTModel
-from kvviz.paged_figures import (OWNER_COLORS, block_pool_figure, block_pool_spec, block_size_figure,
-                                 block_size_spec, latency_figure, latency_spec, memory_figure, memory_spec,
-                                 timeline_figure, timeline_spec, timeline_states)
 from kvviz.serving import block_size_sweep, compare_policies, request_stream
+from kvviz.viz.paged import (
+    OWNER_COLORS,
+    block_pool_figure,
+    block_pool_spec,
+    block_size_figure,
+    block_size_spec,
+    latency_figure,
+    latency_spec,
+    memory_figure,
+    memory_spec,
+    timeline_figure,
+    timeline_spec,
+    timeline_states,
+)
+from kvviz.viz.theme import COLORS
 
 M = GPTModel()
 STREAM = request_stream(4, seed=3, max_new_tokens=5, shared_prefix=4)

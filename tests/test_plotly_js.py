@@ -1,4 +1,4 @@
-"""The plotly.js bundle every chart is drawn with (kvviz/ui/plotly_js.py): the right version, and
+"""The plotly.js bundle every chart is drawn with (kvviz/ui/components/plotly_js.py): the right version, and
 every kind of trace the figure builders make."""
 import hashlib
 import json
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from plotly.offline import get_plotlyjs_version
 
-from kvviz.ui import plotly_js
+from kvviz.ui.components import plotly_js
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLE = plotly_js.STATIC / plotly_js.PLOTLY_BUNDLE

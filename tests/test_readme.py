@@ -23,6 +23,6 @@ def test_home_page_path_does_not_import_torch():
     """The home page loads fast: none of its imports pulls in torch (≈ 1 s and ≈ 200 MB)."""
     import subprocess
     import sys
-    code = "import sys, kvviz.ui.nav, kvviz.ui.links; print('torch' in sys.modules)"
+    code = "import sys, kvviz.ui.app.nav, kvviz.ui.app.links; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr

@@ -4,12 +4,12 @@ import json
 import pytest
 import torch
 
-from kvviz.__main__ import main
-from kvviz.generation import run_generation
+from kvviz.cli.main import main
+from kvviz.decoding.sampling import Greedy, Sampler
+from kvviz.decoding.stepper import run_generation
+from kvviz.decoding.trace import run_dict
 from kvviz.limits import LimitError
 from kvviz.models.abc import ABCModel
-from kvviz.sampling import Greedy, Sampler
-from kvviz.trace import run_dict
 
 M = ABCModel()
 

@@ -1,4 +1,4 @@
-"""The middleware that sends static files from memory (kvviz/ui/serve_files.py): plotly.js compressed
+"""The middleware that sends static files from memory (kvviz/ui/app/serve_files.py): plotly.js compressed
 once, Streamlit's frontend files as Streamlit sends them, everything else left to Streamlit."""
 import asyncio
 import concurrent.futures
@@ -8,7 +8,8 @@ from pathlib import Path
 
 from streamlit import file_util
 
-from kvviz.ui import plotly_js, serve_files
+from kvviz.ui.app import serve_files
+from kvviz.ui.components import plotly_js
 
 BUNDLE = plotly_js.STATIC / plotly_js.PLOTLY_BUNDLE
 FRONTEND = Path(file_util.get_static_dir())

@@ -1,4 +1,4 @@
-"""Issue 14: speculative decoding of the tiny GPT with its draft model — the draft, the engine's
+"""Speculative decoding of the tiny GPT (docs/design.md §5) with its draft model — the draft, the engine's
 exactness (greedy token-identical, sampled distribution by a chi-square test), the cache invariant and
 rollback, the records a page steps through, limits, the expected speed-up formulas, the measurement
 and the ``speculate`` command."""
@@ -9,15 +9,23 @@ import pytest
 import torch
 
 from kvviz import cost
-from kvviz.__main__ import main as cli_main
 from kvviz.cache import DynamicCache, StaticCache
-from kvviz.limits import (SPEC_MAX_ATTENTION_TOKENS, SPEC_MAX_GAMMA, SPEC_MAX_NEW_TOKENS, LimitError)
-from kvviz.loops import generate_cached, speculative_generate, speculative_round
-from kvviz.models.gpt import (DRAFT_CHECKPOINT, GPTConfig, draft_config, load_draft_gpt, load_tiny_gpt,
-                              random_gpt, weights_sha256)
+from kvviz.cli.main import main as cli_main
+from kvviz.decoding.loops import generate_cached
+from kvviz.decoding.sampling import Greedy, Sampler, draw_from, rule_probs
+from kvviz.limits import SPECULATIVE_MAX_ATTENTION_TOKENS, SPECULATIVE_MAX_GAMMA, SPECULATIVE_MAX_NEW_TOKENS, LimitError
+from kvviz.models.gpt import (
+    DRAFT_CHECKPOINT,
+    GPTConfig,
+    draft_config,
+    load_draft_gpt,
+    load_tiny_gpt,
+    random_gpt,
+    weights_sha256,
+)
 from kvviz.models.gpt.corpus import vocabulary
-from kvviz.sampling import Greedy, Sampler, draw_from, rule_probs
 from kvviz.speculative import measure_speedup, speculation_dict
+from kvviz.speculative.decoding import speculative_generate, speculative_round
 from tests.test_cli import cli
 
 TINY, DRAFT = load_tiny_gpt(), load_draft_gpt()
@@ -32,7 +40,7 @@ DISAGREE = "It is rainy in London , so we"
 @pytest.fixture(autouse=True, scope="module")
 def one_torch_thread():
     """These models are tiny: one thread runs them faster than two fighting for a shared machine's cores
-    (DESIGN.md §4); the setting is restored for the other test modules."""
+    (docs/design.md §4); the setting is restored for the other test modules."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -85,7 +93,8 @@ def test_p_and_q_are_the_distributions_the_rule_draws_from_row_by_row():
             a, b = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
             assert [rule.draw(r, a) for r in x] == [draw_from(rule_probs(rule, r), b) for r in x]
         else:
-            assert rows.argmax(-1).tolist() == [rule.draw(r, None) for r in x] and set(rows.flatten().tolist()) == {0, 1}
+            assert rows.argmax(-1).tolist() == [rule.draw(r, None) for r in x]
+            assert set(rows.flatten().tolist()) == {0, 1}
 
 
 # ---- exactness ---------------------------------------------------------------------------------------
@@ -293,11 +302,11 @@ def test_limits_are_enforced_by_the_engine():
     with pytest.raises(LimitError, match="Gamma"):
         speculative_generate(T, D, ids, 5, 0)
     with pytest.raises(LimitError, match="Gamma"):
-        speculative_generate(T, D, ids, 5, SPEC_MAX_GAMMA + 1)
+        speculative_generate(T, D, ids, 5, SPECULATIVE_MAX_GAMMA + 1)
     with pytest.raises(LimitError, match="New tokens"):
-        speculative_generate(T, D, ids, SPEC_MAX_NEW_TOKENS + 1, 2)
+        speculative_generate(T, D, ids, SPECULATIVE_MAX_NEW_TOKENS + 1, 2)
     with pytest.raises(LimitError, match="New tokens"):
-        speculative_generate(T, D, ids, SPEC_MAX_ATTENTION_TOKENS + 1, 2, keep_attention=True)
+        speculative_generate(T, D, ids, SPECULATIVE_MAX_ATTENTION_TOKENS + 1, 2, keep_attention=True)
     with pytest.raises(LimitError, match="Prompt length"):
         speculative_generate(T, D, ids * 65, 5, 2)
     short = random_gpt(draft_config(T.config.vocab_size, block_size=32))     # a draft that knows 32 positions
@@ -376,7 +385,7 @@ def test_measure_speedup_times_both_loops_and_puts_the_formula_beside_it():
 
 # ---- the command line --------------------------------------------------------------------------------
 
-def test_speculate_prints_the_issues_json(capsys):
+def test_speculate_prints_the_documented_json(capsys):
     code, out, err = cli(capsys, "speculate", "--prompt", "Today the weather is so", "--new-tokens", "24",
                          "--gamma", "4")
     assert code == 0, err

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from kvviz.ui.nav import PAGES
+from kvviz.ui.app.nav import PAGES
 from tests.conftest import frame, frame_text, no_exception, open_page, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
@@ -28,7 +28,7 @@ def _texts(at) -> list[str]:
         for w in at.get(kind):
             out += [s for s in (getattr(w, "label", None), getattr(w, "help", None)) if isinstance(s, str)]
     data = stepper(at)
-    if data is not None:           # the stepper's frame and its own controls (kvviz/ui/step_view.py)
+    if data is not None:           # the stepper's frame and its own controls (kvviz/ui/components/step_view.py)
         out.append(frame_text(frame(at)))
         out += list(data["payload"]["words"].values())
     return out
@@ -79,10 +79,12 @@ SHARED = re.compile(r"^(?:(?:KV|cache|prefill|decode|Prefill|Decode|top|greedy|G
 # words spelled the same in the three languages, or names (tokens, models, units)
 SAME_WORDS = {"logit", "logits", "prefill", "decode", "cache", "token", "tokens", "today", "weather", "nice",
               "warm", "delicious", "top", "greedy", "softmax", "bytes", "batch", "query", "head", "heads",
-              "extra", "layer", "bits", "config", "json", "small", "attention", "keys", "queries", "phase", "seed", "causal",
+              "extra", "layer", "bits", "config", "json", "small", "attention", "keys", "queries", "phase", "seed",
+              "causal",
               "position",   # German writes Phase, Position; Attention, Keys, Queries as the field does
               "batching", "pool", "block", "prompt", "ttft",
-              "nats", "caches", "draft"}   # nats: a unit   # glossary: el batching / el pool, der Block; TTFT   # die Caches, das Draft-Modell
+              # nats: a unit   # glossary: el batching / el pool, der Block; TTFT   # die Caches, das Draft-Modell
+              "nats", "caches", "draft"}
 
 
 @pytest.mark.parametrize("lang", ["es", "de"])

@@ -1,4 +1,4 @@
-"""The server's start-up loads the engine before the first visitor (kvviz/ui/warmup.py)."""
+"""The server's start-up loads the engine before the first visitor (kvviz/ui/app/warmup.py)."""
 import importlib
 import re
 import subprocess
@@ -10,7 +10,7 @@ import streamlit as st
 from streamlit.runtime.caching import cache_resource_api
 from streamlit.web.server.app_discovery import discover_asgi_app
 
-from kvviz.ui import warmup
+from kvviz.ui.app import warmup
 from tests.conftest import no_exception, open_page
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,14 +22,15 @@ def test_streamlit_run_finds_the_st_app_in_app_py():
 
 
 def test_the_warm_up_imports_every_page_module():
-    pages = {f"kvviz.ui.{p.stem}" for p in (ROOT / "kvviz" / "ui").glob("*_page.py")}
+    pages = set(_page_files())
+    assert len(pages) == len(list((ROOT / "pages").glob("*.py")))      # every file in pages/ renders one
     assert pages <= set(warmup.MODULES), f"not warmed: {sorted(pages - set(warmup.MODULES))}"
 
 
 def test_the_served_app_warms_up_and_the_warm_up_leaves_every_module_loaded():
     # a fresh interpreter: app.py imported as `streamlit run` imports it (as a module, not as the home
     # page's script), then its lifespan's warm-up, without anything this test process imported
-    code = ("import sys, app; from kvviz.ui import warmup; "
+    code = ("import sys, app; from kvviz.ui.app import warmup; "
             "assert app.app._user_lifespan is warmup.lifespan, 'app.py serves without the warm-up'; "
             "failed = warmup.warm(); missing = [m for m in warmup.MODULES if m not in sys.modules]; "
             "print(failed, missing)")
@@ -39,12 +40,12 @@ def test_the_served_app_warms_up_and_the_warm_up_leaves_every_module_loaded():
 
 
 def _page_files() -> dict[str, str]:
-    """page module (kvviz.ui.x_page) → its file in pages/ (the one that calls its render)."""
+    """page module (kvviz.ui.pages.x) → its file in pages/ (the one that calls its render)."""
     found = {}
     for path in sorted((ROOT / "pages").glob("*.py")):
-        m = re.search(r"^from kvviz\.ui import (\w+_page)\b", path.read_text(encoding="utf-8"), re.M)
+        m = re.search(r"^from kvviz\.ui\.pages import (\w+) as page\b", path.read_text(encoding="utf-8"), re.M)
         if m:
-            found[f"kvviz.ui.{m.group(1)}"] = f"pages/{path.name}"
+            found[f"kvviz.ui.pages.{m.group(1)}"] = f"pages/{path.name}"
     return found
 
 
@@ -57,11 +58,14 @@ def _cache_entries() -> set[tuple[str, str]]:
     return out
 
 
-WARMED = [name for name in warmup.MODULES if name.endswith("_page") and hasattr(importlib.import_module(name), "warm")]
+WARMED = [name for name in warmup.MODULES
+          if name.startswith("kvviz.ui.pages.") and hasattr(importlib.import_module(name), "warm")]
 
 
 def test_the_pages_with_a_long_first_run_are_warmed():
-    assert {"kvviz.ui.gpt_page", "kvviz.ui.paged_page", "kvviz.ui.compress_page", "kvviz.ui.spec_page"} <= set(WARMED)
+    long_first_runs = {"kvviz.ui.pages.gpt", "kvviz.ui.pages.paged", "kvviz.ui.pages.compress",
+                       "kvviz.ui.pages.speculative"}
+    assert long_first_runs <= set(WARMED)
 
 
 @pytest.mark.app

@@ -136,11 +136,12 @@ class Replicas:
                 time.sleep(0.1)
         conf = self.tmp / "nginx.conf"
         conf.write_text(nginx_conf(self.tmp, self.host, self.port, self.ports), encoding="utf-8")
-        self.proxy = subprocess.Popen([self.nginx, "-p", str(self.tmp), "-c", str(conf), "-e", str(self.tmp / "error.log")],
+        errors = self.tmp / "error.log"
+        self.proxy = subprocess.Popen([self.nginx, "-p", str(self.tmp), "-c", str(conf), "-e", str(errors)],
                                       stdout=self.log, stderr=subprocess.STDOUT)
         while not _healthy(self.url):
             if self.proxy.poll() is not None or time.time() - t0 > timeout:
-                err = (self.tmp / "error.log").read_text(errors="replace")[-2000:] if (self.tmp / "error.log").exists() else ""
+                err = errors.read_text(errors="replace")[-2000:] if errors.exists() else ""
                 self.stop()
                 raise RuntimeError(f"nginx did not start: {err}")
             time.sleep(0.05)
@@ -174,7 +175,9 @@ def main() -> int:
                     help="a Streamlit option for every replica, e.g. server.maxUploadSize=10")
     a = ap.parse_args()
     r = Replicas(a.replicas, a.port, a.host, a.nginx, a.set, log=None)   # the replicas' logs on this terminal
-    stop = lambda *_: (_ for _ in ()).throw(KeyboardInterrupt)
+    def stop(*_) -> None:                     # SIGTERM as Ctrl-C
+        raise KeyboardInterrupt
+
     signal.signal(signal.SIGTERM, stop)
     try:
         r.start()

@@ -1,4 +1,4 @@
-"""The A/B/C miniature model of the seeds (DESIGN.md §1.1).
+"""The A/B/C miniature model of the seeds (docs/design.md §1).
 
 Three tokens with 2-d vectors; Q = K = V = the token's vector; one layer, one head, no positions,
 attention scale 1/sqrt(2). From h = (h0, h1) the logits over [A, B, C] are [h1, h0, -h0-h1].
@@ -6,14 +6,21 @@ attention scale 1/sqrt(2). From h = (h0, h1) the logits over [A, B, C] are [h1, 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
 from kvviz.cache import Cache
 from kvviz.cost import ABC_CONFIG
-from kvviz.models.base import (BatchPassRecord, ModelLimits, PassRecord, allowed_keys, causal_softmax,
-                               masked_softmax, tokenize_by_vocab)
+from kvviz.models.base import (
+    BatchPassRecord,
+    ModelLimits,
+    PassRecord,
+    allowed_keys,
+    causal_softmax,
+    masked_softmax,
+    tokenize_by_vocab,
+)
 
 VECTORS = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]], dtype=torch.float64)  # [3, 2]
 
@@ -52,7 +59,7 @@ class ABCModel:
 
     def forward_batch(self, token_ids: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor,
                       cache: Cache) -> BatchPassRecord:
-        """B sequences at once (kvviz.batching): token_ids, positions [B, N]; key_mask [B, T].
+        """B sequences at once (kvviz.decoding.batching): token_ids, positions [B, N]; key_mask [B, T].
         No positions in this model, so ``positions`` only marks padding (-1)."""
         x = VECTORS[token_ids]                           # [B, N, 2]
         q = k = v = x.unsqueeze(1)                       # [B, heads=1, N, 2]

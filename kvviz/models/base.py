@@ -3,12 +3,13 @@
 A model is anything with ``forward(token_ids, cache, start_pos) -> PassRecord`` plus what the
 pages and the CLI need to use it without knowing which model it is: ``tokenize(text)``, its
 ``limits`` and its ``cost_config`` (the shape kvviz.cost computes with). Models that can run
-several sequences in one pass add ``forward_batch`` (kvviz.batching).
+several sequences in one pass add ``forward_batch`` (kvviz.decoding.batching).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import torch
 

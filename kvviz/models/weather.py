@@ -1,4 +1,4 @@
-"""The "Today weather is so" model of the seeds (DESIGN.md §1.2): four hand-made attention heads.
+"""The "Today weather is so" model of the seeds (docs/design.md §2): four hand-made attention heads.
 
 Every token carries one scalar value (editable). All heads share the query Q = ones(d_k), d_k = 64;
 each head's key row is +1 or -1 in every dimension, so a score is ±64/sqrt(64) = ±8 and softmax
@@ -20,8 +20,8 @@ depends on whether a later token exists, and an append-only KV cache keeps a sta
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence
 
 import torch
 

@@ -25,7 +25,7 @@ PAGES = [
     "/Speculative_decoding?step=7",               # the rollback: struck rows and chips, the badge
     "/Lecture_script",
 ]
-# the dark theme's colours come from the theme and kvviz/ui/style.css, the same on every page: one
+# the dark theme's colours come from the theme and kvviz/ui/app/style.css, the same on every page: one
 # page of each kind (home, a stepper with its chips and tables, widgets, the block pool; a Cost tab
 # below, a speculative round in presenter mode in test_presenter.py). A dark scan comes last in its tab.
 DARK = {"/", "/ABC_miniature?step=1", "/Paged_cache?pg_blocks=8&step=6"}

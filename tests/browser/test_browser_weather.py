@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from streamlit import file_util
 
-from kvviz.ui.plotly_js import PLOTLY_BUNDLE
+from kvviz.ui.components.plotly_js import PLOTLY_BUNDLE
 from tests.browser.axe_check import assert_accessible
 
 pytestmark = pytest.mark.browser
@@ -33,7 +33,7 @@ def test_deep_link_to_the_stale_decode_keys_and_reveal(server, tab):
     tab.wait_drawn(2)
     assert_accessible(tab.page, "/Weather_heads?step=2")          # the accessibility scan of this page
     # every chart, the stepper's and the causal mask below it, drawn by kvviz's plotly.js bundle:
-    # Streamlit's 4.7 MB plotly chunk is never loaded (kvviz/ui/plotly_js.py)
+    # Streamlit's 4.7 MB plotly chunk is never loaded (kvviz/ui/components/plotly_js.py)
     assert tab.page.locator(".kvc-chart[data-drawn='1']").count() == 1
     # the causal mask, above the stepper, waited for the stepper's first drawing (plotly_view.js)
     assert tab.page.evaluate("() => window.__drawnOrder") == ["stepper", "chart"]

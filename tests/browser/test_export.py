@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from kvviz.ui import plotly_js
+from kvviz.ui.components import plotly_js
 from kvviz.ui.export.site import export
 from kvviz.ui.frames import translator
 from tests.conftest import ROOT, shared_context
@@ -40,7 +40,8 @@ TRACE_KEYS = ("type", "x", "y", "z", "text")
 LOOK = """async ([start, all, keys]) => {
   const until = (ok, what) => new Promise((done, fail) => {
     const t0 = performance.now();
-    const look = () => ok() ? done() : performance.now() - t0 > 20000 ? fail(new Error(what)) : requestAnimationFrame(look);
+    const look = () => ok() ? done()
+      : performance.now() - t0 > 20000 ? fail(new Error(what)) : requestAnimationFrame(look);
     look();
   });
   const traces = (el) => el.data.map((t) => Object.fromEntries(keys.filter((k) => k in t).map((k) => [k, t[k]])));
@@ -57,7 +58,8 @@ LOOK = """async ([start, all, keys]) => {
       const k = d.dataset.key.split(':')[0];
       if (!(k in out.figs)) out.figs[k] = traces(d);
     }
-    out.steps.push([i, root.querySelector('.kvs-heading').textContent, figs.map((d) => Number(d.dataset.key.split(':')[0]))]);
+    out.steps.push([i, root.querySelector('.kvs-heading').textContent,
+                    figs.map((d) => Number(d.dataset.key.split(':')[0]))]);
   });
   if (start !== null) {
     await until(() => document.querySelector('.kvs-root'), 'no stepper');
@@ -65,7 +67,8 @@ LOOK = """async ([start, all, keys]) => {
     if (all) {
       key('Home');
       await shown(0);
-      for (let i = 1; i < Number(root.querySelector('.kvs-slider input').max) + 1; i++) { key('ArrowRight'); await shown(i); }
+      const last = Number(root.querySelector('.kvs-slider input').max);
+      for (let i = 1; i <= last; i++) { key('ArrowRight'); await shown(i); }
     }
   }
   for (const el of document.querySelectorAll('.kvc-chart')) {
@@ -77,7 +80,7 @@ LOOK = """async ([start, all, keys]) => {
 }"""
 # one screen of each page, each with settings of its own: written again by the command, in another process
 AGAIN = ("abc_sampling", "weather_repair", "sampling_flat", "gpt_sampled", "cost_memory_gqa", "cost_batching_gpt",
-         "paged_preempt", "compress_quant", "spec_residual")
+         "paged_preempt", "compress_quant", "speculative_residual")
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +164,9 @@ def test_the_exported_lecture(browser, site):
 
 def _same_bytes_twice_small_and_its_index_lists_the_lecture(browser, result, cli_folder, cli_out) -> None:
     again = [s for s in result.screens if s.key in AGAIN]
-    names = lambda folder, under: sorted(p.relative_to(folder).as_posix() for p in (folder / under).rglob("*") if p.is_file())  # noqa: E731
+    def names(folder: Path, under: str) -> list[str]:
+        return sorted(p.relative_to(folder).as_posix() for p in (folder / under).rglob("*") if p.is_file())
+
     assert names(cli_folder, "assets") == names(result.out, "assets")
     assert names(cli_folder, "data") == sorted(f"data/{s.data}.js" for s in again)   # the same frames, the same names
     for name in names(cli_folder, "assets") + names(cli_folder, "data"):
@@ -171,13 +176,14 @@ def _same_bytes_twice_small_and_its_index_lists_the_lecture(browser, result, cli
     assert f"{len(again)} screens" in cli_out
     assert result.total_bytes < MAX_BYTES, result.total_bytes
     # the stepper's own files, byte for byte what the live app uses
-    ui = ROOT / "kvviz" / "ui"
+    ui = ROOT / "kvviz" / "ui" / "components"
     assert (result.out / "assets" / "step_view.css").read_bytes() == (ui / "step_view.css").read_bytes()
     modules = json.loads(re.search(r"window\.KVX_MODULES = (\{.*\});", (result.out / "assets" / "components.js")
                                    .read_text(encoding="utf-8"), re.DOTALL).group(1))
     assert modules["stepper"] == plotly_js.module_js(ui / "step_view.js")
     assert modules["chart"] == plotly_js.module_js(ui / "chart_view.js")
-    assert (result.out / "assets" / plotly_js.PLOTLY_BUNDLE).read_bytes() == (plotly_js.STATIC / plotly_js.PLOTLY_BUNDLE).read_bytes()
+    bundle = plotly_js.PLOTLY_BUNDLE
+    assert (result.out / "assets" / bundle).read_bytes() == (plotly_js.STATIC / bundle).read_bytes()
     # the index lists every screen of the lecture script, in its order
     tab = StaticTab(browser, result.out)
     try:
@@ -204,7 +210,8 @@ def _every_screen_draws_the_live_frames_from_file_alone(browser, result) -> None
             got = tab.page.evaluate(LOOK, [c.stepper["start"] if c.stepper else None, every, list(TRACE_KEYS)])
             if c.stepper:
                 payload = json.loads(c.stepper["payload"])
-                assert got["steps"][0][0] == c.stepper["start"] and len(got["steps"]) == (1 + c.stepper["n"] if every else 1)
+                assert got["steps"][0][0] == c.stepper["start"]
+                assert len(got["steps"]) == (1 + c.stepper["n"] if every else 1)
                 _compare(payload, got)
             charts = [b["chart"] for b in _flat(c.blocks) if "chart" in b]
             assert got["charts"] == [_traces(ch["fig"]) for ch in charts], s.file

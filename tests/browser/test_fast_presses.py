@@ -1,5 +1,5 @@
 """Keys pressed as fast as the page redraws: every press steps once (the stepper component's own
-key listener, kvviz/ui/step_view.js), and a focused slider keeps its own arrow keys."""
+key listener, kvviz/ui/components/step_view.js), and a focused slider keeps its own arrow keys."""
 import re
 
 import pytest

@@ -1,4 +1,4 @@
-"""The stepper component (kvviz/ui/step_view.py) in a real browser: its buttons, keys, slider,
+"""The stepper component (kvviz/ui/components/step_view.py) in a real browser: its buttons, keys, slider,
 autoplay with Space, a focused text box keeping its keys, the per-step CSV, a language switch that
 keeps the step, and no page errors."""
 import re
@@ -107,7 +107,9 @@ new MutationObserver(() => {
   const found = {rest: () => document.querySelector(".st-key-kvs_rest"),
                  drawn: () => document.querySelector(".kvs-root[data-drawn]"),
                  section: () => [...document.querySelectorAll("h2")].some((h) => h.textContent.startsWith("Memory"))};
-  for (const [name, test] of Object.entries(found)) if (!window.__seen[name] && test()) window.__seen[name] = performance.now();
+  for (const [name, test] of Object.entries(found)) {
+    if (!window.__seen[name] && test()) window.__seen[name] = performance.now();
+  }
 }).observe(document, {subtree: true, childList: true, attributes: true});"""
 
 

@@ -5,9 +5,10 @@ import re
 
 from playwright.sync_api import expect
 
-from kvviz.generation import run_generation
+from kvviz.decoding.stepper import run_generation
 from kvviz.models.abc import ABCModel
 from tests.conftest import Page
+
 
 def _press(tab: Page, key: str, heading: str) -> None:
     tab.page.bring_to_front()                          # the user switches to this tab

@@ -2,7 +2,7 @@
 the counters run on it like on the toy models."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -53,7 +53,7 @@ class GPTModel:
     @torch.no_grad()
     def forward_batch(self, token_ids: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor,
                       cache: Cache) -> BatchPassRecord:
-        """B sequences in one pass (kvviz.batching): token_ids, positions [B, N]; key_mask [B, T]."""
+        """B sequences in one pass (kvviz.decoding.batching): token_ids, positions [B, N]; key_mask [B, T]."""
         trace: list[LayerTrace] = []
         allowed = allowed_keys(key_mask, token_ids.shape[1])                              # [B, N, T]
         x = self.network.hidden(token_ids, cache, positions=positions, allowed=allowed, trace=trace)

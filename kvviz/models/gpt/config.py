@@ -27,7 +27,7 @@ class GPTConfig:
 
 
 def draft_config(vocab_size: int, block_size: int = 256) -> GPTConfig:
-    """The draft model's shape for speculative decoding (kvviz.loops.speculative_generate): the tiny
+    """The draft model's shape for speculative decoding (kvviz.speculative.decoding.speculative_generate): the tiny
     GPT's tokenizer and positions, but 1 layer of width 64 (2 heads of 32) instead of 4 of 128."""
     return GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=1, n_head=2, n_embd=64)
 

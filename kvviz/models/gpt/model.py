@@ -1,4 +1,4 @@
-"""The GPT network, in the nanoGPT shape, with a KV cache (DESIGN.md §1.3). The only copy of its arithmetic.
+"""The GPT network, in the nanoGPT shape, with a KV cache (docs/design.md §3). The only copy of its arithmetic.
 
 Learned token and position embeddings, pre-LayerNorm blocks (causal self-attention, MLP with the
 tanh-approximated GELU that GPT-2 calls "gelu_new"), a final LayerNorm and an lm_head tied to the
@@ -6,7 +6,7 @@ token embedding. Parameter names follow GPT-2 (``transformer.wte``, ``transforme
 …) so the same weights load into ``transformers.GPT2LMHeadModel`` (kvviz.models.gpt.weights).
 
 Every caller runs this code: the stepper (with ``trace``, to show attention weights), batched
-decoding (``positions`` and ``allowed``), the fast loops of kvviz.loops and the measurements. What
+decoding (``positions`` and ``allowed``), the fast loops of kvviz.decoding.loops and the measurements. What
 keeps a one-token decode step fast on a CPU: the layers call ``F.*`` on their own parameters (no
 nn.Module call per Linear/LayerNorm), a cache that is written in place (kvviz.cache.StaticCache),
 fused attention (``F.scaled_dot_product_attention``) whenever no weights are asked for, and the
@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from kvviz.cache import Cache
 from kvviz.models.base import causal_allowed, masked_softmax
 from kvviz.models.gpt.config import GPTConfig, check_positions
+
 
 def _weights(module: nn.Module, collect) -> tuple:
     """The parameters (and submodules) ``module``'s forward uses, looked up once: each nn.Module

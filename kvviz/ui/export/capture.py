@@ -21,7 +21,7 @@ from typing import Any
 
 from streamlit.testing.v1 import AppTest
 
-from kvviz.ui import fmt
+from kvviz.ui.app import fmt
 from kvviz.ui.frames import md, translator
 
 APP = Path(__file__).resolve().parents[3] / "app.py"
@@ -153,8 +153,8 @@ class _Walk:
             return {"metric": [el.label, el.value, el.delta or "", el.proto.help or ""]}
         if cls == "Dataframe":
             df = el.value
-            return {"table": {"cols": [str(c) for c in df.columns],
-                              "rows": [["" if v is None else str(v) for v in row] for row in df.itertuples(index=False)]}}
+            rows = [["" if v is None else str(v) for v in row] for row in df.itertuples(index=False)]
+            return {"table": {"cols": [str(c) for c in df.columns], "rows": rows}}
         if cls == "Html":
             return {"raw": el.value} if _HIDDEN_H2.match(el.value.strip()) else None   # screen-reader headings
         if kind == "bidi_component":

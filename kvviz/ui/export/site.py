@@ -21,6 +21,7 @@ depends on the time or the machine.
 """
 from __future__ import annotations
 
+import functools
 import glob
 import hashlib
 import html
@@ -34,22 +35,24 @@ from pathlib import Path
 import streamlit as st
 import torch
 
-from kvviz.ui import charts, gpt_page, plotly_js, presenter
+from kvviz.models.gpt import GPTModel, load_tiny_gpt
+from kvviz.ui.app import presenter
+from kvviz.ui.app.i18n import LANGS
+from kvviz.ui.app.links import address
+from kvviz.ui.components import charts, plotly_js
+from kvviz.ui.export import DEFAULT_LIVE_URL
 from kvviz.ui.export.capture import Captured, capture, markdown_html
-from kvviz.ui.export.cli import DEFAULT_LIVE_URL
 from kvviz.ui.frames import translator
-from kvviz.ui.i18n import LANGS
-from kvviz.ui.lecture_page import GPT, SCRIPT
-from kvviz.ui.links import address
+from kvviz.ui.pages import gpt as gpt_page
+from kvviz.ui.pages.lecture import GPT, SCRIPT
 
 HERE = Path(__file__).parent
-UI = HERE.parent
-ROOT = UI.parents[1]
+COMPONENTS = Path(plotly_js.__file__).parent      # the live components' own files
+ROOT = HERE.parents[2]
 LECTURE_PAGE = "pages/9_Lecture_script.py"
-# the model view's tiles choose a layer and head: the live page's address parameters for them
-PICK_KEYS = {GPT: (gpt_page.LAYER, gpt_page.HEAD)}
 # Streamlit's own fonts (its frontend's static/media), as the live page loads them
-FONTS = {"SourceSans-Upright.woff2": "SourceSansVF-Upright*.woff2", "SourceSans-Italic.woff2": "SourceSansVF-Italic*.woff2",
+FONTS = {"SourceSans-Upright.woff2": "SourceSansVF-Upright*.woff2",
+         "SourceSans-Italic.woff2": "SourceSansVF-Italic*.woff2",
          "SourceCode-Upright.woff2": "SourceCodeVF-Upright*.woff2"}
 
 
@@ -140,7 +143,7 @@ def _write(path: Path, text: str) -> None:
 
 def _assets(out: Path) -> None:
     a = out / "assets"
-    shutil.copyfile(UI / "step_view.css", a / "step_view.css")
+    shutil.copyfile(COMPONENTS / "step_view.css", a / "step_view.css")
     shutil.copyfile(HERE / "export.js", a / "export.js")
     _write(a / "export.css", (HERE / "export.css").read_text(encoding="utf-8") + _theme_css())
     shutil.copyfile(plotly_js.STATIC / plotly_js.PLOTLY_BUNDLE, a / plotly_js.PLOTLY_BUNDLE)
@@ -151,8 +154,8 @@ def _assets(out: Path) -> None:
         if not found:
             raise FileNotFoundError(f"Streamlit's font {pattern} is not in {media}")
         shutil.copyfile(found[0], a / "fonts" / name)
-    modules = {"stepper": plotly_js.module_js(UI / "step_view.js"),
-               "chart": plotly_js.module_js(UI / "chart_view.js"), "chart_css": charts.CSS}
+    modules = {"stepper": plotly_js.module_js(COMPONENTS / "step_view.js"),
+               "chart": plotly_js.module_js(COMPONENTS / "chart_view.js"), "chart_css": charts.CSS}
     _write(a / "components.js",
            "// kvviz's components for the static export (written by kvviz/ui/export/site.py): the stepper's and\n"
            "// the single chart's JavaScript modules, exactly as the live app's components receive them\n"
@@ -281,13 +284,21 @@ def _nav(s: Screen, prev: Screen | None, nxt: Screen | None, total: int, tr) -> 
             f'<a class="kvx-live" data-kvx-live href="{_e(s.live)}">{_e(tr("export.open_live"))}</a></nav>\n')
 
 
+@functools.cache
+def _pick_keys(page: str) -> tuple[str, ...]:
+    """The address parameters of the layer and head a model-view tile chooses (only the Tiny GPT's
+    stepper has tiles)."""
+    return gpt_page.picker(GPTModel(load_tiny_gpt())).keys if page == GPT else ()
+
+
 def _screen_page(s: Screen, prev: Screen | None, nxt: Screen | None, total: int, lang: str, present: bool,
                  live: str, tr) -> str:
     c = s.captured
     body = [_nav(s, prev, nxt, total, tr),
             f'<p class="kvx-section">{_e(tr("lecture.h_" + s.section))}</p>',
             f"<h1>{_e(c.title)}</h1>",
-            f'<p class="kvx-line"><strong>{_e(tr("lecture." + s.key))}</strong>: {_e(tr("lecture." + s.key + "_why"))}</p>',
+            f'<p class="kvx-line"><strong>{_e(tr("lecture." + s.key))}</strong>: '
+            f'{_e(tr("lecture." + s.key + "_why"))}</p>',
             _blocks_html(c.blocks, [], s.live, live, tr)]
     settings = "".join(f"<li>{_e(k)}: <strong>{_e(v)}</strong></li>" for k, v in c.settings)
     body.append(f'<section class="kvx-settings"><h2>{_e(tr("export.settings_title"))}</h2>'
@@ -296,13 +307,15 @@ def _screen_page(s: Screen, prev: Screen | None, nxt: Screen | None, total: int,
                 f"{_e(tr('export.open_live'))}</a></p></section>\n")
     cfg = {"data": s.data, "present": present, "live": s.live,
            "start": c.stepper["start"] if c.stepper else 0, "n": c.stepper["n"] if c.stepper else 0,
-           "pick": list(PICK_KEYS[s.page]) if s.page in PICK_KEYS else None,
-           "pickText": [tr("export.pick_live", link="{link}"), tr("export.pick_live_link", layer="{layer}", head="{head}")],
+           "pick": list(_pick_keys(s.page)) or None,
+           "pickText": [tr("export.pick_live", link="{link}"),
+                        tr("export.pick_live_link", layer="{layer}", head="{head}")],
            "plotly": f"assets/{plotly_js.PLOTLY_BUNDLE}"}
     title = f"kvviz · {tr('lecture.' + s.key)}"
     return (_head(title, lang, present, ["assets/components.js", "assets/export.js", f"data/{s.data}.js"])
             + _body("\n".join(body), present)
-            + f"<script>KVX.screen({json.dumps(cfg, ensure_ascii=False, sort_keys=True)});</script>\n</body>\n</html>\n")
+            + f"<script>KVX.screen({json.dumps(cfg, ensure_ascii=False, sort_keys=True)});</script>\n"
+            "</body>\n</html>\n")
 
 
 def _index_page(screens: list[Screen], lang: str, present: bool, live: str, tr) -> str:
@@ -322,7 +335,8 @@ def _index_page(screens: list[Screen], lang: str, present: bool, live: str, tr) 
                      f'<br><span class="kvx-why">{_e(tr("lecture." + s.key + "_why"))}</span></li>')
     if section is not None:
         parts.append("</ol>")
-    parts.append(f'<p class="kvx-caption">{markdown_html(tr("export.index_footer", n=len(screens), lang=LANGS[lang]))}</p>')
+    footer = tr("export.index_footer", n=len(screens), lang=LANGS[lang])
+    parts.append(f'<p class="kvx-caption">{markdown_html(footer)}</p>')
     return (_head(f"kvviz · {tr('lecture.title')}", lang, present, [])
             + _body("\n".join(parts) + "\n", present) + "</body>\n</html>\n")
 

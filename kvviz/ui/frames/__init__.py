@@ -1,4 +1,4 @@
-"""Frames for the stepper component (kvviz/ui/step_view.py): pure functions, no ``st.`` calls.
+"""Frames for the stepper component (kvviz/ui/components/step_view.py): pure functions, no ``st.`` calls.
 
 A page turns a finished run into one **payload**: every event's frame (what the browser draws for
 that event) plus the figures and cache-table rows they refer to, deduplicated. The browser then
@@ -9,7 +9,7 @@ Payload (JSON, ``Payload.to_json()``)::
 
     {"v": 1,
      "words":  {...}          # the component's own labels in the page's language (stepview.* keys)
-     "colors": {...}          # prompt / processed / pending / chosen (kvviz.figures.COLORS)
+     "colors": {...}          # prompt / processed / pending / chosen (kvviz.viz.theme.COLORS)
      "ratio":  [3, 2] | null  # widths of the main and side columns (null: one above the other)
      "present_ratio": [3, 1] | null   # the same in presenter mode (lead and side share one row there)
      "figs":   [{"data": [...], "layout": {...}}, ...]   # plotly specs, template dropped, rounded
@@ -39,8 +39,9 @@ Payload (JSON, ``Payload.to_json()``)::
                        "notes": html} | null,   # i: index into ids
              "more": [block, ...]}      # explanations below everything
 
-    block = {"fig": i, "alt": str, "pick": 1?} | {"html": html} | {"note": html} | {"alert": "ok|bad|info|warn", "text": html}
-          | {"lines": [["did" | "todo", html], ...]} | {"strip": {"chips": [[pos, token, kind]], "legend": bool,
+    block = {"fig": i, "alt": str, "pick": 1?} | {"html": html} | {"note": html}
+          | {"alert": "ok|bad|info|warn", "text": html} | {"lines": [["did" | "todo", html], ...]}
+          | {"strip": {"chips": [[pos, token, kind]], "legend": bool,
              "label": html | null}} | {"tbl": {"cols", "rows", "row_head", "marks": [[r, c, cls]],
              "row_marks": [[r, cls]], "title"}} | {"details": summary, "body": [block, ...]}
           | {"cols": [[block, ...], ...]}
@@ -56,10 +57,11 @@ import html as _html
 import json
 import math
 import re
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
-from kvviz.ui import fmt
-from kvviz.ui.i18n import strings
+from kvviz.ui.app import fmt
+from kvviz.ui.app.i18n import strings
+from kvviz.viz.theme import COLORS, WORDS
 
 Tr = Callable[..., str]
 
@@ -98,8 +100,7 @@ def words(tr: Tr) -> dict[str, str]:
 
 
 def figure_words(tr: Tr) -> dict[str, str]:
-    """The words figure builders draw (kvviz.figures.WORDS) in ``tr``'s language."""
-    from kvviz.figures import WORDS
+    """The words figure builders draw (kvviz.viz.theme.WORDS) in ``tr``'s language."""
     return {k: tr(f"charts.{k}") for k in WORDS}
 
 
@@ -269,7 +270,7 @@ def localize_spec(spec: dict, lang: str) -> dict:
 
 
 def figure_spec(fig, digits: int | None = 4) -> dict:
-    """A figure as plain JSON data: a ``*_spec`` dict of kvviz.figures as it is, a ``go.Figure`` as
+    """A figure as plain JSON data: a ``*_spec`` dict of kvviz.viz.theme as it is, a ``go.Figure`` as
     ``fig.to_plotly_json()``; plotly's template dropped (the browser applies the page's theme),
     floats rounded to ``digits`` decimals (None: the builder rounded them already)."""
     spec = fig if isinstance(fig, dict) else json.loads(fig.to_json())
@@ -283,7 +284,6 @@ class Payload:
 
     def __init__(self, tr: Tr, *, ratio: Sequence[int] | None = (1, 1), csv: str | None = None,
                  present_ratio: Sequence[int] | None = None) -> None:
-        from kvviz.figures import COLORS
         self.tr = tr
         self.lang = lang_of(tr)
         self.frames: list[dict] = []
@@ -398,7 +398,7 @@ class Payload:
         frame["table"] = table
         self.frames.append(frame)
 
-    # the engine's English inside cache cells (kvviz.trace.cache_table), as the page's language says it
+    # the engine's English inside cache cells (kvviz.decoding.trace.cache_table), as the page's language says it
     _CELL_PHRASES = ((re.compile(r"rewritten at event (\d+)"), "stepper.cell_rewritten", "i"),
                      (re.compile(r"quantized at event (\d+)"), "stepper.cell_quantized", "i"),
                      (re.compile(r"evicted at event (\d+)"), "stepper.cell_evicted", "i"),
@@ -410,7 +410,7 @@ class Payload:
         if self.lang == fmt.REFERENCE:
             return cell
         for pattern, key, name in self._CELL_PHRASES:
-            cell = pattern.sub(lambda m: self.tr(key, **{name: m.group(1)}), cell)
+            cell = pattern.sub(lambda m, key=key, name=name: self.tr(key, **{name: m.group(1)}), cell)
         return fmt.inline(cell, self.lang)
 
     def to_dict(self) -> dict:

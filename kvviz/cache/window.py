@@ -1,0 +1,130 @@
+"""Attention sinks plus a sliding window (StreamingLLM): a smaller cache (docs/design.md §5; the tiny
+GPT's evaluation is kvviz.compress).
+
+``SlidingWindowCache(n_layers, window, sinks=0)`` keeps the first ``sinks`` positions and the last
+``window``; evicted rows are freed and gone from attention. It keeps the model's absolute positions:
+``get_seq_length`` counts every position processed (the next one's index), ``held_positions`` says
+which rows the cache still holds (and returns from ``update``, in that order).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from kvviz.cache.base import KV, Cache, CacheLayer
+from kvviz.limits import MAX_CACHE_SINKS, MAX_CACHE_WINDOW, LimitError, check_int
+
+
+def _take_rows(keys: torch.Tensor, values: torch.Tensor, rows: Sequence[int], n: int) -> KV:
+    """Rows ``rows`` (indices along the seq axis, of ``n``) of K and V; all of them: the tensors themselves."""
+    if len(rows) == n:
+        return keys, values
+    idx = torch.tensor(list(rows), dtype=torch.long, device=keys.device)
+    return keys.index_select(-2, idx), values.index_select(-2, idx)   # new storages: dropped rows are freed
+
+
+class SlidingWindowLayer(CacheLayer):
+    """The first ``sinks`` positions and the last ``window`` positions of one layer.
+
+    What a query at position p reads: keys at positions j ≤ p with j < sinks or j > p − window (the
+    ``window`` most recent positions, itself included, plus the sinks). Rows no later query can read
+    are evicted (freed). ``update`` returns every held or new row that at least one of the new
+    queries reads; for a pass of several positions the cache's ``attention_mask`` then gives each
+    query its own view, so a long prefill computes exactly what feeding the prompt one token at a
+    time would. Positions stay absolute (learned position embeddings are added before the cache).
+    """
+
+    def __init__(self, window: int, sinks: int = 0) -> None:
+        self.window, self.sinks = window, sinks
+        self.keys = self.values = None
+        self.positions: list[int] = []     # absolute positions of the held rows (ascending)
+        self.seen = 0                      # positions processed: the next one's index
+        self.returned: list[int] = []      # positions of the K/V the last update returned
+
+    def reads(self, key_pos: int, query_pos: int) -> bool:
+        """Does the query at ``query_pos`` read the key at ``key_pos``?"""
+        return key_pos <= query_pos and (key_pos < self.sinks or key_pos > query_pos - self.window)
+
+    def _kept(self, positions: Sequence[int], last: int) -> list[int]:
+        """Indices of ``positions`` still readable by a query at ``last`` or later."""
+        return [i for i, p in enumerate(positions) if p < self.sinks or p > last - self.window]
+
+    def update(self, key: torch.Tensor, value: torch.Tensor) -> KV:
+        start, n = self.seen, key.shape[-2]
+        new = list(range(start, start + n))
+        if self.keys is None:
+            keys, values, held = key.detach().clone(), value.detach().clone(), new
+        else:
+            keys = torch.cat([self.keys, key.detach()], dim=-2)
+            values = torch.cat([self.values, value.detach()], dim=-2)
+            held = self.positions + new
+        ret = self._kept(held, start)              # the first new query reads the fewest rows
+        keys, values = _take_rows(keys, values, ret, len(held))
+        self.returned = [held[i] for i in ret]
+        keep = self._kept(self.returned, start + n - 1)
+        self.keys, self.values = _take_rows(keys, values, keep, len(self.returned))
+        self.positions = [self.returned[i] for i in keep]
+        self.seen = start + n
+        return keys, values
+
+    def attention_mask(self, start_pos: int, n_new: int) -> torch.Tensor | None:
+        """[n_new, T] over what the last ``update`` returned: True where query start_pos + i reads
+        key j. None when that is the plain causal rule over positions 0..T-1 (nothing evicted or
+        hidden yet), so such a pass runs exactly the full cache's arithmetic."""
+        pos = torch.tensor(self.returned)                                  # [T]
+        q = torch.arange(start_pos, start_pos + n_new).unsqueeze(1)         # [N, 1]
+        allowed = (pos <= q) & ((pos < self.sinks) | (pos > q - self.window))
+        if self.returned == list(range(len(self.returned))) and bool(allowed.equal(pos <= q)):
+            return None
+        return allowed
+
+    def get_seq_length(self) -> int:
+        return self.seen
+
+    def held_positions(self) -> list[int]:
+        return list(self.positions)
+
+    def crop(self, max_length: int) -> None:
+        """Back to the first ``max_length`` positions; refused (LimitError) when the next query (at
+        position ``max_length``) would read a row the window already evicted: eviction cannot be
+        undone."""
+        m = max(0, max_length)
+        if m >= self.seen:
+            return
+        need = [p for p in range(m) if self.reads(p, m)]
+        missing = sorted(set(need) - set(self.positions))
+        if missing:
+            raise LimitError(f"The window cache already evicted position {missing[0]}; going back to "
+                             f"{m} positions would need it again.")
+        if m == 0:
+            self.reset()
+            return
+        keep = [i for i, p in enumerate(self.positions) if p < m and (p < self.sinks or p > m - 1 - self.window)]
+        self.keys, self.values = _take_rows(self.keys, self.values, keep, len(self.positions))
+        self.positions, self.seen = [self.positions[i] for i in keep], m
+        self.returned = []
+
+    def reset(self) -> None:
+        self.keys = self.values = None
+        self.positions, self.returned, self.seen = [], [], 0
+
+    def kv(self) -> KV | None:
+        return None if self.keys is None else (self.keys, self.values)
+
+
+class SlidingWindowCache(Cache):
+    """Attention sinks plus a sliding window (Xiao et al., StreamingLLM, ICLR 2024): every layer
+    keeps its first ``sinks`` positions and its last ``window`` (the current one included).
+
+    ``get_seq_length()`` counts every position processed; ``held_positions()`` lists the rows still
+    held (at most sinks + window). With window ≥ the sequence length nothing is evicted and every
+    pass runs the full cache's arithmetic exactly. One sequence at a time (no batched positions)."""
+
+    def __init__(self, n_layers: int, window: int, sinks: int = 0) -> None:
+        self.window = check_int("Window", window, 1, MAX_CACHE_WINDOW)
+        self.sinks = check_int("Sink tokens", sinks, 0, MAX_CACHE_SINKS)
+        super().__init__([SlidingWindowLayer(self.window, self.sinks) for _ in range(n_layers)])
+
+    def attention_mask(self, layer_idx: int, start_pos: int, n_new: int) -> torch.Tensor | None:
+        return self.layers[layer_idx].attention_mask(start_pos, n_new)

@@ -1,0 +1,134 @@
+"""Smaller caches (docs/design.md §5), each a ``Variant`` of the full cache of the trained tiny GPT:
+
+- ``window``: attention sinks plus a sliding window (kvviz.cache.SlidingWindowCache);
+- ``quant``: KIVI-style int8 / int4 codes with a full-precision residual (kvviz.cache.QuantizedCache);
+- ``gqa``: K/V heads mean-pooled in groups (kvviz.models.gpt.to_grouped), with the full cache.
+
+What they cost is measured in kvviz.compress.evaluation (held-out prompts) and
+kvviz.compress.steps (one prompt, event by event).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from kvviz.cache import Cache, DynamicCache, QuantizedCache, SlidingWindowCache
+from kvviz.limits import (
+    MAX_CACHE_SINKS,
+    MAX_CACHE_WINDOW,
+    MAX_QUANT_GROUP_SIZE,
+    MAX_QUANT_RESIDUAL,
+    QUANT_BITS,
+    LimitError,
+    check_int,
+)
+from kvviz.models.gpt import GPT, to_grouped
+
+KINDS = ("full", "window", "quant", "gqa")
+KEY_AXES = ("channel", "token")
+# each kind's settings and their defaults (the CLI's too)
+SETTINGS = {"full": {}, "window": {"window": 16, "sinks": 4},
+            "quant": {"bits": 8, "group_size": 32, "key_axis": "channel", "residual": 0},
+            "gqa": {"kv_heads": 1}}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One cache configuration. Build with ``Variant.of(kind, **settings)`` (missing settings take
+    the defaults of ``SETTINGS``); settings of another kind are refused."""
+
+    kind: str = "full"
+    window: int | None = None
+    sinks: int | None = None
+    bits: int | None = None
+    group_size: int | None = None
+    key_axis: str | None = None
+    residual: int | None = None
+    kv_heads: int | None = None
+
+    @classmethod
+    def of(cls, kind: str, **settings) -> Variant:
+        if kind not in KINDS:
+            raise LimitError(f"Unknown cache kind {kind!r}; choose one of {', '.join(KINDS)}.")
+        given = {k: v for k, v in settings.items() if v is not None}
+        stray = sorted(set(given) - set(SETTINGS[kind]))
+        if stray:
+            names = ", ".join(s.replace("_", " ") for s in stray)
+            raise LimitError(f"The {kind} cache has no setting {names}.")
+        return cls(kind, **{**SETTINGS[kind], **given})
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise LimitError(f"Unknown cache kind {self.kind!r}; choose one of {', '.join(KINDS)}.")
+        wanted = SETTINGS[self.kind]
+        for name in ("window", "sinks", "bits", "group_size", "key_axis", "residual", "kv_heads"):
+            if (getattr(self, name) is None) != (name not in wanted):
+                raise LimitError(f"The {self.kind} cache {'needs' if name in wanted else 'has no'} "
+                                 f"setting {name.replace('_', ' ')}.")
+        checks = {"window": ("Window", 1, MAX_CACHE_WINDOW), "sinks": ("Sink tokens", 0, MAX_CACHE_SINKS),
+                  "group_size": ("Group size", 1, MAX_QUANT_GROUP_SIZE),
+                  "residual": ("Residual window", 0, MAX_QUANT_RESIDUAL), "kv_heads": ("K/V heads", 1, 1024)}
+        for name, (label, low, high) in checks.items():
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, check_int(label, getattr(self, name), low, high))
+        if self.bits is not None and (isinstance(self.bits, bool) or self.bits not in QUANT_BITS):
+            raise LimitError(f"Bits must be one of {', '.join(map(str, QUANT_BITS))}, got {self.bits!r}.")
+        if self.key_axis is not None and self.key_axis not in KEY_AXES:
+            raise LimitError(f"Key axis must be 'channel' or 'token', got {self.key_axis!r}.")
+
+    def settings(self) -> dict:
+        """This kind's settings (JSON-ready)."""
+        return {name: getattr(self, name) for name in SETTINGS[self.kind]}
+
+    def label(self) -> str:
+        """A short English name, e.g. "window 16 + 4 sinks", "int4 K per channel, G 32, residual 16"."""
+        if self.kind == "window":
+            return f"window {self.window}" + (f" + {self.sinks} sinks" if self.sinks else "")
+        if self.kind == "quant":
+            return (f"int{self.bits} K per {self.key_axis}, G {self.group_size}"
+                    + (f", residual {self.residual}" if self.residual else ""))
+        if self.kind == "gqa":
+            return f"{self.kv_heads} K/V head" + ("s" if self.kv_heads != 1 else "")
+        return "full cache"
+
+    def lossless_for(self, positions: int, n_kv_heads: int) -> bool:
+        """Whether this variant must give exactly the full cache's logits on a text of ``positions``
+        positions with a model of ``n_kv_heads`` K/V heads: the full cache; a window that, with
+        its sinks, covers every position (nothing is ever evicted); a residual window that covers every position
+        (nothing is ever quantized); as many K/V heads as the model (the weights are copied)."""
+        if self.kind == "window":
+            return self.window + self.sinks >= positions                      # type: ignore[operator]
+        if self.kind == "quant":
+            return self.residual >= positions                                # type: ignore[operator]
+        if self.kind == "gqa":
+            return self.kv_heads == n_kv_heads
+        return True
+
+    def network(self, base: GPT) -> GPT:
+        """The network this variant runs: ``base``, or its grouped conversion."""
+        return base if self.kind != "gqa" else grouped_network(base, self.kv_heads)  # type: ignore[arg-type]
+
+    def make_cache(self, n_layers: int) -> Cache:
+        """An empty cache of this kind."""
+        if self.kind == "window":
+            return SlidingWindowCache(n_layers, self.window, self.sinks)  # type: ignore[arg-type]
+        if self.kind == "quant":
+            return QuantizedCache(n_layers, self.bits, self.group_size, self.key_axis, self.residual)  # type: ignore[arg-type]
+        return DynamicCache(n_layers)
+
+
+@lru_cache(maxsize=8)
+def grouped_network(base: GPT, kv_heads: int) -> GPT:
+    """``to_grouped(base, kv_heads)``, built once per process (read-only, like the base model)."""
+    return to_grouped(base, kv_heads)
+
+
+def page_variants() -> list[Variant]:
+    """The variants the page's trade-off plot and the benchmark compare: windows with and without
+    sinks, int8/int4 × both key axes × without/with a residual window, and 1/2/4 K/V heads."""
+    out = [Variant.of("full")]
+    out += [Variant.of("window", window=w, sinks=s) for w in (8, 16, 32) for s in (0, 4)]
+    out += [Variant.of("quant", bits=b, group_size=16, key_axis=a, residual=r)
+            for b in (8, 4) for a in KEY_AXES for r in (0, 16)]
+    out += [Variant.of("gqa", kv_heads=h) for h in (4, 2, 1)]
+    return out

@@ -1,0 +1,190 @@
+"""What the cache saves on paper (FLOPs, docs/design.md §4) and what it saves on the clock.
+
+The FLOPs come from kvviz.cost (``loop_flops``: the loops' own schedule, logits of the last position
+only): with d = n_embd and L layers one position costs 24·L·d² in the projections and MLP, one query
+over T keys 4·L·T·d in attention, the readout 2·d·V once per pass. Without a cache, step t reruns
+all P + t tokens: O(N²d²) + O(N³d) in total; with it, O(Nd²) + O(N²d).
+
+The measured speed-up is far below the FLOP ratio on a CPU: a one-token decode step still pays a
+fixed cost per pass (dozens of small operations dispatched from Python, and every weight read from
+memory for a single token). ``PassTimes`` measures that cost and ``predicted_speedup`` shows that
+per-pass times, not FLOPs, explain the speed-up.
+"""
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from kvviz.cache import StaticCache
+from kvviz.cost import ModelConfig, loop_flops, pass_flops, weight_bytes
+from kvviz.decoding.loops import generate, generate_cached, max_cached_new_tokens
+from kvviz.decoding.sampling import SelectionRule
+from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError, check_int
+from kvviz.models.gpt import GPT, cost_config
+
+
+def _best_time(fn: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    n: int                    # new tokens
+    seconds_uncached: float   # best wall time of generate (no cache)
+    seconds_cached: float     # best wall time of generate_cached (prefill included)
+    flops_uncached: int
+    flops_cached: int
+    same_tokens: bool         # both loops chose the same tokens
+    spread: float = 1.0       # slowest ÷ fastest run of either loop: far above 1 means a busy machine
+
+    @property
+    def speedup(self) -> float:
+        return self.seconds_uncached / self.seconds_cached
+
+    @property
+    def flop_ratio(self) -> float:
+        return self.flops_uncached / self.flops_cached
+
+
+@dataclass(frozen=True)
+class PassTimes:
+    """Best seconds of single passes: a full pass over n tokens (no cache), and one cached decode step."""
+
+    full: dict[int, float]    # tokens → seconds of one full pass
+    step: float               # one decode step with a cache of ``step_context`` positions
+    step_context: int
+
+    def full_at(self, n: int) -> float:
+        """Full-pass time at n tokens, interpolated linearly between the measured lengths."""
+        xs = sorted(self.full)
+        if n <= xs[0]:
+            return self.full[xs[0]]
+        for a, b in zip(xs, xs[1:]):
+            if n <= b:
+                return self.full[a] + (self.full[b] - self.full[a]) * (n - a) / (b - a)
+        return self.full[xs[-1]]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    prompt_len: int
+    points: list[SweepPoint]
+    passes: PassTimes
+    weight_bytes: int
+    config: ModelConfig                # the network's shape (kvviz.cost)
+
+    def noisy(self, limit: float = 1.5) -> bool:
+        """Did repeated runs disagree by more than ``limit``× (another job competing for the CPU)?"""
+        return any(p.spread > limit for p in self.points)
+
+    def predicted_speedup(self, n: int) -> float:
+        """The time model: Σ full-pass times of the uncached loop ÷ (prefill + (n − 1) cached steps)."""
+        p = self.prompt_len
+        uncached = sum(self.passes.full_at(min(p + t, self.config.learned_positions)) for t in range(n))
+        return uncached / (self.passes.full_at(p) + (n - 1) * self.passes.step)
+
+    def explanation(self) -> dict:
+        """The measured numbers behind the sentence that explains the gap (for the largest N)."""
+        last = self.points[-1]
+        n_full = min(self.prompt_len + last.n - 1, self.config.learned_positions)
+        full_s = self.passes.full_at(n_full)
+        step_flops = pass_flops(self.config, 1, self.passes.step_context - 1, last_only=True).total
+        full_flops = pass_flops(self.config, n_full, 0, last_only=True).total
+        return {
+            "n": last.n, "speedup": last.speedup, "flop_ratio": last.flop_ratio,
+            "share": last.speedup / last.flop_ratio,
+            "step_ms": self.passes.step * 1e3, "step_gflops": step_flops / self.passes.step / 1e9,
+            "full_tokens": n_full, "full_ms": full_s * 1e3, "full_gflops": full_flops / full_s / 1e9,
+            "weights_mb": self.weight_bytes / 1e6,
+            "time_model": self.predicted_speedup(last.n),
+        }
+
+
+def sweep_sizes(model: GPT, prompt_len: int, max_n: int) -> list[int]:
+    """Doubling token counts from 8 up to ``max_n``, capped by GPT_MAX_SWEEP_TOKENS and by what the
+    cached loop can hold after this prompt."""
+    top = min(max_n, max_cached_new_tokens(model, prompt_len), GPT_MAX_SWEEP_TOKENS)
+    ns, n = [], 8
+    while n < top:
+        ns.append(n)
+        n *= 2
+    return ns + [top]
+
+
+@torch.inference_mode()
+def measure_passes(model: GPT, prompt_ids: Sequence[int], repeats: int = 3,
+                   lengths: Sequence[int] = (8, 32, 64, 128, 192, 256)) -> PassTimes:
+    """Time single passes of the loops' own call (``model(idx, cache, start, last_only=True)``): full
+    passes at several lengths, and one decode step at a mid-size context."""
+    block, vocab = model.config.block_size, model.config.vocab_size
+    base = torch.tensor(list(prompt_ids), dtype=torch.long)
+    full = {}
+    for n in sorted({min(n, block) for n in lengths} | {len(prompt_ids)}):
+        idx = (base.repeat(n // len(base) + 1)[:n] % vocab).unsqueeze(0)               # [1, n]
+        model(idx, last_only=True)                                                       # warm-up
+        full[n] = _best_time(functools.partial(model, idx, last_only=True), repeats)
+    context = min(128, block)
+    cache = StaticCache(model.config.n_layer, context + repeats)
+    # prefill context − 1
+    model(base.repeat(context // len(base) + 1)[:context - 1].unsqueeze(0), cache, 0, last_only=True)
+    tok = base[:1].unsqueeze(0)
+    times = []
+    for i in range(repeats + 1):                                                         # the first is a warm-up
+        t0 = time.perf_counter()
+        model(tok, cache, context - 1 + i, last_only=True)
+        times.append(time.perf_counter() - t0)
+    return PassTimes(full, min(times[1:]), context)
+
+
+def measure_point(model: GPT, prompt_ids: Sequence[int], n: int, rule: SelectionRule | None = None,
+                  seed: int = 0, repeats: int = 1) -> SweepPoint:
+    """Best of ``repeats`` runs of each loop, interleaved so both meet the same load. Noise on a
+    shared machine only ever adds time, so the fastest run is the best estimate of the cost."""
+    shape = cost_config(model.config)
+    uncached, cached = [], []
+    for _ in range(repeats):
+        uncached.append(generate(model, prompt_ids, n, rule, seed, keep_logits=False))
+        cached.append(generate_cached(model, prompt_ids, n, rule, seed, keep_logits=False))
+    p = len(prompt_ids)
+    spread = max(max(g.seconds for g in runs) / min(g.seconds for g in runs) for runs in (uncached, cached))
+    return SweepPoint(n, min(g.seconds for g in uncached), min(g.seconds for g in cached),
+                      loop_flops(shape, p, n, False).total, loop_flops(shape, p, n, True).total,
+                      all(a.tokens == b.tokens for a, b in zip(uncached, cached)), spread)
+
+
+def measure_sweep(model: GPT, prompt_ids: Sequence[int], ns: Sequence[int], rule: SelectionRule | None = None,
+                  seed: int = 0, repeats: int = 1,
+                  progress: Callable[[float, str], None] | None = None) -> Sweep:
+    """Time generate and generate_cached for every N in ``ns``, then single passes; ``progress(frac, label)``."""
+    repeats = check_int("Repeats", repeats, 1, 5)
+    if not ns:
+        raise LimitError("Give at least one token count to measure.")
+    top = max_cached_new_tokens(model, len(prompt_ids))
+    for n in ns:
+        check_int("Tokens to time", n, 1, min(GPT_MAX_SWEEP_TOKENS, top))
+    # work grows ~ with N² without the cache: weight the progress bar by it
+    weights = [n * n + 8 * n for n in ns]
+    done, total = 0.0, sum(weights) * 1.1
+    generate_cached(model, prompt_ids, 4, keep_logits=False)       # warm-up (first-call allocations)
+    points = []
+    for n, w in zip(ns, weights):
+        if progress:
+            progress(done / total, f"N = {n}")
+        points.append(measure_point(model, prompt_ids, n, rule, seed, repeats))
+        done += w
+    if progress:
+        progress(done / total, "single passes")
+    passes = measure_passes(model, prompt_ids, repeats=max(5, repeats))
+    if progress:
+        progress(1.0, "done")
+    shape = cost_config(model.config)
+    return Sweep(len(prompt_ids), points, passes, weight_bytes(shape, "fp32"), shape)

@@ -1,0 +1,199 @@
+"""The stepper: prefill -> choose -> decode -> choose -> ...
+
+Every event is an immutable record, so stepping back and forth only replays records. After a
+``choose`` the chosen token is *pending*: it is not in the cache until the next ``decode`` processes it.
+
+The cache (kvviz.cache, any kind) holds tensors only; the stepper keeps the log of which event
+computed each cached row (``CacheRow``), and every event carries a ``CacheSnapshot``: the K/V
+tensors as attention read them after the event, with those rows.
+
+Smaller caches: the log also says which event evicted a row (``evicted_at``, a sliding window: the
+snapshot's K/V hold only ``held_rows``) and which stored it as quantized codes (``quantized_at``:
+the snapshot holds the dequantized values attention reads, the original row is in the pass record
+of the event that computed it, so kvviz.compress.row_errors gives each row's quantization error).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import torch
+
+from kvviz.cache import Cache, DynamicCache
+from kvviz.decoding.sampling import Choice, Greedy, SelectionRule
+from kvviz.limits import MAX_SEED, LimitError, check_int
+from kvviz.models.base import Model, PassRecord, encode
+
+
+@dataclass(frozen=True)
+class CacheRow:
+    """The stepper's record of one cached position (the tensors live in the cache)."""
+
+    position: int
+    token: str
+    event: int        # index of the stepper event whose pass computed this row
+    phase: str        # "prefill" or "decode"
+    rewritten_at: int | None = None  # event index if the row was overwritten later (never in a real cache)
+    evicted_at: int | None = None    # event whose pass evicted the row (a sliding window): no longer held
+    quantized_at: int | None = None  # event whose pass stored the row as quantized codes (QuantizedCache)
+
+
+@dataclass(frozen=True)
+class CacheSnapshot:
+    """What the cache held after one event: K and V per layer ``[batch, kv_heads, seq, head_dim]``
+    (None for a layer not yet written), one row per position, and the bytes the cache held."""
+
+    keys: tuple[torch.Tensor | None, ...]
+    values: tuple[torch.Tensor | None, ...]
+    rows: tuple[CacheRow, ...]
+    held_bytes: int = 0
+
+    @property
+    def seq_length(self) -> int:
+        """Positions processed so far (held or evicted)."""
+        return len(self.rows)
+
+    @property
+    def held_rows(self) -> tuple[CacheRow, ...]:
+        """The rows the cache still holds, in the order of ``keys`` / ``values`` (row i of a layer's
+        K is ``held_rows[i]``); every row unless a sliding window evicted some."""
+        return tuple(r for r in self.rows if r.evicted_at is None)
+
+    def nbytes(self) -> int:
+        """Bytes the cache object really held after the event (its storages)."""
+        return self.held_bytes
+
+
+@dataclass(frozen=True)
+class RecomputeCheck:
+    """The same positions computed again from scratch, without any cache."""
+
+    output: torch.Tensor          # [N, d_out] recomputed output of the new positions
+    logits: torch.Tensor          # [N, V_out]
+    output_max_abs_diff: float
+    logits_max_abs_diff: float
+
+    @property
+    def max_abs_diff(self) -> float:
+        return max(self.output_max_abs_diff, self.logits_max_abs_diff)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One step of generation. ``record``/``check`` on passes, ``choice`` on choose events."""
+
+    index: int
+    phase: str                     # "prefill" | "decode" | "choose"
+    tokens: list[str]              # prefill/decode: tokens processed; choose: [chosen]
+    positions: list[int]           # absolute positions of those tokens
+    sequence: list[str]            # every token known after this event (prompt + chosen)
+    pending: str | None            # chosen but not yet processed, after this event
+    cache: CacheSnapshot           # the cache after this event
+    record: PassRecord | None      # pass events
+    check: RecomputeCheck | None   # pass events
+    choice: Choice | None          # choose events
+    logits: torch.Tensor           # [V_out] logits of the last processed position (current for choose)
+    kv_computed: int               # cumulative K/V positions computed with the cache
+    kv_recompute: int              # cumulative positions a no-cache run would have computed
+    repaired: bool = False         # the weather model's manual key rewrite happened in this pass
+
+    @property
+    def cache_len(self) -> int:
+        return self.cache.seq_length
+
+    @property
+    def chosen(self) -> str | None:
+        return self.tokens[0] if self.phase == "choose" else None
+
+
+@dataclass(frozen=True)
+class Run:
+    model_name: str
+    prompt: list[str]
+    events: list[Event]
+    rule: dict
+    seed: int = 0                  # the draws' torch.Generator seed (same seed, same tokens)
+
+
+# A hook a model may provide to fix its cache before a decode pass (the weather seed's repair):
+# (cache, start_pos of the pass) -> the positions whose cached rows it rewrote.
+RepairHook = Callable[[Cache, int], list[int]]
+
+
+def _check(model: Model, ids: list[int], rec: PassRecord) -> RecomputeCheck:
+    """Rerun the whole prefix without a cache and compare the new positions."""
+    full = model.forward(ids, None, 0)
+    n = len(rec.positions)
+    out, lg = full.output[-n:], full.logits[-n:]
+    return RecomputeCheck(out, lg, float((out - rec.output).abs().max()), float((lg - rec.logits).abs().max()))
+
+
+def run_generation(model: Model, prompt: Sequence[str], new_tokens: int,
+                   rule: SelectionRule | None = None, seed: int = 0,
+                   repair: RepairHook | None = None, cache: Cache | None = None, recheck: bool = True) -> Run:
+    """Generate ``new_tokens`` tokens and return every event.
+
+    Events: prefill, choose, then (decode, choose) for each further token, so 2 * new_tokens
+    events; the last chosen token stays pending. ``cache``: the cache kind to run with (an empty
+    cache object; default a DynamicCache). The model's ``limits`` cap the prompt and the run.
+    ``recheck``: recompute every pass without a cache (``Event.check``); a reference run that
+    only needs its logits (kvviz.serving's solo runs) leaves it out: it is most of the run's time.
+    """
+    prompt = list(prompt)
+    if not prompt:
+        raise LimitError("The prompt is empty: give at least one token.")
+    check_int("Prompt length", len(prompt), 1, model.limits.max_prompt_tokens)
+    new_tokens = check_int("New tokens", new_tokens, 1, model.limits.max_new_tokens)
+    seed = check_int("Seed", seed, 0, MAX_SEED)
+    ids = encode(model, prompt)
+    rule = rule or Greedy()
+    generator = torch.Generator().manual_seed(seed)   # one stream per run: same seed, same draws
+    cache = DynamicCache(model.n_layers) if cache is None else cache
+    rows: list[CacheRow] = []                          # the stepper's log: who wrote each cached row
+    events: list[Event] = []
+    sequence = list(prompt)
+    kv_computed = kv_recompute = 0
+
+    def snapshot() -> CacheSnapshot:
+        keys, values = cache.snapshot()
+        return CacheSnapshot(keys, values, tuple(rows), cache.nbytes())
+
+    def do_pass(phase: str, tokens: list[str], start: int) -> None:
+        nonlocal kv_computed, kv_recompute
+        index = len(events)
+        rewritten = repair(cache, start) if repair and phase == "decode" else []
+        for pos in rewritten:
+            rows[pos] = replace(rows[pos], rewritten_at=index)
+        rec = model.forward(ids[start:start + len(tokens)], cache, start)
+        rows.extend(CacheRow(start + i, tok, index, phase) for i, tok in enumerate(tokens))
+        held, coded = set(cache.held_positions()), set(cache.quantized_positions())
+        for r in rows:                 # a smaller cache evicts or quantizes rows as it goes
+            if r.evicted_at is None and r.position not in held:
+                rows[r.position] = r = replace(r, evicted_at=index)
+            if r.quantized_at is None and r.position in coded:
+                rows[r.position] = replace(r, quantized_at=index)
+        kv_computed += len(tokens)
+        kv_recompute += start + len(tokens)
+        check = _check(model, ids[:start + len(tokens)], rec) if recheck else None
+        events.append(Event(index, phase, tokens, rec.positions, list(sequence), None,
+                            snapshot(), rec, check, None, rec.logits[-1], kv_computed,
+                            kv_recompute, bool(rewritten)))
+
+    def do_choose() -> None:
+        last = events[-1]
+        choice = rule.choose(last.logits, generator)
+        token = model.logit_tokens[choice.index]
+        sequence.append(token)
+        ids.append(model.vocab.index(token))
+        pos = len(sequence) - 1
+        events.append(Event(len(events), "choose", [token], [pos], list(sequence), token,
+                            last.cache, None, None, choice, last.logits, kv_computed,
+                            kv_recompute))
+
+    do_pass("prefill", prompt, 0)
+    do_choose()
+    for _ in range(new_tokens - 1):
+        pos = len(sequence) - 1
+        do_pass("decode", [sequence[pos]], pos)
+        do_choose()
+    return Run(model.name, prompt, events, rule.describe(), seed)

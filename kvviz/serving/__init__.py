@@ -1,0 +1,22 @@
+"""Serving many requests from one paged KV cache (docs/design.md §5): continuous or static batching,
+prefix caching, preemption and forks.
+
+- ``workload``: requests, a seeded stream of them, each one's solo reference run;
+- ``scheduler``: the ``Scheduler`` (admit, preempt, run a pass, record) and ``serve``;
+- ``kv_manager``: the scheduler's one seam to the paged cache (kvviz.cache.paged on its block pool);
+- ``records``: ``StepRecord`` (built in one place, ``StepRecord.of``), ``RequestResult``, ``ServeRun``;
+- ``fork``: parallel sampling from one prompt with copy-on-write;
+- ``sweeps``: the same stream over block sizes and under both policies;
+- ``export``: a run as the CLI's JSON.
+"""
+from kvviz.serving.export import serve_run_dict
+from kvviz.serving.fork import ForkRun, fork_run
+from kvviz.serving.kv_manager import KVCacheManager, PromptBlocks
+from kvviz.serving.records import BlockState, Memory, RequestResult, ServeRun, StepRecord
+from kvviz.serving.scheduler import POLICIES, Scheduler, serve
+from kvviz.serving.sweeps import SizePoint, block_size_sweep, compare_policies
+from kvviz.serving.workload import Request, request_stream, solo_run
+
+__all__ = ["POLICIES", "BlockState", "ForkRun", "KVCacheManager", "Memory", "PromptBlocks", "Request", "RequestResult",
+           "Scheduler", "ServeRun", "SizePoint", "StepRecord", "block_size_sweep", "compare_policies", "fork_run",
+           "request_stream", "serve", "serve_run_dict", "solo_run"]

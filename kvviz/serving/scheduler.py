@@ -1,0 +1,272 @@
+"""Serving many requests from one paged KV cache: a scheduler with continuous or static batching.
+
+A stream of requests (prompt, tokens to generate, arrival step) is served step by step. Every step
+runs **one batched pass** of the model (``forward_batch``, kvviz.decoding.batching's protocol) over a
+paged cache shared by all running requests, then picks each request's next token (greedy). The
+``Scheduler`` sees that cache only through a KVCacheManager (kvviz.serving.kv_manager). A step, in
+this order, one method each:
+
+1. ``arrive``: requests arriving at this step join the waiting queue (first come, first served).
+2. ``preempt``: **running requests first**. Each running request will decode one token and may
+   need a block (its last block is full) or a copy (a shared last block). While the free blocks do
+   not cover that, the newest running request is **preempted**: its blocks are released and it goes
+   back to the front of the queue, keeping the tokens it generated; when admitted again its prompt
+   and those tokens are prefilled again (recompute, as vLLM does by default).
+3. ``admit`` (``continuous``, Orca's iteration-level scheduling): waiting requests are admitted in
+   order while fewer than ``max_batch`` run and the free blocks cover their prefill; the first that
+   does not fit stops admission (no overtaking). With prefix caching, an admitted request first
+   attaches the cached blocks of its prompt and prefills only the rest. ``static``: nothing is
+   admitted while a batch runs; a new batch starts when ``max_batch`` requests wait (or no more
+   will arrive) and runs until its last request finishes.
+4. ``run_pass``: **one pass** over the newcomers' prefill (their whole remaining prompt) and the
+   running requests' decode (their pending token) together, each sequence at its own positions,
+   left-padded to the longest (``KVCacheManager.set_rows`` maps batch rows to sequences and gives
+   the key mask). Each row's last logits choose its next token; a request that has all its tokens
+   finishes and its blocks are released at once (its full blocks keep their prefix-cache names).
+5. ``record``: the step's immutable ``StepRecord`` (kvviz.serving.records: who prefilled, decoded,
+   waited, finished or was preempted; block tables, reference counts, filled slots and free blocks
+   after the step; blocks taken, copied, shared and freed; memory under paging vs contiguous
+   reservation).
+
+Every request ends with a ``RequestResult`` (tokens, first-token and finish steps, preemptions, TTFT
+and time per output token in steps). ``check=True`` compares every row's logits with the request's
+cold solo run (``run_generation``, a contiguous cache).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from kvviz.decoding.batching import BatchModel
+from kvviz.limits import (
+    MAX_SERVE_BATCH,
+    MAX_SERVE_BLOCK_SIZE,
+    MAX_SERVE_BLOCKS,
+    MAX_SERVE_NEW_TOKENS,
+    MAX_SERVE_REQUESTS,
+    MAX_SERVE_STEPS,
+    LimitError,
+    check_int,
+)
+from kvviz.models.base import encode
+from kvviz.serving.kv_manager import KVCacheManager
+from kvviz.serving.records import Memory, RequestResult, ServeRun, StepRecord
+from kvviz.serving.workload import GREEDY, Request, solo_run
+
+POLICIES = ("continuous", "static")
+
+
+class _Live:
+    """A request's mutable state inside the scheduler (records are built from it)."""
+
+    def __init__(self, req: Request, ids: list[int]) -> None:
+        self.req, self.prompt_ids = req, ids
+        self.generated: list[int] = []
+        self.admitted = self.first = self.finish = -1
+        self.preemptions = self.saved = self.hits = 0
+        self.diff: float | None = None
+
+    @property
+    def id(self) -> int:
+        return self.req.id
+
+    @property
+    def ids(self) -> list[int]:
+        return self.prompt_ids + self.generated
+
+    @property
+    def max_length(self) -> int:
+        """Positions its cache reaches: the last chosen token is never processed."""
+        return len(self.prompt_ids) + self.req.max_new_tokens - 1
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """What one step's pass produced, for its record."""
+
+    chosen: tuple[tuple[int, str], ...] = ()
+    finished: tuple[int, ...] = ()
+    contexts: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    memory: Memory = Memory(0, 0, 0, 0, 0)
+    max_abs_diff: float | None = None
+    pool_keys: torch.Tensor | None = None
+
+
+class Scheduler:
+    """Serves ``requests`` on ``model`` from one paged cache (see the module notes); ``run`` returns
+    every step and request. Checks its settings and every request before any work.
+
+    ``prefix_caching``: share the full blocks of common prompt beginnings. ``check``: compare every
+    row with the request's cold solo run (costs one stepper run per request). ``keep_kv``: keep
+    layer 0's K pool in every step record (for drawing the rows)."""
+
+    def __init__(self, model: BatchModel, requests: Sequence[Request], block_size: int = 4, num_blocks: int = 32,
+                 policy: str = "continuous", max_batch: int = 4, prefix_caching: bool = False,
+                 check: bool = False, keep_kv: bool = False) -> None:
+        if policy not in POLICIES:
+            raise LimitError(f"Unknown policy {policy!r}; choose one of {', '.join(POLICIES)}.")
+        self.model, self.policy = model, policy
+        self.block_size = check_int("Block size", block_size, 1, MAX_SERVE_BLOCK_SIZE)
+        self.num_blocks = check_int("Number of blocks", num_blocks, 1, MAX_SERVE_BLOCKS)
+        self.max_batch = check_int("Batch size", max_batch, 1, MAX_SERVE_BATCH)
+        self.prefix_caching, self.check, self.keep_kv = prefix_caching, check, keep_kv
+        self.live = self._checked(requests, self.block_size * self.num_blocks)
+        self.kv = KVCacheManager(model.n_layers, self.block_size, self.num_blocks)
+        self.solo: dict[int, tuple[list[int], torch.Tensor]] = {}
+        self.pending = sorted(self.live, key=lambda x: (x.req.arrival_step, x.id))
+        self.waiting: list[_Live] = []
+        self.running: list[_Live] = []     # in admission order: the newest is preempted first
+        self.steps: list[StepRecord] = []
+        self.done = 0
+        self.dtype: torch.dtype | None = None
+
+    def _checked(self, requests: Sequence[Request], capacity: int) -> list[_Live]:
+        check_int("Requests", len(requests), 1, MAX_SERVE_REQUESTS)
+        if len({r.id for r in requests}) != len(requests):
+            raise LimitError("Request ids must be distinct.")
+        limits = self.model.limits
+        live = []
+        for r in requests:
+            check_int(f"Request {r.id}'s prompt length", len(r.prompt), 1, limits.max_prompt_tokens)
+            check_int(f"Request {r.id}'s new tokens", r.max_new_tokens, 1,
+                      min(MAX_SERVE_NEW_TOKENS, limits.max_new_tokens))
+            check_int(f"Request {r.id}'s arrival step", r.arrival_step, 0, MAX_SERVE_STEPS)
+            one = _Live(r, encode(self.model, r.prompt))
+            if one.max_length > capacity:
+                raise LimitError(f"Request {r.id} needs {one.max_length} positions but the pool holds only "
+                                 f"{capacity}: it could never run, even alone.")
+            live.append(one)
+        return live
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    def run(self) -> ServeRun:
+        for step in range(MAX_SERVE_STEPS + 1):
+            if self.done == len(self.live):
+                break
+            if step == MAX_SERVE_STEPS:
+                raise LimitError(f"The run did not finish within {MAX_SERVE_STEPS} steps.")
+            self.arrive(step)
+            preempted = self.preempt()
+            newcomers = self.admit(step)
+            saved = sum(self.kv.computed(r.id) for r in newcomers)
+            rows = self.running + newcomers
+            done = self.run_pass(step, rows) if rows else _Pass()
+            self.steps.append(self.record(step, newcomers, rows, preempted, done, saved))
+        return self.result()
+
+    def arrive(self, step: int) -> None:
+        while self.pending and self.pending[0].req.arrival_step <= step:
+            self.waiting.append(self.pending.pop(0))
+
+    def preempt(self) -> list[int]:
+        """Preempt the newest running requests until every running one's decode fits; their ids."""
+        preempted: list[int] = []
+        while self.running and self.kv.blocks_to_grow([r.id for r in self.running]) > self.kv.num_free_blocks:
+            victim = self.running.pop()
+            self.kv.free(victim.id)
+            victim.preemptions += 1
+            self.waiting.insert(0, victim)
+            preempted.append(victim.id)
+        return preempted
+
+    def admit(self, step: int) -> list[_Live]:
+        """Admit waiting requests (policy, batch size and free blocks permitting); the newcomers."""
+        newcomers: list[_Live] = []
+        if self.policy != "continuous" and self.running:
+            return newcomers
+        reserved = self.kv.blocks_to_grow([r.id for r in self.running])    # the running ones' decode first
+        batch_ready = self.policy == "continuous" or len(self.waiting) >= self.max_batch or not self.pending
+        while batch_ready and self.waiting and len(self.running) + len(newcomers) < self.max_batch:
+            cand = self.waiting[0]
+            ids = cand.ids
+            need = self.kv.prompt_blocks(ids, self.prefix_caching)
+            if need.taken > self.kv.num_free_blocks - reserved:
+                break
+            self.waiting.pop(0)
+            cand.saved += self.kv.attach_prefix(cand.id, ids) if self.prefix_caching else 0
+            cand.hits += need.hits
+            if cand.admitted < 0:
+                cand.admitted = step
+            reserved += need.fresh
+            newcomers.append(cand)
+        return newcomers
+
+    def run_pass(self, step: int, rows: list[_Live]) -> _Pass:
+        """One batched pass: the running rows decode their pending token, the newcomers prefill what
+        is not cached; every row chooses its next token; finished requests release their blocks."""
+        inputs = [r.ids[self.kv.computed(r.id):] for r in rows]
+        n_cols = max(len(t) for t in inputs)
+        key_mask = self.kv.set_rows([r.id for r in rows], [len(t) for t in inputs])
+        tok = torch.tensor([[0] * (n_cols - len(t)) + t for t in inputs])                               # [B, N]
+        start = [self.kv.computed(r.id) for r in rows]
+        pos = torch.tensor([[-1] * (n_cols - len(t)) + list(range(a, a + len(t))) for t, a in zip(inputs, start)])
+        with torch.no_grad():
+            logits = self.model.forward_batch(tok, pos, key_mask, self.kv.cache).logits[:, -1]             # [B, V]
+        self.dtype = logits.dtype
+        memory = self.kv.memory([r.id for r in rows], [r.max_length for r in rows])
+        pool_keys = self.kv.pool_keys() if self.keep_kv else None
+        chosen: list[tuple[int, str]] = []
+        step_diff: float | None = None
+        for b, r in enumerate(rows):
+            if self.check:
+                d = self._solo_diff(r, logits[b])
+                step_diff = d if step_diff is None else max(step_diff, d)
+            nxt = GREEDY.draw(logits[b])
+            r.generated.append(nxt)
+            chosen.append((r.id, self.model.logit_tokens[nxt]))
+            if r.first < 0:
+                r.first = step
+            if self.prefix_caching:
+                self.kv.name_blocks(r.id, r.ids)
+        vocab = self.model.vocab
+        contexts = tuple((r.id, tuple(vocab[i] for i in r.ids[:self.kv.computed(r.id)])) for r in rows)
+        finished = []
+        for r in rows:
+            if len(r.generated) == r.req.max_new_tokens:     # finished: its blocks go back at once
+                r.finish = step
+                self.kv.free(r.id)
+                finished.append(r.id)
+                self.done += 1
+        self.running = [r for r in rows if r.finish < 0]
+        return _Pass(tuple(chosen), tuple(finished), contexts, memory, step_diff, pool_keys)
+
+    def _solo_diff(self, r: _Live, logits: torch.Tensor) -> float:
+        """Largest |difference| of a row's logits from its request's solo run at the same token."""
+        if r.id not in self.solo:
+            self.solo[r.id] = solo_run(self.model, r.req)
+        d = float((logits - self.solo[r.id][1][len(r.generated)]).abs().max())
+        r.diff = d if r.diff is None else max(r.diff, d)
+        return d
+
+    def record(self, step: int, newcomers: list[_Live], rows: list[_Live], preempted: list[int], done: _Pass,
+               saved: int) -> StepRecord:
+        return StepRecord.of(
+            step, self.kv.state([r.id for r in self.running]), done.memory,
+            prefill=[r.id for r in newcomers], decode=[r.id for r in rows if r not in newcomers],
+            waiting=[r.id for r in self.waiting], finished=done.finished, preempted=preempted,
+            recomputed=[r.id for r in newcomers if r.preemptions], chosen=done.chosen, contexts=done.contexts,
+            prefill_saved=saved, max_abs_diff=done.max_abs_diff, pool_keys=done.pool_keys)
+
+    def result(self) -> ServeRun:
+        tokens = self.model.logit_tokens
+        results = tuple(
+            RequestResult(r.req, tuple(tokens[i] for i in r.generated), r.admitted, r.first, r.finish,
+                          r.preemptions, r.saved, r.hits, r.diff,
+                          tuple(tokens[i] for i in self.solo[r.id][0]) if r.id in self.solo else None)
+            for r in sorted(self.live, key=lambda x: x.id))
+        tol = 1e-9 if self.dtype == torch.float64 else 1e-4
+        return ServeRun(self.model.name, self.policy, self.block_size, self.num_blocks, self.max_batch,
+                        self.prefix_caching, results, tuple(self.steps), tol)
+
+
+def serve(model: BatchModel, requests: Sequence[Request], block_size: int = 4, num_blocks: int = 32,
+          policy: str = "continuous", max_batch: int = 4, prefix_caching: bool = False,
+          check: bool = False, keep_kv: bool = False) -> ServeRun:
+    """Serve ``requests`` step by step (``Scheduler``; see the module notes) and return every step and
+    request. ``prefix_caching``: share the full blocks of common prompt beginnings. ``check``: compare
+    every row with the request's cold solo run. ``keep_kv``: keep layer 0's K pool in every step record."""
+    return Scheduler(model, requests, block_size, num_blocks, policy, max_batch, prefix_caching, check,
+                     keep_kv).run()

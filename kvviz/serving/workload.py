@@ -1,0 +1,59 @@
+"""What a server is asked to do: requests (prompt, tokens to generate, arrival step), a seeded stream
+of them for the tiny GPT, and each request's solo run, the reference a served row must match."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+
+from kvviz.decoding.batching import BatchModel
+from kvviz.decoding.sampling import Greedy, SelectionRule
+from kvviz.decoding.stepper import run_generation
+from kvviz.limits import MAX_SEED, MAX_SERVE_NEW_TOKENS, MAX_SERVE_REQUESTS, MAX_SERVE_SHARED_PREFIX, check_int
+from kvviz.models.gpt.corpus import corpus_tokens, sentence
+
+GREEDY = Greedy()
+
+
+@dataclass(frozen=True)
+class Request:
+    id: int
+    prompt: tuple[str, ...]            # tokens of the model's vocabulary
+    max_new_tokens: int
+    arrival_step: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prompt", tuple(self.prompt))     # a list would make the record mutable
+
+
+def request_stream(n_requests: int, seed: int = 0, max_new_tokens: int = 12,
+                   shared_prefix: int = 0) -> tuple[Request, ...]:
+    """A seeded stream of requests for the tiny GPT: prompts are the first 2–7 words of sentences of
+    its weather corpus, each request generates between a quarter of ``max_new_tokens`` and all of
+    them, and requests arrive 0–3 steps apart (the first at step 0). ``shared_prefix`` P: every
+    prompt begins with the same P words of the corpus (a "system prompt") and then 1–6 own words."""
+    n = check_int("Requests", n_requests, 1, MAX_SERVE_REQUESTS)
+    seed = check_int("Seed", seed, 0, MAX_SEED)
+    max_new = check_int("New tokens", max_new_tokens, 1, MAX_SERVE_NEW_TOKENS)
+    p = check_int("Shared prefix", shared_prefix, 0, MAX_SERVE_SHARED_PREFIX)
+    rng = random.Random(seed)
+    prefix = tuple(corpus_tokens(p // 4 + 1, seed)[:p])
+    out, arrival = [], 0
+    for i in range(n):
+        words = sentence(rng)
+        own = rng.randint(1, min(6, len(words))) if p else rng.randint(2, min(7, len(words)))
+        new = rng.randint(max(1, max_new // 4), max_new)
+        out.append(Request(i, prefix + tuple(words[:own]), new, arrival))
+        arrival += rng.choice([0, 1, 1, 2, 3])
+    return tuple(out)
+
+
+def solo_run(model: BatchModel, req: Request, rule: SelectionRule = GREEDY,
+             seed: int = 0) -> tuple[list[int], torch.Tensor]:
+    """The request alone through the stepper with a contiguous cache (greedy unless ``rule``): its
+    token ids and the logits [new, V] each choice used (no recompute check: only the logits count)."""
+    run = run_generation(model, list(req.prompt), req.max_new_tokens, rule, seed,    # type: ignore[arg-type]
+                         recheck=False)
+    chooses = [e for e in run.events if e.phase == "choose"]
+    return [model.logit_tokens.index(e.chosen) for e in chooses], torch.stack([e.logits for e in chooses])

@@ -1,0 +1,197 @@
+"""Speculative decoding's speed-up, measured on this machine.
+
+``measure_speedup`` times speculative against plain cached decoding of the tiny GPT for each γ, with
+the acceptance rate α, the cost ratio c = draft pass / target pass and the cost of the verification
+pass over γ + 1 positions measured in the same run, and puts the expected improvement of
+kvviz.cost.speculative (Leviathan et al.'s formula, and the same with the verification pass's
+measured cost) beside the measured one. Like kvviz.cost.measure: capped (kvviz.limits) and one at a
+time per process (the same lock).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from kvviz.cache import StaticCache
+from kvviz.cost import pass_flops, speculative_speedup, speculative_tokens_per_pass
+from kvviz.cost.measure import run_locked
+from kvviz.decoding.loops import generate_cached
+from kvviz.decoding.sampling import SelectionRule, make_rule
+from kvviz.limits import (
+    SPECULATIVE_MAX_GAMMA,
+    SPECULATIVE_MEASURE_MAX_RUNS,
+    SPECULATIVE_MEASURE_MAX_TOKENS,
+    LimitError,
+    check_int,
+)
+from kvviz.models.gpt import GPT, cost_config
+from kvviz.speculative.decoding import Speculation, check_speculation, speculative_generate
+
+Progress = Callable[[float, str], None]
+
+
+@dataclass(frozen=True)
+class SpeedPoint:
+    """Speculative vs plain cached decoding of ``new_tokens`` tokens at one γ (medians over the runs)."""
+
+    gamma: int
+    new_tokens: int
+    speculative_s: float            # median time of speculative_generate (prefill included; the measurement's clock)
+    plain_s: float                  # median time of generate_cached, same prompt, rule and N
+    speculative_best_s: float       # fastest run of each (noise on a shared machine only adds time)
+    plain_best_s: float
+    acceptance_rate: float          # α: accepted / tested over all runs
+    tokens_per_target_pass: float   # new tokens per verification pass, over all runs
+    verify_ms: float                # the target's pass over γ + 1 positions (the verification pass), fastest
+    expected: float                 # kvviz.cost.speculative_speedup(α, γ, c): the paper's formula (v = 1)
+    expected_with_verify: float     # the same with v = verify_ms / target_ms measured
+    # inside the fastest speculative run: where a round's time goes
+    rounds: int = 0
+    run_draft_ms: float = 0.0       # mean draft pass
+    run_verify_ms: float = 0.0      # mean verification pass
+    run_other_ms: float = 0.0       # per round, the rest: draws, the acceptance test, records (and the prefill)
+
+    @property
+    def speculative_tps(self) -> float:
+        return self.new_tokens / self.speculative_s
+
+    @property
+    def plain_tps(self) -> float:
+        return self.new_tokens / self.plain_s
+
+    @property
+    def measured(self) -> float:
+        """Measured improvement: plain time / speculative time (medians)."""
+        return self.plain_s / self.speculative_s
+
+    @property
+    def measured_best(self) -> float:
+        return self.plain_best_s / self.speculative_best_s
+
+    @property
+    def expected_tokens_per_pass(self) -> float:
+        """(1 − α^(γ+1)) / (1 − α) with the measured α, beside ``tokens_per_target_pass``."""
+        return speculative_tokens_per_pass(self.acceptance_rate, self.gamma)
+
+
+@dataclass(frozen=True)
+class SpeedMeasurement:
+    """One measurement: every γ, and the single-pass times the formula needs."""
+
+    points: list[SpeedPoint]
+    target_ms: float        # one target decode pass (one position), fastest of 30
+    draft_ms: float         # one draft decode pass, fastest of 30
+    context: int            # cached positions those passes read (mid-run)
+    c_flops: float          # the same ratio in FLOPs (kvviz.cost.pass_flops): what c would be if time were arithmetic
+    rule: dict
+    prompt_len: int
+    new_tokens: int
+    runs: int
+    threads: int
+    seconds: float
+    clock: str = "wall"     # what the times are: "wall" or "cpu" (process time)
+
+    @property
+    def c(self) -> float:
+        """The cost ratio of Leviathan et al.: draft pass time / target pass time."""
+        return self.draft_ms / self.target_ms
+
+
+# what a measurement's times are: wall time (what a visitor waits), or the process's CPU time (what
+# the work itself costs when other jobs share the cores; with one torch thread, the time on one core)
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def _pass_ms(model: GPT, n: int, context: int, repeats: int, clock: Callable[[], float] = time.perf_counter) -> float:
+    """Fastest of ``repeats`` passes over ``n`` new positions after ``context`` cached ones, in ms, as the
+    loops call it (one position: logits of the last only; more: every position's logits, as a
+    verification). The fastest, not the median: other jobs on a shared machine only ever add time."""
+    cache = StaticCache(model.config.n_layer, context + n)
+    model(torch.zeros(1, context, dtype=torch.long), cache, 0, last_only=True)      # untimed fill
+    ids = torch.zeros(1, n, dtype=torch.long)
+    best = float("inf")
+    for i in range(repeats + 2):                                                      # two warm-ups
+        cache.crop(context)
+        t0 = clock()
+        model(ids, cache, context, last_only=n == 1)
+        if i >= 2:
+            best = min(best, clock() - t0)
+    return best * 1e3
+
+
+def _gammas(gammas: Sequence[int]) -> list[int]:
+    vals = sorted({check_int("Gamma", g, 1, SPECULATIVE_MAX_GAMMA) for g in gammas})
+    if not vals:
+        raise LimitError("Give at least one γ to measure.")
+    return vals
+
+
+@torch.inference_mode()
+def measure_speedup(target: GPT, draft: GPT, prompt_ids: Sequence[int], gammas: Sequence[int] = range(1, 7),
+                    new_tokens: int = 48, rule: SelectionRule | None = None, runs: int = 3,
+                    progress: Progress | None = None, threads: int = 1, clock: str = "wall") -> SpeedMeasurement:
+    """For each γ: ``runs`` speculative runs (seeds 0..runs−1) interleaved with as many plain
+    ``generate_cached`` runs, then single passes of both models for c and the verification cost.
+    ``clock``: "wall" (the default) or "cpu" (the process's CPU time, steadier on a shared machine;
+    the per-round breakdown stays in wall time, inside the fastest run).
+
+    Capped: γ ≤ SPECULATIVE_MAX_GAMMA, N ≤ SPECULATIVE_MEASURE_MAX_TOKENS, runs ≤ SPECULATIVE_MEASURE_MAX_RUNS; one
+    measurement at a time per process (kvviz.cost.measure.run_locked), one torch thread by default.
+    """
+    gammas = _gammas(gammas)
+    n = check_int("New tokens", new_tokens, 2, SPECULATIVE_MEASURE_MAX_TOKENS)
+    runs = check_int("Runs", runs, 1, SPECULATIVE_MEASURE_MAX_RUNS)
+    threads = check_int("Threads", threads, 1, 64)
+    if clock not in CLOCKS:
+        raise LimitError(f"The clock must be one of {', '.join(CLOCKS)}, not {clock!r}.")
+    now = CLOCKS[clock]
+    ids = list(prompt_ids)
+    check_speculation(target, draft, len(ids), n, max(gammas))
+    context = len(ids) + n // 2
+
+    def go() -> SpeedMeasurement:
+        t0 = time.perf_counter()
+        if progress:
+            progress(0.0, "warm-up")
+        speculative_generate(target, draft, ids, 4, 2, rule)          # first-call allocations, both loops
+        generate_cached(target, ids, 4, rule, keep_logits=False)
+        target_ms = _pass_ms(target, 1, context, 30, now)
+        draft_ms = _pass_ms(draft, 1, context, 30, now)
+        points = []
+        for i, g in enumerate(gammas):
+            if progress:
+                progress(0.05 + 0.95 * i / len(gammas), f"γ = {g}")
+            spec: list[Speculation] = []
+            spec_s: list[float] = []
+            plain: list[float] = []
+            for seed in range(runs):
+                t = now()
+                spec.append(speculative_generate(target, draft, ids, n, g, rule, seed))
+                spec_s.append(now() - t)
+                t = now()
+                generate_cached(target, ids, n, rule, seed, keep_logits=False)
+                plain.append(now() - t)
+            fastest = spec[spec_s.index(min(spec_s))]
+            d_s, v_s = fastest.pass_seconds()
+            rounds = len(fastest.rounds)
+            accepted, tested = sum(s.accepted for s in spec), sum(s.tested for s in spec)
+            alpha = accepted / tested
+            verify_ms = _pass_ms(target, g + 1, context, 30, now)
+            c = draft_ms / target_ms
+            points.append(SpeedPoint(
+                g, n, statistics.median(spec_s), statistics.median(plain), min(spec_s), min(plain), alpha,
+                sum(len(s.tokens) for s in spec) / sum(len(s.rounds) for s in spec), verify_ms,
+                speculative_speedup(alpha, g, c), speculative_speedup(alpha, g, c, verify_ms / target_ms),
+                rounds, d_s * 1e3 / max(1, fastest.proposed), v_s * 1e3 / rounds,
+                (fastest.seconds - d_s - v_s) * 1e3 / rounds))
+        if progress:
+            progress(1.0, "done")
+        flops = [pass_flops(cost_config(m.config), 1, context, last_only=True).total for m in (draft, target)]
+        return SpeedMeasurement(points, target_ms, draft_ms, context, flops[0] / flops[1],
+                                (rule or make_rule()).describe(), len(ids), n, runs, threads,
+                                time.perf_counter() - t0, clock)
+    return run_locked(go, threads)

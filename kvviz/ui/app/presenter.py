@@ -1,0 +1,74 @@
+"""Presenter mode: larger type and charts, controls reduced to Prev / Next / Reset.
+
+Kept in plain session state (it survives page switches) and in the address as ``?present=1``,
+so a lecturer can open a deep link straight into presenter mode.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import streamlit as st
+
+from kvviz.ui.app.i18n import t
+
+KEY = "present"
+
+# Bigger type everywhere; the sidebar stays available but starts collapsed (see nav.page_setup).
+CSS = """<style>
+[data-testid='stMain'] { font-size: 1.3rem; }
+[data-testid='stMain'] h1 { font-size: 2.6rem; }
+[data-testid='stMain'] h3 { font-size: 2rem; }
+[data-testid='stMain'] .block-container { max-width: 100%; padding: 3.5rem 1.5rem 1rem; }
+[data-testid='stMain'] button p { font-size: 1.3rem; }
+</style>"""
+
+
+def init_from_url() -> None:
+    """On a new session, the address decides (``?present=1``)."""
+    if KEY not in st.session_state:
+        st.session_state[KEY] = st.query_params.get(KEY) in ("1", "true", "on")
+
+
+def _sync_url() -> None:
+    if st.session_state[KEY]:
+        st.query_params[KEY] = "1"
+    else:
+        st.query_params.pop(KEY, None)
+
+
+def _toggled() -> None:
+    st.session_state[KEY] = st.session_state.present_toggle
+    _sync_url()
+
+
+def presenting() -> bool:
+    return bool(st.session_state.get(KEY, False))
+
+
+def toggle() -> None:
+    """The sidebar switch; also applies the presenter CSS."""
+    st.toggle(t("present.toggle"), value=presenting(), key="present_toggle", on_change=_toggled,
+              help=t("present.toggle_help"))
+    _sync_url()
+    if presenting():
+        st.markdown(CSS, unsafe_allow_html=True)
+
+
+@contextmanager
+def settings(label_key: str = "present.settings") -> Iterator[None]:
+    """Where a page draws its inputs: inline normally, folded away in presenter mode."""
+    if presenting():
+        with st.expander(t(label_key), icon=":material/tune:"):
+            yield
+    else:
+        yield
+
+
+def intro(text: str) -> None:
+    """A page's introduction: shown normally; in presenter mode folded away (one idea on screen)."""
+    if presenting():
+        with st.expander(t("present.intro"), icon=":material/info:"):
+            st.markdown(text)
+    else:
+        st.markdown(text)

@@ -1,0 +1,94 @@
+"""Server start-up: load the engine before the first visitor arrives.
+
+Streamlit runs no app code before the first session's script, so on a fresh server that script
+paid for importing torch, pandas, plotly and the page modules (2.8–3.6 s on 2 cores) after the
+browser had already spent ≈ 1 s starting the frontend. ``app.py`` serves the app as an ``st.App``
+whose lifespan runs ``warm()`` before the server accepts its first request: the server answers
+its health check 2–3 s later, and the first visitor's page runs at once. (A background thread that
+let the server answer at once was slower: the import held the GIL while the server sent the
+frontend's files.) Then each page module's ``warm()`` makes that page's default run, frames and
+sections (its cached results), so that a default first visit computes nothing (1.8 s more here;
+tests/test_warmup.py checks that nothing is left). A module that fails to import, or a ``warm()``
+that fails, is logged and skipped; its page does the work again and shows the error.
+"""
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from streamlit.logger import get_logger
+
+# the engine and every page's module (each imports what its page draws with), in visiting order
+MODULES = ("torch", "pandas", "plotly.graph_objects", "kvviz.ui.pages.abc", "kvviz.ui.pages.weather",
+           "kvviz.ui.pages.gpt", "kvviz.ui.pages.sampling", "kvviz.ui.pages.cost", "kvviz.ui.pages.paged",
+           "kvviz.ui.pages.compress", "kvviz.ui.pages.speculative", "kvviz.ui.pages.lecture")
+
+log = get_logger(__name__)
+
+
+def _first_calls() -> None:
+    """What the first figure, table and tensor operation load lazily: plotly's validators of the
+    trace kinds and axes the pages draw, pandas' arrow-backed strings (≈ 0.2 s of imports in the
+    first cache table), and torch's first kernels."""
+    import pandas as pd
+    import plotly.graph_objects as go
+    import torch
+
+    go.Figure([go.Heatmap(z=[[0.0]]), go.Bar(y=[0.0]), go.Scatter(y=[0.0])],
+              layout={"xaxis": {"title": "x"}, "yaxis": {"title": "y"}, "legend": {"orientation": "h"}})
+    torch.softmax(torch.ones(2, 2) @ torch.ones(2, 2), dim=-1)
+    pd.DataFrame([{"token": "A", "score": 1.0}]).to_csv()
+    # Streamlit's first element of the process checks once whether it runs in a REPL, through
+    # inspect.stack() over every loaded module (≈ 0.1 s with torch loaded): made here, before any
+    # visitor (a private function: skipped if a later Streamlit has none)
+    from streamlit import delta_generator
+    getattr(delta_generator, "_maybe_print_use_warning", lambda: None)()
+
+
+def warm() -> list[str]:
+    """Import every module a page needs and make the first calls; returns what failed (logged)."""
+    t0 = time.perf_counter()
+    failed = []
+    for name in MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:                   # noqa: BLE001 - its page imports it again and shows the error
+            log.exception("warm-up: importing %s failed", name)
+            failed.append(name)
+    try:
+        _first_calls()
+    except Exception:                       # noqa: BLE001 - the first page makes these calls itself
+        log.exception("warm-up: the first figure and tensor calls failed")
+        failed.append("first calls")
+    try:                                # the middleware's files, read (and the bundle compressed) once
+        from kvviz.ui.app import serve_files
+        serve_files.plotly_bundle()
+        serve_files.frontend_files()
+        serve_files.page_html()
+        serve_files.page_names()
+    except Exception:                       # noqa: BLE001 - the first request reads them instead
+        log.exception("warm-up: reading the static files failed")
+        failed.append("static files")
+    t1 = time.perf_counter()
+    for name in MODULES:
+        module = sys.modules.get(name)
+        if hasattr(module, "warm"):
+            try:
+                module.warm()
+            except Exception:               # noqa: BLE001 - the page computes it on its first visit
+                log.exception("warm-up: the default run of %s failed", name)
+                failed.append(name + ".warm")
+    log.info("warm-up: engine loaded in %.2f s, the pages' default runs made in %.2f s", t1 - t0,
+             time.perf_counter() - t1)
+    return failed
+
+
+@asynccontextmanager
+async def lifespan(app) -> AsyncIterator[None]:
+    """``st.App`` lifespan: ``warm()`` before the server accepts its first request."""
+    await asyncio.to_thread(warm)
+    yield

@@ -1,0 +1,753 @@
+// kvviz stepper: draws every event of a run in the browser (see kvviz/ui/components/step_view.py for the
+// payload format). plotly_view.js comes before this file (loadPlotly, themeOf, themed,
+// plotConfig). One instance per mounted component, kept on its parent element so that a
+// re-invocation (new data after a rerun) reuses the DOM, the plots and the current step.
+
+const KEYS = { ArrowLeft: "prev", ArrowRight: "next", Home: "reset", End: "end" };
+// widgets that use these keys themselves keep them (the same rules as Streamlit's shortcuts)
+const OWN = 'input, textarea, select, [contenteditable="true"], [role="slider"], [role="tab"], ' +
+  '[role="tablist"], [role="listbox"], [role="option"], [role="combobox"], [role="radio"], ' +
+  '[role="spinbutton"], [role="menu"], [role="menuitem"], [role="grid"], [data-testid="stDataFrame"], .kvs-tblwrap';
+// Space activates these itself (a focused button, link or disclosure keeps its Space)
+const OWN_SPACE = 'button, a[href], summary, [role="button"], [role="checkbox"], [role="switch"]';
+const REGIONS = ["top", "lead", "main", "side", "wide", "more"];
+const REPORT_MS = 250;          // the step goes to Python this long after the last press or tick
+const KEEP_MS = 4000;           // presenter mode: how long a fitted step is kept in view as the page grows
+const KEEP_UNTIL = ["wheel", "touchstart", "pointerdown", "keydown"];     // ... or until the lecturer acts
+const REST_KEY = "kvs_rest";    // step_view.REST_KEY: the placeholder of a page waiting for the first drawing
+const SPEEDS = [0.5, 1, 2, 4];  // autoplay, events per second
+
+// Material icons (check, hourglass_empty) as inline SVG: no icon font needed
+const ICONS = {
+  did: '<svg viewBox="0 0 24 24" width="1.1em" height="1.1em" fill="currentColor"><path d="M9 16.17L4.83 12l-1.42 1.41L9 19 21 7l-1.41-1.41z"/></svg>',
+  todo: '<svg viewBox="0 0 24 24" width="1.1em" height="1.1em" fill="currentColor"><path d="M6 2v6h.01L6 8.01 10 12l-4 4 .01.01H6V22h12v-5.99h-.01L18 16l-4-4 4-3.99-.01-.01H18V2H6zm10 14.5V20H8v-3.5l4-4 4 4zm-4-5l-4-4V4h8v3.5l-4 4z"/></svg>',
+};
+
+const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) =>
+  ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+
+// ---------------------------------------------------------------- keys: one listener per tab
+const instances = new Set();
+function active() {
+  let found = null;
+  for (const s of instances) {
+    if (s.root.isConnected && s.root.offsetParent !== null) found = s;   // visible (not in a hidden tab)
+  }
+  return found;
+}
+function installKeys() {
+  if (window.__kvsKeys) return;
+  window.__kvsKeys = true;
+  window.addEventListener("keydown", (e) => {
+    if (e.ctrlKey || e.metaKey || e.altKey || e.shiftKey || e.repeat && e.key === " ") return;
+    let act = KEYS[e.key];
+    const el = e.target;
+    const closest = (sel) => el && el.closest && el.closest(sel);
+    if (closest(OWN) || (el && el.isContentEditable)) return;
+    if (!act && e.key === " ") {
+      if (closest(OWN_SPACE)) return;
+      act = "play";
+    }
+    if (!act) return;
+    const s = active();
+    if (!s) return;                        // a page without a stepper: leave the key alone
+    e.preventDefault();
+    e.stopImmediatePropagation();
+    s.act(act);
+  }, true);
+}
+
+// ---------------------------------------------------------------- small HTML builders
+function chipsHTML(P, st) {
+  const w = P.words;
+  const chips = st.chips.map(([pos, tok, kind]) =>
+    `<span role="listitem" class="kv-chip kvs-${kind}" title="${esc(w["chip_" + kind] || "")}">` +
+    `<small>${esc(pos)}</small> ${esc(tok)}</span>`).join("");
+  const legend = st.legend ? `<div class="kvs-legend">${["prompt", "processed", "pending"].map((k) =>
+    `<span class="kvs-leg kvs-${k}">${esc(w["legend_" + k])}</span>`).join("")}</div>` : "";
+  return `<div role="list" class="kvs-strip" aria-label="${esc(w.strip_label)}">${chips}</div>${legend}`;
+}
+
+function tableHTML(t, S) {
+  const marks = new Map((t.marks || []).map(([r, c, cls]) => [r + ":" + c, cls]));
+  const rowCls = new Map((t.row_marks || []).map(([r, cls]) => [r, cls]));
+  const head = `<thead><tr>${t.cols.map((c) => `<th scope="col">${esc(c)}</th>`).join("")}</tr></thead>`;
+  const body = t.rows.map((row, r) => `<tr${rowCls.has(r) ? ` class="kvs-${rowCls.get(r)}"` : ""}>` +
+    row.map((cell, c) => {
+      const cls = marks.get(r + ":" + c);
+      const tag = c === 0 && t.row_head ? "th" : "td";
+      return `<${tag}${tag === "th" ? ' scope="row"' : ""}${cls ? ` class="kvs-${cls}"` : ""}>${esc(cell)}</${tag}>`;
+    }).join("") + "</tr>").join("");
+  return `${t.title ? `<div class="kvs-ttl">${S(t.title)}</div>` : ""}` +
+    `<div class="kvs-tblwrap"${scrollable(t.title)}><table class="kvs-tbl">${head}<tbody>${body}</tbody></table></div>`;
+}
+
+function blockHTML(P, b, S, present) {
+  if (present ? b.x : b.p) return "";     // explanations leave presenter mode; "p" blocks exist only there
+  if (b.fold !== undefined) {        // presenter mode: the button that shows or hides a pick grid
+    return `<button type="button" class="kvs-btn kvs-fold" aria-expanded="${b.open ? "true" : "false"}">` +
+      `<span aria-hidden="true">${b.open ? "▾" : "▸"}</span> ${esc(P.pick && P.pick.fold)}</button>`;
+  }
+  if (b.html !== undefined) return `<div class="kvs-md">${S(b.html)}</div>`;
+  if (b.note !== undefined) return `<div class="kvs-note">${S(b.note)}</div>`;
+  if (b.alert !== undefined) {
+    const icon = { ok: "✓", bad: "✗", info: "ℹ", warn: "⚠" }[b.alert] || "";
+    return `<div class="kvs-alert kvs-${b.alert}" role="note"><span aria-hidden="true">${icon}</span>` +
+      `<div>${S(b.text)}</div></div>`;
+  }
+  if (b.lines !== undefined) {
+    return b.lines.map(([kind, text]) => `<p class="kvs-line kvs-${kind}"><span class="kvs-ico" aria-hidden="true">` +
+      `${ICONS[kind] || ""}</span><span>${S(text)}</span></p>`).join("");
+  }
+  if (b.strip !== undefined) {
+    return (b.strip.label ? `<div class="kvs-md">${S(b.strip.label)}</div>` : "") + chipsHTML(P, b.strip);
+  }
+  if (b.tbl !== undefined) return tableHTML(b.tbl, S);
+  if (b.details !== undefined) {
+    return `<details class="kvs-details"><summary>${esc(b.details)}</summary>` +
+      b.body.map((x) => blockHTML(P, x, S, present)).join("") + "</details>";
+  }
+  if (b.cols !== undefined) {
+    return `<div class="kvs-cols" style="--kvs-n:${b.cols.length}">` +
+      b.cols.map((col) => `<div>${col.map((x) => blockHTML(P, x, S, present)).join("")}</div>`).join("") + "</div>";
+  }
+  return "";
+}
+
+// A table's scrolling box: focusable, so keyboard users can scroll it too, and named by its title.
+function scrollable(title) {
+  const name = String(title || "").replace(/<[^>]*>/g, "").trim();
+  return ` tabindex="0" role="region"${name ? ` aria-label="${esc(name)}"` : ""}`;
+}
+
+function csvCell(x) {
+  const s = String(x ?? "");
+  return /[",\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+}
+
+// ---------------------------------------------------------------- the stepper
+class Stepper {
+  constructor(parent) {
+    this.parent = parent;
+    this.root = document.createElement("div");
+    this.root.className = "kvs-root";
+    parent.appendChild(this.root);
+    this.step = 0;
+    this.reported = null;
+    this.playing = null;
+    this.speed = 1;
+    this.drawn = -1;
+    this.figCache = new Map();
+    this.pickOpen = false;          // presenter mode: the pick grid (model view) shown
+    this.pickFocus = null;          // [row, col] to focus once the grid is drawn again (keyboard picks)
+    instances.add(this);
+    // Streamlit rewrites the address after some reruns: put our step back when a run ends
+    const app = document.querySelector("[data-testid='stApp']");
+    if (app) {
+      this.observer = new MutationObserver(() => {
+        if (app.getAttribute("data-test-script-state") === "notRunning") this.writeUrl();
+      });
+      this.observer.observe(app, { attributes: true, attributeFilter: ["data-test-script-state"] });
+    }
+    this.chartHeight = 300;
+    // a click or key elsewhere (another widget, a tab) may rerun the page: send a pending step first
+    this.onOutside = (e) => {
+      if (this.reportTimer && !this.root.contains(e.target)) { clearTimeout(this.reportTimer); this.report(); }
+    };
+    document.addEventListener("pointerdown", this.onOutside, true);
+    document.addEventListener("keydown", this.onOutside, true);
+    this.onResize = () => {          // plots were drawn at the old width: draw again (debounced)
+      clearTimeout(this.resizeTimer);
+      this.resizeTimer = setTimeout(() => { this.presentRows = window.innerHeight >= 1000 ? 5 : 3; this.render(true); }, 150);
+    };
+    window.addEventListener("resize", this.onResize);
+  }
+
+  destroy() {
+    this.stop();
+    this.stopKeeping?.();
+    clearTimeout(this.reportTimer);
+    clearTimeout(this.restTimer);
+    this.restWatch?.disconnect();
+    document.removeEventListener("pointerdown", this.onOutside, true);
+    document.removeEventListener("keydown", this.onOutside, true);
+    this.observer?.disconnect();
+    window.removeEventListener("resize", this.onResize);
+    instances.delete(this);
+    clearTimeout(this.prefetchTimer);
+    this.resetPlots();
+    this.root.remove();
+  }
+
+  load(P, data, setStateValue, setTriggerValue) {
+    const sameRun = this.P && this.runId === data.run;
+    this.setStateValue = setStateValue;
+    this.setTriggerValue = setTriggerValue;
+    this.P = P;
+    this.S = (x) => (typeof x === "number" ? P.texts[x] : x) ?? "";
+    this.runId = data.run;
+    this.path = location.pathname;
+    this.present = !!data.present;
+    this.fmt = data.fmt || "png";
+    this.root.classList.toggle("kvs-present", this.present);
+    const [a, b] = (this.present && P.present_ratio) || P.ratio || [3, 2];
+    this.root.style.setProperty("--kvs-cols", `minmax(0, ${Number(a)}fr) minmax(0, ${Number(b)}fr)`);
+    this.root.classList.toggle("kvs-stacked", !P.ratio);
+    for (const [k, c] of Object.entries(P.colors || {})) this.root.style.setProperty("--kvs-" + k, c);
+    if (!this.bar) this.build();
+    this.updateWords();
+    const last = P.frames.length - 1;
+    // the same run (new language, layer, theme): keep the step shown; a new run starts where Python says
+    this.step = Math.min(last, Math.max(0, sameRun ? this.step : (data.start | 0)));
+    if (!sameRun) this.reported = data.start | 0;
+    this.slider.max = String(last);
+    this.plotly = loadPlotly(data.plotly).catch((e) => { this.plotlyError = String(e); return null; });
+    this.drawn = -1;
+    this.render(true);
+    this.writeUrl();
+  }
+
+  build() {
+    const r = this.root;
+    r.innerHTML = `
+      <div class="kvs-top">
+        <h3 class="kvs-heading" aria-live="polite"></h3>
+        <div class="kvs-bar" role="group">
+          <button type="button" class="kvs-btn" data-act="prev" aria-keyshortcuts="ArrowLeft"></button>
+          <button type="button" class="kvs-btn kvs-primary" data-act="next" aria-keyshortcuts="ArrowRight"></button>
+          <button type="button" class="kvs-btn" data-act="reset" aria-keyshortcuts="Home"></button>
+          <button type="button" class="kvs-btn" data-act="end" aria-keyshortcuts="End"></button>
+          <button type="button" class="kvs-btn" data-act="play" aria-keyshortcuts="Space" aria-pressed="false"></button>
+          <label class="kvs-speed"><span></span><select>${SPEEDS.map((s) =>
+            `<option value="${s}"${s === 1 ? " selected" : ""}>${s}</option>`).join("")}</select></label>
+          <label class="kvs-slider"><span></span><input type="range" min="0" step="1" value="0"></label>
+        </div>
+      </div>
+      <div class="kvs-region" data-region="top"></div>
+      <div class="kvs-grid">
+        <div class="kvs-region kvs-lead" data-region="lead"></div>
+        <div class="kvs-region kvs-main" data-region="main"></div>
+        <div class="kvs-region kvs-side" data-region="side"></div>
+      </div>
+      <div class="kvs-region" data-region="wide"></div>
+      <div class="kvs-metrics"></div>
+      <div class="kvs-cache"></div>
+      <div class="kvs-region kvs-more" data-region="more"></div>`;
+    this.heading = r.querySelector(".kvs-heading");
+    this.bar = r.querySelector(".kvs-bar");
+    this.slider = r.querySelector(".kvs-slider input");
+    this.speedSel = r.querySelector(".kvs-speed select");
+    this.regions = {};
+    for (const el of r.querySelectorAll("[data-region]")) this.regions[el.dataset.region] = el;
+    this.metricsEl = r.querySelector(".kvs-metrics");
+    this.cacheEl = r.querySelector(".kvs-cache");
+    for (const b of this.bar.querySelectorAll("button")) {
+      b.addEventListener("mousedown", (e) => e.preventDefault());   // a click keeps the focus where it was
+      b.addEventListener("click", () => this.act(b.dataset.act));
+    }
+    this.slider.addEventListener("input", () => this.go(Number(this.slider.value)));
+    this.speedSel.addEventListener("change", () => {
+      this.speed = Number(this.speedSel.value) || 1;
+      if (this.playing) { this.stop(); this.play(); }
+    });
+    this.cacheEl.addEventListener("click", (e) => { if (e.target.closest(".kvs-csv")) this.downloadCsv(); });
+    r.addEventListener("click", (e) => {
+      const fold = e.target.closest(".kvs-fold");
+      if (!fold) return;
+      this.pickOpen = !this.pickOpen;
+      this.render(true);
+      this.root.querySelector(".kvs-fold")?.focus();        // the same button, drawn again
+    });
+  }
+
+  updateWords() {
+    const w = this.P.words;
+    const label = (act, text, key, icon) => {
+      const b = this.bar.querySelector(`[data-act="${act}"]`);
+      b.innerHTML = `<span aria-hidden="true">${icon}</span> ${esc(text)} <kbd>${esc(key)}</kbd>`;
+      b.title = w[act + "_help"] || "";
+    };
+    label("prev", w.prev, w.key_left, "‹");
+    label("next", w.next, w.key_right, "›");
+    label("reset", w.reset, w.key_home, "⟲");
+    label("end", w.end, w.key_end, "⇥");
+    this.bar.setAttribute("aria-label", w.controls);
+    this.bar.querySelector(".kvs-speed span").textContent = w.speed;
+    this.speedSel.title = w.speed_help;
+    this.speedSel.setAttribute("aria-label", w.speed);
+    for (const o of this.speedSel.options) o.textContent = `${o.value} ${w.speed_unit}`;
+    this.bar.querySelector(".kvs-slider span").textContent = w.step;
+    this.slider.setAttribute("aria-label", w.step);
+    this.slider.title = w.step_help;
+    this.playLabel();
+  }
+
+  playLabel() {
+    const w = this.P.words;
+    const b = this.bar.querySelector('[data-act="play"]');
+    const on = !!this.playing;
+    b.innerHTML = `<span aria-hidden="true">${on ? "❚❚" : "▶"}</span> ${esc(on ? w.pause : w.play)} <kbd>${esc(w.key_space)}</kbd>`;
+    b.title = w.play_help;
+    b.setAttribute("aria-pressed", on ? "true" : "false");
+    this.root.classList.toggle("kvs-playing", on);
+  }
+
+  act(a) {
+    const last = this.P.frames.length - 1;
+    if (a === "prev") this.go(this.step - 1);
+    else if (a === "next") this.go(this.step + 1);
+    else if (a === "reset") this.go(0);
+    else if (a === "end") this.go(last);
+    else if (a === "play") this.playing ? this.stop() : this.play();
+  }
+
+  play() {
+    const last = this.P.frames.length - 1;
+    if (this.step >= last) this.go(0);          // at the end, Play starts again from the prefill
+    this.playing = setInterval(() => {
+      if (this.step >= this.P.frames.length - 1) { this.stop(); return; }
+      this.go(this.step + 1);
+      if (this.step >= this.P.frames.length - 1) this.stop();
+    }, 1000 / this.speed);
+    this.playLabel();
+  }
+
+  stop() {
+    if (this.playing) clearInterval(this.playing);
+    this.playing = null;
+    if (this.bar) this.playLabel();
+  }
+
+  go(i) {
+    const last = this.P.frames.length - 1;
+    i = Math.min(last, Math.max(0, i | 0));
+    if (i === this.step && this.drawn === i) return;
+    this.step = i;
+    this.render();
+    this.writeUrl();
+    clearTimeout(this.reportTimer);
+    this.reportTimer = setTimeout(() => this.report(), REPORT_MS);
+  }
+
+  report() {
+    this.reportTimer = null;
+    if (this.step === this.reported || !this.setStateValue) return;
+    this.reported = this.step;
+    this.setStateValue("step", this.step);
+  }
+
+  writeUrl() {
+    // only on our own page (after a page switch this instance may linger until Streamlit removes it)
+    if (!this.root.isConnected || !this.P || location.pathname !== this.path) return;
+    const want = this.step ? "step=" + this.step : null;
+    const parts = location.search.replace(/^\?/, "").split("&").filter((p) => p);
+    const at = parts.findIndex((p) => p.split("=")[0] === "step");
+    if (at >= 0 && parts[at] === want) return;
+    if (at < 0 && want === null) return;
+    if (at >= 0) { if (want) parts[at] = want; else parts.splice(at, 1); } else parts.push(want);
+    const q = parts.length ? "?" + parts.join("&") : "";
+    history.replaceState(history.state, "", location.pathname + q + location.hash);
+  }
+
+  // ------------------------------------------------------------ drawing one frame
+  render(force) {
+    const t0 = performance.now();
+    const P = this.P;
+    const f = P.frames[this.step];
+    const S = this.S;
+    const last = P.frames.length - 1;
+    this.heading.textContent = f.heading;
+    this.slider.value = String(this.step);
+    this.slider.setAttribute("aria-valuetext", f.heading);
+    for (const [act, off] of [["prev", this.step === 0], ["reset", this.step === 0],
+                              ["next", this.step === last], ["end", this.step === last]]) {
+      this.bar.querySelector(`[data-act="${act}"]`).disabled = off;
+    }
+    if (!this.theme || force) this.theme = themeOf(this.root);
+    const figs = [];
+    for (const name of REGIONS) {
+      this.fill(this.regions[name], f[name] || [], figs);
+    }
+    this.setHTML(this.metricsEl, this.metricsHTML(f));
+    this.setHTML(this.cacheEl, this.cacheHTML(f));
+    const n = this.step;
+    if (force) {                 // every figure drawn again: themed and fitted again (theme, width, height)
+      this.resetPlots();
+      this.figCache.clear();
+    }
+    const t1 = performance.now();
+    this.drawFigs(figs).then(() => {
+      const log = (window.__kvsLog = window.__kvsLog || []);          // for bench/step_clicks.py
+      log.push([n, t1 - t0, performance.now() - t0]);
+      if (log.length > 500) log.splice(0, 250);
+      if (this.step === n) {
+        this.drawn = n;
+        this.root.dataset.drawn = String(n);
+        window.dispatchEvent(new Event(STEPPER_DRAWN));       // single charts waiting for it (plotly_view.js)
+        this.tellDrawn();
+        if (!this.present || this.fit()) this.root.dataset.fitted = String(n);   // tests wait for this
+        this.prefetch();
+      }
+    }, (e) => { this.tellDrawn(); throw e; });    // a failed drawing must not hold the page back either
+  }
+
+  // The page may wait with its rest until this stepper's first drawing (step_view.whole_page: its
+  // placeholder button): say once that it is done. The button may come after a fast drawing (a tab
+  // that has plotly.js already): then watch for it a while.
+  tellDrawn() {
+    if (this.toldDrawn || !this.setTriggerValue) return;
+    const send = () => {
+      if (!this.root.isConnected || location.pathname !== this.path || !document.querySelector(".st-key-" + REST_KEY)) {
+        return false;
+      }
+      this.toldDrawn = true;
+      this.restWatch?.disconnect();
+      clearTimeout(this.restTimer);
+      this.setTriggerValue("drawn", true);
+      return true;
+    };
+    if (send() || this.restWatch) return;
+    this.restWatch = new MutationObserver(send);
+    this.restWatch.observe(document.body, { childList: true, subtree: true });
+    this.restTimer = setTimeout(() => this.restWatch?.disconnect(), 15000);
+  }
+
+  setHTML(el, html) {
+    if (el._h !== html) { el.innerHTML = html; el._h = html; }
+  }
+
+  fill(region, blocks, figs) {
+    const shown = this.visible(blocks);
+    const kids = [...region.children];
+    shown.forEach((b, i) => {
+      const isFig = b.fig !== undefined;
+      let el = kids[i];
+      if (!el || el.classList.contains("kvs-figslot") !== isFig) {
+        const fresh = document.createElement("div");
+        fresh.className = isFig ? "kvs-figslot" : "kvs-blk";
+        if (el) { this.purge(el); region.replaceChild(fresh, el); } else region.appendChild(fresh);
+        kids[i] = el = fresh;
+      }
+      if (isFig) {
+        // a pick grid holds controls: a group; a figure otherwise, not an img (plotly's toolbar buttons
+        // inside must stay reachable: axe nested-interactive)
+        el.setAttribute("role", b.pick && this.P.pick ? "group" : "figure");
+        el.setAttribute("aria-label", b.alt || "");
+        figs.push([el, b]);
+      } else {
+        this.setHTML(el, blockHTML(this.P, b, this.S, this.present));
+      }
+    });
+    for (let i = kids.length - 1; i >= shown.length; i--) { this.purge(kids[i]); kids[i].remove(); }
+  }
+
+  visible(blocks) {
+    return (blocks || []).filter((b) => !(this.present ? b.x : b.p)).flatMap((b) => {
+      if (!(this.present && b.pick && this.P.pick)) return [b];
+      // presenter mode: a pick grid sits behind a button (the step fits one screen without it)
+      return this.pickOpen ? [{ fold: 1, open: true }, b] : [{ fold: 1, open: false }];
+    });
+  }
+
+  purge(el) {
+    for (const d of el.querySelectorAll(".kvs-fig")) { try { window.Plotly?.purge(d); } catch (e) { /* gone */ } }
+    el.plots?.clear();
+  }
+
+  // Each figure is drawn once into its own div inside its slot; a step only shows another div.
+  plot(slot, figIndex, alt, pick) {
+    slot.plots = slot.plots || new Map();
+    const h = this.present ? this.chartHeight : null;
+    const key = figIndex + ":" + h;
+    let p = slot.plots.get(key);
+    if (p) return p;
+    p = this.plotly.then((Plotly) => {
+      const d = document.createElement("div");
+      d.className = "kvs-fig";
+      d.dataset.key = key;
+      if (!Plotly) { d.textContent = this.plotlyError || "plotly did not load"; slot.appendChild(d); return d; }
+      // drawn off to the side at the slot's width, then hidden until shown
+      d.style.cssText = "visibility:hidden;position:absolute;left:0;right:0;top:0";
+      slot.appendChild(d);
+      let fig = this.figCache.get(key);
+      if (!fig) { fig = themed(this.P.figs[figIndex], this.theme, h, slot.clientWidth); this.figCache.set(key, fig); }
+      return Plotly.newPlot(d, fig.data, fig.layout, plotConfig(this.fmt, alt)).then(() => {
+        if (pick && this.P.pick) this.pickGrid(d, fig);
+        if (d.dataset.key !== slot.dataset.shown) d.style.cssText = "display:none";
+        return d;
+      });
+    });
+    slot.plots.set(key, p);
+    return p;
+  }
+
+  drawFigs(figs) {
+    if (!figs.length) return Promise.resolve();
+    const h = this.present ? this.chartHeight : null;
+    return Promise.all(figs.map(([slot, b]) => {
+      const key = b.fig + ":" + h;
+      slot.dataset.shown = key;
+      return this.plot(slot, b.fig, b.alt, b.pick).then((d) => {
+        if (slot.dataset.shown !== key) return;       // a later step took this slot meanwhile
+        for (const c of slot.children) if (c !== d) c.style.display = "none";
+        d.style.cssText = "";
+        if (this.pickFocus && d.querySelector(".kvs-pick")) {     // a keyboard pick: back where it was
+          const [r, c] = this.pickFocus;
+          this.pickFocus = null;
+          d.querySelector(`.kvs-pick [data-r="${r}"][data-c="${c}"]`)?.focus();
+        }
+      });
+    }));
+  }
+
+  // while the browser is idle, draw the figures of the neighbouring events into their slots
+  prefetch() {
+    clearTimeout(this.prefetchTimer);
+    this.prefetchTimer = setTimeout(() => {
+      const todo = [this.step + 1, this.step - 1, this.step + 2].filter((i) => i >= 0 && i < this.P.frames.length);
+      let chain = Promise.resolve();
+      for (const i of todo) {
+        const f = this.P.frames[i];
+        for (const name of REGIONS) {
+          const kids = this.regions[name].children;
+          this.visible(f[name]).forEach((b, k) => {
+            const slot = kids[k];
+            if (b.fig !== undefined && slot && slot.classList.contains("kvs-figslot")) {
+              chain = chain.then(() => new Promise((ok) => (window.requestIdleCallback || setTimeout)(ok)))
+                .then(() => this.plot(slot, b.fig, b.alt, b.pick));
+            }
+          });
+        }
+      }
+    }, 60);
+  }
+
+  resetPlots() {
+    const a = document.activeElement;      // a focused pick cell is drawn again: focus it again then
+    if (a && a.closest && a.closest(".kvs-pick") && this.root.contains(a)) this.pickFocus = [Number(a.dataset.r), Number(a.dataset.c)];
+    for (const slot of this.root.querySelectorAll(".kvs-figslot")) this.purge(slot);
+    for (const slot of this.root.querySelectorAll(".kvs-figslot")) slot.replaceChildren();
+  }
+
+  // ------------------------------------------------------------ a pick grid over small multiples
+  // Tile i = row · cols + col of the figure is trace i on one pair of axes, spanning x0 - 0.5 ..
+  // x0 + T - 0.5 (kvviz.figures.attention_model_view_spec): one focusable cell over each tile, an
+  // ARIA grid (Tab enters at the chosen tile; arrows, Home, End move; Enter or Space chooses).
+  pickGrid(d, fig) {
+    const G = this.P.pick;
+    const fl = d._fullLayout;
+    if (!fl || !fl.xaxis || !fl.yaxis) return;
+    const xa = fl.xaxis, ya = fl.yaxis;
+    const px = (v) => xa._offset + xa.l2p(v), py = (v) => ya._offset + ya.l2p(v);
+    const grid = document.createElement("div");
+    grid.className = "kvs-pick";
+    grid.setAttribute("role", "grid");
+    grid.setAttribute("aria-label", G.label);
+    for (let r = 0; r < G.rows; r++) {
+      const row = document.createElement("div");
+      row.setAttribute("role", "row");
+      for (let c = 0; c < G.cols; c++) {
+        const tr = fig.data[r * G.cols + c];
+        if (!tr || !tr.z || !tr.z.length) continue;
+        const x0 = tr.x0 || 0, y0 = tr.y0 || 0, T = tr.z[0].length, N = tr.z.length;
+        const [l, rt] = [px(x0 - 0.5), px(x0 + T - 0.5)].sort((a, b) => a - b);
+        const [t, b] = [py(y0 - 0.5), py(y0 + N - 0.5)].sort((a, b) => a - b);
+        const cell = document.createElement("div");
+        const sel = r === G.sel[0] && c === G.sel[1];
+        cell.setAttribute("role", "gridcell");
+        cell.setAttribute("aria-label", G.cells[r][c]);
+        cell.setAttribute("aria-selected", sel ? "true" : "false");
+        cell.tabIndex = sel ? 0 : -1;
+        cell.title = G.cells[r][c];
+        cell.dataset.r = String(r);
+        cell.dataset.c = String(c);
+        cell.style.cssText = `left:${l - 3}px;top:${t - 3}px;width:${rt - l + 6}px;height:${b - t + 6}px`;
+        row.appendChild(cell);
+      }
+      grid.appendChild(row);
+    }
+    grid.addEventListener("mousedown", (e) => e.preventDefault());   // a click keeps the focus (and ← → step)
+    grid.addEventListener("click", (e) => {
+      const cell = e.target.closest("[role='gridcell']");
+      if (cell) this.pick(Number(cell.dataset.r), Number(cell.dataset.c), false);
+    });
+    grid.addEventListener("keydown", (e) => this.pickKey(e, grid));
+    d.appendChild(grid);
+  }
+
+  pickKey(e, grid) {
+    const cell = e.target.closest("[role='gridcell']");
+    if (!cell || e.ctrlKey || e.metaKey || e.altKey) return;
+    const G = this.P.pick;
+    let r = Number(cell.dataset.r), c = Number(cell.dataset.c);
+    if (e.key === "Enter" || e.key === " ") {
+      e.preventDefault();
+      this.pick(r, c, true);
+      return;
+    }
+    const move = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] }[e.key];
+    if (move) { r += move[0]; c += move[1]; }
+    else if (e.key === "Home") c = 0;
+    else if (e.key === "End") c = G.cols - 1;
+    else return;
+    e.preventDefault();
+    const next = grid.querySelector(`[data-r="${Math.min(G.rows - 1, Math.max(0, r))}"][data-c="${Math.min(G.cols - 1, Math.max(0, c))}"]`);
+    if (next) { cell.tabIndex = -1; next.tabIndex = 0; next.focus(); }
+  }
+
+  pick(r, c, byKeyboard) {
+    const G = this.P.pick;
+    if (!G || !this.setTriggerValue) return;
+    if (r === G.sel[0] && c === G.sel[1]) return;          // already the one shown large
+    for (const el of this.root.querySelectorAll(".kvs-pick [role='gridcell']")) {
+      const on = Number(el.dataset.r) === r && Number(el.dataset.c) === c;
+      el.setAttribute("aria-selected", on ? "true" : "false");
+      el.classList.toggle("kvs-picked", on);                // shown at once; the new payload follows
+    }
+    this.pickFocus = byKeyboard ? [r, c] : null;
+    if (this.reportTimer) { clearTimeout(this.reportTimer); this.report(); }   // a pending step goes first
+    this.setTriggerValue("pick", [r, c]);
+  }
+
+  metricsHTML(f) {
+    const m = f.metrics;
+    if (!m) return "";
+    const items = (m.items || []).map(([label, value, help, delta]) =>
+      `<div class="kvs-metric"${help ? ` title="${esc(help)}"` : ""}><div class="kvs-mlabel">${esc(label)}</div>` +
+      `<div class="kvs-mvalue">${esc(value)}</div>${delta ? `<div class="kvs-mdelta">${esc(delta)}</div>` : ""}</div>`);
+    const badge = m.badge ? blockHTML(this.P, { alert: m.badge[0], text: m.badge[1] }, this.S) : "";
+    const notes = (m.notes || []).map((n) => blockHTML(this.P, { note: n, x: 1 }, this.S)).join("");
+    return `<div class="kvs-mrow" style="--kvs-n:${items.length + (badge ? 1 : 0)}">${items.join("")}` +
+      `${badge ? `<div class="kvs-badge">${badge}</div>` : ""}</div>${this.present ? "" : notes}`;
+  }
+
+  cacheHTML(f) {
+    const c = f.table;
+    const T = this.P.table;
+    if (!c || !T) return "";
+    const S = this.S;
+    let ids = c.ids;
+    let offset = 0;
+    if (this.present && ids.length > this.presentRows) {   // presenter mode: the newest rows only
+      offset = ids.length - this.presentRows;
+      ids = ids.slice(offset);
+    }
+    const cols = this.present && T.present_cols ? T.present_cols : T.cols.map((_, i) => i);
+    const cls = new Map();
+    for (const i of c.new || []) cls.set(i, "new");
+    for (const i of c.rewritten || []) cls.set(i, "rewritten");
+    for (const i of c.evicted || []) cls.set(i, "evicted");
+    for (const i of c.struck || []) cls.set(i, "struck");
+    const flags = new Set((c.flagged || []).map(([r, col]) => r + ":" + col));
+    const head = cols.map((i) => `<th scope="col">${esc(T.cols[i])}</th>`).join("");
+    const body = ids.map((id, k) => {
+      const r = k + offset;
+      const row = T.rows[id];
+      return `<tr${cls.has(r) ? ` class="kvs-${cls.get(r)}"` : ""}>` + cols.map((i) =>
+        `<td${flags.has(r + ":" + i) ? ' class="kvs-flag"' : ""}>${esc(row[i])}</td>`).join("") + "</tr>";
+    }).join("");
+    const csv = this.P.csv ? `<button type="button" class="kvs-btn kvs-csv">⤓ ${esc(this.P.words.csv)}</button>` : "";
+    return `<div class="kvs-ttl"><strong>${esc(c.title)}</strong></div>` +
+      (ids.length ? `<div class="kvs-tblwrap"${scrollable(c.title)}><table class="kvs-tbl kvs-cachetbl"><thead><tr>${head}</tr></thead>` +
+        `<tbody>${body}</tbody></table></div>` : "") +
+      (c.notes && !this.present ? `<div class="kvs-note">${S(c.notes)}</div>` : "") + csv;
+  }
+
+  downloadCsv() {
+    const T = this.P.table;
+    const f = this.P.frames[this.step];
+    const lines = [T.csv_cols.map(csvCell).join(",")].concat(
+      f.table.ids.map((id) => (T.csv_rows || T.rows)[id].map(csvCell).join(",")));
+    const blob = new Blob([lines.join("\n") + "\n"], { type: "text/csv" });
+    const a = document.createElement("a");
+    a.href = URL.createObjectURL(blob);
+    a.download = `${this.P.csv}_cache_step${this.step}.csv`;
+    document.body.appendChild(a);
+    a.click();
+    setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 1000);
+  }
+
+  // ------------------------------------------------------------ presenter mode: one screen per step
+  fit() {
+    const header = document.querySelector("[data-testid='stHeader']");
+    const top = header ? header.getBoundingClientRect().bottom : 0;
+    const avail = window.innerHeight - top - 8;
+    const rootH = this.root.getBoundingClientRect().height;
+    // the charts' rows share what the rest of the step leaves (charts side by side are one row)
+    const boxes = [...this.root.querySelectorAll(".kvs-fig")].filter((el) => el.offsetParent !== null)
+      .map((el) => el.getBoundingClientRect()).sort((p, q) => p.top - q.top);
+    let figH = 0;
+    let rows = 0;
+    let rowBottom = -Infinity;
+    let rowH = 0;
+    for (const r of boxes) {
+      if (r.top >= rowBottom - 1) { figH += rowH; rows += 1; rowH = 0; }
+      rowH = Math.max(rowH, r.height);
+      rowBottom = Math.max(rowBottom, r.bottom);
+    }
+    figH += rowH;
+    if (!rows) return true;
+    const want = Math.max(150, Math.min(560, Math.floor((avail - (rootH - figH) - 4) / rows)));
+    const over = rootH - avail;
+    if (want === 150 && over > 0 && this.presentRows > 1 && this.chartHeight === 150) {
+      this.presentRows -= 1;               // the charts are as small as they go: show fewer cache rows
+      this.render(true);
+      return false;
+    }
+    // shrink at once when the step does not fit; grow only by a noticeable amount (no redraw per step)
+    if (want < this.chartHeight - 2 || want > this.chartHeight + 40) {
+      this.chartHeight = want;
+      this.render(true);
+      return false;
+    }
+    this.scrollInPlace();
+    this.keepInPlace();
+    return true;
+  }
+
+  // the whole step in view, below the header
+  scrollInPlace() {
+    const header = document.querySelector("[data-testid='stHeader']");
+    const top = header ? header.getBoundingClientRect().bottom : 0;
+    const rect = this.root.getBoundingClientRect();
+    if (rect.top < top || rect.bottom > window.innerHeight) {
+      this.root.style.scrollMarginTop = top + 4 + "px";
+      this.root.scrollIntoView({ block: "start" });
+    }
+  }
+
+  // For a few seconds after fitting, elements may still arrive above the step (the page's rerun
+  // after the first drawing, a late font) and push it below the screen's edge: scroll it back,
+  // until the lecturer scrolls, clicks or types (then the page is theirs).
+  keepInPlace() {
+    this.stopKeeping?.();
+    const box = this.root.closest("[data-testid='stMainBlockContainer']") || document.body;
+    const watch = new ResizeObserver(() => { if (this.root.isConnected) this.scrollInPlace(); });
+    const stop = () => {
+      watch.disconnect();
+      clearTimeout(timer);
+      for (const ev of KEEP_UNTIL) window.removeEventListener(ev, stop, true);
+      if (this.stopKeeping === stop) this.stopKeeping = null;
+    };
+    const timer = setTimeout(stop, KEEP_MS);
+    for (const ev of KEEP_UNTIL) window.addEventListener(ev, stop, true);
+    watch.observe(box);
+    this.stopKeeping = stop;
+  }
+}
+
+export default function (component) {
+  const { data, parentElement, setStateValue } = component;
+  installKeys();
+  let s = parentElement.__kvs;
+  if (!s || !s.root.isConnected) { s = new Stepper(parentElement); parentElement.__kvs = s; }
+  // parse the payload once per payload (a rerun that resends the same text reuses it)
+  // (the static export, kvviz/ui/export, hands it over already parsed: a script file, no fetch())
+  if (s.raw !== data.payload) {
+    s.parsed = typeof data.payload === "string" ? JSON.parse(data.payload) : data.payload;
+    s.raw = data.payload;
+  }
+  s.presentRows = window.innerHeight >= 1000 ? 5 : 3;     // presenter mode: the newest cache rows
+  s.load(s.parsed, data, setStateValue, component.setTriggerValue);
+  return () => { s.destroy(); if (parentElement.__kvs === s) delete parentElement.__kvs; };
+}

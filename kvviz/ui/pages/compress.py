@@ -1,0 +1,351 @@
+"""The Smaller caches page body: one prompt of the tiny GPT stepped with a smaller cache (a window
+with attention sinks, quantized K/V, grouped K/V heads) beside the full cache, and the trade-off of
+every variant on held-out prompts (the file in pages/ only sets up the frame and calls render).
+
+Everything shown comes from kvviz.compress: ``compare_steps`` for the stepper (frames in
+kvviz/ui/frames/compress.py), ``evaluate(page_variants())`` for the trade-off."""
+from __future__ import annotations
+
+import functools
+import io
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from kvviz.compress import Evaluation, StepComparison, Variant, compare_steps, evaluate, page_variants
+from kvviz.limits import (
+    COMPRESS_MAX_NEW_TOKENS,
+    COMPRESS_MAX_PROMPTS,
+    COMPRESS_PROMPT_TOKENS,
+    MAX_CACHE_SINKS,
+    MAX_CACHE_WINDOW,
+    MAX_PROMPT_CHARS,
+    MAX_QUANT_GROUP_SIZE,
+    MAX_QUANT_RESIDUAL,
+    MAX_SEED,
+    QUANT_BITS,
+    LimitError,
+)
+from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
+from kvviz.ui.app import fmt, nav, presenter, urlstate
+from kvviz.ui.app.i18n import current_lang, t
+from kvviz.ui.components import step_view
+from kvviz.ui.components.charts import chart
+from kvviz.ui.components.picker import LayerHeadPicker
+from kvviz.ui.components.prompts import prompt_tokens
+from kvviz.ui.frames import compress as frames_compress
+from kvviz.ui.frames import translator
+from kvviz.viz.compress import tradeoff_figure
+
+DEFAULT_PROMPT = "Today the weather is so"
+KINDS = ("window", "quant", "gqa")
+AXES = ("channel", "token")
+# what each address parameter is when the address does not name it (kept out of the address then)
+DEFAULTS: dict[str, object] = {"sc_prompt": DEFAULT_PROMPT, "sc_new": 16, "sc_kind": "window", "sc_window": 8,
+                               "sc_sinks": 4, "sc_bits": 4, "sc_group": 8, "sc_axis": "channel", "sc_residual": 0,
+                               "sc_kv_heads": 2, "sc_layer": 1, "sc_head": 1,
+                               "sc_prompts": 8, "sc_tokens": 32, "sc_seed": 0}
+MAX_EVALUATIONS = 32        # trade-offs kept on the server (each is a few hundred kB of numbers)
+
+
+# ---- shared, read-only resources -----------------------------------------------------------------
+
+@st.cache_resource(show_spinner=False)
+def _tiny() -> TinyGPT:
+    """The weights, loaded once per server and never modified."""
+    return load_tiny_gpt()
+
+
+@dataclass(frozen=True)
+class VariantSettings:
+    """A smaller cache as the page's settings give it: its kind and its own settings (hashable: the
+    cache key of the comparison and its frames)."""
+
+    kind: str
+    settings: tuple[tuple[str, object], ...]
+
+    @classmethod
+    def of(cls, kind: str, v: Mapping[str, Any]) -> VariantSettings:
+        """The variant ``kind`` with its settings from ``v``: the session's state, or DEFAULTS."""
+        if kind == "window":
+            return cls("window", (("window", int(v["sc_window"])), ("sinks", int(v["sc_sinks"]))))
+        if kind == "quant":
+            return cls("quant", (("bits", int(v["sc_bits"])), ("group_size", int(v["sc_group"])),
+                                 ("key_axis", v["sc_axis"]), ("residual", int(v["sc_residual"]))))
+        return cls("gqa", (("kv_heads", int(v["sc_kv_heads"])),))
+
+    def variant(self) -> Variant:
+        """The engine's Variant (which checks the settings again)."""
+        return Variant.of(self.kind, **dict(self.settings))
+
+
+@dataclass(frozen=True)
+class TradeoffSettings:
+    """What the trade-off evaluation runs on: held-out prompts, tokens per prompt, the prompts' seed."""
+
+    prompts: int
+    new_tokens: int
+    seed: int
+
+
+@st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
+def _comparison(tokens: tuple[str, ...], new: int, vkey: VariantSettings) -> StepComparison:
+    """The prompt stepped with the full cache and with the variant (frozen records, shared)."""
+    return compare_steps(vkey.variant(), list(tokens), new, _tiny())
+
+
+@st.cache_resource(max_entries=64, ttl=3600, show_spinner=False)
+def _payload(tokens: tuple[str, ...], new: int, vkey: VariantSettings, layer: int, head: int, lang: str) -> str:
+    """Every event's frame of one comparison, for one layer and head, in one language (read-only JSON)."""
+    return frames_compress.build(_comparison(tokens, new, vkey), GPTModel(_tiny()), layer, head,
+                                 translator(lang)).to_json()
+
+
+class _Evaluations:
+    """Every trade-off computed on this server, by its settings, for the server's lifetime: the one
+    object of this page written after it is shared. It only ever gains finished, frozen
+    ``Evaluation`` records (oldest dropped beyond MAX_EVALUATIONS), under its lock, which also keeps
+    to one evaluation at a time: a second visitor with the same settings waits and reads the first
+    one's result."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._done: OrderedDict[TradeoffSettings, Evaluation] = OrderedDict()
+
+    def get(self, key: TradeoffSettings) -> Evaluation | None:
+        return self._done.get(key)
+
+    def put(self, key: TradeoffSettings, ev: Evaluation) -> None:
+        self._done[key] = ev
+        while len(self._done) > MAX_EVALUATIONS:
+            self._done.popitem(last=False)
+
+
+@st.cache_resource(show_spinner=False)
+def _evaluations() -> _Evaluations:
+    return _Evaluations()
+
+
+def warm() -> None:
+    """The default visit's comparison and frames, made before the first visitor (kvviz/ui/app/warmup.py)."""
+    tokens = tuple(prompt_tokens(GPTModel(_tiny()), DEFAULTS["sc_prompt"]))
+    key = (tokens, DEFAULTS["sc_new"], VariantSettings.of(DEFAULTS["sc_kind"], DEFAULTS))
+    _comparison(*key)
+    _payload(*key, DEFAULTS["sc_layer"] - 1, DEFAULTS["sc_head"] - 1, "en")
+    _evaluations()
+
+
+# ---- inputs --------------------------------------------------------------------------------------
+
+def _synced(key: str) -> dict:
+    return dict(key=key, on_change=urlstate.sync, args=(key, DEFAULTS[key]))
+
+
+def _init_from_address(model: GPTModel) -> None:
+    """Every setting from the address once per session; a bad value keeps the default with a notice."""
+    urlstate.text_param("sc_prompt", DEFAULT_PROMPT, MAX_PROMPT_CHARS)
+    urlstate.int_param("sc_new", DEFAULTS["sc_new"], 1, model.limits.max_new_tokens)
+    urlstate.choice_param("sc_kind", KINDS, "window")
+    urlstate.int_param("sc_window", DEFAULTS["sc_window"], 1, MAX_CACHE_WINDOW)
+    urlstate.int_param("sc_sinks", DEFAULTS["sc_sinks"], 0, MAX_CACHE_SINKS)
+    urlstate.choice_param("sc_bits", QUANT_BITS, DEFAULTS["sc_bits"], parse=int)
+    urlstate.int_param("sc_group", DEFAULTS["sc_group"], 1, MAX_QUANT_GROUP_SIZE)
+    urlstate.choice_param("sc_axis", AXES, "channel")
+    urlstate.int_param("sc_residual", DEFAULTS["sc_residual"], 0, MAX_QUANT_RESIDUAL)
+    urlstate.choice_param("sc_kv_heads", _kv_head_options(model), DEFAULTS["sc_kv_heads"], parse=int)
+
+
+def _kv_head_options(model: GPTModel) -> list[int]:
+    """K/V head counts the conversion accepts: the divisors of the model's heads, most first."""
+    n = model.config.kv_heads
+    return [h for h in range(n, 0, -1) if n % h == 0]
+
+
+def _variant_settings(model: GPTModel) -> VariantSettings:
+    """The kind and its settings' widgets (only the chosen kind's are drawn)."""
+    ss = st.session_state
+    kind = st.segmented_control(t("compress.kind"), KINDS, required=True, format_func=lambda k: t("compress.kind_" + k),
+                                help=t("compress.kind_help"), **_synced("sc_kind"))
+    c = st.columns(4)
+    if kind == "window":
+        c[0].number_input(t("compress.window"), 1, MAX_CACHE_WINDOW, step=1,
+                          help=t("compress.window_help", cap=MAX_CACHE_WINDOW), **_synced("sc_window"))
+        c[1].number_input(t("compress.sinks"), 0, MAX_CACHE_SINKS, step=1,
+                          help=t("compress.sinks_help", cap=MAX_CACHE_SINKS), **_synced("sc_sinks"))
+        return VariantSettings.of("window", ss)
+    if kind == "quant":
+        c[0].segmented_control(t("compress.bits"), QUANT_BITS, required=True, format_func=lambda b: f"int{b}",
+                               help=t("compress.bits_help"), **_synced("sc_bits"))
+        c[1].number_input(t("compress.group"), 1, MAX_QUANT_GROUP_SIZE, step=1,
+                          help=t("compress.group_help", cap=MAX_QUANT_GROUP_SIZE), **_synced("sc_group"))
+        c[2].segmented_control(t("compress.axis"), AXES, required=True, format_func=lambda a: t("compress.axis_" + a),
+                               help=t("compress.axis_help"), **_synced("sc_axis"))
+        c[3].number_input(t("compress.residual"), 0, MAX_QUANT_RESIDUAL, step=1,
+                          help=t("compress.residual_help", cap=MAX_QUANT_RESIDUAL), **_synced("sc_residual"))
+        return VariantSettings.of("quant", ss)
+    c[0].selectbox(t("compress.kv_heads"), _kv_head_options(model),
+                   help=t("compress.kv_heads_help", h=model.n_heads), **_synced("sc_kv_heads"))
+    return VariantSettings.of("gqa", ss)
+
+
+def _inputs(model: GPTModel) -> tuple[tuple[str, ...], int, VariantSettings] | None:
+    """Prompt, new tokens and the variant, validated; None after a message on the page."""
+    _init_from_address(model)
+    c = st.columns([3, 1])
+    text = c[0].text_input(t("compress.prompt"), max_chars=MAX_PROMPT_CHARS, help=t("compress.prompt_help"),
+                           **_synced("sc_prompt"))
+    cap = model.limits.max_new_tokens
+    new = c[1].number_input(t("compress.new_tokens"), 1, cap, step=1, help=t("compress.new_tokens_help", cap=cap),
+                            **_synced("sc_new"))
+    vkey = _variant_settings(model)
+    with st.expander(t("gpt.vocab_title", n=len(model.vocab))):
+        st.markdown(" ".join(f"`{w}`" for w in model.vocab))
+    try:
+        tokens = prompt_tokens(model, text)
+        vkey.variant()                                           # the engine checks the settings again
+        return tuple(tokens), int(new), vkey
+    except (LimitError, ValueError) as e:
+        st.error(t("compress.bad_input", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
+        return None
+
+
+# ---- the stepper ---------------------------------------------------------------------------------
+
+def _picker(model: GPTModel) -> LayerHeadPicker:
+    """Layer and query head of the attention map and the cache table (?sc_layer=…&sc_head=…)."""
+    return LayerHeadPicker("sc", model.n_layers, model.n_heads, ("gpt.layer", "gpt.layer_help", "gpt.head",
+                                                                 "compress.head_help"))
+
+
+def _run_check(cmp: StepComparison, model: GPTModel) -> None:
+    kind, text = frames_compress.run_check(cmp, model.config.kv_heads, translator(current_lang()))
+    draw = {"ok": st.success, "bad": st.error, "info": st.info}[kind]
+    draw(text, icon={"ok": ":material/check_circle:", "bad": ":material/error:", "info": ":material/info:"}[kind])
+
+
+# ---- the trade-off -------------------------------------------------------------------------------
+
+def _tradeoff_table(ev: Evaluation) -> pd.DataFrame:
+    """One row per variant, numbers as numbers (sortable), shown in the page's language."""
+    tr = translator(current_lang())
+    return pd.DataFrame([{
+        t("compress.col_variant"): frames_compress.variant_name(r.variant, tr),
+        t("compress.col_kind"): t("compress.kind_" + r.variant.kind),
+        t("compress.col_bytes"): r.bytes_per_token,
+        t("compress.col_kl"): r.kl_mean,
+        t("compress.col_top1"): r.top1_agreement,
+    } for r in ev.results])
+
+
+def tradeoff_csv(ev: Evaluation) -> bytes:
+    """Machine-readable (dot decimals, engine names): the CLI's JSON fields, one row per variant."""
+    rows = []
+    for r in ev.results:
+        d = r.as_dict()
+        rows.append({"variant": r.variant.label(), "kind": d["kind"], **{k: r.variant.settings().get(k) for k in
+                     ("window", "sinks", "bits", "group_size", "key_axis", "residual", "kv_heads")},
+                     "bytes_per_token": d["bytes_per_token"], "kl_mean": d["kl_mean"],
+                     "top1_agreement": d["top1_agreement"], "prompts": d["prompts"], "positions": d["positions"],
+                     "new_tokens": ev.new_tokens, "seed": ev.seed})
+    buf = io.StringIO()
+    pd.DataFrame(rows).to_csv(buf, index=False)
+    return buf.getvalue().encode()
+
+
+def _tradeoff() -> None:
+    st.header(t("compress.tradeoff_title"))
+    st.markdown(t("compress.tradeoff_intro", n=len(page_variants()), tokens=COMPRESS_PROMPT_TOKENS))
+    urlstate.int_param("sc_prompts", DEFAULTS["sc_prompts"], 1, COMPRESS_MAX_PROMPTS)
+    urlstate.int_param("sc_tokens", DEFAULTS["sc_tokens"], 1, COMPRESS_MAX_NEW_TOKENS)
+    urlstate.int_param("sc_seed", DEFAULTS["sc_seed"], 0, MAX_SEED)
+    c = st.columns([1, 1, 1, 1.3], vertical_alignment="bottom")
+    prompts = c[0].number_input(t("compress.prompts"), 1, COMPRESS_MAX_PROMPTS, step=1,
+                                help=t("compress.prompts_help", cap=COMPRESS_MAX_PROMPTS,
+                                       tokens=COMPRESS_PROMPT_TOKENS),
+                                **_synced("sc_prompts"))
+    tokens = c[1].number_input(t("compress.tokens"), 1, COMPRESS_MAX_NEW_TOKENS, step=1,
+                               help=t("compress.tokens_help", cap=COMPRESS_MAX_NEW_TOKENS), **_synced("sc_tokens"))
+    seed = c[2].number_input(t("compress.seed"), 0, MAX_SEED, step=1, help=t("compress.seed_help"),
+                             **_synced("sc_seed"))
+    go = c[3].button(t("compress.run"), icon=":material/play_arrow:", type="primary", width="stretch",
+                     help=t("compress.run_help"))
+    key = TradeoffSettings(int(prompts), int(tokens), int(seed))
+    store = _evaluations()
+    if go and store.get(key) is None:
+        bar = st.progress(0.0, text=t("compress.progress", done=0, total="…"))
+        try:
+            with store.lock:                    # one evaluation at a time; the same one only once
+                if store.get(key) is None:
+                    def show(done: int, total: int) -> None:
+                        bar.progress(done / total, text=t("compress.progress", done=done, total=total))
+                    store.put(key, evaluate(page_variants(), key.prompts, key.new_tokens, key.seed, tiny=_tiny(),
+                                                             progress=show))
+        except (LimitError, ValueError) as e:
+            st.error(t("compress.bad_input", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
+        finally:
+            bar.empty()
+    ev = store.get(key)
+    if ev is None:
+        st.info(t("compress.tradeoff_none"), icon=":material/insights:")
+        return
+    if not go:
+        st.caption(t("compress.tradeoff_cached"))
+    tr = translator(current_lang())
+    names = [frames_compress.variant_name(r.variant, tr) for r in ev.results]
+    fig = tradeoff_figure(ev.results, labels=frames_compress.figure_labels(tr), names=names)
+    for trace in fig.data:          # most variants agree 100 %: their names would pile up on the right
+        if trace.xaxis == "x2":     # panel; the left one names every point, hovering names them here
+            trace.mode = "markers"
+    chart(fig, t("compress.tradeoff_alt"), key="sc_tradeoff_chart")
+    positions = ev.results[0].positions
+    st.caption(t("compress.tradeoff_caption", prompts=len(ev.prompts), tokens=ev.new_tokens, seed=ev.seed,
+                 positions=fmt.integer(positions)))
+    df = _tradeoff_table(ev)
+    digits = {t("compress.col_bytes"): lambda v: fmt.integer(round(v)),
+              t("compress.col_kl"): lambda v: fmt.num(v, ".3g"),
+              t("compress.col_top1"): lambda v: fmt.percent(v, 1)}
+    st.dataframe(df.style.format(digits), hide_index=True, width="stretch")
+    st.download_button(t("compress.csv"), tradeoff_csv(ev),
+                       file_name=f"smaller_caches_{key.prompts}x{key.new_tokens}_seed{key.seed}.csv",
+                       mime="text/csv", icon=":material/download:", on_click="ignore")
+    st.markdown(t("compress.tradeoff_reading"))
+
+
+# ---- the page ------------------------------------------------------------------------------------
+
+def render() -> None:
+    tiny = _tiny()
+    model = GPTModel(tiny)
+    st.title(t("compress.title"))
+    presenter.intro(t("compress.intro", heads=model.n_heads, layers=model.n_layers, block=model.config.block_size))
+    if not tiny.trained:
+        st.warning(t("gpt.weights_random", seed=tiny.meta.get("fallback_seed", 0)), icon=":material/casino:")
+    with presenter.settings():
+        got = _inputs(model)
+    if got is not None:
+        tokens, new, vkey = got
+        try:
+            cmp = _comparison(tokens, new, vkey)
+        except (LimitError, ValueError) as e:
+            st.error(t("compress.bad_input", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
+            cmp = None
+        if cmp is not None:
+            n_events = len(cmp.full.events)
+            step_view.url_step_notice(n_events)
+            nav.hidden_heading(t("stepper.section"))
+            key = (tokens, new, vkey)
+            step_view.page_stepper("compress.step", functools.partial(_payload, *key), n_events, key="kvs_compress",
+                                   run_id=repr(key), picker=_picker(model))
+            _run_check(cmp, model)
+            if not presenter.presenting() and not step_view.whole_page():
+                return
+    if presenter.presenting():
+        return
+    with st.expander(t("compress.positions_title")):
+        st.markdown(t("compress.positions_body", block=model.config.block_size, last=model.config.block_size - 1))
+    _tradeoff()

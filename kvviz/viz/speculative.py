@@ -1,0 +1,243 @@
+"""Plotly builders for speculative decoding: a round record (kvviz.speculative.decoding.SpeculativeRound) or a speed-up
+measurement (kvviz.speculative.SpeedMeasurement) in, a figure out (no streamlit). The builders a
+stepping page calls for every event (``proposals_spec``, ``position_spec``, ``cache_spec``) return
+plain plotly JSON, which is fast; their ``*_figure`` twins wrap it in a ``go.Figure``.
+
+Colours: the draft's q in the "pending" orange (it only proposes), the target's p in the "prompt"
+blue; accepted green, rejected vermillion, untested and removed grey (kvviz.viz.theme.COLORS). Every
+visible word comes in through ``labels`` (English defaults in LABELS) so pages can translate.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import plotly.graph_objects as go
+
+from kvviz.cost import speculative_speedup
+from kvviz.speculative import SpeedMeasurement
+from kvviz.speculative.decoding import CacheRowState, SpeculativeRound
+from kvviz.viz import theme
+from kvviz.viz.theme import COLORS, FONT
+
+DRAFT_COLOR = COLORS["pending"]
+TARGET_COLOR = COLORS["prompt"]
+RESIDUAL_COLOR = COLORS["chosen"]
+STATUS_COLOR = {True: COLORS["processed"], False: COLORS["chosen"], None: COLORS["removed"]}
+CACHE_COLOR = {"cached": COLORS["bar"], "kept": COLORS["processed"], "removed": COLORS["removed"]}
+U_COLOR = "#000000"
+MARK = {True: "✓", False: "✗", None: "–"}       # a proposal's verdict: accepted, rejected, not tested
+
+LABELS = {
+    "draft": "draft q(x)", "target": "target p(x)", "probability": "probability",
+    "accept_probability": "min(1, p/q)", "u": "u (uniform draw)", "accepted": "accepted",
+    "rejected": "rejected", "untested": "not tested", "no_proposals": "no proposals: a plain step",
+    "residual": "residual norm(max(0, p − q))", "residual_short": "residual", "proposed": "proposed", "drawn": "drawn",
+    "expected": "expected (α = {a:.2f}, c = {c:.2f})", "expected_measured": "expected, measured α and c",
+    "expected_verify": "expected with the verification pass's measured cost", "measured": "measured",
+    "plain": "plain decoding", "gamma": "γ (draft tokens per round)", "speedup": "speed-up (×)",
+    "target_cache": "target cache", "draft_cache": "draft cache", "position": "position",
+    "cached": "cached before", "kept": "written, kept", "removed": "written, removed",
+}
+
+
+def proposal_labels(round_: SpeculativeRound, vocab: Sequence[str]) -> list[str]:
+    """x labels of a round's proposals: "1 · sunny", "2 · and", …"""
+    return [f"{i + 1} · {vocab[pr.token]}" for i, pr in enumerate(round_.proposals)]
+
+
+def proposals_spec(round_: SpeculativeRound, vocab: Sequence[str], title: str,
+                   labels: Mapping[str, str] | None = None) -> dict:
+    """The round's proposals side by side, as plain plotly JSON (a page draws many of them). Top: q(x)
+    of the draft and p(x) of the target for each proposed token x. Bottom: the chance it is accepted,
+    min(1, p/q), coloured accepted / rejected / not tested, with the uniform draw u as a diamond
+    (accepted exactly when u lies below the bar; greedy has no u: accepted when p = 1, the target's
+    argmax)."""
+    w = theme.words(LABELS, labels)
+    if not round_.proposals:
+        hidden = dict(visible=False)
+        return {"data": [], "layout": theme.layout(
+            title, 200, ticks=False, top=60, legend=theme.LEGEND_ABOVE, xaxis=hidden, yaxis=hidden, annotations=[dict(
+            text=w["no_proposals"], showarrow=False, font=dict(size=16), x=0.5, y=0.5, xref="paper", yref="paper")])}
+    xs = proposal_labels(round_, vocab)
+    props = round_.proposals
+    verdict = {True: w["accepted"], False: w["rejected"], None: w["untested"]}
+    status = [verdict[pr.accepted] for pr in props]
+    data = [
+        dict(type="bar", x=xs, y=[pr.q for pr in props], name=w["draft"], marker=dict(color=DRAFT_COLOR),
+             text=[f"{pr.q:.2f}" for pr in props], textposition="outside", cliponaxis=False,
+             hovertemplate="%{x}: q = %{y:.4f}<extra></extra>", xaxis="x", yaxis="y"),
+        dict(type="bar", x=xs, y=[pr.p for pr in props], name=w["target"], marker=dict(color=TARGET_COLOR),
+             text=[f"{pr.p:.2f}" for pr in props], textposition="outside", cliponaxis=False,
+             hovertemplate="%{x}: p = %{y:.4f}<extra></extra>", xaxis="x", yaxis="y"),
+        dict(type="bar", x=xs, y=[pr.acceptance_probability for pr in props], name=w["accept_probability"],
+             marker=dict(color=[STATUS_COLOR[pr.accepted] for pr in props]),
+             text=[f"{s} {MARK[pr.accepted]}" for s, pr in zip(status, props)],
+             textposition="outside", cliponaxis=False, customdata=status, showlegend=False,
+             hovertemplate="%{x}: min(1, p/q) = %{y:.4f}, %{customdata}<extra></extra>", xaxis="x2", yaxis="y2"),
+    ]
+    tested = [(x, pr.u) for x, pr in zip(xs, props) if pr.u is not None]
+    if tested:
+        data.append(dict(type="scatter", x=[x for x, _ in tested], y=[u for _, u in tested], mode="markers",
+                         name=w["u"], marker=dict(symbol="diamond", size=14, color=U_COLOR,
+                                                  line=dict(color="white", width=1)),
+                         hovertemplate="%{x}: u = %{y:.4f}<extra></extra>", xaxis="x2", yaxis="y2"))
+    ticks = dict(range=[0, 1.25], tickvals=[0, 0.5, 1], tickfont=FONT)
+    # two rows sharing x (what make_subplots(rows=2, shared_xaxes=True, row_heights=[0.55, 0.45]) lays out)
+    return {"data": data, "layout": theme.layout(
+        title, 460, ticks=False, top=60, legend=theme.LEGEND_ABOVE, barmode="group", bargap=0.25,
+        xaxis=dict(anchor="y", domain=[0.0, 1.0], matches="x2", showticklabels=False, type="category", tickfont=FONT),
+        xaxis2=dict(anchor="y2", domain=[0.0, 1.0], type="category", tickfont=FONT),
+        yaxis=dict(anchor="x", domain=[0.494, 1.0], title=dict(text=w["probability"]), **ticks),
+        yaxis2=dict(anchor="x2", domain=[0.0, 0.414], title=dict(text=w["accept_probability"]), **ticks))}
+
+
+def proposals_figure(round_: SpeculativeRound, vocab: Sequence[str], title: str,
+                     labels: Mapping[str, str] | None = None) -> go.Figure:
+    """``proposals_spec`` as a figure (same arguments)."""
+    return go.Figure(proposals_spec(round_, vocab, title, labels))
+
+
+def position_tokens(round_: SpeculativeRound, i: int, top: int = 10) -> list[int]:
+    """The tokens worth drawing at position i: the largest of p_i, q_i (and the residual there), the
+    proposed and the emitted token always among them; ordered by p_i, then q_i."""
+    p = round_.p[i]
+    q = round_.q[i] if i < round_.gamma else p
+    score = (p + q) if round_.residual is None or i != round_.rejected_at else (p + q + round_.residual)
+    best = score.topk(min(top, score.numel()))
+    chosen = {t for t, v in zip(best.indices.tolist(), best.values.tolist()) if v > 1e-3}   # no empty bars
+    if i < round_.gamma:
+        chosen.add(round_.proposals[i].token)
+    if i == (round_.rejected_at if round_.rejected_at is not None else round_.gamma):
+        chosen.add(round_.emitted[-1])
+    return sorted(chosen, key=lambda t: (-float(p[t]), -float(q[t]), t))
+
+
+def position_spec(round_: SpeculativeRound, i: int, vocab: Sequence[str], title: str, top: int = 10,
+                  labels: Mapping[str, str] | None = None) -> dict:
+    """The whole distributions at proposal position i (0..γ−1), or at the bonus position γ, as plain
+    plotly JSON: the draft's q_i and the target's p_i over the most likely tokens; at the first
+    rejection also the residual norm(max(0, p_i − q_i)) the correction is drawn from. The proposed
+    token and the drawn token (correction or bonus) are marked."""
+    w = theme.words(LABELS, labels)
+    if not 0 <= i <= round_.gamma:
+        raise ValueError(f"position {i} is outside 0..{round_.gamma}")
+    toks = position_tokens(round_, i, top)
+    xs = [vocab[t] for t in toks]
+    traces = []
+    if i < round_.gamma:
+        traces.append(dict(type="bar", x=xs, y=[float(round_.q[i, t]) for t in toks], name=w["draft"],
+                           marker=dict(color=DRAFT_COLOR), hovertemplate="%{x}: q = %{y:.4f}<extra></extra>"))
+    traces.append(dict(type="bar", x=xs, y=[float(round_.p[i, t]) for t in toks], name=w["target"],
+                       marker=dict(color=TARGET_COLOR), hovertemplate="%{x}: p = %{y:.4f}<extra></extra>"))
+    if round_.residual is not None and i == round_.rejected_at:
+        traces.append(dict(type="bar", x=xs, y=[float(round_.residual[t]) for t in toks], name=w["residual"],
+                           marker=dict(color=RESIDUAL_COLOR, pattern=dict(shape="/", fgcolor="white")),
+                           hovertemplate=f"%{{x}}: {w['residual_short']} = %{{y:.4f}}<extra></extra>"))
+    notes = []         # x as the category's index: plotly places a note by index on a category axis
+    if i < round_.gamma:
+        notes.append(dict(x=toks.index(round_.proposals[i].token), y=1.12, text=f"▼ {w['proposed']}",
+                          showarrow=False, font=dict(size=14, color=DRAFT_COLOR)))
+    if i == (round_.rejected_at if round_.rejected_at is not None else round_.gamma):
+        notes.append(dict(x=toks.index(round_.emitted[-1]), y=1.22, text=f"▼ {w['drawn']}", showarrow=False,
+                          font=dict(size=14, color=RESIDUAL_COLOR if i < round_.gamma else TARGET_COLOR)))
+    return {"data": traces, "layout": theme.layout(
+        title, 360, ticks=False, top=60, legend=theme.LEGEND_ABOVE, barmode="group", bargap=0.2, annotations=notes,
+        xaxis=dict(type="category", tickfont=FONT),
+        yaxis=dict(title=dict(text=w["probability"]), range=[0, 1.3], tickvals=[0, 0.25, 0.5, 0.75, 1.0],
+                   tickfont=FONT))}
+
+
+def position_figure(round_: SpeculativeRound, i: int, vocab: Sequence[str], title: str, top: int = 10,
+                    labels: Mapping[str, str] | None = None) -> go.Figure:
+    """``position_spec`` as a figure (same arguments)."""
+    return go.Figure(position_spec(round_, i, vocab, title, top, labels))
+
+
+def residual_figure(round_: SpeculativeRound, vocab: Sequence[str], title: str, top: int = 10,
+                    labels: Mapping[str, str] | None = None) -> go.Figure:
+    """p, q and the residual at the round's first rejection (``position_figure`` there)."""
+    if round_.rejected_at is None:
+        raise ValueError("every proposal of this round was accepted: there is no residual")
+    return position_figure(round_, round_.rejected_at, vocab, title, top, labels)
+
+
+def cache_spec(target_rows: Sequence[CacheRowState], draft_rows: Sequence[CacheRowState], vocab: Sequence[str],
+               title: str, window: int = 14, labels: Mapping[str, str] | None = None) -> dict:
+    """Both caches of a round (``Speculation.cache_rows``), one strip each, the last ``window``
+    positions, as plain plotly JSON: rows there before the round, rows written and kept, and rows
+    written for rejected proposals, struck out — the ones the rollback (``crop``) removes."""
+    w = theme.words(LABELS, labels)
+    last = max([r.position for r in (*target_rows, *draft_rows)], default=-1)
+    first = max(0, last - window + 1)
+    positions = list(range(first, last + 1))
+    codes = {"cached": 0, "kept": 1, "removed": 2}
+    z, text, hover = [], [], []
+    for rows in (draft_rows, target_rows):             # draft at the bottom, target on top
+        by_pos = {r.position: r for r in rows}
+        z.append([codes[by_pos[p].status] if p in by_pos else None for p in positions])
+        text.append([("<s>{}</s>" if by_pos[p].status == "removed" else "{}").format(vocab[by_pos[p].token])
+                     if p in by_pos else "" for p in positions])
+        hover.append([f"{p}: {vocab[by_pos[p].token]} ({w[by_pos[p].status]})" if p in by_pos else ""
+                      for p in positions])
+    scale = [[0.0, CACHE_COLOR["cached"]], [0.333, CACHE_COLOR["cached"]], [0.334, CACHE_COLOR["kept"]],
+             [0.666, CACHE_COLOR["kept"]], [0.667, CACHE_COLOR["removed"]], [1.0, CACHE_COLOR["removed"]]]
+    data = [dict(type="heatmap", z=z, x=[str(p) for p in positions], y=[w["draft_cache"], w["target_cache"]],
+                 zmin=0, zmax=2, colorscale=scale, showscale=False, text=text, texttemplate="%{text}",
+                 textfont=dict(size=14), customdata=hover, xgap=3, ygap=6,
+                 hovertemplate="%{customdata}<extra></extra>")]
+    for name in ("cached", "kept", "removed"):        # a legend for the three fates
+        data.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=w[name],
+                         marker=dict(symbol="square", size=14, color=CACHE_COLOR[name])))
+    return {"data": data, "layout": theme.layout(
+        title, 240, ticks=False, top=60, legend=theme.LEGEND_ABOVE,
+        xaxis=dict(title=dict(text=w["position"]), type="category", tickfont=FONT),
+        yaxis=dict(tickfont=FONT), plot_bgcolor="white")}
+
+
+def cache_figure(target_rows: Sequence[CacheRowState], draft_rows: Sequence[CacheRowState], vocab: Sequence[str],
+                 title: str, window: int = 14, labels: Mapping[str, str] | None = None) -> go.Figure:
+    """``cache_spec`` as a figure (same arguments)."""
+    return go.Figure(cache_spec(target_rows, draft_rows, vocab, title, window, labels))
+
+
+def speedup_figure(gammas: Sequence[int], title: str, alpha: float | None = None, c: float | None = None,
+                   measurement: SpeedMeasurement | None = None,
+                   labels: Mapping[str, str] | None = None) -> go.Figure:
+    """Speed-up over plain decoding against γ: the expected improvement (1 − α^(γ+1)) / ((1 − α)(γc + 1))
+    for a given α and c (kvviz.cost.speculative_speedup), and, from a measurement, the same formula
+    with the α and c measured per γ, the formula with the verification pass's measured cost, and the
+    measured speed-up. A line at 1 is plain decoding."""
+    w = theme.words(LABELS, labels)
+    gammas = list(gammas)
+    traces = []
+    if alpha is not None and c is not None:
+        traces.append(go.Scatter(x=gammas, y=[speculative_speedup(alpha, g, c) for g in gammas], mode="lines+markers",
+                                 name=w["expected"].format(a=alpha, c=c), line=dict(color=TARGET_COLOR, width=3),
+                                 hovertemplate="γ = %{x}: %{y:.2f}×<extra></extra>"))
+    if measurement is not None:
+        pts = measurement.points
+        xs = [p.gamma for p in pts]
+        traces.append(go.Scatter(x=xs, y=[p.expected for p in pts], mode="lines+markers", name=w["expected_measured"],
+                                 line=dict(color=TARGET_COLOR, dash="dash", width=2),
+                                 customdata=[[p.acceptance_rate, measurement.c] for p in pts],
+                                 hovertemplate="γ = %{x}: %{y:.2f}× (α = %{customdata[0]:.2f}, "
+                                               "c = %{customdata[1]:.2f})<extra></extra>"))
+        traces.append(go.Scatter(x=xs, y=[p.expected_with_verify for p in pts], mode="lines+markers",
+                                 name=w["expected_verify"], line=dict(color=DRAFT_COLOR, dash="dot", width=2),
+                                 customdata=[p.verify_ms / measurement.target_ms for p in pts],
+                                 hovertemplate="γ = %{x}: %{y:.2f}× (v = %{customdata:.2f})<extra></extra>"))
+        traces.append(go.Scatter(x=xs, y=[p.measured for p in pts], mode="markers", name=w["measured"],
+                                 marker=dict(symbol="diamond", size=14, color=RESIDUAL_COLOR),
+                                 customdata=[[p.speculative_tps, p.plain_tps] for p in pts],
+                                 hovertemplate="γ = %{x}: %{y:.2f}× (%{customdata[0]:,.0f} vs "
+                                               "%{customdata[1]:,.0f} tok/s)<extra></extra>"))
+    ys = [y for t in traces for y in t.y if y is not None] or [1.0]
+    fig = go.Figure(traces, theme.layout(
+        title, 440, ticks=False, top=60,
+        legend=dict(orientation="h", y=-0.2, yanchor="top", x=0, xanchor="left", font=FONT),
+        margin=dict(l=10, r=10, t=50, b=10), xaxis=dict(title=w["gamma"], tickvals=gammas, tickfont=FONT),
+        yaxis=dict(title=w["speedup"], range=[0, max(1.2, max(ys) * 1.15)], tickfont=FONT)))
+    fig.add_hline(y=1.0, line=dict(color="#666666", dash="dash", width=1))
+    fig.add_annotation(x=1, xref="paper", xanchor="right", y=1.0, yanchor="bottom", text=w["plain"],
+                       showarrow=False, font=dict(size=13, color="#666666"))
+    return fig

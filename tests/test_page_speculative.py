@@ -1,0 +1,176 @@
+"""The speculative decoding page in AppTest: its events are the engine's rounds (proposals, the one
+verification pass, each test, correction or bonus, the rollback), its numbers are the records', the
+summary and the exactness check are what the engine gives, bad input gets a message."""
+import pytest
+
+from kvviz.decoding.loops import generate_cached
+from kvviz.decoding.sampling import Greedy, Sampler
+from kvviz.limits import SPECULATIVE_MAX_GAMMA
+from kvviz.models.gpt import load_draft_gpt, load_tiny_gpt
+from kvviz.speculative.decoding import speculative_generate
+from kvviz.ui.app import fmt
+from kvviz.ui.app.i18n import LANGS, strings
+from kvviz.ui.frames import speculative as frames_speculative
+from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
+
+pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
+
+PAGE = "pages/8_Speculative_decoding.py"
+TARGET, DRAFT = load_tiny_gpt(), load_draft_gpt()
+VOCAB = TARGET.tokenizer.vocab
+PROMPT = TARGET.tokenizer.encode("It is rainy in London , so we")
+
+
+def engine(new=12, gamma=4, rule=None, seed=0):
+    return speculative_generate(TARGET.model, DRAFT.model, PROMPT, new, gamma, rule or Greedy(), seed,
+                                keep_attention=True)
+
+
+def metrics(f) -> dict[str, str]:
+    return {label: value for label, value, _, _ in f["metrics"]["items"]}
+
+
+def test_every_round_steps_through_proposals_verification_tests_and_rollback():
+    at = open_page(PAGE)
+    no_exception(at)
+    spec = engine()
+    steps = frames_speculative.plan(spec)
+    payload = stepper(at)["payload"]
+    assert len(payload["frames"]) == len(steps) and steps[0].kind == "draft"
+    kinds = [s.kind for s in steps if s.r == 0]
+    r0 = spec.rounds[0]
+    assert kinds == ["draft"] * r0.gamma + ["verify"] + ["test"] * r0.n_tested + ["fix", "rollback"]
+    assert frame(at, 0)["heading"] == f"Event 0 of {len(steps) - 1}: round 1, the draft proposes"
+    # the draft's proposals one by one: its cache grows by each pass, the target's stays
+    for k, pr in enumerate(r0.proposals):
+        f = frame(at, k)
+        table = frame_table(payload, k)
+        assert (table["draft"] != "—").sum() == pr.draft_cache_len
+        assert (table["target"] != "—").sum() == r0.target_cache.before
+        assert f"proposes {VOCAB[pr.token]} for position {r0.start + 1 + k}" in frame_text(f)
+        chips = f["top"][0]["strip"]["chips"]               # the text, then the proposals so far (pending)
+        assert [c[1:] for c in chips[-(k + 1):]] == [[VOCAB[p.token], "pending"] for p in r0.proposals[: k + 1]]
+        assert len(chips) == r0.start + 1 + k + 1
+    # one verification pass: the target cache grows by γ + 1 rows, its attention covers them
+    v = steps.index(frames_speculative.Step(0, "verify"))
+    table = frame_table(payload, v)
+    assert (table["target"] == "written this round").sum() == r0.gamma + 1
+    assert frame(at, v)["table"]["new"] == list(range(r0.start, r0.start + r0.gamma + 1))
+    lead, heat = (x["data"][0] for x in frame(at, v)["figs"][:2])      # both caches, then the attention
+    assert lead["y"] == ["draft cache", "target cache"]
+    assert len(heat["y"]) == r0.gamma + 1 and len(heat["x"]) == r0.start + r0.gamma + 1
+    assert heat["y"][0] == f"{r0.start}:{VOCAB[r0.pending]}"
+    # the rollback: the removed rows struck out, then gone from both caches
+    rb = steps.index(frames_speculative.Step(0, "rollback"))
+    f = frame(at, rb)
+    table = frame_table(payload, rb)
+    struck = [int(table["position"][i]) for i in f["table"]["struck"]]
+    assert struck == list(r0.target_cache.removed) and r0.n_accepted < r0.gamma
+    assert (table["target"] == "✗ removed").sum() == len(r0.target_cache.removed)
+    assert (table["draft"] == "✗ removed").sum() == len(r0.draft_cache.removed)
+    assert f["metrics"]["badge"][0] == "ok"
+    after = frame_table(payload, rb + 1)
+    assert (after["target"] != "—").sum() == r0.target_cache.after
+    # gone, except the correction: the next round's first draft pass writes it at the first struck position
+    assert list(after["position"].astype(int)) == list(range(r0.target_cache.after + 1))
+    assert after["token"].iloc[-1] == VOCAB[r0.emitted[-1]] != table["token"].iloc[r0.target_cache.after]
+    m = metrics(f)
+    assert m["Target cache rows"] == str(r0.target_cache.after) and m["Tokens emitted"] == str(len(r0.emitted))
+    # the last event: every counter is the run's
+    m = metrics(frame(at, len(steps) - 1))
+    assert m["Tokens emitted"] == "12" and m["Target passes"] == str(spec.target_passes)
+    assert m["Draft passes"] == str(spec.draft_passes)
+    assert m["Accepted / tested"].startswith(f"{spec.accepted} / {spec.tested}")
+
+
+def test_sampled_tests_show_p_q_u_and_the_residual_the_correction_is_drawn_from():
+    at = open_page(PAGE, {"sd_rule": "sample", "sd_seed": "1", "step": "5"})
+    no_exception(at)
+    spec = engine(rule=Sampler(1.0), seed=1)
+    steps = frames_speculative.plan(spec)
+    assert steps[5] == frames_speculative.Step(0, "test", 0)
+    r0 = spec.rounds[0]
+    pr = r0.proposals[0]
+    assert pr.accepted is False
+    text = frame_text(frame(at))
+    for x in (pr.p, pr.q, pr.acceptance_probability, pr.u):
+        assert f"{x:.3f}" in text, (x, text)
+    assert "rejected" in text
+    pq = next(s for s in frame(at)["figs"] if len(s["data"]) >= 3 and s["data"][0]["type"] == "bar")
+    assert pq["data"][3]["y"] == pytest.approx([pr.u], abs=1e-4)             # only the tested proposal's u
+    # the correction: p, q and the normalised residual at the rejection, the drawn token marked
+    f = frame(at, 6)
+    assert f["heading"].endswith("correction from the residual")
+    bars = next(s for s in f["figs"] if any(d.get("name", "").startswith("residual") for d in s["data"]))
+    res = next(d for d in bars["data"] if d["name"].startswith("residual"))
+    assert res["y"] == pytest.approx([float(r0.residual[VOCAB.index(x)]) for x in res["x"]], abs=1e-4)
+    drawn = next(a for a in bars["layout"]["annotations"] if "drawn" in a["text"])
+    assert res["x"][drawn["x"]] == VOCAB[r0.emitted[-1]] and f"{VOCAB[r0.emitted[-1]]} (residual" in frame_text(f)
+    # the summary's numbers are the run's
+    metric = {m.label: m.value for m in at.metric}
+    assert metric["Acceptance rate α"] == fmt.percent(spec.acceptance_rate, 1)
+    assert metric["Tokens per target pass"] == fmt.fixed(spec.tokens_per_target_pass, 2)
+    assert metric["Target passes"] == str(spec.target_passes) and metric["Draft passes"] == str(spec.draft_passes)
+
+
+def test_exactness_greedy_tokens_equal_plain_greedy_and_sampling_says_what_is_exact():
+    at = open_page(PAGE)
+    plain = generate_cached(TARGET.model, PROMPT, 12).tokens
+    shown = [c.value for c in at.text]
+    assert shown[:2] == [" ".join(VOCAB[i] for i in plain)] * 2
+    assert any(s.value.startswith("Identical: all 12 tokens are the target's own greedy tokens") for s in at.success)
+    at.segmented_control(key="sd_rule").set_value("sample").run()
+    no_exception(at)
+    assert any("test_sampled_first_token_is_distributed_as_the_target_alone_chi_square" in i.value for i in at.info)
+    assert any(s.value.startswith("Identical") for s in at.success)      # the greedy check stays
+    assert len(at.text) == 4
+
+
+def test_expected_speedup_is_the_formula_and_the_measurement_runs_behind_the_button():
+    from kvviz import cost
+    at = open_page(PAGE, {"sd_c": "0.25", "sd_runs": "1"})
+    no_exception(at)
+    spec = engine()
+    metric = {m.label: m.value for m in at.metric}
+    expected = fmt.factor(cost.speculative_speedup(spec.acceptance_rate, 4, 0.25), 2)
+    assert metric["Expected speed-up at γ = 4"] == expected
+    assert metric["Best γ for this α and c"] == str(cost.best_gamma(spec.acceptance_rate, 0.25, SPECULATIVE_MAX_GAMMA))
+    chart = next(s for s in plotly_specs(at) if s["data"][0]["type"] == "scatter")
+    assert chart["data"][0]["y"] == pytest.approx([cost.speculative_speedup(spec.acceptance_rate, g, 0.25)
+                                                   for g in range(1, SPECULATIVE_MAX_GAMMA + 1)])
+    assert any("No measurement" in i.value for i in at.info)
+    next(b for b in at.button if b.label == "Measure γ = 1 to 6").click().run()
+    no_exception(at)
+    table = at.dataframe[-1].value
+    assert list(table["γ"]) == [1, 2, 3, 4, 5, 6]
+    chart = next(s for s in plotly_specs(at) if s["data"][0]["type"] == "scatter")
+    assert [d["name"] for d in chart["data"]][-1] == "measured" and len(chart["data"][-1]["y"]) == 6
+    assert any("Why the formula and the measurement differ" in m.value for m in at.markdown)
+
+
+def test_bad_input_gets_a_message_and_the_address_is_checked():
+    at = open_page(PAGE)
+    for bad, needle in (("It is rainy in Narnia", "Narnia"), ("", "empty"), ("   ", "empty"), ("so " * 80, "limit")):
+        at.text_input(key="sd_prompt").set_value(bad).run()
+        no_exception(at)
+        assert at.error and needle in at.error[0].value, bad
+    at = open_page(PAGE, {"sd_gamma": "99", "sd_new": "inf", "sd_c": "nan", "step": "9999"})
+    no_exception(at)
+    warnings = " ".join(w.value for w in at.warning)
+    assert all(k in warnings for k in ("sd_gamma", "sd_new", "sd_c", "9999")), warnings
+    assert stepper(at)["start"] == 0 and at.number_input(key="sd_gamma").value == 4
+
+
+def test_settings_and_step_come_from_the_address_in_every_language():
+    for lang in LANGS:
+        at = open_page(PAGE, {"lang": lang, "sd_prompt": "Today the weather is so", "sd_new": "6", "sd_gamma": "2",
+                              "sd_layer": "3", "step": "2"})
+        no_exception(at)
+        assert at.title[0].value == strings(lang)["speculative.title"]
+        spec = speculative_generate(TARGET.model, DRAFT.model, TARGET.tokenizer.encode("Today the weather is so"), 6, 2,
+                                    keep_attention=True)
+        assert len(stepper(at)["payload"]["frames"]) == len(frames_speculative.plan(spec))
+        assert stepper(at)["start"] == 2 and at.selectbox(key="sd_layer").value == 3
+    present = open_page(PAGE, {"present": "1"})
+    no_exception(present)
+    assert stepper(present)["present"] is True

@@ -14,15 +14,19 @@ of the fragment the button lives in), so a test can press Next without a browser
 
 ``run(coro)`` runs a coroutine for synchronous callers (tests); many sessions at once are plain
 asyncio tasks (``asyncio.gather``), as in tests/test_many_visitors.py and bench/room.py.
+``Connection`` is the rest of a visitor: a browser's keep-alive HTTP GET for the page's files
+(bench/room.py --assets, tests/test_replicas.py).
 """
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ClientState_pb2 import ClientState
@@ -81,6 +85,8 @@ class Session:
     drawn: dict[tuple[int, ...], Drawn] = field(default_factory=dict, repr=False)
     runs: int = 0                # script runs finished (full or fragment)
     timings: dict[str, float] = field(default_factory=dict, repr=False)   # perf_counter of the first load's milestones
+    headers: dict[str, str] = field(default_factory=dict, repr=False)     # sent with the handshake (a cookie)
+    response_headers: dict[str, str] = field(default_factory=dict, repr=False)   # the handshake's answer
     _ws: Any = field(default=None, repr=False)
     _run_id: str = field(default="", repr=False)
     _run_fragments: tuple[str, ...] = field(default=(), repr=False)
@@ -98,7 +104,8 @@ class Session:
         self.timings["start"] = time.perf_counter()
         url = "ws" + self.base_url.removeprefix("http") + "/_stcore/stream"
         self._ws = await connect(url, subprotocols=["streamlit"], max_size=None, ping_interval=None,
-                                 open_timeout=self.timeout, close_timeout=2)
+                                 open_timeout=self.timeout, close_timeout=2, additional_headers=self.headers or None)
+        self.response_headers = dict(self._ws.response.headers)
         self.timings["connected"] = time.perf_counter()
         self.query_string = self.query
         await self.rerun()
@@ -249,3 +256,43 @@ async def visit(base_url: str, page: str = "", query: str = "", timeout: float =
     """Open a page once and disconnect: the session keeps what the page drew."""
     async with Session(base_url, page, query, timeout) as s:
         return s
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection, as a browser holds it: GET, gzip accepted."""
+
+    def __init__(self, base: str):
+        u = urlsplit(base)
+        self.host, self.port, self.netloc = u.hostname, u.port or 80, u.netloc
+        self.reader = self.writer = None
+
+    async def get(self, path: str, cookie: str = "") -> tuple[int, dict[str, list[str]], bytes]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        head = (f"GET {path} HTTP/1.1\r\nHost: {self.netloc}\r\nAccept-Encoding: gzip\r\nAccept: */*\r\n"
+                f"User-Agent: kvviz-bench\r\n" + (f"Cookie: {cookie}\r\n" if cookie else "") + "\r\n")
+        self.writer.write(head.encode("latin-1"))
+        await self.writer.drain()
+        status_line = (await self.reader.readline()).decode("latin-1")
+        headers: dict[str, list[str]] = collections.defaultdict(list)
+        while (line := (await self.reader.readline()).decode("latin-1").rstrip("\r\n")):
+            k, _, v = line.partition(":")
+            headers[k.strip().lower()].append(v.strip())
+        if "chunked" in ",".join(headers.get("transfer-encoding", [])):
+            body = b""
+            while (size := int((await self.reader.readline()).split(b";")[0], 16)):
+                body += await self.reader.readexactly(size)
+                await self.reader.readline()
+            await self.reader.readline()
+        elif "content-length" in headers:
+            body = await self.reader.readexactly(int(headers["content-length"][0]))
+        else:
+            body = await self.reader.read()
+        if "close" in ",".join(headers.get("connection", [])):
+            await self.close()
+        return int(status_line.split()[1]), headers, body
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None

@@ -74,3 +74,13 @@ def test_the_package_reads_its_dependencies_from_requirements_txt_and_ships_its_
     kinds = (".pt", ".json", ".js", ".css", ".toml")
     read = {p for p in (ROOT / "kvviz").rglob("*") if p.is_file() and p.suffix in kinds}
     assert read and read <= shipped
+
+
+def test_the_pages_workflow_installs_the_requirements_exports_and_deploys():
+    """.github/workflows/pages.yml: the pinned requirements (torch from the CPU index), the lecture
+    exported in each language (docs/export.md), GitHub's pages actions."""
+    flow = (ROOT / ".github" / "workflows" / "pages.yml").read_text()
+    assert f"--extra-index-url {CPU_INDEX} -r requirements.txt" in flow
+    for lang, out in (("en", "_site"), ("es", "_site/es"), ("de", "_site/de")):
+        assert f"python -m kvviz export --out {out} --lang {lang} " in flow
+    assert "actions/upload-pages-artifact@" in flow and "path: _site" in flow and "actions/deploy-pages@" in flow

@@ -3,7 +3,8 @@
 ``trace MODEL --prompt "A B" --new-tokens 4`` the trace of a stepper run (kvviz.cli.trace);
 ``serve --requests 6 ...`` a served stream of requests (kvviz.cli.serve);
 ``compress --kind window …`` a smaller cache against the full one (kvviz.cli.compress);
-``speculate --prompt … --gamma 4`` a speculative run (kvviz.cli.speculative).
+``speculate --prompt … --gamma 4`` a speculative run (kvviz.cli.speculative);
+``export --out DIR`` the lecture script as static pages that need no server (kvviz.cli.export).
 
 Greedy by default; ``--temperature/--top-k/--top-p`` sample instead (temperature 0 is greedy, and a
 filter without a temperature samples at 1), ``--seed`` fixes the draws: the same command prints the
@@ -11,7 +12,7 @@ same output. argparse lives only in this package; the engine modules take plain 
 """
 from __future__ import annotations
 
-from kvviz.cli import compress, serve, speculative, trace
+from kvviz.cli import compress, export, serve, speculative, trace
 from kvviz.cli.args import Parser
 
 
@@ -19,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="python -m kvviz",
                description="Export a generation trace, serve, compare smaller caches or speculate, as JSON.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
-    for command in (trace, serve, compress, speculative):
+    for command in (trace, serve, compress, speculative, export):
         command.add_command(sub)
     a = p.parse_args(argv)
     return a.run(a)

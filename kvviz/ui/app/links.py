@@ -22,14 +22,19 @@ def url_path(script: str) -> str:
     return "/" + Path(script).stem.split("_", 1)[1]
 
 
-def deep_link(script: str, params: dict[str, object] | None = None) -> str:
-    """The address of ``script`` with ``params``, keeping the current language and presenter mode."""
+def address(script: str, params: dict[str, object] | None = None, lang: str = "en", present: bool = False) -> str:
+    """The address of ``script`` with ``params`` in ``lang`` (English is left out) and presenter mode."""
     query = {k: str(v) for k, v in (params or {}).items()}
-    if current_lang() != "en":
-        query.setdefault("lang", current_lang())
-    if presenter.presenting():
+    if lang != "en":
+        query.setdefault("lang", lang)
+    if present:
         query.setdefault("present", "1")
     return url_path(script) + ("?" + urlencode(query) if query else "")
+
+
+def deep_link(script: str, params: dict[str, object] | None = None) -> str:
+    """The address of ``script`` with ``params``, keeping the current language and presenter mode."""
+    return address(script, params, current_lang(), presenter.presenting())
 
 
 def anchor(label: str, href: str, css_class: str = "kv-link") -> str:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 FORMATS = {"png": "PNG", "svg": "SVG"}
 KEY = "chart_format"
+CSS = ".kvc-chart { width: 100%; }"      # the component's own style (the static export uses it too)
 
 
 def figure_words() -> dict[str, str]:
@@ -81,7 +82,7 @@ def localize_numbers(fig: go.Figure, lang: str) -> go.Figure:
 
 _component = st.components.v2.component(
     "kvviz_chart", js=plotly_js.module_js(Path(__file__).with_name("chart_view.js")),
-    css=".kvc-chart { width: 100%; }", isolate_styles=False)   # in the page's DOM, as the stepper
+    css=CSS, isolate_styles=False)     # in the page's DOM, as the stepper
 
 
 def chart(fig: go.Figure, alt: str, key: str) -> None:

@@ -826,7 +826,11 @@ export default function (component) {
   let s = parentElement.__kvs;
   if (!s || !s.root.isConnected) { s = new Stepper(parentElement); parentElement.__kvs = s; }
   // parse the payload once per payload (a rerun that resends the same text reuses it)
-  if (s.raw !== data.payload) { s.parsed = JSON.parse(data.payload); s.raw = data.payload; }
+  // (the static export, kvviz/ui/export, hands it over already parsed: a script file, no fetch())
+  if (s.raw !== data.payload) {
+    s.parsed = typeof data.payload === "string" ? JSON.parse(data.payload) : data.payload;
+    s.raw = data.payload;
+  }
   s.presentRows = s.defaultRows();
   s.load(s.parsed, data, setStateValue, component.setTriggerValue);
   return () => { s.destroy(); if (parentElement.__kvs === s) delete parentElement.__kvs; };

@@ -24,6 +24,8 @@ from streamlit.testing.v1 import AppTest
 from kvviz.ui.app import fmt
 from kvviz.ui.frames import md, translator
 
+SLIDER_VALUE = re.compile(r": \*\*[^*]*\*\*$")       # rule.slider_label's value part
+
 APP = Path(__file__).resolve().parents[3] / "app.py"
 TIMEOUT = 300           # seconds for one page's run (a cold paged-cache page on a busy machine)
 SETTING_KINDS = ("text_input", "text_area", "number_input", "slider", "select_slider", "selectbox",
@@ -115,7 +117,9 @@ class _Walk:
     def setting(self, w: Any) -> None:
         value = _shown_value(w, self.lang, self.on_off)
         if value is not None and w.label:
-            self.out.settings.append((w.label, value))
+            # a number slider writes its value into its label ("Temperature τ: **0.70**"): the
+            # settings list gives the value once, beside the name
+            self.out.settings.append((SLIDER_VALUE.sub("", w.label), value))
 
     def blocks(self, node: Any) -> list[dict]:
         out: list[dict] = []

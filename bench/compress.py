@@ -72,7 +72,7 @@ def timing(tiny, runs: int, reps: int, contexts: tuple[int, ...] = CONTEXTS, spa
     ids = stream[1000:1000 + max(contexts)]
     print(f"\n## Decode step time (ms per step, the mean of the {span} steps up to the context, median of "
           f"{reps} repetitions per run; ratio to the full DynamicCache)\n")
-    for name, v in TIMED:                                   # warm-up: grouped networks, first calls
+    for _name, v in TIMED:                                  # warm-up: grouped networks, first calls
         time_steps(tiny, v, ids, span + 2, span)
     table: dict[tuple[str, int], list[float]] = {}
     for run in range(runs):
@@ -115,7 +115,8 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--contexts", type=int, nargs="+", default=list(CONTEXTS), help="cached positions a step reads (≤ 256)")
+    ap.add_argument("--contexts", type=int, nargs="+", default=list(CONTEXTS),
+                    help="cached positions a step reads (≤ 256)")
     ap.add_argument("--skip-timing", action="store_true")
     ap.add_argument("--skip-table", action="store_true")
     a = ap.parse_args()

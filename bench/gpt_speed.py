@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from kvviz.decoding.loops import generate, generate_cached  # noqa: E402
 from kvviz import cost  # noqa: E402
+from kvviz.decoding.loops import generate, generate_cached  # noqa: E402
 from kvviz.models.gpt import gpt_config, load_tiny_gpt, random_gpt, to_transformers  # noqa: E402
 
 PROMPT = "Today the weather is so nice . It"     # 8 tokens: 8 + 248 − 1 fits in 256 positions

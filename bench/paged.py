@@ -46,7 +46,8 @@ def kinds(n_layers: int, batch: int, steps: int) -> dict:
 
 
 @torch.inference_mode()
-def decode_times(net, make, batch: int, steps: int, gen: torch.Generator) -> tuple[list[tuple[float, float]], torch.Tensor]:
+def decode_times(net, make, batch: int, steps: int,
+                 gen: torch.Generator) -> tuple[list[tuple[float, float]], torch.Tensor]:
     """Prefill ``batch`` random contexts of CONTEXT tokens, then time ``steps`` decode steps:
     (wall, thread CPU) seconds per step, and the logits of every step."""
     cache = make()
@@ -90,7 +91,8 @@ def streams(model, n_streams: int) -> None:
     print(f"\n2. the same streams (seeds 0..{n_streams - 1}), continuous vs static batching: 8 requests, ≤ 12 new "
           "tokens, blocks of 4, batch ≤ 4; in steps, not seconds")
     print("  waste = mean over the steps of the KV bytes reserved but not holding K/V (paged / contiguous)")
-    print("  pool, prefix         policy      steps (per seed)          mean TTFT  mean TPOT  preempt.  waste paged / contiguous")
+    print("  pool, prefix         policy      steps (per seed)          mean TTFT  mean TPOT  preempt.  "
+          "waste paged / contiguous")
     for pool, prefix in ((64, 0), (10, 0), (64, 8)):
         for name in ("continuous", "static"):
             total, ttft, tpot, pre, waste_p, waste_c = [], [], [], 0, [], []
@@ -106,7 +108,8 @@ def streams(model, n_streams: int) -> None:
                 waste_c += [m.waste("contiguous") for m in busy]
             label = f"{pool} blocks" + (f", prefix {prefix}" if prefix else "")
             print(f"  {label:20s} {name:11s} {' '.join(f'{t:2d}' for t in total):25s} {statistics.mean(ttft):9.2f} "
-                  f"{statistics.mean(tpot):10.2f} {pre:9d}  {statistics.mean(waste_p):6.1%} / {statistics.mean(waste_c):.1%}")
+                  f"{statistics.mean(tpot):10.2f} {pre:9d}  {statistics.mean(waste_p):6.1%} / "
+                  f"{statistics.mean(waste_c):.1%}")
 
 
 def main() -> None:

@@ -19,6 +19,7 @@ usage: python bench/server_profile.py [--soak 300] [--first-visit-only] [--no-se
 from __future__ import annotations
 
 import argparse
+import functools
 import subprocess
 import sys
 import time
@@ -30,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from tests.conftest import CHROME_ARGS, CHROMIUM, Page, _free_port  # noqa: E402
 from kvviz.ui.app.nav import PAGES  # noqa: E402
+from tests.conftest import CHROME_ARGS, CHROMIUM, Page, _free_port  # noqa: E402
 
 STEPPING = ["ABC_miniature", "Weather_heads", "Tiny_GPT", "Cost_and_scale?tab=Batching", "Paged_cache",
             "Smaller_caches", "Speculative_decoding"]   # pages stepped with Right
@@ -130,7 +131,7 @@ def frontend_files(rounds: int = 5) -> None:
             for _ in range(rounds):
                 t0 = time.perf_counter()
                 with ThreadPoolExecutor(6) as pool:
-                    size = sum(pool.map(lambda f: get(f, ranged), files))
+                    size = sum(pool.map(functools.partial(get, ranged=ranged), files))
                 times.append((time.perf_counter() - t0) / len(files) * 1e3)
             print(f"{len(files)} frontend files ({size / 1e6:.1f} MB), {how:24s}: "
                   + ", ".join(f"{t:.2f}" for t in sorted(times)) + " ms per file", flush=True)

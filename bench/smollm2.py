@@ -100,7 +100,8 @@ def conversion(runs: int) -> None:
 
 def memory(directory: str) -> None:
     r = child(LOAD, directory, "", "--both")
-    print(f"memory: RSS with float32 weights {r['rss_fp32_mb']:.0f} MB, with float32 + bfloat16 {r['rss_both_mb']:.0f} MB "
+    print(f"memory: RSS with float32 weights {r['rss_fp32_mb']:.0f} MB, "
+          f"with float32 + bfloat16 {r['rss_both_mb']:.0f} MB "
           f"(peak {r['peak_mb']:.0f} MB)")
 
 
@@ -174,9 +175,9 @@ def dtypes(runs: int, steps: int) -> None:
 
 
 def page(runs: int) -> None:
-    from kvviz.ui.pages import llm as llm_page
-    from kvviz.ui.frames import translator
     from kvviz.ui.frames import llm as frames_llm
+    from kvviz.ui.frames import translator
+    from kvviz.ui.pages import llm as llm_page
     m = llm_page._model("float32")                 # loaded once, as the server's warm-up does
     key = llm_page._default_key(m)
     print("page default run (chat question, 10 new tokens, float32):")
@@ -191,12 +192,12 @@ def page(runs: int) -> None:
 
 
 def browser_visits(runs: int, clicks: int) -> None:
-    import step_clicks                               # bench/step_clicks.py: its server, clock and presses
+    import step_clicks  # bench/step_clicks.py: its server, clock and presses
 
     from tests.conftest import Page
     with step_clicks.app_in_browser() as (browser, base):
         times = []
-        for r in range(runs):
+        for _ in range(runs):
             tab = Page(browser)
             t0 = time.perf_counter()
             tab.page.goto(f"{base}/Real_LLM", timeout=120_000)

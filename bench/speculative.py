@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from kvviz.limits import SPECULATIVE_MEASURE_MAX_TOKENS  # noqa: E402
 from kvviz.decoding.sampling import Greedy, Sampler  # noqa: E402
+from kvviz.limits import SPECULATIVE_MEASURE_MAX_TOKENS  # noqa: E402
 from kvviz.speculative import load_pair, measure_speedup  # noqa: E402
 
 PROMPT = "Today the weather is so"
@@ -47,7 +47,8 @@ def table(name: str, m) -> list[dict]:
     for p in m.points:
         v = p.verify_ms / m.target_ms
         plain_step = p.plain_best_s * 1e3 / p.new_tokens
-        print(f"| {p.gamma} | {p.acceptance_rate:.2f} | {p.tokens_per_target_pass:.2f} ({p.expected_tokens_per_pass:.2f}) "
+        print(f"| {p.gamma} | {p.acceptance_rate:.2f} | {p.tokens_per_target_pass:.2f} "
+              f"({p.expected_tokens_per_pass:.2f}) "
               f"| {p.speculative_tps:,.0f} | {p.plain_tps:,.0f} | {p.measured:.2f} ({p.measured_best:.2f}) "
               f"| {p.expected:.2f} | {v:.2f} | {p.expected_with_verify:.2f} "
               f"| {p.gamma} × {p.run_draft_ms:.3f} + {p.run_verify_ms:.3f} + {p.run_other_ms:.3f} | {plain_step:.3f} |")

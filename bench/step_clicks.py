@@ -22,9 +22,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -54,7 +54,9 @@ ARM = """(next) => {
   window.__kvT = {runs: 0};
   (window.__kvObs || []).forEach((o) => o.disconnect());
   const a = new MutationObserver((m, o) => {
-    if (heading.textContent.startsWith('Event ' + next + ' ')) { window.__kvT.heading = performance.now(); o.disconnect(); }
+    if (heading.textContent.startsWith('Event ' + next + ' ')) {
+      window.__kvT.heading = performance.now(); o.disconnect();
+    }
   });
   a.observe(heading, {childList: true, characterData: true, subtree: true});
   // drawn: data-drawn set (figures shown), then the frame painted (next animation frame, then a task)
@@ -141,7 +143,8 @@ def main() -> None:
             srv = server_times(log, label)
             print(f"{path:45s} presses={len(got):3d}/{a.clicks}  heading median {statistics.median(heading):5.1f} ms "
                   f"p90 {pct(heading, 0.9):5.1f} | drawn median {statistics.median(drawn):5.1f} ms "
-                  f"p90 {pct(drawn, 0.9):5.1f} | reruns {runs}, server median {statistics.median(srv) if srv else 0:5.1f} ms "
+                  f"p90 {pct(drawn, 0.9):5.1f} | reruns {runs}, "
+                  f"server median {statistics.median(srv) if srv else 0:5.1f} ms "
                   f"max {max(srv) if srv else 0:5.1f}")
             tab.assert_clean()
             tab.close()

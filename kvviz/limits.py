@@ -18,8 +18,8 @@ SMOLLM2_MAX_NEW_TOKENS = 64      # SmolLM2: tokens per run (a decode step ≈ 60
 # Speculative decoding (kvviz.speculative.decoding.speculative_generate; prompt ≤ GPT_MAX_PROMPT_TOKENS)
 SPECULATIVE_MAX_GAMMA = 8             # draft proposals per round
 SPECULATIVE_MAX_NEW_TOKENS = 128      # tokens per run (every round keeps p and q over the vocabulary)
-SPECULATIVE_MAX_ATTENTION_TOKENS = 48  # tokens per run that keeps the verification passes' attention (as the stepper)
-SPECULATIVE_MAX_STEP_TOKENS = 24      # tokens the page steps through: a round makes up to 2γ + 3 events, each with its figures
+SPECULATIVE_MAX_ATTENTION_TOKENS = 48  # tokens per run that keeps the verification passes' attention
+SPECULATIVE_MAX_STEP_TOKENS = 24      # tokens the page steps through (a round: up to 2γ + 3 events with figures)
 SPECULATIVE_MEASURE_MAX_TOKENS = 64   # tokens per timed run of the speed-up measurement
 SPECULATIVE_MEASURE_MAX_RUNS = 10     # timed runs per γ (speculative and plain each)
 MAX_SPECULATIVE_FORMULA_GAMMA = 1_000  # γ in the expected speed-up formulas (kvviz.cost)

@@ -1,8 +1,8 @@
 """Shared fixtures: AppTest helpers, a real `streamlit run` server, and the test markers.
 
-Markers (pytest.ini): ``browser`` for every test under tests/browser (they use the ``browser`` or
-``tab`` fixture), ``app`` for every other test that runs a page (AppTest) or uses the ``server``
-fixture. Tests that use those fixtures are marked here; an AppTest test marks itself
+Markers (pyproject.toml's [tool.pytest.ini_options]): ``browser`` for every test under tests/browser
+(they use the ``browser`` or ``tab`` fixture), ``app`` for every other test that runs a page (AppTest)
+or uses the ``server`` fixture. Tests that use those fixtures are marked here; an AppTest test marks itself
 (``pytestmark = pytest.mark.app`` or ``@pytest.mark.app``), and an unmarked test that runs a page
 fails, so ``pytest -m "not browser and not app"`` is exactly the engine tests.
 """
@@ -143,7 +143,8 @@ def frame_of(payload: dict, i: int) -> dict:
             return {k: res(v, k) for k, v in x.items()}
         return x
     f = res(payload["frames"][i])
-    f["figs"] = [payload["figs"][b["fig"]] for r in ("lead", "main", "side", "wide") for b in f.get(r, []) if "fig" in b]
+    f["figs"] = [payload["figs"][b["fig"]] for r in ("lead", "main", "side", "wide") for b in f.get(r, [])
+                 if "fig" in b]
     return f
 
 
@@ -241,7 +242,7 @@ def shared_context(browser):
 class Page:
     """A browser tab on the app that records page errors and knows when a rerun has finished."""
 
-    def __init__(self, browser, width: int = 1400, height: int = 900, beside: "Page | None" = None):
+    def __init__(self, browser, width: int = 1400, height: int = 900, beside: Page | None = None):
         """A new window, or with ``beside`` another tab of that tab's window (same cookies)."""
         self.ctx = beside.ctx if beside else shared_context(browser)
         self.owns_ctx = False

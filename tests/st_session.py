@@ -86,14 +86,14 @@ class Session:
     _run_fragments: tuple[str, ...] = field(default=(), repr=False)
 
     # ------------------------------------------------------------------ connection
-    async def __aenter__(self) -> "Session":
+    async def __aenter__(self) -> Session:
         await self.open()
         return self
 
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
-    async def open(self) -> "Session":
+    async def open(self) -> Session:
         """Connect and run the page once (the first visit of a deep link)."""
         self.timings["start"] = time.perf_counter()
         url = "ws" + self.base_url.removeprefix("http") + "/_stcore/stream"

@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from kvviz.decoding.batching import compare_with_solo, padded_cache_table, run_batch, solo_runs
-from kvviz.models.base import allowed_keys
+from kvviz.decoding.sampling import Sampler
 from kvviz.limits import LimitError
 from kvviz.models.abc import ABCModel
-from kvviz.decoding.sampling import Sampler
+from kvviz.models.base import allowed_keys
 
 PROMPT_SETS = [
     [["A", "B"], ["C", "A", "B", "B"], ["A"]],

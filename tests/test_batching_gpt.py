@@ -6,10 +6,10 @@ import torch
 
 from kvviz import cost
 from kvviz.decoding.batching import compare_with_solo, run_batch, solo_runs
+from kvviz.decoding.sampling import Sampler
 from kvviz.decoding.stepper import run_generation
 from kvviz.limits import LimitError
 from kvviz.models.gpt import GPTModel
-from kvviz.decoding.sampling import Sampler
 
 M = GPTModel()
 PROMPT_SETS = [

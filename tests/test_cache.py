@@ -3,11 +3,11 @@ import pytest
 import torch
 
 from kvviz.cache import DynamicCache, PagedCache, StaticCache
+from kvviz.decoding.sampling import Sampler
 from kvviz.decoding.stepper import run_generation
 from kvviz.limits import LimitError
 from kvviz.models.abc import ABCModel
 from kvviz.models.gpt import load_tiny_gpt
-from kvviz.decoding.sampling import Sampler
 
 KINDS = [lambda: DynamicCache(2), lambda: StaticCache(2, 8), lambda: PagedCache(2, 3, 4)]  # blocks of 3: 5 ∤
 

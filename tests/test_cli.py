@@ -48,7 +48,8 @@ def test_trace_abc_shape_and_values(capsys):
     assert ev[-1]["kv_computed"] == 5 and ev[-1]["kv_recompute"] == 2 + 3 + 4 + 5
 
 
-@pytest.mark.parametrize("args", [["trace", "abc", "--prompt", "A Z"], ["trace", "abc", "--prompt", "A", "--new-tokens", "0"],
+@pytest.mark.parametrize("args", [["trace", "abc", "--prompt", "A Z"],
+                                  ["trace", "abc", "--prompt", "A", "--new-tokens", "0"],
                                   ["trace", "nope", "--prompt", "A"], ["trace", "abc", "--prompt", ""],
                                   ["trace", "abc", "--prompt", "A", "--new-tokens", "x"], ["trace"], []],
                          ids=["unknown-token", "zero-tokens", "unknown-model", "empty-prompt", "not-a-number",

@@ -8,14 +8,24 @@ import pytest
 import torch
 
 from kvviz import cost
-from kvviz.viz import compress as compress_viz
-from kvviz.cli.main import main
 from kvviz.cache import DynamicCache
-from kvviz.compress import (Variant, compare_steps, evaluate, held_out_prompts, key_positions, page_variants,
-                            pass_event, row_errors, run_cache, sink_mass)
+from kvviz.cli.main import main
+from kvviz.compress import (
+    Variant,
+    compare_steps,
+    evaluate,
+    held_out_prompts,
+    key_positions,
+    page_variants,
+    pass_event,
+    row_errors,
+    run_cache,
+    sink_mass,
+)
 from kvviz.limits import LimitError
 from kvviz.models.gpt import cost_config, load_tiny_gpt, to_grouped
 from kvviz.models.gpt.corpus import corpus_tokens
+from kvviz.viz import compress as compress_viz
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +135,8 @@ def test_the_evaluation_enforces_its_caps(kwargs, match):
 
 @pytest.mark.parametrize("kind,settings,match", [
     ("window", dict(window=0), "Window"), ("window", dict(window=257), "Window"), ("window", dict(sinks=17), "Sink"),
-    ("quant", dict(bits=2), "Bits"), ("quant", dict(group_size=129), "Group size"), ("quant", dict(key_axis="row"), "Key axis"),
+    ("quant", dict(bits=2), "Bits"), ("quant", dict(group_size=129), "Group size"),
+    ("quant", dict(key_axis="row"), "Key axis"),
     ("quant", dict(residual=-1), "Residual"), ("gqa", dict(window=4), "no setting window"), ("zip", {}, "Unknown")])
 def test_variants_refuse_bad_settings(kind, settings, match):
     with pytest.raises(LimitError, match=match):
@@ -137,7 +148,8 @@ def test_the_page_variants_cover_windows_sinks_bits_axes_residuals_and_heads():
     assert len(set(vs)) == len(vs) == 1 + 6 + 8 + 3
     assert {(v.bits, v.key_axis, bool(v.residual)) for v in vs if v.kind == "quant"} == \
         {(b, a, r) for b in (8, 4) for a in ("channel", "token") for r in (False, True)}
-    assert {v.kv_heads for v in vs if v.kind == "gqa"} == {1, 2, 4} and {v.sinks for v in vs if v.kind == "window"} == {0, 4}
+    assert {v.kv_heads for v in vs if v.kind == "gqa"} == {1, 2, 4}
+    assert {v.sinks for v in vs if v.kind == "window"} == {0, 4}
 
 
 # --- stepping one prompt ------------------------------------------------------------------------

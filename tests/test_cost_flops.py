@@ -1,5 +1,7 @@
 """docs/design.md §4, FLOPs: the seed's table in closed form, the same counted over the passes the
 stepper ran, and both checked against torch's own FLOP counter on real forward passes."""
+import functools
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -83,9 +85,9 @@ def test_abc_decode_attention_flops_equal_torch_count():
             continue
         cache = DynamicCache(1)
         m.forward(ids[: ev.positions[0]], cache, 0)          # prefix into a fresh cache
-        torch_count = _torch_flops(lambda: m.forward(ids[ev.positions[0]: ev.positions[0] + 1], cache,
-                                                     ev.positions[0]))
-        assert torch_count == cost.pass_flops(cost.ABC_CONFIG, 1, ev.positions[0]).attention
+        pos = ev.positions[0]
+        torch_count = _torch_flops(functools.partial(m.forward, ids[pos: pos + 1], cache, pos))
+        assert torch_count == cost.pass_flops(cost.ABC_CONFIG, 1, pos).attention
 
 
 @pytest.mark.parametrize("batch, context", [(1, 9), (3, 17)])

@@ -3,8 +3,8 @@ and refuse sizes beyond the caps before allocating anything."""
 import pytest
 
 from kvviz import cost
-from kvviz.cost.measure import build_stack, measure_all, measure_batch_sweep, stack_cache_bytes
 from kvviz.cache import StaticCache
+from kvviz.cost.measure import build_stack, measure_all, measure_batch_sweep, stack_cache_bytes
 from kvviz.limits import MAX_MEASURE_BATCH, LimitError
 from kvviz.models.gpt import GPT
 

@@ -47,6 +47,20 @@ def test_torch_comes_from_the_cpu_index_and_only_torch_does():
     assert not pipfile.get("dev-packages"), "test tools stay in requirements-dev.txt"
 
 
+def test_the_package_reads_its_dependencies_from_requirements_txt_and_ships_its_data():
+    """pyproject.toml holds no second list of pins; `pip install .` gets requirements.txt's, the `kvviz`
+    command, and every file kvviz reads beside its modules (weights, components' JS/CSS, strings)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "dependencies" not in project["project"] and project["project"]["dynamic"] == ["dependencies"]
+    assert project["tool"]["setuptools"]["dynamic"]["dependencies"] == {"file": ["requirements.txt"]}
+    assert project["project"]["scripts"] == {"kvviz": "kvviz.cli.main:main"}
+    shipped = {p for pattern in project["tool"]["setuptools"]["package-data"]["kvviz"]
+               for p in (ROOT / "kvviz").glob(pattern)}
+    kinds = (".pt", ".json", ".js", ".css", ".toml")
+    read = {p for p in (ROOT / "kvviz").rglob("*") if p.is_file() and p.suffix in kinds}
+    assert read and read <= shipped
+
+
 def _pins(path) -> list[str]:
     return [line.split("#", 1)[0].strip() for line in path.read_text().splitlines() if line.split("#", 1)[0].strip()]
 

@@ -7,15 +7,25 @@ import torch
 
 from kvviz import cost
 from kvviz.cache import DynamicCache, StaticCache
-from kvviz.decoding.stepper import run_generation
 from kvviz.cost.timing import measure_sweep, sweep_sizes
-from kvviz.limits import LimitError
 from kvviz.decoding.loops import compare, generate, generate_cached, max_cached_new_tokens
-from kvviz.models.gpt import (CHECKPOINT, CHECKPOINT_META, GPTConfig, GPTModel, UnknownWordsError, cost_config,
-                              load_tiny_gpt, plain_state_dict, random_gpt, weights_sha256)
+from kvviz.decoding.sampling import Greedy, Sampler
+from kvviz.decoding.stepper import run_generation
+from kvviz.limits import LimitError
+from kvviz.models.gpt import (
+    CHECKPOINT,
+    CHECKPOINT_META,
+    GPTConfig,
+    GPTModel,
+    UnknownWordsError,
+    cost_config,
+    load_tiny_gpt,
+    plain_state_dict,
+    random_gpt,
+    weights_sha256,
+)
 from kvviz.models.gpt.corpus import ACTIONS, WEATHER, corpus_tokens, vocabulary
 from kvviz.models.gpt.train import train
-from kvviz.decoding.sampling import Greedy, Sampler
 
 TINY = load_tiny_gpt()
 M = TINY.model

@@ -4,12 +4,12 @@ import pytest
 import torch
 from transformers import DynamicCache as HFDynamicCache
 
+from kvviz import cost
 from kvviz.cache import DynamicCache, QuantizedCache, SlidingWindowCache, StaticCache
 from kvviz.decoding.loops import hf_generate
+from kvviz.decoding.sampling import Sampler
 from kvviz.decoding.stepper import run_generation
 from kvviz.limits import LimitError
-from kvviz import cost
-from kvviz.decoding.sampling import Sampler
 
 PROMPT = "Today the weather is so nice that we"
 
@@ -86,7 +86,8 @@ def test_a_pass_record_holds_what_the_model_computed_and_cached(tiny_hf):
     assert pre.q.shape == (2, 4, N, 8) and pre.k.shape == pre.v.shape == pre.k_unrotated.shape == (2, 2, N, 8)
     assert torch.allclose(dec.attention.sum(-1), torch.ones(2, 4, 1))
     assert torch.equal(pre.attention[:, :, 0, 1:], torch.zeros(2, 4, N - 1))         # causal: no future keys
-    assert torch.equal(cache.layers[1].keys[0, :, -1:], dec.k[1]) and torch.equal(cache.layers[0].values[0, :, :N], pre.v[0])
+    assert torch.equal(cache.layers[1].keys[0, :, -1:], dec.k[1])
+    assert torch.equal(cache.layers[0].values[0, :, :N], pre.v[0])
     assert torch.equal(m.model.lm_head(pre.output), pre.logits)
     # the cached keys are the projections rotated by position · θ^(-2i/d) (pairs i, i + d/2)
     half = m.head_dim // 2
@@ -116,7 +117,8 @@ def test_stepper_on_a_transformers_model_checks_and_agrees_with_the_fast_loops(t
     rule = Sampler(1.0)
     a, b = (run_generation(m, tokens, 6, rule, seed=11, recheck=False) for _ in range(2))
     sampled = [e.chosen for e in a.events if e.phase == "choose"]
-    assert sampled == [e.chosen for e in b.events if e.phase == "choose"] == m.tokens(hf_generate(m, ids, 6, rule, seed=11).tokens)
+    fast = m.tokens(hf_generate(m, ids, 6, rule, seed=11).tokens)
+    assert sampled == [e.chosen for e in b.events if e.phase == "choose"] == fast
     assert sampled != [e.chosen for e in run_generation(m, tokens, 6, rule, seed=12, recheck=False).events
                        if e.phase == "choose"]
     last = run.events[-1].cache                                      # snapshots: views of one buffer per layer

@@ -14,17 +14,17 @@ from types import SimpleNamespace
 import pytest
 import streamlit as st
 
+from kvviz.decoding.logit_sources import TypedLogitsError, parse_logits
 from kvviz.decoding.stepper import run_generation
 from kvviz.limits import LimitError
-from kvviz.decoding.logit_sources import TypedLogitsError, parse_logits
-from kvviz.models.weather import MAX_ABS_TOKEN_VALUE, values_from_text
 from kvviz.models.registry import get_model
+from kvviz.models.weather import MAX_ABS_TOKEN_VALUE, values_from_text
 from kvviz.ui.app import i18n, presenter, urlstate
+from kvviz.ui.app.i18n import strings
+from kvviz.ui.app.nav import PAGES
 from kvviz.ui.components import step_view
 from kvviz.ui.pages.cost import TAB_KEYS
-from kvviz.ui.app.i18n import strings
 from kvviz.ui.pages.sampling import SOURCES
-from kvviz.ui.app.nav import PAGES
 from tests.conftest import no_exception, open_page
 
 HOSTILE_TEXT = ["", "   ", "x" * 5000, "A" * 3000, "Ä ö 🤖 ∑ \u202e", "<script>alert(1)</script>",

@@ -4,12 +4,12 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from kvviz.viz.attention import attention_model_view, attention_model_view_spec
-from kvviz.viz.theme import COLORS
 from kvviz.decoding.stepper import run_generation
 from kvviz.models.gpt import GPTModel
 from kvviz.ui.frames import gpt as frames_gpt
 from kvviz.ui.frames import translator
+from kvviz.viz.attention import attention_model_view, attention_model_view_spec
+from kvviz.viz.theme import COLORS
 from tests.conftest import frame_of
 
 
@@ -59,8 +59,9 @@ def test_model_view_outlines_exactly_the_selected_tile():
         assert shape["line"]["color"] == COLORS["chosen"]
         inside = [i for i, d in enumerate(spec["data"]) if shape["x0"] <= _tile(d)[0] and _tile(d)[1] <= shape["x1"]
                   and shape["y0"] <= _tile(d)[2] and _tile(d)[3] <= shape["y1"]]
-        touched = [i for i, d in enumerate(spec["data"]) if not (_tile(d)[1] <= shape["x0"] or shape["x1"] <= _tile(d)[0]
-                   or _tile(d)[3] <= shape["y0"] or shape["y1"] <= _tile(d)[2])]
+        touched = [i for i, d in enumerate(spec["data"])
+                   if not (_tile(d)[1] <= shape["x0"] or shape["x1"] <= _tile(d)[0]
+                           or _tile(d)[3] <= shape["y0"] or shape["y1"] <= _tile(d)[2])]
         assert inside == touched == [sel[0] * 4 + sel[1]]
     assert attention_model_view_spec(w, "t")["layout"]["shapes"] == []
 

@@ -96,7 +96,8 @@ def test_layer_head_and_kind_follow_the_widgets_and_the_address():
     assert at.query_params["sc_residual"] == "20" and "no row is ever quantized" in at.success[0].value
 
 
-@pytest.mark.parametrize("params, key", [({"sc_window": "0"}, "sc_window"), ({"sc_bits": "3", "sc_kind": "quant"}, "sc_bits"),
+@pytest.mark.parametrize("params, key", [({"sc_window": "0"}, "sc_window"),
+                                          ({"sc_bits": "3", "sc_kind": "quant"}, "sc_bits"),
                                           ({"sc_kv_heads": "3", "sc_kind": "gqa"}, "sc_kv_heads"),
                                           ({"sc_new": "nan"}, "sc_new"), ({"sc_prompts": "1e9"}, "sc_prompts"),
                                           ({"step": "999"}, "999")])

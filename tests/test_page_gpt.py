@@ -1,10 +1,9 @@
 """The Tiny GPT page in AppTest: stepping with layer/head selectors, verification, memory, timing, bad input."""
 import pytest
 
-from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
-
 from kvviz.models.gpt.corpus import WEATHER
 from kvviz.ui.app.i18n import LANGS, strings
+from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
@@ -104,7 +103,6 @@ def heat_title(at) -> str:
 
 
 def _pick_app():
-    import functools
 
     import streamlit as st
 
@@ -141,7 +139,8 @@ def test_verification_memory_and_the_stepper_agree():
     at = open_page(PAGE)
     assert any(s.value.startswith("Identical: all 8 tokens match") for s in at.success)
     shown = [c.value for c in at.text]
-    assert len(shown) == 2 and shown[0] == shown[1] and shown[0].replace('!', ' ').replace('.', ' ').split()[0] in WEATHER_WORDS
+    assert len(shown) == 2 and shown[0] == shown[1]
+    assert shown[0].replace('!', ' ').replace('.', ' ').split()[0] in WEATHER_WORDS
     assert any("chose the same tokens" in c.value for c in at.caption)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Cached positions T"] == "12"

@@ -55,7 +55,8 @@ def test_default_chat_run_steps_through_prefill_and_decode_with_grouped_kv_heads
     per = cost.cache_bytes_per_token(cost.SMOLLM2_135M, "fp32")
     assert per == 46_080 and "**46,080 bytes** in float32 (23,040 in bfloat16)" in body and "**138,240 bytes**" in body
     assert "**[1, 3, 44, 64]**" in body                                               # 37 + 8 − 1 positions
-    shown = re.search(r"scores (\S+); the same vectors rotated to positions 100 later score (\S+), 1,000 later (\S+) ", body)
+    shown = re.search(r"scores (\S+); the same vectors rotated to positions 100 later score (\S+), "
+                      r"1,000 later (\S+) ", body)
     assert shown and len({float(x.replace(",", "")) for x in shown.groups()}) == 1      # RoPE: only the distance
     assert any("Q4_1" in c.value and "538,060,032 bytes" in c.value for c in at.caption)
 

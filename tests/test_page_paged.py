@@ -34,7 +34,8 @@ def test_defaults_share_a_prefix_at_step_1_and_cross_a_block_boundary_at_step_2(
     assert one["heading"] == "Event 1 of 17: prefill 1 · decode 0"
     s1 = run.steps[1]
     assert s1.shared == (0, 1) and s1.prefill_saved == 8
-    assert "blocks [0, 1] were already in the pool" in frame_text(one) and "8 prefill positions saved" in frame_text(one)
+    assert "blocks [0, 1] were already in the pool" in frame_text(one)
+    assert "8 prefill positions saved" in frame_text(one)
     tables = next(b["tbl"] for b in one["side"] if "tbl" in b)
     assert tables["rows"] == [["0", "0 ×2", "1 ×2", "2", ""], ["1", "0 ×2", "1 ×2", "3", "4"]]
     pool = one["figs"][0]
@@ -62,7 +63,8 @@ def test_every_step_shows_the_engines_check_and_memory(default_page):
         else:
             assert fmt.sci(s.max_abs_diff, 1) in text and "1e-04" in text
         items = {label: (value, delta) for label, value, _, delta in m["items"]}
-        assert items["KV held, paged"] == (fmt.nbytes(s.memory.bytes("paged")), f"in use {fmt.nbytes(s.memory.bytes('used'))}")
+        in_use = f"in use {fmt.nbytes(s.memory.bytes('used'))}"
+        assert items["KV held, paged"] == (fmt.nbytes(s.memory.bytes("paged")), in_use)
         assert items["KV reserved, contiguous"][0] == fmt.nbytes(s.memory.bytes("contiguous"))
         assert items["Free blocks"][0] == f"{len(s.free_blocks)} / 16"
     success = " ".join(x.value for x in at.success)
@@ -146,7 +148,8 @@ def test_presenter_mode_shows_each_request_on_one_short_line(default_page):
             continue
         assert len(full) == len(short) == 1
         for long_chips, short_chips in zip(chips(full[0]), chips(short[0])):
-            assert len(long_chips) <= STRIP_TAIL + 1 and len(short_chips) == min(len(long_chips), PRESENT_STRIP_TAIL + 1)
+            assert len(long_chips) <= STRIP_TAIL + 1
+            assert len(short_chips) == min(len(long_chips), PRESENT_STRIP_TAIL + 1)
             assert long_chips[-len(short_chips):] == short_chips
         checked += 1
     assert checked >= 10

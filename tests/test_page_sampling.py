@@ -1,12 +1,12 @@
 """The sampling page in AppTest: stages drawn from the engine, every logits source, bad input, the
 three questions, draws; and the A/B/C page switched from greedy to sampling."""
-import torch
 import pytest
+import torch
 
-from kvviz.decoding.stepper import run_generation
 from kvviz.decoding.logit_sources import quiz_distribution
-from kvviz.models.abc import ABCModel
 from kvviz.decoding.sampling import Sampler, draw_counts
+from kvviz.decoding.stepper import run_generation
+from kvviz.models.abc import ABCModel
 from tests.conftest import frame, frame_text, no_exception, open_page, plotly_specs
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)

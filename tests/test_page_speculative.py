@@ -3,14 +3,14 @@ verification pass, each test, correction or bonus, the rollback), its numbers ar
 summary and the exactness check are what the engine gives, bad input gets a message."""
 import pytest
 
-from kvviz.limits import SPECULATIVE_MAX_GAMMA
 from kvviz.decoding.loops import generate_cached
-from kvviz.speculative.decoding import speculative_generate
-from kvviz.models.gpt import load_draft_gpt, load_tiny_gpt
 from kvviz.decoding.sampling import Greedy, Sampler
+from kvviz.limits import SPECULATIVE_MAX_GAMMA
+from kvviz.models.gpt import load_draft_gpt, load_tiny_gpt
+from kvviz.speculative.decoding import speculative_generate
 from kvviz.ui.app import fmt
-from kvviz.ui.frames import speculative as frames_speculative
 from kvviz.ui.app.i18n import LANGS, strings
+from kvviz.ui.frames import speculative as frames_speculative
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
@@ -79,7 +79,8 @@ def test_every_round_steps_through_proposals_verification_tests_and_rollback():
     # the last event: every counter is the run's
     m = metrics(frame(at, len(steps) - 1))
     assert m["Tokens emitted"] == "12" and m["Target passes"] == str(spec.target_passes)
-    assert m["Draft passes"] == str(spec.draft_passes) and m["Accepted / tested"].startswith(f"{spec.accepted} / {spec.tested}")
+    assert m["Draft passes"] == str(spec.draft_passes)
+    assert m["Accepted / tested"].startswith(f"{spec.accepted} / {spec.tested}")
 
 
 def test_sampled_tests_show_p_q_u_and_the_residual_the_correction_is_drawn_from():
@@ -131,7 +132,8 @@ def test_expected_speedup_is_the_formula_and_the_measurement_runs_behind_the_but
     no_exception(at)
     spec = engine()
     metric = {m.label: m.value for m in at.metric}
-    assert metric["Expected speed-up at γ = 4"] == fmt.factor(cost.speculative_speedup(spec.acceptance_rate, 4, 0.25), 2)
+    expected = fmt.factor(cost.speculative_speedup(spec.acceptance_rate, 4, 0.25), 2)
+    assert metric["Expected speed-up at γ = 4"] == expected
     assert metric["Best γ for this α and c"] == str(cost.best_gamma(spec.acceptance_rate, 0.25, SPECULATIVE_MAX_GAMMA))
     chart = next(s for s in plotly_specs(at) if s["data"][0]["type"] == "scatter")
     assert chart["data"][0]["y"] == pytest.approx([cost.speculative_speedup(spec.acceptance_rate, g, 0.25)

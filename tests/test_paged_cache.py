@@ -6,12 +6,12 @@ import torch
 
 from kvviz import cost
 from kvviz.cache import DynamicCache, PagedCache, PoolExhausted, block_hash
+from kvviz.decoding.loops import generate_cached
+from kvviz.decoding.sampling import Sampler
 from kvviz.decoding.stepper import run_generation
 from kvviz.limits import LimitError
-from kvviz.decoding.loops import generate_cached
 from kvviz.models.abc import ABCModel
 from kvviz.models.gpt import GPTModel
-from kvviz.decoding.sampling import Sampler
 
 M = GPTModel()
 PROMPT = M.tokenize("Today the weather in London is")            # 6 words

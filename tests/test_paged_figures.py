@@ -5,12 +5,23 @@ import dataclasses
 import plotly.graph_objects as go
 import pytest
 
-from kvviz.viz.theme import COLORS
 from kvviz.models.gpt import GPTModel
-from kvviz.viz.paged import (OWNER_COLORS, block_pool_figure, block_pool_spec, block_size_figure, block_size_spec,
-                             latency_figure, latency_spec, memory_figure, memory_spec, timeline_figure, timeline_spec,
-                             timeline_states)
 from kvviz.serving import block_size_sweep, compare_policies, request_stream
+from kvviz.viz.paged import (
+    OWNER_COLORS,
+    block_pool_figure,
+    block_pool_spec,
+    block_size_figure,
+    block_size_spec,
+    latency_figure,
+    latency_spec,
+    memory_figure,
+    memory_spec,
+    timeline_figure,
+    timeline_spec,
+    timeline_states,
+)
+from kvviz.viz.theme import COLORS
 
 M = GPTModel()
 STREAM = request_stream(4, seed=3, max_new_tokens=5, shared_prefix=4)

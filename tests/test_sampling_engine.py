@@ -4,9 +4,9 @@ import math
 import pytest
 import torch
 
-from kvviz.limits import MAX_DRAWS, LimitError
 from kvviz.decoding.logit_sources import quiz_distribution
 from kvviz.decoding.sampling import Greedy, Sampler, draw_counts, make_rule, top_k_filter, top_p_filter
+from kvviz.limits import MAX_DRAWS, LimitError
 
 INF = float("inf")
 
@@ -217,6 +217,9 @@ def test_draw_counts_are_seeded_capped_and_follow_the_probabilities():
 def test_the_same_seed_gives_the_same_draws():
     x = torch.tensor([0.5, 0.4, 0.3, 0.2, 0.1])
     s = Sampler(1.3, 4, 0.95)
-    seq = lambda seed: [s.choose(x, g).index for g in [torch.Generator().manual_seed(seed)] for _ in range(40)]
+    def seq(seed: int) -> list[int]:
+        g = torch.Generator().manual_seed(seed)
+        return [s.choose(x, g).index for _ in range(40)]
+
     assert seq(7) == seq(7)
     assert seq(7) != seq(8)

@@ -5,11 +5,11 @@ import pytest
 import torch
 
 from kvviz.cli.main import main
+from kvviz.decoding.sampling import Greedy, Sampler
 from kvviz.decoding.stepper import run_generation
+from kvviz.decoding.trace import run_dict
 from kvviz.limits import LimitError
 from kvviz.models.abc import ABCModel
-from kvviz.decoding.sampling import Greedy, Sampler
-from kvviz.decoding.trace import run_dict
 
 M = ABCModel()
 

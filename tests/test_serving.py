@@ -8,14 +8,14 @@ import pytest
 import torch
 
 from kvviz import cost
-from kvviz.cli.main import main
 from kvviz.cache import DynamicCache
+from kvviz.cli.main import main
+from kvviz.decoding.loops import generate_cached
 from kvviz.decoding.stepper import run_generation
 from kvviz.limits import MAX_SERVE_REQUESTS, LimitError
-from kvviz.decoding.loops import generate_cached
 from kvviz.models.abc import ABCModel
 from kvviz.models.gpt import GPTModel
-from kvviz.serving import Request, compare_policies, fork_run, request_stream, serve_run_dict, serve
+from kvviz.serving import Request, compare_policies, fork_run, request_stream, serve, serve_run_dict
 from tests.test_cli import cli
 
 M = GPTModel()
@@ -130,7 +130,8 @@ def test_memory_books_in_bytes_come_from_the_pool_and_the_cost_model(runs):
     # contiguous reservation: each running request's whole maximum length from the start
     s = busy[3]
     want = sum(len(run.requests[i].request.prompt) + run.requests[i].request.max_new_tokens - 1 for i in s.running)
-    assert s.memory.contiguous == want and s.memory.bytes("contiguous") == cost.cache_bytes(M.cost_config, want, 1, "fp32")
+    assert s.memory.contiguous == want
+    assert s.memory.bytes("contiguous") == cost.cache_bytes(M.cost_config, want, 1, "fp32")
     assert sum(s.memory.paged for s in busy) < sum(s.memory.contiguous for s in busy)
     assert run.peak("paged") < run.peak("contiguous")
 
@@ -231,7 +232,8 @@ def test_cli_bad_arguments_give_one_line_and_exit_2(args, capsys):
     assert len(out.err.strip().splitlines()) == 1 and out.err.startswith("kvviz: error: "), out.err
 
 
-@pytest.mark.parametrize("model,prompt,bs", [(M, ("It", "was", "lovely", "in", "Dublin"), 4), (ABCModel(), ("A", "B", "A"), 2)])
+@pytest.mark.parametrize("model,prompt,bs", [(M, ("It", "was", "lovely", "in", "Dublin"), 4),
+                                             (ABCModel(), ("A", "B", "A"), 2)])
 def test_fork_run_shares_the_prompt_copies_on_first_write_and_equals_each_solo_run_bit_for_bit(model, prompt, bs):
     """Parallel sampling (the page's copy-on-write section): the prompt's blocks are held by every
     sample after the fork; the first write into the partly filled last block copies it, once per
@@ -255,8 +257,8 @@ def test_fork_run_shares_the_prompt_copies_on_first_write_and_equals_each_solo_r
 
 
 def run_generation_tokens(model, prompt, n, seed):
-    from kvviz.decoding.stepper import run_generation
     from kvviz.decoding.sampling import Sampler
+    from kvviz.decoding.stepper import run_generation
     run = run_generation(model, list(prompt), n, Sampler(1.0), seed)
     return tuple(e.chosen for e in run.events if e.phase == "choose")
 

@@ -9,9 +9,9 @@ from transformers import DynamicCache as HFDynamicCache
 from kvviz import cost
 from kvviz.cache import DynamicCache
 from kvviz.decoding.loops import hf_generate
+from kvviz.decoding.sampling import Sampler
 from kvviz.decoding.stepper import run_generation
 from kvviz.models import smollm2 as s
-from kvviz.decoding.sampling import Sampler
 
 FRANCE = "What is the capital of France?"
 
@@ -24,7 +24,8 @@ def test_the_source_is_the_servers_configuration(tmp_path, monkeypatch):
     assert s.find_source({}, elsewhere) is None                                   # the page says how to install
     assert s.find_source({}, s.Path("/mount/src/kvviz")).location == s.HUB_ID      # Community Cloud: the Hub
     assert s.find_source({s.ENV_SOURCE: str(tmp_path)}, elsewhere).kind == "dir"
-    assert s.find_source({s.ENV_SOURCE: "someone/model"}, elsewhere) == s.Source("hub", "someone/model", "the Hub's someone/model")
+    hub = s.Source("hub", "someone/model", "the Hub's someone/model")
+    assert s.find_source({s.ENV_SOURCE: "someone/model"}, elsewhere) == hub
     assert s.find_source({s.ENV_SOURCE: "none"}, s.Path("/mount/src/kvviz")) is None
     with pytest.raises(s.ModelUnavailable):
         s.find_source({s.ENV_SOURCE: "../nowhere"}, elsewhere)
@@ -103,7 +104,8 @@ def test_kvviz_cache_gives_transformers_logits_exactly(smollm2):
     outs = []
     for cache in (DynamicCache(m.n_layers), HFDynamicCache(config=m.config)):
         pre = m.model(input_ids=torch.tensor([ids]), past_key_values=cache, use_cache=True)
-        dec = m.model(input_ids=torch.tensor([[int(pre.logits[0, -1].argmax())]]), past_key_values=cache, use_cache=True)
+        nxt = torch.tensor([[int(pre.logits[0, -1].argmax())]])
+        dec = m.model(input_ids=nxt, past_key_values=cache, use_cache=True)
         outs.append((pre.logits, dec.logits))
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
 
@@ -149,9 +151,11 @@ def test_cli_trace_and_no_cache_on_smollm2(smollm2, capsys, monkeypatch):
     assert d["new_ids"] == [3309, 338, 357] and len(d["events"][0]["attention"]) == 30   # layers × heads × N × T
     assert len(d["events"][1]["logits"]) == 20 and next(iter(d["events"][1]["logits"])) == "Ġbad"
     assert all(e["recompute_max_abs_diff"] < 1e-4 for e in d["events"] if e["phase"] != "choose")
-    code, out, err = cli(capsys, "trace", "smollm2", "--prompt", "Today the weather is so", "--new-tokens", "3", "--no-cache")
+    code, out, err = cli(capsys, "trace", "smollm2", "--prompt", "Today the weather is so", "--new-tokens", "3",
+                         "--no-cache")
     nc = json.loads(out)
-    assert code == 0 and nc["cache"] is False and nc["new_ids"] == d["new_ids"] and nc["tokens"] == ["Ġbad", "Ġthat", "Ġit"]
+    assert code == 0 and nc["cache"] is False and nc["new_ids"] == d["new_ids"]
+    assert nc["tokens"] == ["Ġbad", "Ġthat", "Ġit"]
     for args in (["--prompt", ""], ["--prompt", "hi", "--new-tokens", "65"], ["--prompt", "x" * 10_000]):
         one_line_error(capsys, "trace", "smollm2", *args)
     one_line_error(capsys, "trace", "gpt", "--prompt", "Today", "--chat")

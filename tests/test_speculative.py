@@ -9,16 +9,23 @@ import pytest
 import torch
 
 from kvviz import cost
-from kvviz.cli.main import main as cli_main
 from kvviz.cache import DynamicCache, StaticCache
-from kvviz.limits import (SPECULATIVE_MAX_ATTENTION_TOKENS, SPECULATIVE_MAX_GAMMA, SPECULATIVE_MAX_NEW_TOKENS, LimitError)
+from kvviz.cli.main import main as cli_main
 from kvviz.decoding.loops import generate_cached
-from kvviz.speculative.decoding import speculative_generate, speculative_round
-from kvviz.models.gpt import (DRAFT_CHECKPOINT, GPTConfig, draft_config, load_draft_gpt, load_tiny_gpt,
-                              random_gpt, weights_sha256)
-from kvviz.models.gpt.corpus import vocabulary
 from kvviz.decoding.sampling import Greedy, Sampler, draw_from, rule_probs
+from kvviz.limits import SPECULATIVE_MAX_ATTENTION_TOKENS, SPECULATIVE_MAX_GAMMA, SPECULATIVE_MAX_NEW_TOKENS, LimitError
+from kvviz.models.gpt import (
+    DRAFT_CHECKPOINT,
+    GPTConfig,
+    draft_config,
+    load_draft_gpt,
+    load_tiny_gpt,
+    random_gpt,
+    weights_sha256,
+)
+from kvviz.models.gpt.corpus import vocabulary
 from kvviz.speculative import measure_speedup, speculation_dict
+from kvviz.speculative.decoding import speculative_generate, speculative_round
 from tests.test_cli import cli
 
 TINY, DRAFT = load_tiny_gpt(), load_draft_gpt()
@@ -86,7 +93,8 @@ def test_p_and_q_are_the_distributions_the_rule_draws_from_row_by_row():
             a, b = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
             assert [rule.draw(r, a) for r in x] == [draw_from(rule_probs(rule, r), b) for r in x]
         else:
-            assert rows.argmax(-1).tolist() == [rule.draw(r, None) for r in x] and set(rows.flatten().tolist()) == {0, 1}
+            assert rows.argmax(-1).tolist() == [rule.draw(r, None) for r in x]
+            assert set(rows.flatten().tolist()) == {0, 1}
 
 
 # ---- exactness ---------------------------------------------------------------------------------------

@@ -4,12 +4,12 @@ import json
 import pytest
 
 from kvviz import cost
-from kvviz.viz.theme import COLORS
-from kvviz.speculative.decoding import speculative_generate
-from kvviz.models.gpt import load_draft_gpt, load_tiny_gpt
 from kvviz.decoding.sampling import Sampler
+from kvviz.models.gpt import load_draft_gpt, load_tiny_gpt
 from kvviz.speculative import SpeedMeasurement, SpeedPoint
+from kvviz.speculative.decoding import speculative_generate
 from kvviz.viz.speculative import cache_figure, position_figure, proposals_figure, residual_figure, speedup_figure
+from kvviz.viz.theme import COLORS
 
 TINY, DRAFT = load_tiny_gpt(), load_draft_gpt()
 VOCAB = TINY.tokenizer.vocab

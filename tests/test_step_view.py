@@ -6,11 +6,11 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from kvviz.decoding.sampling import Sampler
 from kvviz.decoding.stepper import run_generation
+from kvviz.decoding.trace import cache_table
 from kvviz.models.abc import ABCModel
 from kvviz.models.weather import DEFAULT_VALUES, WeatherModel
-from kvviz.decoding.sampling import Sampler
-from kvviz.decoding.trace import cache_table
 from kvviz.ui.frames import Payload, md, translator
 from kvviz.ui.frames import abc as frames_abc
 from kvviz.ui.frames import weather as frames_weather
@@ -101,10 +101,10 @@ def test_every_word_the_component_shows_is_translated():
 def _app():
     import streamlit as st
 
+    from kvviz.ui.app.runs import cached_run
     from kvviz.ui.components import step_view
     from kvviz.ui.frames import abc as fa
     from kvviz.ui.frames import translator
-    from kvviz.ui.app.runs import cached_run
 
     run = cached_run("abc", ("A", "B"), 3)
     payload = fa.build(run, translator("en")).to_json()
@@ -161,8 +161,8 @@ def test_every_figure_a_payload_sends_is_valid_plotly():
     from kvviz.ui.frames import gpt as frames_gpt
     model = GPTModel()
     runs = [frames_abc.build(run_generation(ABCModel(), ["C", "A", "B"], 3, rule=Sampler(1.2), seed=1), EN),
-            frames_weather.build(run_generation(WeatherModel(dict(DEFAULT_VALUES)), ["Today", "weather", "is", "so"], 2),
-                                 dict(DEFAULT_VALUES), EN),
+            frames_weather.build(run_generation(WeatherModel(dict(DEFAULT_VALUES)), ["Today", "weather", "is", "so"],
+                                                2), dict(DEFAULT_VALUES), EN),
             frames_gpt.build(run_generation(model, model.tokenize("It was"), 2), model, 1, 2, EN)]
     for pl in runs:
         for spec in pl.figs:

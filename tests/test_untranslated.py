@@ -79,11 +79,13 @@ SHARED = re.compile(r"^(?:(?:KV|cache|prefill|decode|Prefill|Decode|top|greedy|G
 # words spelled the same in the three languages, or names (tokens, models, units)
 SAME_WORDS = {"logit", "logits", "prefill", "decode", "cache", "token", "tokens", "today", "weather", "nice",
               "warm", "delicious", "top", "greedy", "softmax", "bytes", "batch", "query", "head", "heads",
-              "extra", "layer", "bits", "config", "json", "small", "attention", "keys", "queries", "phase", "seed", "causal",
+              "extra", "layer", "bits", "config", "json", "small", "attention", "keys", "queries", "phase", "seed",
+              "causal",
               "position",   # German writes Phase, Position; Attention, Keys, Queries as the field does
               "batching", "pool", "block", "prompt", "ttft",
-              "nats", "caches", "draft",
-              "dimension", "rotation"}   # German: die Dimension, die Rotation   # nats: a unit   # glossary: el batching / el pool, der Block; TTFT   # die Caches, das Draft-Modell
+              # nats: a unit   # glossary: el batching / el pool, der Block; TTFT   # die Caches, das Draft-Modell
+              # German writes die Dimension, die Rotation too
+              "nats", "caches", "draft", "dimension", "rotation"}
 
 
 @pytest.mark.parametrize("lang", ["es", "de"])

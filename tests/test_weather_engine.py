@@ -3,17 +3,16 @@ the seed's repair, and edited values."""
 import json
 
 import pytest
-
-from kvviz.models.base import UnknownTokenError
 import torch
 
-from kvviz.viz.attention import attention_heads_figure, causal_mask_figure
-from kvviz.decoding.stepper import run_generation
-from kvviz.limits import LimitError
-from kvviz.models.weather import D_K, DEFAULT_VALUES, SEED_PROMPT, VOCAB, WeatherModel, check_values
 from kvviz.decoding.staleness import comparison_table, diagnose
+from kvviz.decoding.stepper import run_generation
 from kvviz.decoding.trace import cache_table, run_dict
+from kvviz.limits import LimitError
+from kvviz.models.base import UnknownTokenError
+from kvviz.models.weather import D_K, DEFAULT_VALUES, SEED_PROMPT, VOCAB, WeatherModel, check_values
 from kvviz.models.weather_notes import plus_one_positions, prose_vs_tensor, reads
+from kvviz.viz.attention import attention_heads_figure, causal_mask_figure
 
 M = WeatherModel()
 

@@ -28,7 +28,7 @@ mask from ``attention_mask``; the plain caches return None and attention applies
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from transformers.cache_utils import Cache as TransformersCache

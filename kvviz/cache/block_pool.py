@@ -13,8 +13,8 @@ torch): kvviz.cache.paged keeps the K/V and the block tables on top of it.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from kvviz.limits import LimitError
 

@@ -7,7 +7,7 @@
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -123,7 +123,7 @@ class StaticCache(Cache):
         self.max_length = max_length
 
     def allocate(self, batch: int, kv_heads: int, head_dim: int, dtype: torch.dtype = torch.float32,
-                 device: torch.device | str | None = None) -> "StaticCache":
+                 device: torch.device | str | None = None) -> StaticCache:
         """Allocate every layer now (so a timed loop never pays for it); returns self."""
         for layer in self.layers:
             layer.allocate((batch, kv_heads, 0, head_dim), (batch, kv_heads, 0, head_dim), dtype, device)

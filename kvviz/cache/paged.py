@@ -8,7 +8,7 @@ sequences (prefix caching, forks) and copied on write; kvviz.serving schedules r
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -30,7 +30,7 @@ class PagedLayer(CacheLayer):
     """One layer's pool: K ``[num_blocks, kv_heads, block_size, head_dim]`` and V alike. The block
     tables live in the PagedCache: one table addresses the same block in every layer's pool."""
 
-    def __init__(self, owner: "PagedCache", layer_idx: int) -> None:
+    def __init__(self, owner: PagedCache, layer_idx: int) -> None:
         self.owner, self.layer_idx = owner, layer_idx
         self.keys = self.values = None
 
@@ -392,7 +392,7 @@ class PagedCache(Cache):
     # -- what the pool holds ------------------------------------------------------------------
 
     def allocate(self, kv_heads: int, head_dim: int, dtype: torch.dtype = torch.float32,
-                 device: torch.device | str | None = None) -> "PagedCache":
+                 device: torch.device | str | None = None) -> PagedCache:
         """Allocate every layer's pool now; returns self."""
         for layer in self.layers:
             layer.allocate(kv_heads, head_dim, dtype, device)

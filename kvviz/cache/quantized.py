@@ -60,7 +60,7 @@ class QuantizedRows:
     def dequantize(self) -> torch.Tensor:
         return self.unpacked().to(self.scale.dtype) * self.step() + self._per_element(self.zero)
 
-    def append(self, other: "QuantizedRows") -> "QuantizedRows":
+    def append(self, other: QuantizedRows) -> QuantizedRows:
         """These rows followed by ``other``'s (new tensors; this record stays valid)."""
         return QuantizedRows(*(torch.cat([a, b], dim=-2) for a, b in zip(self.tensors(), other.tensors())),
                              self.bits, self.group_size, self.axis, self.dim)

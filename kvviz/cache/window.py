@@ -8,7 +8,7 @@ which rows the cache still holds (and returns from ``update``, in that order).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

@@ -1,4 +1,5 @@
-"""``python -m kvviz compress --kind window …``: a smaller cache against the full one on held-out prompts (kvviz.compress), as JSON."""
+"""``python -m kvviz compress --kind window …``: a smaller cache against the full one on held-out prompts
+(kvviz.compress), as JSON."""
 from __future__ import annotations
 
 import argparse
@@ -6,8 +7,16 @@ import json
 import sys
 
 from kvviz.compress import KEY_AXES, KINDS, Variant, evaluate
-from kvviz.limits import (COMPRESS_MAX_NEW_TOKENS, COMPRESS_MAX_PROMPTS, MAX_CACHE_SINKS, MAX_CACHE_WINDOW,
-                          MAX_QUANT_GROUP_SIZE, MAX_QUANT_RESIDUAL, MAX_SEED, LimitError)
+from kvviz.limits import (
+    COMPRESS_MAX_NEW_TOKENS,
+    COMPRESS_MAX_PROMPTS,
+    MAX_CACHE_SINKS,
+    MAX_CACHE_WINDOW,
+    MAX_QUANT_GROUP_SIZE,
+    MAX_QUANT_RESIDUAL,
+    MAX_SEED,
+    LimitError,
+)
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +29,8 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--bits", type=int, help="quant: 8 or 4 (default 8)")
     c.add_argument("--group-size", type=int, help=f"quant: values per scale (default 32, ≤ {MAX_QUANT_GROUP_SIZE})")
     c.add_argument("--key-axis", choices=KEY_AXES, help="quant: keys per channel (KIVI, default) or per token")
-    c.add_argument("--residual", type=int, help=f"quant: newest positions in full precision (default 0, ≤ {MAX_QUANT_RESIDUAL})")
+    c.add_argument("--residual", type=int,
+                   help=f"quant: newest positions in full precision (default 0, ≤ {MAX_QUANT_RESIDUAL})")
     c.add_argument("--kv-heads", type=int, help="gqa: K/V heads after mean-pooling (default 1; must divide 4)")
     c.add_argument("--prompts", type=int, default=8, help=f"held-out prompts (1..{COMPRESS_MAX_PROMPTS}, default 8)")
     c.add_argument("--new-tokens", type=int, default=32,

@@ -16,7 +16,8 @@ from kvviz.cli.args import Parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = Parser(prog="python -m kvviz", description="Export a generation trace, serve, compare smaller caches or speculate, as JSON.")
+    p = Parser(prog="python -m kvviz",
+               description="Export a generation trace, serve, compare smaller caches or speculate, as JSON.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
     for command in (trace, serve, compress, speculative):
         command.add_command(sub)

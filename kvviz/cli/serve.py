@@ -1,12 +1,20 @@
-"""``python -m kvviz serve --requests 6 …``: a seeded stream of requests served from a paged cache (kvviz.serving), as JSON."""
+"""``python -m kvviz serve --requests 6 …``: a seeded stream of requests served from a paged cache
+(kvviz.serving), as JSON."""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
 
-from kvviz.limits import (MAX_SEED, MAX_SERVE_BLOCK_SIZE, MAX_SERVE_BLOCKS, MAX_SERVE_NEW_TOKENS, MAX_SERVE_REQUESTS,
-                          MAX_SERVE_SHARED_PREFIX, LimitError)
+from kvviz.limits import (
+    MAX_SEED,
+    MAX_SERVE_BLOCK_SIZE,
+    MAX_SERVE_BLOCKS,
+    MAX_SERVE_NEW_TOKENS,
+    MAX_SERVE_REQUESTS,
+    MAX_SERVE_SHARED_PREFIX,
+    LimitError,
+)
 from kvviz.models.registry import get_model
 from kvviz.serving import POLICIES, request_stream, serve, serve_run_dict
 
@@ -21,7 +29,8 @@ def add_command(sub: argparse._SubParsersAction) -> None:
                    help=f"most tokens a request generates (1..{MAX_SERVE_NEW_TOKENS})")
     p.add_argument("--policy", choices=POLICIES, default="continuous", help="continuous or static batching")
     p.add_argument("--shared-prefix", type=int, default=0, metavar="P",
-                   help=f"every prompt starts with the same P words, and prefix caching is on (0..{MAX_SERVE_SHARED_PREFIX})")
+                   help="every prompt starts with the same P words, and prefix caching is on "
+                        f"(0..{MAX_SERVE_SHARED_PREFIX})")
     p.set_defaults(run=lambda a: run(a, p))
 
 

@@ -1,4 +1,5 @@
-"""``python -m kvviz speculate --prompt … --gamma 4``: a speculative run of the tiny GPT with its draft model (kvviz.speculative), as JSON."""
+"""``python -m kvviz speculate --prompt … --gamma 4``: a speculative run of the tiny GPT with its draft
+model (kvviz.speculative), as JSON."""
 from __future__ import annotations
 
 import argparse

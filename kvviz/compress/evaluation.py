@@ -12,9 +12,9 @@ positions it processed, averaged over the prompts). Same seed, same numbers.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Sequence
 
 import torch
 

@@ -5,19 +5,18 @@ page draws.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
-from kvviz.decoding.stepper import Event, Run, run_generation
-from kvviz.decoding.sampling import Choice
 
 from kvviz.compress.evaluation import kl_divergence
 from kvviz.compress.variants import Variant
-from kvviz.limits import (
-    LimitError,
-)
+from kvviz.decoding.sampling import Choice
+from kvviz.decoding.stepper import Event, Run, run_generation
+from kvviz.limits import LimitError
 from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
+
 
 class Forced:
     """Teacher forcing as a selection rule: picks the given token ids in order, whatever the logits

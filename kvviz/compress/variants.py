@@ -47,7 +47,7 @@ class Variant:
     kv_heads: int | None = None
 
     @classmethod
-    def of(cls, kind: str, **settings) -> "Variant":
+    def of(cls, kind: str, **settings) -> Variant:
         if kind not in KINDS:
             raise LimitError(f"Unknown cache kind {kind!r}; choose one of {', '.join(KINDS)}.")
         given = {k: v for k, v in settings.items() if v is not None}

@@ -10,22 +10,73 @@ Everything is exact arithmetic on a model's shape, without torch. What this mach
 beside them (``kvviz.cost.measure``, ``kvviz.cost.timing``); those import torch and are not
 re-exported here.
 """
-from kvviz.cost.shapes import (ABC_CONFIG, ACCELERATOR_GB, DTYPE_BITS, FALCON_7B, GPT2_SMALL, LLAMA31_70B, LLAMA3_8B,
-                               MISTRAL_7B, PRESETS, QWEN25_7B, SHAPES, SMOLLM2_135M, TINY_GPT, TRAINED_TINY_GPT,
-                               WEATHER_CONFIG, attention_kind, cache_config, check_config, check_dtype, check_heads, config_of,
-                               gpt2_layout, ModelConfig)
-from kvviz.cost.memory import (cache_bytes, cache_bytes_per_token, context_grid, kv_sharing, memory_report,
-                               MemoryReport, param_count, quantized_cache_bytes, quantized_rows, tokens_that_fit,
-                               weight_bytes, window_cache_bytes)
-from kvviz.cost.flops import (attention_flops_per_pair, block_flops_per_token, count_flops, FlopCount, Flops,
-                              flops_curve, generation_flops, linear_flops_per_token, loop_flops, pass_flops,
-                              readout_flops, step_flops)
-from kvviz.cost.bandwidth import (cache_transfer, decode_intensity, decode_intensity_limit, decode_step_floor,
-                                  Intensity, prefill_intensity, Transfer)
+from kvviz.cost.bandwidth import (
+                               Intensity,
+                               Transfer,
+                               cache_transfer,
+                               decode_intensity,
+                               decode_intensity_limit,
+                               decode_step_floor,
+                               prefill_intensity,
+)
+from kvviz.cost.flops import (
+                               FlopCount,
+                               Flops,
+                               attention_flops_per_pair,
+                               block_flops_per_token,
+                               count_flops,
+                               flops_curve,
+                               generation_flops,
+                               linear_flops_per_token,
+                               loop_flops,
+                               pass_flops,
+                               readout_flops,
+                               step_flops,
+)
+from kvviz.cost.memory import (
+                               MemoryReport,
+                               cache_bytes,
+                               cache_bytes_per_token,
+                               context_grid,
+                               kv_sharing,
+                               memory_report,
+                               param_count,
+                               quantized_cache_bytes,
+                               quantized_rows,
+                               tokens_that_fit,
+                               weight_bytes,
+                               window_cache_bytes,
+)
+from kvviz.cost.shapes import (
+                               ABC_CONFIG,
+                               ACCELERATOR_GB,
+                               DTYPE_BITS,
+                               FALCON_7B,
+                               GPT2_SMALL,
+                               LLAMA3_8B,
+                               LLAMA31_70B,
+                               MISTRAL_7B,
+                               PRESETS,
+                               QWEN25_7B,
+                               SHAPES,
+                               SMOLLM2_135M,
+                               TINY_GPT,
+                               TRAINED_TINY_GPT,
+                               WEATHER_CONFIG,
+                               ModelConfig,
+                               attention_kind,
+                               cache_config,
+                               check_config,
+                               check_dtype,
+                               check_heads,
+                               config_of,
+                               gpt2_layout,
+)
 from kvviz.cost.speculative import best_gamma, speculative_speedup, speculative_tokens_per_pass
 
 __all__ = ["ABC_CONFIG", "ACCELERATOR_GB", "DTYPE_BITS", "FALCON_7B", "GPT2_SMALL", "LLAMA31_70B", "LLAMA3_8B",
-           "MISTRAL_7B", "PRESETS", "QWEN25_7B", "SHAPES", "SMOLLM2_135M", "TINY_GPT", "TRAINED_TINY_GPT", "WEATHER_CONFIG",
+           "MISTRAL_7B", "PRESETS", "QWEN25_7B", "SHAPES", "SMOLLM2_135M", "TINY_GPT", "TRAINED_TINY_GPT",
+           "WEATHER_CONFIG",
            "attention_flops_per_pair", "attention_kind", "best_gamma", "block_flops_per_token", "cache_bytes",
            "cache_bytes_per_token", "cache_config", "cache_transfer", "check_config", "check_dtype", "check_heads",
            "config_of", "context_grid", "count_flops", "decode_intensity", "decode_intensity_limit",

@@ -9,12 +9,8 @@ from dataclasses import dataclass
 from kvviz.cost.flops import pass_flops
 from kvviz.cost.memory import cache_bytes, cache_bytes_per_token, weight_bytes
 from kvviz.cost.shapes import ModelConfig
-from kvviz.limits import (
-    MAX_COST_BATCH,
-    MAX_COST_TOKENS,
-    LimitError,
-    check_int,
-)
+from kvviz.limits import MAX_COST_BATCH, MAX_COST_TOKENS, LimitError, check_int
+
 
 @dataclass(frozen=True)
 class Intensity:

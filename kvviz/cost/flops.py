@@ -10,14 +10,12 @@ made (``count_flops``), so a page can show the two agreeing.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from kvviz.cost.shapes import ModelConfig
-from kvviz.limits import (
-    MAX_COST_GEN_TOKENS,
-    check_int,
-)
+from kvviz.limits import MAX_COST_GEN_TOKENS, check_int
+
 
 @dataclass(frozen=True)
 class Flops:
@@ -30,10 +28,10 @@ class Flops:
     def total(self) -> int:
         return self.linear + self.attention
 
-    def __add__(self, other: "Flops") -> "Flops":
+    def __add__(self, other: Flops) -> Flops:
         return Flops(self.linear + other.linear, self.attention + other.attention)
 
-    def scaled(self, k: int) -> "Flops":
+    def scaled(self, k: int) -> Flops:
         return Flops(self.linear * k, self.attention * k)
 
 

@@ -20,15 +20,23 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 import torch
 
 from kvviz.cache import StaticCache
-from kvviz.cost import GPT2_SMALL, TINY_GPT, ModelConfig, cache_bytes_per_token, pass_flops, param_count
-from kvviz.limits import (MAX_MEASURE_BATCH, MAX_MEASURE_CACHE_BYTES, MAX_MEASURE_CONTEXT,
-                          MAX_MEASURE_GFLOP, MAX_MEASURE_STEPS, LimitError, check_int)
+from kvviz.cost import GPT2_SMALL, TINY_GPT, ModelConfig, cache_bytes_per_token, param_count, pass_flops
+from kvviz.limits import (
+    MAX_MEASURE_BATCH,
+    MAX_MEASURE_CACHE_BYTES,
+    MAX_MEASURE_CONTEXT,
+    MAX_MEASURE_GFLOP,
+    MAX_MEASURE_STEPS,
+    LimitError,
+    check_int,
+)
 from kvviz.models.gpt import gpt_config, random_gpt
 
 SHAPES: dict[str, ModelConfig] = {"tiny": TINY_GPT, "gpt2": GPT2_SMALL}

@@ -4,12 +4,8 @@ cost ratio c of a draft pass to a target pass.
 """
 from __future__ import annotations
 
-from kvviz.limits import (
-    MAX_SPECULATIVE_FORMULA_GAMMA,
-    LimitError,
-    check_float,
-    check_int,
-)
+from kvviz.limits import MAX_SPECULATIVE_FORMULA_GAMMA, LimitError, check_float, check_int
+
 
 def _inputs(alpha: object, gamma: object) -> tuple[float, int]:
     return (check_float("Acceptance rate α", alpha, 0.0, 1.0),

@@ -12,19 +12,20 @@ per-pass times, not FLOPs, explain the speed-up.
 """
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 
 from kvviz.cache import StaticCache
 from kvviz.cost import ModelConfig, loop_flops, pass_flops, weight_bytes
-from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError, check_int
 from kvviz.decoding.loops import generate, generate_cached, hf_generate, max_cached_new_tokens
+from kvviz.decoding.sampling import SelectionRule
+from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError, check_int
 from kvviz.models.gpt import GPT, cost_config
 from kvviz.models.hf import HFCausalLM
-from kvviz.decoding.sampling import SelectionRule
 
 
 def _best_time(fn: Callable[[], object], repeats: int) -> float:
@@ -131,10 +132,11 @@ def measure_passes(model: GPT, prompt_ids: Sequence[int], repeats: int = 3,
     for n in sorted({min(n, block) for n in lengths} | {len(prompt_ids)}):
         idx = (base.repeat(n // len(base) + 1)[:n] % vocab).unsqueeze(0)               # [1, n]
         model(idx, last_only=True)                                                       # warm-up
-        full[n] = _best_time(lambda: model(idx, last_only=True), repeats)
+        full[n] = _best_time(functools.partial(model, idx, last_only=True), repeats)
     context = min(128, block)
     cache = StaticCache(model.config.n_layer, context + repeats)
-    model(base.repeat(context // len(base) + 1)[:context - 1].unsqueeze(0), cache, 0, last_only=True)  # prefill context − 1
+    # prefill context − 1
+    model(base.repeat(context // len(base) + 1)[:context - 1].unsqueeze(0), cache, 0, last_only=True)
     tok = base[:1].unsqueeze(0)
     times = []
     for i in range(repeats + 1):                                                         # the first is a warm-up

@@ -11,17 +11,18 @@ per-sequence results then equal running each prompt alone, which ``compare_with_
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import pandas as pd
 import torch
 
 from kvviz.cache import Cache, DynamicCache
+from kvviz.decoding.sampling import Choice, Greedy, SelectionRule
 from kvviz.decoding.stepper import CacheSnapshot, Run, run_generation
 from kvviz.limits import MAX_BATCH_PROMPTS, LimitError, check_int
 from kvviz.models.base import BatchPassRecord, ModelLimits, encode
-from kvviz.decoding.sampling import Choice, Greedy, SelectionRule
 
 PAD = "·"   # how a padding slot is shown
 

@@ -18,16 +18,16 @@ timed and compared.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
 from kvviz.cache import Cache, DynamicCache, StaticCache
+from kvviz.decoding.sampling import Greedy, SelectionRule
 from kvviz.limits import LimitError, check_int
 from kvviz.models.gpt.model import GPT
 from kvviz.models.hf import HFCausalLM
-from kvviz.decoding.sampling import Greedy, SelectionRule
 
 
 @dataclass(frozen=True)

@@ -24,15 +24,15 @@ of the event that computed it, so kvviz.compress.row_errors gives each row's qua
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
 
 import torch
 
 from kvviz.cache import Cache, DynamicCache
+from kvviz.decoding.sampling import Choice, Greedy, SelectionRule
 from kvviz.limits import MAX_SEED, LimitError, check_int
 from kvviz.models.base import Model, PassRecord, encode
-from kvviz.decoding.sampling import Choice, Greedy, SelectionRule
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,21 @@ attention scale 1/sqrt(2). From h = (h0, h1) the logits over [A, B, C] are [h1, 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
 from kvviz.cache import Cache
 from kvviz.cost import ABC_CONFIG
-from kvviz.models.base import (BatchPassRecord, ModelLimits, PassRecord, allowed_keys, causal_softmax,
-                               masked_softmax, tokenize_by_vocab)
+from kvviz.models.base import (
+    BatchPassRecord,
+    ModelLimits,
+    PassRecord,
+    allowed_keys,
+    causal_softmax,
+    masked_softmax,
+    tokenize_by_vocab,
+)
 
 VECTORS = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]], dtype=torch.float64)  # [3, 2]
 

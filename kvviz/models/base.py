@@ -7,8 +7,9 @@ several sequences in one pass add ``forward_batch`` (kvviz.decoding.batching).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import torch
 

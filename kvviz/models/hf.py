@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import torch
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from kvviz.models.abc import ABCModel
 from kvviz.models.base import Model
 from kvviz.models.gpt import GPTModel
-from kvviz.models.smollm2 import SmolLM2          # transformers' model code loads with the weights
+from kvviz.models.smollm2 import SmolLM2  # transformers' model code loads with the weights
 from kvviz.models.weather import WeatherModel
 
 MODELS = {"abc": ABCModel, "weather": WeatherModel, "gpt": GPTModel, "smollm2": SmolLM2}

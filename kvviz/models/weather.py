@@ -20,8 +20,8 @@ depends on whether a later token exists, and an append-only KV cache keeps a sta
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence
 
 import torch
 

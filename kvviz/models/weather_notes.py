@@ -2,8 +2,8 @@
 and its tensor disagree. Pure functions of engine records (no streamlit)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 

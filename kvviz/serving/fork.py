@@ -2,15 +2,22 @@
 sample first writes into the shared, partly filled last block (``fork_run``)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
 from kvviz.decoding.batching import BatchModel
 from kvviz.decoding.sampling import Sampler
-from kvviz.limits import (MAX_SEED, MAX_SERVE_BATCH, MAX_SERVE_BLOCK_SIZE, MAX_SERVE_BLOCKS, MAX_SERVE_NEW_TOKENS,
-                          LimitError, check_int)
+from kvviz.limits import (
+    MAX_SEED,
+    MAX_SERVE_BATCH,
+    MAX_SERVE_BLOCK_SIZE,
+    MAX_SERVE_BLOCKS,
+    MAX_SERVE_NEW_TOKENS,
+    LimitError,
+    check_int,
+)
 from kvviz.models.base import encode
 from kvviz.serving.kv_manager import KVCacheManager
 from kvviz.serving.records import StepRecord

@@ -5,8 +5,8 @@ reference counts or prefix names itself. Below it: kvviz.cache's PagedCache (ten
 on its BlockPool (free list, reference counts, prefix names)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 

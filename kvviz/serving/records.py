@@ -3,8 +3,8 @@ preempted; the blocks after the step; memory during its pass), per request a ``R
 the whole ``ServeRun``. Frozen: pages and the CLI only read them."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import torch
 

@@ -34,14 +34,22 @@ cold solo run (``run_generation``, a contiguous cache).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
 from kvviz.decoding.batching import BatchModel
-from kvviz.limits import (MAX_SERVE_BATCH, MAX_SERVE_BLOCK_SIZE, MAX_SERVE_BLOCKS, MAX_SERVE_NEW_TOKENS,
-                          MAX_SERVE_REQUESTS, MAX_SERVE_STEPS, LimitError, check_int)
+from kvviz.limits import (
+    MAX_SERVE_BATCH,
+    MAX_SERVE_BLOCK_SIZE,
+    MAX_SERVE_BLOCKS,
+    MAX_SERVE_NEW_TOKENS,
+    MAX_SERVE_REQUESTS,
+    MAX_SERVE_STEPS,
+    LimitError,
+    check_int,
+)
 from kvviz.models.base import encode
 from kvviz.serving.kv_manager import KVCacheManager
 from kvviz.serving.records import Memory, RequestResult, ServeRun, StepRecord

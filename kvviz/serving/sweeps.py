@@ -2,8 +2,8 @@
 slack) and under both batching policies."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from kvviz.decoding.batching import BatchModel
 from kvviz.serving.records import ServeRun

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+
 import torch
 
 from kvviz.decoding.batching import BatchModel

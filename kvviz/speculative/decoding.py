@@ -8,16 +8,23 @@ after the rollback) for a page to step through.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
 from kvviz.cache import Cache, StaticCache
 from kvviz.decoding.loops import prompt_tensor
 from kvviz.decoding.sampling import Greedy, SelectionRule, draw_from, is_greedy, rule_probs, uniform
-from kvviz.limits import (GPT_MAX_PROMPT_TOKENS, MAX_SEED, SPECULATIVE_MAX_ATTENTION_TOKENS, SPECULATIVE_MAX_GAMMA,
-                          SPECULATIVE_MAX_NEW_TOKENS, LimitError, check_int)
+from kvviz.limits import (
+    GPT_MAX_PROMPT_TOKENS,
+    MAX_SEED,
+    SPECULATIVE_MAX_ATTENTION_TOKENS,
+    SPECULATIVE_MAX_GAMMA,
+    SPECULATIVE_MAX_NEW_TOKENS,
+    LimitError,
+    check_int,
+)
 from kvviz.models.gpt.model import GPT, LayerTrace
 from kvviz.models.gpt.weights import TinyGPT, load_draft_gpt, load_tiny_gpt
 

@@ -1,7 +1,7 @@
 """A speculative run as plain data: the ``speculate`` command's JSON and the page's download."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from kvviz.speculative.decoding import Speculation
 

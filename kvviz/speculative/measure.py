@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
-from kvviz.cost.measure import run_locked
-from kvviz.decoding.loops import generate_cached
-from kvviz.speculative.decoding import Speculation, check_speculation, speculative_generate
-from kvviz.decoding.sampling import SelectionRule, make_rule
 
 from kvviz.cache import StaticCache
 from kvviz.cost import pass_flops, speculative_speedup, speculative_tokens_per_pass
+from kvviz.cost.measure import run_locked
+from kvviz.decoding.loops import generate_cached
+from kvviz.decoding.sampling import SelectionRule, make_rule
 from kvviz.limits import (
     SPECULATIVE_MAX_GAMMA,
     SPECULATIVE_MEASURE_MAX_RUNS,
@@ -30,6 +29,7 @@ from kvviz.limits import (
     check_int,
 )
 from kvviz.models.gpt import GPT, cost_config
+from kvviz.speculative.decoding import Speculation, check_speculation, speculative_generate
 
 Progress = Callable[[float, str], None]
 

@@ -9,7 +9,7 @@ agree and plotly validates every spec whenever the builder runs (tests do).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 import torch
@@ -109,8 +109,8 @@ def attention_heads_spec(weights: torch.Tensor, query_labels: Sequence[str], key
         # neighbouring panel)
         layout[f"xaxis{sfx}"] = {"domain": [x0, x0 + width], "anchor": f"y{sfx}", "tickangle": -40 if t <= 4 else -90,
                                  "automargin": True, "tickfont": {"size": 13}}
-        layout[f"yaxis{sfx}"] = {"anchor": f"x{sfx}", "autorange": "reversed", "tickfont": {"size": 13},
-                                 **({"title": {"text": w["query"]}} if i == 0 else {"matches": "y", "showticklabels": False})}
+        shared = {"title": {"text": w["query"]}} if i == 0 else {"matches": "y", "showticklabels": False}
+        layout[f"yaxis{sfx}"] = {"anchor": f"x{sfx}", "autorange": "reversed", "tickfont": {"size": 13}, **shared}
         annotations.append({"text": head_titles[i], "x": x0 + width / 2, "y": 1.0, "xref": "paper", "yref": "paper",
                             "xanchor": "center", "yanchor": "bottom", "showarrow": False, "font": {"size": 15}})
     return {"data": traces, "layout": {

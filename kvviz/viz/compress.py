@@ -15,13 +15,12 @@ figure is ``go.Figure(spec)``.
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 import torch
 
-from kvviz.compress import (RowErrors, StepComparison, VariantResult, key_positions, pass_event,
-                            sink_mass)
+from kvviz.compress import RowErrors, StepComparison, VariantResult, key_positions, pass_event, sink_mass
 from kvviz.viz import theme
 from kvviz.viz.theme import ATTENTION_SCALE, COLORS, FONT
 
@@ -108,9 +107,11 @@ def row_error_heatmap_spec(errors: RowErrors, layer: int = 0, labels: Mapping | 
              "zmax": max(finite) if finite and max(finite) > 0 else 1.0, "colorscale": ERROR_SCALE,
              "xgap": 1, "ygap": 1, "customdata": [[s] * len(cols) for s in state],
              "colorbar": {"title": {"text": w["error"]}},
-             "hovertemplate": f"{w['row']} %{{y}}<br>%{{x}}<br>{w['error']} %{{z:.3g}}<br>%{{customdata}}<extra></extra>"}
+             "hovertemplate": (f"{w['row']} %{{y}}<br>%{{x}}<br>{w['error']} %{{z:.3g}}<br>"
+                               "%{customdata}<extra></extra>")}
     return {"data": [trace], "layout": theme.layout(
-        w["errors_title"].format(layer=layer), max(300, 120 + 18 * len(rows)), xaxis={"side": "top", "automargin": True},
+        w["errors_title"].format(layer=layer), max(300, 120 + 18 * len(rows)),
+        xaxis={"side": "top", "automargin": True},
         yaxis={"autorange": "reversed", "title": {"text": w["row"]}, "type": "category", "automargin": True},
         margin={"l": 10, "r": 10, "t": 80, "b": 10})}           # the top tick labels below the title
 
@@ -143,7 +144,8 @@ def next_token_pair_spec(cmp: StepComparison, event_index: int, k: int = 8, labe
     score = cmp.score_at(event_index if full_ev.phase == "choose" else event_index + 1)
     title = w["dist_title"].format(variant=name)
     if score is not None:
-        title += "<br><sup>" + w["kl_line"].format(kl=score.kl, agree=w["agree"] if score.agree else w["differs"]) + "</sup>"
+        line = w["kl_line"].format(kl=score.kl, agree=w["agree"] if score.agree else w["differs"])
+        title += "<br><sup>" + line + "</sup>"
     return {"data": data, "layout": theme.layout(
         title, 400, xaxis={"type": "category"}, yaxis={"title": {"text": w["prob"]}, "range": [0, 1.15]},
         barmode="group", margin={"l": 10, "r": 10, "t": 70, "b": 10},
@@ -163,8 +165,8 @@ def attention_sinks_spec(cmp: StepComparison, event_index: int, layer: int = 0, 
     cividis; keys a query may not read (future, or evicted by the window) are blank. For a window
     variant with sinks the sink columns are outlined and each query's weight on them is written at
     the right (a single query's, in a decode pass, under the title), in place of the colour bar
-    while the cells carry their values. ``layer`` and ``head`` are 0-based (numbered from 1 in the title). Plain plotly JSON
-    (``attention_sinks_figure``: a figure)."""
+    while the cells carry their values. ``layer`` and ``head`` are 0-based (numbered from 1 in the
+    title). Plain plotly JSON (``attention_sinks_figure``: a figure)."""
     w = _labels(labels)
     run = cmp.compressed if compressed else cmp.full
     ev = pass_event(run, event_index)
@@ -184,7 +186,8 @@ def attention_sinks_spec(cmp: StepComparison, event_index: int, layer: int = 0, 
             trow.append(f"{weights[i][j]:.2f}" if visible and len(keys) <= 16 else "")
         z.append(row)
         text.append(trow)
-    trace = {"type": "heatmap", "z": z, "x": [f"{p}:{seq[p]}" for p in keys], "y": [f"{p}:{seq[p]}" for p in ev.positions],
+    trace = {"type": "heatmap", "z": z, "x": [f"{p}:{seq[p]}" for p in keys],
+             "y": [f"{p}:{seq[p]}" for p in ev.positions],
              "zmin": 0.0, "zmax": 1.0, "colorscale": ATTENTION_SCALE, "text": text, "texttemplate": "%{text}",
              "textfont": {"size": 12},
              "xgap": 2, "ygap": 2, "colorbar": {"title": {"text": w["weight"]}},

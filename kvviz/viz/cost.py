@@ -3,7 +3,7 @@ figure out (no streamlit). Every visible word comes in through ``labels`` so pag
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 import torch

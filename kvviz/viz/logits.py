@@ -2,7 +2,7 @@
 twins as in kvviz.viz.attention)."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 

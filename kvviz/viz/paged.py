@@ -21,14 +21,14 @@ per step, and plotly's validation of ~60 figures was most of the page's first ru
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from kvviz.viz import theme
-from kvviz.viz.theme import COLORS, OKABE_ITO
 from kvviz.serving.records import ServeRun, StepRecord
 from kvviz.serving.sweeps import SizePoint
+from kvviz.viz import theme
+from kvviz.viz.theme import COLORS, OKABE_ITO
 
 # requests take these in turn (yellow last: it is faint on white)
 OWNER_COLORS = list(OKABE_ITO)

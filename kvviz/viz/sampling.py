@@ -7,13 +7,13 @@ the probability they had just before they were removed.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
+from kvviz.decoding.sampling import Stage
 from kvviz.viz import theme
 from kvviz.viz.theme import COLORS, FONT, OKABE_ITO
-from kvviz.decoding.sampling import Stage
 
 OUTLINE = "#0B3954"      # dark blue outline of kept bars and of the kept-set box
 THRESHOLD = OKABE_ITO[3]  # reddish purple: the top-p line and the mass-before diamonds
@@ -102,7 +102,8 @@ def draws_histogram(counts: Sequence[int], probs: Sequence[float], tokens: Seque
     numbers = len(order) <= MAX_LABELLED
     traces = [
         go.Bar(x=xs, y=[counts[i] / n for i in order], name=labels["observed"], marker_color=COLORS["chosen"],
-               text=[f"{counts[i]:,}" if numbers else "" for i in order], textposition="outside", textfont=dict(size=13),
+               text=[f"{counts[i]:,}" if numbers else "" for i in order], textposition="outside",
+               textfont=dict(size=13),
                cliponaxis=False, customdata=[counts[i] for i in order],
                hovertemplate=f"%{{x}}: %{{customdata:,}} {labels.get('draws', 'draws')} (%{{y:.4f}})<extra></extra>"),
         go.Bar(x=xs, y=[probs[i] for i in order], name=labels["expected"],

@@ -9,15 +9,15 @@ visible word comes in through ``labels`` (English defaults in LABELS) so pages c
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
 from kvviz.cost import speculative_speedup
+from kvviz.speculative import SpeedMeasurement
+from kvviz.speculative.decoding import CacheRowState, SpeculativeRound
 from kvviz.viz import theme
 from kvviz.viz.theme import COLORS, FONT
-from kvviz.speculative.decoding import CacheRowState, SpeculativeRound
-from kvviz.speculative import SpeedMeasurement
 
 DRAFT_COLOR = COLORS["pending"]
 TARGET_COLOR = COLORS["prompt"]
@@ -25,6 +25,7 @@ RESIDUAL_COLOR = COLORS["chosen"]
 STATUS_COLOR = {True: COLORS["processed"], False: COLORS["chosen"], None: COLORS["removed"]}
 CACHE_COLOR = {"cached": COLORS["bar"], "kept": COLORS["processed"], "removed": COLORS["removed"]}
 U_COLOR = "#000000"
+MARK = {True: "✓", False: "✗", None: "–"}       # a proposal's verdict: accepted, rejected, not tested
 
 LABELS = {
     "draft": "draft q(x)", "target": "target p(x)", "probability": "probability",
@@ -59,7 +60,8 @@ def proposals_spec(round_: SpeculativeRound, vocab: Sequence[str], title: str,
             text=w["no_proposals"], showarrow=False, font=dict(size=16), x=0.5, y=0.5, xref="paper", yref="paper")])}
     xs = proposal_labels(round_, vocab)
     props = round_.proposals
-    status = [w["accepted"] if pr.accepted else w["rejected"] if pr.accepted is False else w["untested"] for pr in props]
+    verdict = {True: w["accepted"], False: w["rejected"], None: w["untested"]}
+    status = [verdict[pr.accepted] for pr in props]
     data = [
         dict(type="bar", x=xs, y=[pr.q for pr in props], name=w["draft"], marker=dict(color=DRAFT_COLOR),
              text=[f"{pr.q:.2f}" for pr in props], textposition="outside", cliponaxis=False,
@@ -69,7 +71,7 @@ def proposals_spec(round_: SpeculativeRound, vocab: Sequence[str], title: str,
              hovertemplate="%{x}: p = %{y:.4f}<extra></extra>", xaxis="x", yaxis="y"),
         dict(type="bar", x=xs, y=[pr.acceptance_probability for pr in props], name=w["accept_probability"],
              marker=dict(color=[STATUS_COLOR[pr.accepted] for pr in props]),
-             text=[f"{s} {'✓' if pr.accepted else '✗' if pr.accepted is False else '–'}" for s, pr in zip(status, props)],
+             text=[f"{s} {MARK[pr.accepted]}" for s, pr in zip(status, props)],
              textposition="outside", cliponaxis=False, customdata=status, showlegend=False,
              hovertemplate="%{x}: min(1, p/q) = %{y:.4f}, %{customdata}<extra></extra>", xaxis="x2", yaxis="y2"),
     ]
@@ -231,7 +233,8 @@ def speedup_figure(gammas: Sequence[int], title: str, alpha: float | None = None
                                                "%{customdata[1]:,.0f} tok/s)<extra></extra>"))
     ys = [y for t in traces for y in t.y if y is not None] or [1.0]
     fig = go.Figure(traces, theme.layout(
-        title, 440, ticks=False, top=60, legend=dict(orientation="h", y=-0.2, yanchor="top", x=0, xanchor="left", font=FONT),
+        title, 440, ticks=False, top=60,
+        legend=dict(orientation="h", y=-0.2, yanchor="top", x=0, xanchor="left", font=FONT),
         margin=dict(l=10, r=10, t=50, b=10), xaxis=dict(title=w["gamma"], tickvals=gammas, tickfont=FONT),
         yaxis=dict(title=w["speedup"], range=[0, max(1.2, max(ys) * 1.15)], tickfont=FONT)))
     fig.add_hline(y=1.0, line=dict(color="#666666", dash="dash", width=1))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from axe_playwright_python.sync_playwright import Axe      # axe-core for Python Playwright
+from axe_playwright_python.sync_playwright import Axe  # axe-core for Python Playwright
 
 FAIL_IMPACTS = {"serious", "critical"}
 KEEP_FIXED = {"heading-order", "empty-table-header"}        # moderate / minor, fixed once: stay fixed
@@ -44,7 +44,8 @@ SETTLED = """() => {
   const app = document.querySelector('[data-testid="stApp"]');
   return !!app && app.dataset.testScriptState === 'notRunning' && !!document.querySelector('h1')
     && !document.querySelector('[data-testid="stSkeleton"], [data-stale="true"]')
-    && [...document.querySelectorAll('.kvc-chart')].every(c => c.hasAttribute('data-drawn') || c.dataset.pending === 'far')
+    && [...document.querySelectorAll('.kvc-chart')]
+      .every(c => c.hasAttribute('data-drawn') || c.dataset.pending === 'far')
     && [...document.querySelectorAll('.kvs-root')].every(r => r.hasAttribute('data-drawn'))
     && !document.querySelector('.st-key-kvs_rest');
 }"""
@@ -74,8 +75,8 @@ def settle(page) -> None:
 def _theme(page, scheme: str) -> None:
     """Switch the browser's colour scheme; Streamlit's default theme setting ("System") follows."""
     page.emulate_media(color_scheme=scheme)
-    page.wait_for_function("(s) => getComputedStyle(document.querySelector('[data-testid=\"stApp\"]')).colorScheme === s",
-                           arg=scheme, timeout=30_000)
+    page.wait_for_function("(s) => getComputedStyle(document.querySelector('[data-testid=\"stApp\"]'))"
+                           ".colorScheme === s", arg=scheme, timeout=30_000)
     page.wait_for_timeout(300)                  # colour transitions
     settle(page)
 

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.browser
 HOSTILE = "<img src=x onerror=alert(1)> **bold**"
 LINK = "/Real_LLM?" + urlencode({"llm_mode": "plain", "llm_prompt": HOSTILE, "llm_new": "3", "step": "1"})
 # the accessibility scan's address, written out (tests/test_accessibility_rules.py looks for it)
-assert LINK == "/Real_LLM?llm_mode=plain&llm_prompt=%3Cimg+src%3Dx+onerror%3Dalert%281%29%3E+%2A%2Abold%2A%2A&llm_new=3&step=1"
+assert LINK == "/Real_LLM?llm_mode=plain&llm_prompt=%3Cimg+src%3Dx+onerror%3Dalert%281%29%3E+%2A%2Abold%2A%2A&llm_new=3&step=1"  # noqa: E501
 
 
 def test_hostile_text_stays_text_and_the_stepper_keys_and_picks_work(server, tab, smollm2_installed):
@@ -23,9 +23,10 @@ def test_hostile_text_stays_text_and_the_stepper_keys_and_picks_work(server, tab
     tab.goto(server + LINK)
     assert tab.heading().startswith("Event 1 of 5: choose")
     tab.wait_drawn(1)
-    assert_accessible(tab.page, "/Real_LLM?llm_mode=plain&llm_prompt=%3Cimg+src%3Dx+onerror%3Dalert%281%29%3E+%2A%2Abold%2A%2A&llm_new=3&step=1")
+    assert_accessible(tab.page, "/Real_LLM?llm_mode=plain&llm_prompt=%3Cimg+src%3Dx+onerror%3Dalert%281%29%3E+%2A%2Abold%2A%2A&llm_new=3&step=1")  # noqa: E501
     page = tab.page
-    assert not dialogs and page.locator("img[src='x']").count() == 0 and page.locator("strong:text-is('bold')").count() == 0
+    assert not dialogs and page.locator("img[src='x']").count() == 0
+    assert page.locator("strong:text-is('bold')").count() == 0
     tokens = page.locator(".kv-toks").first.inner_text()
     assert "<" in tokens and "Ġ**" in tokens and "bold" in tokens                # the token view
     strip = page.locator(".kvs-root .kv-chip").all_inner_texts()

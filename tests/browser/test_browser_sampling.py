@@ -19,7 +19,8 @@ def chart_text(tab, key: str) -> str:
 def test_sampling_deep_link_slider_keys_and_the_quiz_question(server, tab):
     tab.goto(f"{server}/Sampling?sampling_top_p=0.8")
     tab.assert_clean()
-    assert_accessible(tab.page, "/Sampling?sampling_top_p=0.8", dark=True)          # the accessibility scan of this page
+    # the accessibility scan of this page
+    assert_accessible(tab.page, "/Sampling?sampling_top_p=0.8", dark=True)
     top_p = chart_text(tab, "stage_3")
     assert "4 · Top-p" in top_p and "0.706" in top_p and "0.294" in top_p and "p = 0.8" in top_p
     # the keyboard moves the top-p slider to its minimum: only A is left, with probability 1

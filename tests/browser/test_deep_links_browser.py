@@ -46,7 +46,8 @@ def test_weather_round_trip_with_repair_and_values(server, browser):
     first, second = Page(browser), Page(browser)
     try:
         first.goto(f"{server}/Weather_heads?step=2&values=nice:9")
-        first.page.locator("[data-testid='stCheckbox']").filter(has_text="Repair stale keys").locator("label").first.click()
+        repair = first.page.locator("[data-testid='stCheckbox']").filter(has_text="Repair stale keys")
+        repair.locator("label").first.click()
         first.settle()
         expect(first.page).to_have_url(re.compile(r"repair=true"))
         url = first.page.url

@@ -39,7 +39,8 @@ BOXES = """() => {
   const main = document.querySelector("[data-testid='stMain']");
   // pairs of boxes sharing more than 2 px each way, as [[top, left], [top, left]]
   const overlapping = (boxes) => boxes.flatMap((a, i) => boxes.slice(i + 1).filter((c) =>
-    Math.min(a.bottom, c.bottom) - Math.max(a.top, c.top) > 2 && Math.min(a.right, c.right) - Math.max(a.left, c.left) > 2)
+    Math.min(a.bottom, c.bottom) - Math.max(a.top, c.top) > 2
+      && Math.min(a.right, c.right) - Math.max(a.left, c.left) > 2)
     .map((c) => [[a.top, a.left], [c.top, c.left]]));
   // heatmap cell values that print over each other, within each figure shown (figures drawn ahead for
   // the next steps wait hidden in the same slots)
@@ -47,7 +48,8 @@ BOXES = """() => {
     [...slot.querySelectorAll('.kvs-fig')].filter((f) => f.dataset.key === slot.dataset.shown));
   let labels = 0;
   const overlaps = figs.flatMap((f) => {
-    const t = [...f.querySelectorAll('.heatmap-label text')].map((e) => e.getBoundingClientRect()).filter((b) => b.width > 0);
+    const t = [...f.querySelectorAll('.heatmap-label text')].map((e) => e.getBoundingClientRect())
+      .filter((b) => b.width > 0);
     labels += t.length;
     return overlapping(t);
   }).slice(0, 3);
@@ -56,9 +58,11 @@ BOXES = """() => {
     [...f.querySelectorAll("g[class^='g-y'][class$='title'] text")].map((e) => e.getBoundingClientRect())
       .filter((b) => b.height > 0)));
   return {strip: shown('.kvs-strip').map(box), charts: shown('.kvs-fig').map(box), overlaps, titles, labels,
-          newest: rows.length ? box(rows[rows.length - 1]) : null, alts: shown('.kvs-figslot').map((e) => e.getAttribute('aria-label')),
+          newest: rows.length ? box(rows[rows.length - 1]) : null,
+          alts: shown('.kvs-figslot').map((e) => e.getAttribute('aria-label')),
           width: window.innerWidth, height: window.innerHeight,
-          scroll: Math.max(document.documentElement.scrollWidth, main.scrollWidth - main.clientWidth + window.innerWidth)};
+          scroll: Math.max(document.documentElement.scrollWidth,
+                           main.scrollWidth - main.clientWidth + window.innerWidth)};
 }"""
 
 

@@ -107,7 +107,9 @@ new MutationObserver(() => {
   const found = {rest: () => document.querySelector(".st-key-kvs_rest"),
                  drawn: () => document.querySelector(".kvs-root[data-drawn]"),
                  section: () => [...document.querySelectorAll("h2")].some((h) => h.textContent.startsWith("Memory"))};
-  for (const [name, test] of Object.entries(found)) if (!window.__seen[name] && test()) window.__seen[name] = performance.now();
+  for (const [name, test] of Object.entries(found)) {
+    if (!window.__seen[name] && test()) window.__seen[name] = performance.now();
+  }
 }).observe(document, {subtree: true, childList: true, attributes: true});"""
 
 

@@ -9,6 +9,7 @@ from kvviz.decoding.stepper import run_generation
 from kvviz.models.abc import ABCModel
 from tests.conftest import Page
 
+
 def _press(tab: Page, key: str, heading: str) -> None:
     tab.page.bring_to_front()                          # the user switches to this tab
     tab.page.locator("h1").first.click()               # focus the page, not a widget

@@ -2,7 +2,7 @@
 the counters run on it like on the toy models."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

@@ -28,6 +28,7 @@ from kvviz.cache import Cache
 from kvviz.models.base import causal_allowed, masked_softmax
 from kvviz.models.gpt.config import GPTConfig, check_positions
 
+
 def _weights(module: nn.Module, collect) -> tuple:
     """The parameters (and submodules) ``module``'s forward uses, looked up once: each nn.Module
     attribute lookup costs about a microsecond, ~50 of them per decode step. ``GPT`` drops these

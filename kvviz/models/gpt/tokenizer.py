@@ -8,7 +8,7 @@ an UnknownWordsError naming the unknown words.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from kvviz.models.base import UnknownTokenError
 

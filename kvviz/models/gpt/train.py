@@ -29,7 +29,6 @@ from kvviz.models.gpt.model import random_gpt
 from kvviz.models.gpt.tokenizer import WordTokenizer
 from kvviz.models.gpt.weights import CHECKPOINT, DRAFT_CHECKPOINT, plain_state_dict, weights_sha256
 
-
 # The draft trains for fewer steps than the tiny GPT on purpose: after the full 1,200 steps a 1-layer,
 # width-64 model nearly matches the target on this simple corpus (held-out loss 0.679 vs 0.675; a
 # proposal would be accepted with probability Σ min(p, q) = 0.98 at τ = 1), so speculative decoding

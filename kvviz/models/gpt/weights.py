@@ -3,9 +3,9 @@
 ``kvviz/data/tiny_gpt.pt`` is a plain state_dict (nn.Linear layout, no tied lm_head copy) and
 ``tiny_gpt.json`` beside it the config, vocabulary and how the weights were trained
 (kvviz.models.gpt.train). ``draft_gpt.pt`` + ``.json`` are the draft model of speculative decoding in
-the same format (1 layer, width 64, the same tokenizer and corpus). GPT-2's Conv1D stores four kinds of weights ``[in, out]`` where nn.Linear
-stores ``[out, in]``: ``hf_state_dict`` transposes them, so ``transformers.GPT2LMHeadModel`` loads
-the same weights (tests and benchmarks compare against it).
+the same format (1 layer, width 64, the same tokenizer and corpus). GPT-2's Conv1D stores four kinds
+of weights ``[in, out]`` where nn.Linear stores ``[out, in]``: ``hf_state_dict`` transposes them, so
+``transformers.GPT2LMHeadModel`` loads the same weights (tests and benchmarks compare against it).
 """
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ numbers the figure builders pre-formatted in English through :func:`relocalize`.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 
 REFERENCE = "en"        # the language whose output is Python's own formatting
 
@@ -39,11 +39,11 @@ REFERENCE = "en"        # the language whose output is Python's own formatting
 def _lang(lang: str | None) -> str:
     if lang is not None:
         return lang
-    from kvviz.ui.app.i18n import current_lang      # here: the formatting itself needs no Streamlit
+    from kvviz.ui.app.i18n import current_lang  # here: the formatting itself needs no Streamlit
     return current_lang()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _symbols(lang: str) -> dict[str, str] | None:
     """Babel's number symbols for ``lang`` as a translation table from Python's, or None for English.
 
@@ -51,14 +51,19 @@ def _symbols(lang: str) -> dict[str, str] | None:
     if lang == REFERENCE:
         return None
     from babel import Locale
-    from babel.numbers import (get_decimal_symbol, get_exponential_symbol, get_group_symbol,
-                               get_minus_sign_symbol, get_plus_sign_symbol)
+    from babel.numbers import (
+        get_decimal_symbol,
+        get_exponential_symbol,
+        get_group_symbol,
+        get_minus_sign_symbol,
+        get_plus_sign_symbol,
+    )
     Locale.parse(lang)                                   # an unknown language fails loudly here
     return {".": get_decimal_symbol(lang), ",": get_group_symbol(lang), "e": get_exponential_symbol(lang),
             "E": get_exponential_symbol(lang), "-": get_minus_sign_symbol(lang), "+": get_plus_sign_symbol(lang)}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _percent_affixes(lang: str) -> tuple[str, str]:
     """(prefix, suffix) of a positive percentage: ``("", "%")`` in English, ``("", "\\xa0%")`` in es/de."""
     if lang == REFERENCE:

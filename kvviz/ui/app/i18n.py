@@ -7,7 +7,7 @@ language and falls back to English, so a missing translation never breaks a page
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import streamlit as st
@@ -16,7 +16,7 @@ LANGS = {"en": "English", "es": "Español", "de": "Deutsch"}
 LOCALES = Path(__file__).parents[1] / "locales"
 
 
-@lru_cache(maxsize=None)
+@cache
 def strings(lang: str) -> dict[str, str]:
     """All keys of one language as ``section.key -> text`` (read-only, cached per process)."""
     out: dict[str, str] = {}

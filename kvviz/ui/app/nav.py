@@ -11,9 +11,9 @@ from pathlib import Path
 import streamlit as st
 
 from kvviz.ui.app import presenter, urlstate
-from kvviz.ui.components import charts, plotly_js
 from kvviz.ui.app.i18n import LANGS, t
 from kvviz.ui.app.share import copy_link
+from kvviz.ui.components import charts, plotly_js
 
 # (script path, i18n key of its label, icon) in teaching order
 PAGES = [

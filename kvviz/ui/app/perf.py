@@ -5,7 +5,8 @@ import contextlib
 import functools
 import os
 import time
-from typing import Callable, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 F = TypeVar("F", bound=Callable)
 

@@ -5,8 +5,8 @@ so a lecturer can open a deep link straight into presenter mode.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import streamlit as st
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import streamlit as st
 
 from kvviz.decoding.batching import compare_with_solo, run_batch
+from kvviz.decoding.sampling import make_rule
 from kvviz.decoding.stepper import Run, run_generation
 from kvviz.models.registry import get_model
-from kvviz.decoding.sampling import make_rule
 
 
 @st.cache_resource(max_entries=256, ttl=3600, show_spinner=False)

@@ -18,7 +18,10 @@ export default function(component) {
   const button = root.querySelector('button');
   const box = root.querySelector('input');
   const note = root.querySelector('span');
-  button.innerHTML = '<svg width="16" height="16" viewBox="0 0 24 24" aria-hidden="true" style="vertical-align:-3px;margin-right:.4em"><path fill="currentColor" d="M3.9 12a3.1 3.1 0 0 1 3.1-3.1h4V7H7a5 5 0 0 0 0 10h4v-1.9H7A3.1 3.1 0 0 1 3.9 12M8 13h8v-2H8zm9-6h-4v1.9h4a3.1 3.1 0 0 1 0 6.2h-4V17h4a5 5 0 0 0 0-10"/></svg>';
+  button.innerHTML = '<svg width="16" height="16" viewBox="0 0 24 24" aria-hidden="true" '
+    + 'style="vertical-align:-3px;margin-right:.4em"><path fill="currentColor" '
+    + 'd="M3.9 12a3.1 3.1 0 0 1 3.1-3.1h4V7H7a5 5 0 0 0 0 10h4v-1.9H7A3.1 3.1 0 0 1 3.9 12M8 13h8v-2H8z'
+    + 'm9-6h-4v1.9h4a3.1 3.1 0 0 1 0 6.2h-4V17h4a5 5 0 0 0 0-10"/></svg>';
   button.appendChild(document.createTextNode(data.label));
   button.title = data.help;
   button.hidden = false;                    // shown once it has its label: never an unnamed button
@@ -31,7 +34,8 @@ export default function(component) {
   };
 }
 """
-_HTML = "<div class='kv-share'><button type='button' hidden></button><input readonly aria-label='link'><span></span></div>"
+_HTML = ("<div class='kv-share'><button type='button' hidden></button><input readonly aria-label='link'>"
+         "<span></span></div>")
 _CSS = """
 .kv-share button { width: 100%; padding: .45rem .75rem; border-radius: .5rem; cursor: pointer;
   border: 1px solid var(--st-border-color, #ccc); background: var(--st-secondary-background-color, #f0f2f6);

@@ -7,7 +7,7 @@ valid, and otherwise keeps the default and says so on the page.
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import streamlit as st
 

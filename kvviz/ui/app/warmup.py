@@ -17,8 +17,8 @@ import asyncio
 import importlib
 import sys
 import time
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
 
 from streamlit.logger import get_logger
 

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from kvviz.ui.app import fmt
+from kvviz.ui.app.i18n import current_lang, t
 from kvviz.ui.components import plotly_js
 from kvviz.ui.frames import figure_spec
-from kvviz.ui.app.i18n import current_lang, t
-from kvviz.viz.theme import WORDS     # plain data: the home page imports neither plotly nor torch
+from kvviz.viz.theme import WORDS  # plain data: the home page imports neither plotly nor torch
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -60,7 +60,7 @@ def _relocalized(value, lang: str):
     return value                        # numbers, arrays, None: plotly formats those itself
 
 
-def localize_numbers(fig: "go.Figure", lang: str) -> "go.Figure":
+def localize_numbers(fig: go.Figure, lang: str) -> go.Figure:
     """Write the figure's numbers the way ``lang`` does, in place: ``layout.separators`` (decimal and
     thousands marks of every number plotly formats) and the text labels, hover data and tick texts that
     are one English-formatted number. Other text (tokens, titles) is left alone."""
@@ -84,7 +84,7 @@ _component = st.components.v2.component(
     css=".kvc-chart { width: 100%; }", isolate_styles=False)   # in the page's DOM, as the stepper
 
 
-def chart(fig: "go.Figure", alt: str, key: str) -> None:
+def chart(fig: go.Figure, alt: str, key: str) -> None:
     """One figure at full width with an accessible label, the chosen export format, and its numbers
     in the page's language; drawn by the stepper's plotly.js (``plotly_js``), not ``st.plotly_chart``
     (Streamlit's full plotly.js would be a second, three times larger library to load). ``key``

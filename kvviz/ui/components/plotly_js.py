@@ -56,7 +56,7 @@ def module_js(own: Path) -> str:
 # script in st.html runs when that element mounts (a component would first load its own frontend
 # code); it is plotly_view.js's own loadPlotly, so the components later await the same promise.
 _PRELOAD_HTML = ("<script data-kvs-preload>\n(() => {\n" + (_HERE / "plotly_view.js").read_text(encoding="utf-8")
-                 + "\nloadPlotly(%s).catch(() => {});\n})();\n</script>" % json.dumps(PLOTLY))
+                 + "\nloadPlotly(" + json.dumps(PLOTLY) + ").catch(() => {});\n})();\n</script>")
 
 
 def preload() -> None:

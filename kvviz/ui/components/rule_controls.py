@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kvviz.limits import MAX_SEED
 from kvviz.decoding.sampling import Greedy, SelectionRule, make_rule
-from kvviz.ui.app.i18n import t
+from kvviz.limits import MAX_SEED
 from kvviz.ui.app import urlstate
+from kvviz.ui.app.i18n import t
 
 MODES = ("greedy", "sample")
 # Pages whose whole point is sampling open in sampling mode; every other page opens greedy.

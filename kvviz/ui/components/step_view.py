@@ -63,8 +63,8 @@ browser tab, shared with the single charts of ``kvviz/ui/components/charts.py``)
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import streamlit as st
 

@@ -39,8 +39,9 @@ Payload (JSON, ``Payload.to_json()``)::
                        "notes": html} | null,   # i: index into ids
              "more": [block, ...]}      # explanations below everything
 
-    block = {"fig": i, "alt": str, "pick": 1?} | {"html": html} | {"note": html} | {"alert": "ok|bad|info|warn", "text": html}
-          | {"lines": [["did" | "todo", html], ...]} | {"strip": {"chips": [[pos, token, kind]], "legend": bool,
+    block = {"fig": i, "alt": str, "pick": 1?} | {"html": html} | {"note": html}
+          | {"alert": "ok|bad|info|warn", "text": html} | {"lines": [["did" | "todo", html], ...]}
+          | {"strip": {"chips": [[pos, token, kind]], "legend": bool,
              "label": html | null}} | {"tbl": {"cols", "rows", "row_head", "marks": [[r, c, cls]],
              "row_marks": [[r, cls]], "title"}} | {"details": summary, "body": [block, ...]}
           | {"cols": [[block, ...], ...]}
@@ -56,7 +57,7 @@ import html as _html
 import json
 import math
 import re
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from kvviz.ui.app import fmt
 from kvviz.ui.app.i18n import strings
@@ -423,7 +424,7 @@ class Payload:
         if self.lang == fmt.REFERENCE:
             return cell
         for pattern, key, name in self._CELL_PHRASES:
-            cell = pattern.sub(lambda m: self.tr(key, **{name: m.group(1)}), cell)
+            cell = pattern.sub(lambda m, key=key, name=name: self.tr(key, **{name: m.group(1)}), cell)
         return fmt.inline(cell, self.lang)
 
     def to_dict(self) -> dict:

@@ -4,8 +4,14 @@ from __future__ import annotations
 from kvviz.decoding.stepper import Event, Run
 from kvviz.ui.app import fmt
 from kvviz.ui.frames import Payload, Tr, counters, html_block, lang_of, lines_block, strip_block
-from kvviz.ui.frames.steps import (attention_blocks, cache_frame_table, choice_sentence, logits_blocks,
-                                   next_choice, source)
+from kvviz.ui.frames.steps import (
+    attention_blocks,
+    cache_frame_table,
+    choice_sentence,
+    logits_blocks,
+    next_choice,
+    source,
+)
 
 LOGIT_TOKENS = ["A", "B", "C"]      # kvviz.models.abc.ABCModel.logit_tokens
 
@@ -19,8 +25,8 @@ def sentences(ev: Event, run: Run, tr: Tr, logit_tokens=LOGIT_TOKENS) -> tuple[s
                    h0=fmt.fixed(h[0], 3, lang=lang_of(tr)), h1=fmt.fixed(h[1], 3, lang=lang_of(tr))),
                 tr("abc.not_yet_prefill"))
     if ev.phase == "choose":
-        did = choice_sentence(ev, logit_tokens, tr("abc.did_choose", tok=ev.chosen,
-                                                   logit=fmt.fixed(ev.logits[ev.choice.index], 3, lang=lang_of(tr)), seq=seq), tr)
+        logit = fmt.fixed(ev.logits[ev.choice.index], 3, lang=lang_of(tr))
+        did = choice_sentence(ev, logit_tokens, tr("abc.did_choose", tok=ev.chosen, logit=logit, seq=seq), tr)
         return did, tr("abc.not_yet_choose", tok=ev.chosen, n=ev.cache_len, pos=ev.positions[0])
     return (tr("abc.did_decode", tok=ev.tokens[0], pos=ev.positions[0], n=ev.cache_len),
             tr("abc.not_yet_decode"))
@@ -37,7 +43,8 @@ def build(run: Run, tr: Tr, logit_tokens=LOGIT_TOKENS) -> Payload:
                top=[strip_block(ev.sequence, len(run.prompt), ev.cache_len), lines_block(did, todo)],
                main=attention_blocks(pl, ev, src, tr),
                side=logits_blocks(pl, ev, logit_tokens, next_choice(run, ev), tr)
-               + [html_block(tr("abc.h_line", h0=fmt.fixed(h[0], 3, lang=pl.lang), h1=fmt.fixed(h[1], 3, lang=pl.lang), pos=src.positions[-1]), explain=True)],
+               + [html_block(tr("abc.h_line", h0=fmt.fixed(h[0], 3, lang=pl.lang), h1=fmt.fixed(h[1], 3, lang=pl.lang),
+                                pos=src.positions[-1]), explain=True)],
                metrics=counters(ev, tr),
                table=cache_frame_table(pl, ev, tr))
     return pl

@@ -9,15 +9,14 @@ table with evicted rows greyed.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from kvviz.compress import StepComparison, Variant, pass_event, row_errors, sink_mass
-from kvviz.viz.compress import attention_sinks_spec, next_token_pair_spec, row_error_heatmap_spec
 from kvviz.decoding.stepper import Event
 from kvviz.ui.app import fmt
-from kvviz.ui.frames import (Payload, Tr, lang_of, lines_block, metrics, note_block,
-                             strip_block)
+from kvviz.ui.frames import Payload, Tr, lang_of, lines_block, metrics, note_block, strip_block
 from kvviz.ui.frames.steps import cache_frame_table
+from kvviz.viz.compress import attention_sinks_spec, next_token_pair_spec, row_error_heatmap_spec
 
 TOP_K = 6             # tokens per distribution in the side-by-side bars (the union of both top-k)
 
@@ -114,7 +113,8 @@ def attention_block(pl: Payload, cmp: StepComparison, ev: Event, layer: int, hea
         if len(masses) == 1:
             spec["layout"]["title"]["text"] = (tr("compress.fig_att_title", layer=layer + 1, head=head + 1)
                                                + "<br><sup>" + shares[0] + "</sup>")
-    return pl.fig(spec, tr("compress.attention_alt_sinks" if v.kind == "window" and v.sinks else "compress.attention_alt"))
+    sinks_shown = v.kind == "window" and v.sinks
+    return pl.fig(spec, tr("compress.attention_alt_sinks" if sinks_shown else "compress.attention_alt"))
 
 
 def distributions_block(pl: Payload, cmp: StepComparison, ev: Event, name: str, tr: Tr) -> dict:
@@ -199,7 +199,8 @@ def build(cmp: StepComparison, model, layer: int, head: int, tr: Tr) -> Payload:
         pl.add(tr("compress.event_heading", i=ev.index, last=last, phase=tr("gpt.phase_" + ev.phase)),
                top=[strip_block(ev.sequence, len(run.prompt), ev.cache_len), lines_block(did, todo)],
                main=main
-               + ([note_block(tr("stepper.no_attention", i=ev.index - 1), explain=True)] if ev.phase == "choose" else []),
+               + ([note_block(tr("stepper.no_attention", i=ev.index - 1), explain=True)]
+                  if ev.phase == "choose" else []),
                side=[figs["dist"]], metrics=step_metrics(cmp, ev, layer, head, tr),
                table=cache_frame_table(pl, ev, tr, labels, layer, present_cols=present),
                more=more)

@@ -5,16 +5,27 @@ from __future__ import annotations
 
 import torch
 
-from kvviz.viz.attention import attention_model_view_spec
-from kvviz.viz.logits import top_probs_bar_spec
-from kvviz.decoding.stepper import Event, Run
 from kvviz import cost
 from kvviz.decoding.loops import next_token_probs
+from kvviz.decoding.stepper import Event, Run
 from kvviz.decoding.trace import cache_shapes
 from kvviz.ui.app import fmt
-from kvviz.ui.frames import (Payload, Tr, counters, figure_words, html_block, lang_of, lines_block, note_block,
-                             presenter_only, strip_block, table_block)
+from kvviz.ui.frames import (
+    Payload,
+    Tr,
+    counters,
+    figure_words,
+    html_block,
+    lang_of,
+    lines_block,
+    note_block,
+    presenter_only,
+    strip_block,
+    table_block,
+)
 from kvviz.ui.frames.steps import attention_blocks, cache_frame_table, next_choice, source
+from kvviz.viz.attention import attention_model_view_spec
+from kvviz.viz.logits import top_probs_bar_spec
 
 CHECK_TOL = 1e-4          # float32: a recompute differs by rounding only (~1e-6)
 
@@ -50,7 +61,8 @@ def probs_blocks(pl: Payload, ev: Event, nxt: Event | None, model, tr: Tr) -> li
                                k=PRESENT_TOP_K, axis_title="")
     out = [pl.fig(fig, tr("gpt.probs_alt"), explain=True), presenter_only(pl.fig(short, tr("gpt.probs_alt_present")))]
     if choice is not None and choice.rule.get("name") != "greedy":
-        out.append(note_block(tr("gpt.probs_sampled", kept=len(choice.kept), p=fmt.fixed(choice.probs[choice.index], 3, lang=pl.lang))))
+        p = fmt.fixed(choice.probs[choice.index], 3, lang=pl.lang)
+        out.append(note_block(tr("gpt.probs_sampled", kept=len(choice.kept), p=p)))
     if ev.pending:
         out.append(html_block(tr("gpt.pending", tok=ev.pending, pos=len(ev.sequence) - 1), explain=True))
     return out
@@ -73,13 +85,15 @@ def growth_blocks(ev: Event, model, layer: int, tr: Tr) -> list[dict]:
     """The cache of every layer: K/V shapes and bytes, the shown layer in bold, 2·L·T·d·4 checked."""
     cfg = model.config
     shapes = cache_shapes(ev.cache)
-    rows = [[r["layer"], r["K shape"], r["V shape"], fmt.integer(r['bytes (K + V)'], lang=lang_of(tr))] for _, r in shapes.iterrows()]
+    rows = [[r["layer"], r["K shape"], r["V shape"], fmt.integer(r['bytes (K + V)'], lang=lang_of(tr))]
+            for _, r in shapes.iterrows()]
     measured = ev.cache.nbytes()
     formula = cost.cache_bytes_per_token(model.cost_config, "fp32") * ev.cache_len   # 2·L·T·d·4
     out = [table_block([tr("gpt.col_layer"), tr("gpt.col_k_shape"), tr("gpt.col_v_shape"), tr("gpt.col_bytes")], rows,
                        title=f"**{tr('gpt.cache_growth_title')}**", row_marks=[(layer, "bold")], explain=True),
-           note_block(tr("gpt.cache_bytes_line", measured=fmt.integer(measured, lang=lang_of(tr)), layers=cfg.n_layer, T=ev.cache_len,
-                         d=cfg.n_embd, formula=fmt.integer(formula, lang=lang_of(tr)), ok="✓" if measured == formula else "✗"), explain=True)]
+           note_block(tr("gpt.cache_bytes_line", measured=fmt.integer(measured, lang=lang_of(tr)), layers=cfg.n_layer,
+                         T=ev.cache_len, d=cfg.n_embd, formula=fmt.integer(formula, lang=lang_of(tr)),
+                         ok="✓" if measured == formula else "✗"), explain=True)]
     if ev.record is not None:
         out.append(note_block(tr("gpt.cache_grew", n=len(ev.positions)), explain=True))
     return out

@@ -18,8 +18,21 @@ from kvviz.decoding.loops import next_token_probs
 from kvviz.decoding.stepper import Event, Run
 from kvviz.decoding.trace import cache_shapes
 from kvviz.ui.app import fmt
-from kvviz.ui.frames import (Payload, Tr, counters, details_block, figure_words, html_block, lang_of, lines_block,
-                             literal, note_block, presenter_only, strip_block, table_block)
+from kvviz.ui.frames import (
+    Payload,
+    Tr,
+    counters,
+    details_block,
+    figure_words,
+    html_block,
+    lang_of,
+    lines_block,
+    literal,
+    note_block,
+    presenter_only,
+    strip_block,
+    table_block,
+)
 from kvviz.ui.frames.steps import cache_frame_table, next_choice, source
 from kvviz.viz.attention import attention_heatmap_spec, head_grid_spec
 from kvviz.viz.logits import top_probs_bar_spec
@@ -129,7 +142,8 @@ def growth_blocks(ev: Event, model, layer: int, tr: Tr) -> list[dict]:
     mha = cost.memory_report(cfg, max(1, ev.cache_len), 1, dtype).mha_total // max(1, ev.cache_len)
     measured, formula = ev.cache.nbytes(), per_token * ev.cache_len
     shapes = cache_shapes(ev.cache)
-    rows = [[r["layer"], r["K shape"], r["V shape"], fmt.integer(r["bytes (K + V)"], lang=lang)] for _, r in shapes.iterrows()]
+    rows = [[r["layer"], r["K shape"], r["V shape"], fmt.integer(r["bytes (K + V)"], lang=lang)]
+            for _, r in shapes.iterrows()]
     table = table_block([tr("llm.col_layer"), tr("llm.col_k_shape"), tr("llm.col_v_shape"), tr("llm.col_bytes")], rows,
                         title=f"**{tr('llm.cache_growth_title')}**", row_marks=[(layer, "bold")])
     return [note_block(tr("llm.cache_bytes_line", measured=fmt.integer(measured, lang=lang), layers=cfg.n_layers,
@@ -155,7 +169,8 @@ def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
     for ev in run.events:
         src = source(run, ev)
         did, todo = sentences(ev, run, model, tr)
-        main = attention_blocks(pl, ev, src, model, layer, head, tr) + model_view_blocks(pl, src, model, layer, head, tr)
+        main = (attention_blocks(pl, ev, src, model, layer, head, tr)
+                + model_view_blocks(pl, src, model, layer, head, tr))
         m = counters(ev, tr, tol=tol)
         m["notes"] = [html_block(tr("llm.check_note_" + model.dtype_name, tol=fmt.sci(tol, 0, lang=pl.lang)))["html"]]
         pl.add(tr("llm.event_heading", i=ev.index, last=last, phase=tr("llm.phase_" + ev.phase)),

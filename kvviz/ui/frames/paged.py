@@ -9,13 +9,12 @@ dicts out."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
-from kvviz.viz.paged import WORDS, block_pool_spec, memory_spec, timeline_spec
 from kvviz.serving import ServeRun, StepRecord
 from kvviz.ui.app import fmt
-from kvviz.ui.frames import (Payload, Tr, cols_block, md, metrics, note_block, presenter_only, strip_block,
-                              table_block)
+from kvviz.ui.frames import Payload, Tr, cols_block, md, metrics, note_block, presenter_only, strip_block, table_block
+from kvviz.viz.paged import WORDS, block_pool_spec, memory_spec, timeline_spec
 
 K_DIMS = 4             # the first components of layer 1, head 1's key shown per cache row (head size 32)
 POOL_COLUMNS = 8       # blocks per row of the pool grid

@@ -9,18 +9,27 @@ kvviz.viz.theme' plain-JSON builders. The layer and head of the attention map ar
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
+from kvviz.decoding.loops import next_token_probs
+from kvviz.limits import SPECULATIVE_MAX_STEP_TOKENS, LimitError
+from kvviz.speculative.decoding import CacheRowState, Speculation, SpeculativeRound
+from kvviz.ui.app import fmt
+from kvviz.ui.frames import (
+    Payload,
+    Tr,
+    figure_words,
+    html_block,
+    lines_block,
+    metrics,
+    note_block,
+    strip_block,
+    table_block,
+)
 from kvviz.viz.attention import attention_heatmap_spec
 from kvviz.viz.logits import top_probs_bar_spec
-from kvviz.limits import SPECULATIVE_MAX_STEP_TOKENS, LimitError
-from kvviz.decoding.loops import next_token_probs
-from kvviz.speculative.decoding import CacheRowState, Speculation, SpeculativeRound
 from kvviz.viz.speculative import LABELS, cache_spec, position_spec, proposals_spec
-from kvviz.ui.app import fmt
-from kvviz.ui.frames import (Payload, Tr, figure_words, html_block, lines_block, metrics,
-                             note_block, strip_block, table_block)
 
 KINDS = ("draft", "verify", "test", "fix", "rollback")
 TABLE_COLS = ["position", "token", "target", "draft"]      # engine names of the cache table's columns (CSV)
@@ -124,7 +133,8 @@ def cache_table(pl: Payload, spec: Speculation, s: Step, vocab: Sequence[str], t
         notes.append(tr("speculative.table_new"))
     if struck:
         notes.append(tr("speculative.table_struck"))
-    headers = [tr("charts.col_position"), tr("charts.col_token"), tr("speculative.col_target"), tr("speculative.col_draft")]
+    headers = [tr("charts.col_position"), tr("charts.col_token"), tr("speculative.col_target"),
+               tr("speculative.col_draft")]
     return pl.cache_table(TABLE_COLS, headers, rows, tr("speculative.table_title", t=len(target), d=len(draft)),
                           new=new, struck=struck, notes=" ".join(notes))
 
@@ -153,8 +163,10 @@ def sentences(spec: Speculation, s: Step, vocab: Sequence[str], tr: Tr) -> tuple
         pr = rd.proposals[s.i]
         how = tr("speculative.how_greedy") if g else tr("speculative.how_sampled", q=_n(pr.q, lang))
         common = dict(r=s.r + 1, tok=vocab[pr.token], pos=rd.start + 1 + s.i, how=how, n=pr.draft_cache_len)
-        did = (tr("speculative.did_draft_first", fed=_words(rd.draft_fed, vocab), k=len(rd.draft_fed), **common) if s.i == 0
-               else tr("speculative.did_draft", k=s.i + 1, prev=vocab[rd.proposals[s.i - 1].token], **common))
+        if s.i == 0:
+            did = tr("speculative.did_draft_first", fed=_words(rd.draft_fed, vocab), k=len(rd.draft_fed), **common)
+        else:
+            did = tr("speculative.did_draft", k=s.i + 1, prev=vocab[rd.proposals[s.i - 1].token], **common)
         return did, tr("speculative.todo_draft", n=rd.target_cache.before)
     if s.kind == "verify":
         if rd.gamma == 0:
@@ -198,7 +210,8 @@ def sentences(spec: Speculation, s: Step, vocab: Sequence[str], tr: Tr) -> tuple
         did = tr("speculative.did_rollback", keep=rd.target_cache.after, nt=len(t_removed), nd=len(d_removed),
                  positions=", ".join(map(str, t_removed)) or "—", dkeep=rd.draft_cache.after, tok=vocab[last])
     else:
-        did = tr("speculative.did_rollback_none", keep=rd.target_cache.after, dkeep=rd.draft_cache.after, tok=vocab[last])
+        did = tr("speculative.did_rollback_none", keep=rd.target_cache.after, dkeep=rd.draft_cache.after,
+                 tok=vocab[last])
     done = s.r == len(spec.rounds) - 1
     return did, tr("speculative.todo_done" if done else "speculative.todo_rollback", n=len(spec.tokens))
 
@@ -233,12 +246,15 @@ def counters(spec: Speculation, s: Step, tr: Tr) -> dict:
         badge = ("ok" if ok else "bad", tr("speculative.badge_ok" if ok else "speculative.badge_bad", n=held,
                                            t=rd.target_cache.after, d=rd.draft_cache.after))
     return metrics([
-        (tr("speculative.m_target_rows"), len([r for r in target if r.status != "removed"]), tr("speculative.m_target_rows_help"), None),
-        (tr("speculative.m_draft_rows"), len([r for r in draft if r.status != "removed"]), tr("speculative.m_draft_rows_help"), None),
+        (tr("speculative.m_target_rows"), len([r for r in target if r.status != "removed"]),
+         tr("speculative.m_target_rows_help"), None),
+        (tr("speculative.m_draft_rows"), len([r for r in draft if r.status != "removed"]),
+         tr("speculative.m_draft_rows_help"), None),
         (tr("speculative.m_tokens"), c["tokens"], tr("speculative.m_tokens_help"), None),
         (tr("speculative.m_target_passes"), c["target_passes"], tr("speculative.m_target_passes_help"), None),
         (tr("speculative.m_draft_passes"), c["draft_passes"], tr("speculative.m_draft_passes_help"), None),
-        (tr("speculative.m_accepted"), f"{c['accepted']} / {c['tested']} ({rate})", tr("speculative.m_accepted_help"), None),
+        (tr("speculative.m_accepted"), f"{c['accepted']} / {c['tested']} ({rate})", tr("speculative.m_accepted_help"),
+         None),
     ], badge)
 
 
@@ -303,8 +319,8 @@ def proposals_table(spec: Speculation, rd: SpeculativeRound, upto: int, vocab: S
     """The proposals so far with the probability the draft gave each."""
     lang = getattr(tr, "lang", "en")
     rows = [[k + 1, rd.start + 1 + k, vocab[pr.token], _n(pr.q, lang)] for k, pr in enumerate(rd.proposals[: upto + 1])]
-    return table_block([tr("speculative.col_proposal"), tr("charts.col_position"), tr("charts.col_token"), "q(x)"], rows,
-                       title=f"**{tr('speculative.proposals_title')}**", row_marks=[(upto, "bold")])
+    headers = [tr("speculative.col_proposal"), tr("charts.col_position"), tr("charts.col_token"), "q(x)"]
+    return table_block(headers, rows, title=f"**{tr('speculative.proposals_title')}**", row_marks=[(upto, "bold")])
 
 
 def build(spec: Speculation, vocab: Sequence[str], layer: int, head: int, tr: Tr) -> Payload:
@@ -348,7 +364,8 @@ def build(spec: Speculation, vocab: Sequence[str], layer: int, head: int, tr: Tr
                 title = tr("speculative.residual_title" if rd.rejected_at is not None else "speculative.bonus_title",
                            pos=rd.start + 1 + at)
                 side = [pl.fig(position_spec(rd, at, vocab, title, labels=words),
-                               tr("speculative.residual_alt" if rd.rejected_at is not None else "speculative.bonus_alt"))]
+                               tr("speculative.residual_alt" if rd.rejected_at is not None
+                                 else "speculative.bonus_alt"))]
             else:
                 side = [pl.fig(proposals_spec(rd, vocab, tr("speculative.pq_title"), words), tr("speculative.pq_alt"))]
             more.append(note_block(tr("speculative.att_note"), explain=True))
@@ -359,7 +376,9 @@ def build(spec: Speculation, vocab: Sequence[str], layer: int, head: int, tr: Tr
             more.append(note_block(tr("speculative.residual_note"), explain=True))
         if final:
             more.append(html_block(tr("speculative.rollback_note"), explain=True))
-        pl.add(tr("speculative.event_heading", i=n, last=last, r=s.r + 1, phase=tr("speculative.phase_" + phase(spec, s))),
+        heading = tr("speculative.event_heading", i=n, last=last, r=s.r + 1,
+                     phase=tr("speculative.phase_" + phase(spec, s)))
+        pl.add(heading,
                top=strips(spec, s, vocab, tr) + [lines_block(did, todo)],
                lead=[cache], main=main, side=side, metrics=counters(spec, s, tr),
                table=cache_table(pl, spec, s, vocab, tr), more=more)

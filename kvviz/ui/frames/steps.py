@@ -2,14 +2,14 @@
 return blocks. Pure: engine records and ``tr`` in, dicts out."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
-from kvviz.viz.attention import attention_heads_spec, attention_heatmap_spec
-from kvviz.viz.logits import logits_bar_spec
 from kvviz.decoding.stepper import Event, Run
 from kvviz.decoding.trace import cache_table
 from kvviz.ui.app import fmt
 from kvviz.ui.frames import Payload, Tr, figure_words, lang_of, note_block, table_headers
+from kvviz.viz.attention import attention_heads_spec, attention_heatmap_spec
+from kvviz.viz.logits import logits_bar_spec
 
 
 def source(run: Run, ev: Event) -> Event:
@@ -28,8 +28,8 @@ def choice_sentence(ev: Event, logit_tokens: Sequence[str], greedy_text: str, tr
     c = ev.choice
     if c.rule.get("name") == "greedy":
         return greedy_text
-    return tr("stepper.did_draw", tok=ev.chosen, p=fmt.fixed(c.probs[c.index], 3, lang=lang_of(tr)), seq=" ".join(ev.sequence),
-              kept=", ".join(logit_tokens[i] for i in c.kept))
+    return tr("stepper.did_draw", tok=ev.chosen, p=fmt.fixed(c.probs[c.index], 3, lang=lang_of(tr)),
+              seq=" ".join(ev.sequence), kept=", ".join(logit_tokens[i] for i in c.kept))
 
 
 def attention_blocks(pl: Payload, ev: Event, src: Event, tr: Tr, layer: int = 0, head: int = 0,
@@ -71,9 +71,10 @@ def logits_blocks(pl: Payload, ev: Event, logit_tokens: Sequence[str], nxt: Even
 def cache_frame_table(pl: Payload, ev: Event, tr: Tr, head_labels: list[str] | None = None, layer: int = 0,
                       position_base: int = 0, flagged: Sequence[tuple[int, str]] = (),
                       present_cols: Sequence[str] | None = None) -> dict:
-    """The K/V cache after ``ev`` (kvviz.decoding.trace.cache_table): rows written by this event highlighted,
-    rows a repair rewrote before this pass marked, rows a sliding window evicted greyed, ``flagged`` cells (0-based position, column name)
-    marked (e.g. stale keys). ``present_cols``: the columns presenter mode keeps."""
+    """The K/V cache after ``ev`` (kvviz.decoding.trace.cache_table): rows written by this event
+    highlighted, rows a repair rewrote before this pass marked, rows a sliding window evicted greyed,
+    ``flagged`` cells (0-based position, column name) marked (e.g. stale keys). ``present_cols``: the
+    columns presenter mode keeps."""
     df = cache_table(ev.cache, head_labels, layer, position_base=position_base)
     cols = list(df.columns) if not df.empty else ["position", "token", "event", "phase"]
     positions = [r.position for r in ev.cache.rows]

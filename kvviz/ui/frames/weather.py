@@ -2,16 +2,33 @@
 of the prefill, and the stale cached key that the append-only decode reads."""
 from __future__ import annotations
 
-from kvviz.decoding.stepper import Event, Run
-from kvviz.models.weather import D_K, HEADS, W_VOCAB, WeatherModel
 from kvviz.decoding.staleness import Diagnosis, comparison_table, diagnose
+from kvviz.decoding.stepper import Event, Run
 from kvviz.decoding.trace import kv_column
-from kvviz.ui.app import fmt
-from kvviz.ui.frames import (Payload, Tr, lang_of, alert_block, counters, details_block, html_block, lines_block,
-                             note_block, strip_block, table_block)
-from kvviz.ui.frames.steps import (attention_blocks, cache_frame_table, choice_sentence, logits_blocks,
-                                   next_choice, source)
+from kvviz.models.weather import D_K, HEADS, W_VOCAB, WeatherModel
 from kvviz.models.weather_notes import plus_one_positions, prose_vs_tensor, reads
+from kvviz.ui.app import fmt
+from kvviz.ui.frames import (
+    Payload,
+    Tr,
+    alert_block,
+    counters,
+    details_block,
+    html_block,
+    lang_of,
+    lines_block,
+    note_block,
+    strip_block,
+    table_block,
+)
+from kvviz.ui.frames.steps import (
+    attention_blocks,
+    cache_frame_table,
+    choice_sentence,
+    logits_blocks,
+    next_choice,
+    source,
+)
 
 BASE = 1                       # the seed numbers positions 1..n; so does this page
 
@@ -51,8 +68,8 @@ def sentences(ev: Event, run: Run, tr: Tr) -> tuple[str, str]:
                 tr("weather.not_yet_prefill"))
     if ev.phase == "choose":
         return (choice_sentence(ev, WeatherModel.logit_tokens, tr(
-                    "weather.did_choose", tok=ev.chosen, logit=fmt.fixed(ev.logits[ev.choice.index], 3, lang=lang_of(tr)),
-                    seq=" ".join(ev.sequence)), tr),
+                    "weather.did_choose", tok=ev.chosen,
+                    logit=fmt.fixed(ev.logits[ev.choice.index], 3, lang=lang_of(tr)), seq=" ".join(ev.sequence)), tr),
                 tr("weather.not_yet_choose", tok=ev.chosen, n=ev.cache_len, pos=ev.positions[0] + BASE))
     return (tr("weather.did_decode", tok=ev.tokens[0], pos=ev.positions[0] + BASE, n=ev.cache_len),
             tr("weather.not_yet_decode"))
@@ -78,7 +95,8 @@ def prefill_blocks(src: Event, values: dict[str, float], tr: Tr) -> list[dict]:
     n = out.shape[0]
     cols = [f"{p + BASE}:{w}" for p, w in enumerate(src.sequence[:n])]
     notes = prose_vs_tensor(src.sequence[:n], out, values)
-    rows = [[head_title(h, tr)] + [fmt.fixed(x, 4, lang=lang_of(tr)) for x in out[:, h].tolist()] for h in range(out.shape[1])]
+    rows = [[head_title(h, tr)] + [fmt.fixed(x, 4, lang=lang_of(tr)) for x in out[:, h].tolist()]
+            for h in range(out.shape[1])]
     table = table_block([tr("weather.col_head")] + cols, rows, title=f"**{tr('weather.contexts_heading')}**",
                         row_head=True, marks=[(nt.head, nt.position + 1, "mark") for nt in notes], explain=True)
     items = []
@@ -87,8 +105,8 @@ def prefill_blocks(src: Event, values: dict[str, float], tr: Tr) -> list[dict]:
         if nt.prose_token is None:
             items.append(tr("weather.prose_head1", pos=where, tensor=fmt.fixed(nt.tensor_value, 4, lang=lang_of(tr))))
         else:
-            items.append(tr("weather.prose_head2", pos=where, prose=num(nt.prose_value, lang_of(tr)), tok=nt.prose_token,
-                            tensor=fmt.fixed(nt.tensor_value, 4, lang=lang_of(tr)), last=n))
+            items.append(tr("weather.prose_head2", pos=where, prose=num(nt.prose_value, lang_of(tr)),
+                            tok=nt.prose_token, tensor=fmt.fixed(nt.tensor_value, 4, lang=lang_of(tr)), last=n))
     return [table, alert_block("warn", tr("weather.prose_heading") + "\n\n" + "\n".join(f"- {i}" for i in items),
                                explain=True)]
 
@@ -105,9 +123,11 @@ def decode_blocks(src: Event, diag: Diagnosis, tr: Tr) -> list[dict]:
                        title=f"**{tr('weather.compare_heading', pos=_pos(diag.position, tokens))}**", row_head=True,
                        marks=[(r, c, "bad") for r in sorted(bad) for c in range(1, 4)], explain=True)]
     if bad:
+        lang = lang_of(tr)
         for d in diag.differing():       # kept in presenter mode: the point of this page
-            out.append(alert_block("bad", tr("weather.head_differs", head=heads[d.component], diff=num(d.abs_diff, lang_of(tr)),
-                                              cached=num(d.cached, lang_of(tr)), recomputed=num(d.recomputed, lang_of(tr)))))
+            out.append(alert_block("bad", tr("weather.head_differs", head=heads[d.component],
+                                             diff=num(d.abs_diff, lang), cached=num(d.cached, lang),
+                                             recomputed=num(d.recomputed, lang))))
         why = [tr("weather.stale_key", head=heads[row.head], pos=_pos(row.position, tokens),
                   cached=fmt.num(row.cached[0].item(), "+g", lang=lang_of(tr)),
                   recomputed=fmt.num(row.recomputed[0].item(), "+g", lang=lang_of(tr)),
@@ -166,8 +186,9 @@ def build(run: Run, values: dict[str, float], tr: Tr) -> Payload:
         side = logits_blocks(pl, ev, model.logit_tokens, next_choice(run, ev), tr) + [logits_formula_block(src, tr)]
         if src.phase == "decode" and src.check.logits_max_abs_diff > 1e-6:
             fresh = src.check.logits[-1]
-            side.append(note_block(tr("weather.recomputed_logits", logits=", ".join(
-                f"{w} {fmt.fixed(fresh[j].item(), 3, lang=pl.lang)}" for j, w in enumerate(model.logit_tokens))), explain=True))
+            logits = ", ".join(f"{w} {fmt.fixed(fresh[j].item(), 3, lang=pl.lang)}"
+                               for j, w in enumerate(model.logit_tokens))
+            side.append(note_block(tr("weather.recomputed_logits", logits=logits), explain=True))
         flagged = [(r.position, kv_column("k" if r.kind == "key" else "v", r.head,
                                           len(HEADS) if r.kind == "key" else 1, shorts)) for r in diag.stale]
         more = ([note_block(tr("weather.decode_hint", i=first_decode), explain=True)]

@@ -3,17 +3,17 @@ from __future__ import annotations
 
 import streamlit as st
 
+from kvviz.decoding.sampling import SelectionRule
 from kvviz.decoding.stepper import Run
 from kvviz.limits import MAX_NEW_TOKENS, LimitError, check_int
 from kvviz.models.abc import ABCModel
-from kvviz.decoding.sampling import SelectionRule
 from kvviz.ui.app import nav, presenter, urlstate
+from kvviz.ui.app.i18n import current_lang, t
+from kvviz.ui.app.runs import cached_run
 from kvviz.ui.components import downloads, step_view
+from kvviz.ui.components.rule_controls import default_rule, rule_controls
 from kvviz.ui.frames import abc as frames_abc
 from kvviz.ui.frames import translator
-from kvviz.ui.app.i18n import current_lang, t
-from kvviz.ui.components.rule_controls import default_rule, rule_controls
-from kvviz.ui.app.runs import cached_run
 
 MODEL = ABCModel()
 DEFAULT_PROMPT, DEFAULT_NEW = "A B", 6

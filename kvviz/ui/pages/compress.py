@@ -7,31 +7,40 @@ kvviz/ui/frames/compress.py), ``evaluate(page_variants())`` for the trade-off.""
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
-
 import io
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from kvviz.compress import Evaluation, StepComparison, Variant, compare_steps, evaluate, page_variants
-from kvviz.viz.compress import tradeoff_figure
-from kvviz.limits import (COMPRESS_MAX_NEW_TOKENS, COMPRESS_MAX_PROMPTS, COMPRESS_PROMPT_TOKENS, MAX_CACHE_SINKS,
-                          MAX_CACHE_WINDOW, MAX_PROMPT_CHARS, MAX_QUANT_GROUP_SIZE, MAX_QUANT_RESIDUAL, MAX_SEED,
-                          QUANT_BITS, LimitError)
+from kvviz.limits import (
+    COMPRESS_MAX_NEW_TOKENS,
+    COMPRESS_MAX_PROMPTS,
+    COMPRESS_PROMPT_TOKENS,
+    MAX_CACHE_SINKS,
+    MAX_CACHE_WINDOW,
+    MAX_PROMPT_CHARS,
+    MAX_QUANT_GROUP_SIZE,
+    MAX_QUANT_RESIDUAL,
+    MAX_SEED,
+    QUANT_BITS,
+    LimitError,
+)
 from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
 from kvviz.ui.app import fmt, nav, presenter, urlstate
-from kvviz.ui.components.picker import LayerHeadPicker
+from kvviz.ui.app.i18n import current_lang, t
 from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
+from kvviz.ui.components.picker import LayerHeadPicker
+from kvviz.ui.components.prompts import prompt_tokens
 from kvviz.ui.frames import compress as frames_compress
 from kvviz.ui.frames import translator
-from kvviz.ui.components.prompts import prompt_tokens
-from kvviz.ui.app.i18n import current_lang, t
+from kvviz.viz.compress import tradeoff_figure
 
 DEFAULT_PROMPT = "Today the weather is so"
 KINDS = ("window", "quant", "gqa")
@@ -256,7 +265,8 @@ def _tradeoff() -> None:
     urlstate.int_param("sc_seed", DEFAULTS["sc_seed"], 0, MAX_SEED)
     c = st.columns([1, 1, 1, 1.3], vertical_alignment="bottom")
     prompts = c[0].number_input(t("compress.prompts"), 1, COMPRESS_MAX_PROMPTS, step=1,
-                                help=t("compress.prompts_help", cap=COMPRESS_MAX_PROMPTS, tokens=COMPRESS_PROMPT_TOKENS),
+                                help=t("compress.prompts_help", cap=COMPRESS_MAX_PROMPTS,
+                                       tokens=COMPRESS_PROMPT_TOKENS),
                                 **_synced("sc_prompts"))
     tokens = c[1].number_input(t("compress.tokens"), 1, COMPRESS_MAX_NEW_TOKENS, step=1,
                                help=t("compress.tokens_help", cap=COMPRESS_MAX_NEW_TOKENS), **_synced("sc_tokens"))
@@ -296,10 +306,12 @@ def _tradeoff() -> None:
     st.caption(t("compress.tradeoff_caption", prompts=len(ev.prompts), tokens=ev.new_tokens, seed=ev.seed,
                  positions=fmt.integer(positions)))
     df = _tradeoff_table(ev)
-    digits = {t("compress.col_bytes"): lambda v: fmt.integer(round(v)), t("compress.col_kl"): lambda v: fmt.num(v, ".3g"),
+    digits = {t("compress.col_bytes"): lambda v: fmt.integer(round(v)),
+              t("compress.col_kl"): lambda v: fmt.num(v, ".3g"),
               t("compress.col_top1"): lambda v: fmt.percent(v, 1)}
     st.dataframe(df.style.format(digits), hide_index=True, width="stretch")
-    st.download_button(t("compress.csv"), tradeoff_csv(ev), file_name=f"smaller_caches_{key.prompts}x{key.new_tokens}_seed{key.seed}.csv",
+    st.download_button(t("compress.csv"), tradeoff_csv(ev),
+                       file_name=f"smaller_caches_{key.prompts}x{key.new_tokens}_seed{key.seed}.csv",
                        mime="text/csv", icon=":material/download:", on_click="ignore")
     st.markdown(t("compress.tradeoff_reading"))
 

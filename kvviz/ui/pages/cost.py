@@ -11,12 +11,21 @@ import pandas as pd
 import streamlit as st
 
 from kvviz import cost
-from kvviz.viz.cost import disaggregated_diagram, flops_vs_n, kv_sharing_bars, memory_vs_context
-from kvviz.limits import (MAX_COST_BATCH, MAX_COST_GEN_TOKENS, MAX_COST_HEAD_DIM, MAX_COST_HEADS,
-                          MAX_COST_LAYERS, MAX_COST_TOKENS, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, LimitError)
+from kvviz.limits import (
+    MAX_COST_BATCH,
+    MAX_COST_GEN_TOKENS,
+    MAX_COST_HEAD_DIM,
+    MAX_COST_HEADS,
+    MAX_COST_LAYERS,
+    MAX_COST_TOKENS,
+    MAX_NEW_TOKENS,
+    MAX_PROMPT_TOKENS,
+    LimitError,
+)
 from kvviz.ui.app import fmt, nav, presenter, urlstate
-from kvviz.ui.components.charts import chart
 from kvviz.ui.app.i18n import LANGS, strings, t
+from kvviz.ui.components.charts import chart
+from kvviz.viz.cost import disaggregated_diagram, flops_vs_n, kv_sharing_bars, memory_vs_context
 
 TAB_KEYS = ["tab_memory", "tab_compute", "tab_batch", "tab_measure", "tab_serving"]
 KEEP = "session"     # persist_state of every input on this page
@@ -280,8 +289,9 @@ def _compute() -> None:
                    help=t("cost.fl_model_help"), persist_state=KEEP, on_change=urlstate.sync, args=("fl_model", first))
     c[1].number_input(t("cost.fl_prompt"), step=1, key="fl_prompt", help=t("cost.fl_prompt_help"),
                       persist_state=KEEP, on_change=urlstate.sync, args=("fl_prompt", 2))
-    c[2].number_input(t("cost.fl_n"), step=1, key="fl_n", help=t("cost.fl_n_help", cap=fmt.integer(MAX_COST_GEN_TOKENS)),
-                      persist_state=KEEP, on_change=urlstate.sync, args=("fl_n", 32))
+    c[2].number_input(t("cost.fl_n"), step=1, key="fl_n",
+                      help=t("cost.fl_n_help", cap=fmt.integer(MAX_COST_GEN_TOKENS)), persist_state=KEEP,
+                      on_change=urlstate.sync, args=("fl_n", 32))
     ss = st.session_state
     cfg = options[ss.fl_model]
     try:
@@ -321,7 +331,8 @@ def _compute() -> None:
     st.dataframe(_complexity_table(with_c, without), hide_index=True, width="stretch")
     st.markdown(t("cost.per_token_text", n=fmt.integer(n), t=fmt.integer(p + n - 1), cached=fmt.flops(step_c.total),
                   uncached=fmt.flops(step_u.total), x=_ratio(step_u.total, step_c.total),
-                  lin=fmt.integer(cost.linear_flops_per_token(cfg)), att=fmt.integer(cost.attention_flops_per_pair(cfg)),
+                  lin=fmt.integer(cost.linear_flops_per_token(cfg)),
+                  att=fmt.integer(cost.attention_flops_per_pair(cfg)),
                   params=fmt.integer(cost.param_count(cfg))))
     with st.expander(t("cost.flops_more_title")):
         st.markdown(t("cost.flops_more_body"))
@@ -350,8 +361,8 @@ def _complexity_table(with_c: cost.Flops, without: cost.Flops) -> pd.DataFrame:
 # --- batching, measured (their own modules) ---------------------------------------------------------
 
 def _batching() -> None:
-    from kvviz.ui.pages import cost_batch
-    cost_batch.render()
+    from kvviz.ui.pages import cost_batching
+    cost_batching.render()
 
 
 def _measured() -> None:

@@ -6,13 +6,20 @@ import pandas as pd
 import streamlit as st
 
 from kvviz import cost
-from kvviz.viz.cost import line_chart, step_time_vs_batch
 from kvviz.cost.measure import SHAPES, Measurements, measure_all
-from kvviz.limits import (MAX_COST_TOKENS, MAX_MEASURE_BATCH, MAX_MEASURE_CACHE_BYTES, MAX_MEASURE_CONTEXT,
-                          MAX_MEASURE_GFLOP, LimitError, check_int)
+from kvviz.limits import (
+    MAX_COST_TOKENS,
+    MAX_MEASURE_BATCH,
+    MAX_MEASURE_CACHE_BYTES,
+    MAX_MEASURE_CONTEXT,
+    MAX_MEASURE_GFLOP,
+    LimitError,
+    check_int,
+)
 from kvviz.ui.app import fmt, urlstate
-from kvviz.ui.components.charts import chart
 from kvviz.ui.app.i18n import t
+from kvviz.ui.components.charts import chart
+from kvviz.viz.cost import line_chart, step_time_vs_batch
 
 KEEP = "session"
 BATCH_OPTIONS = [b for b in (1, 2, 4, 8, 16, 32) if b <= MAX_MEASURE_BATCH]
@@ -163,4 +170,5 @@ def _intensity() -> None:
                      log_x=True, log_y=True, hlines={t("cost.ai_ridge_line", r=fmt.sig(ridge)): ridge})
     chart(fig, t("cost.ai_alt"), key="cost_intensity_chart")
     st.markdown(t("cost.ai_text", d1=fmt.fixed(dec[0], 2), d64=fmt.fixed(dec[6], 1), p512=fmt.fixed(pre[9], 0),
-                  ridge=fmt.sig(ridge), ctx=fmt.integer(ctx), limit=fmt.fixed(cost.decode_intensity_limit(cfg, ctx), 1)))
+                  ridge=fmt.sig(ridge), ctx=fmt.integer(ctx),
+                  limit=fmt.fixed(cost.decode_intensity_limit(cfg, ctx), 1)))

@@ -9,22 +9,22 @@ import pandas as pd
 import streamlit as st
 
 from kvviz import cost
-from kvviz.viz.cost import speedup_chart
-from kvviz.decoding.stepper import Run, run_generation
 from kvviz.cost.timing import Sweep, measure_sweep, sweep_sizes
-from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError
 from kvviz.decoding.loops import Comparison, compare, max_cached_new_tokens
-from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
 from kvviz.decoding.sampling import Sampler, SelectionRule
+from kvviz.decoding.stepper import Run, run_generation
+from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError
+from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
 from kvviz.ui.app import fmt, nav, presenter, urlstate
-from kvviz.ui.components.picker import LayerHeadPicker
-from kvviz.ui.components.prompts import prompt_tokens
+from kvviz.ui.app.i18n import t
 from kvviz.ui.components import downloads, sequences, step_view
 from kvviz.ui.components.charts import chart
+from kvviz.ui.components.picker import LayerHeadPicker
+from kvviz.ui.components.prompts import prompt_tokens
+from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
 from kvviz.ui.frames import gpt as frames_gpt
 from kvviz.ui.frames import translator
-from kvviz.ui.app.i18n import t
-from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
+from kvviz.viz.cost import speedup_chart
 
 DEFAULT_PROMPT, DEFAULT_NEW = "Today the weather is so", 8
 

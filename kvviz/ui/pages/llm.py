@@ -161,7 +161,8 @@ def _inputs(model: SmolLM2) -> tuple[RunKey, tuple[int, int] | None, bool] | Non
                                   key="llm_mode", on_change=urlstate.sync, args=("llm_mode", DEFAULT_MODE),
                                   help=t("llm.mode_help"), width="stretch")
     text = c[1].text_input(t("llm.prompt_" + mode), value=DEFAULT_MESSAGE, key="llm_prompt", bind="query-params",
-                           max_chars=model.limits.max_prompt_chars, help=t("llm.prompt_help", cap=model.limits.max_prompt_tokens))
+                           max_chars=model.limits.max_prompt_chars,
+                           help=t("llm.prompt_help", cap=model.limits.max_prompt_tokens))
     new = c[2].number_input(t("llm.new_tokens"), 1, cap, key="llm_new", on_change=urlstate.sync,
                             args=("llm_new", DEFAULT_NEW), help=t("llm.new_tokens_help", cap=cap))
     dtype = c[3].segmented_control(t("llm.dtype"), DTYPES, required=True, key="llm_dtype",
@@ -209,9 +210,11 @@ def _token_view(tokens: tuple[str, ...], span: tuple[int, int] | None, model: Sm
     st.header(t("llm.tokens_title"))
     st.markdown(t("llm.tokens_intro_chat" if span else "llm.tokens_intro_plain", n=len(tokens)))
     ids = model.ids(tokens)
+    parts = [_part(i, x, span, model) for i, x in enumerate(tokens)]
     chips = "".join(
-        f"<span role='listitem' class='kv-tok kv-tok-{_part(i, tok, span, model)}' title='{html.escape(t('llm.tok_title', i=i, id=j), quote=True)}'>"
-        f"{html.escape(tok)}<small>{j}</small></span>" for i, (tok, j) in enumerate(zip(tokens, ids)))
+        f"<span role='listitem' class='kv-tok kv-tok-{part}' "
+        f"title='{html.escape(t('llm.tok_title', i=i, id=j), quote=True)}'>{html.escape(tok)}<small>{j}</small></span>"
+        for i, (tok, j, part) in enumerate(zip(tokens, ids, parts)))
     legend = "".join(f"<span class='kv-tok kv-tok-{p}'>{html.escape(t('llm.part_' + p))}</span>"
                      for p in (("marker", "system", "user", "assistant") if span else ("text",)))
     answer = f"<span role='listitem' class='kv-tok kv-tok-answer'>{html.escape(t('llm.answer_starts'))}</span>"
@@ -220,10 +223,10 @@ def _token_view(tokens: tuple[str, ...], span: tuple[int, int] | None, model: Sm
     with st.expander(t("llm.tokens_table", n=len(tokens))):
         st.dataframe(pd.DataFrame({t("llm.col_position"): range(len(tokens)), t("llm.col_token"): list(tokens),
                                    t("llm.col_id"): ids, t("llm.col_text"): [model.token_text(x) for x in tokens],
-                                   t("llm.col_part"): [t("llm.part_" + _part(i, x, span, model)) for i, x in enumerate(tokens)]}),
+                                   t("llm.col_part"): [t("llm.part_" + p) for p in parts]}),
                      hide_index=True, width="stretch")
     if span:
-        st.caption(t("llm.template_note", system=len([1 for i, x in enumerate(tokens) if _part(i, x, span, model) == "system"])))
+        st.caption(t("llm.template_note", system=parts.count("system")))
 
 
 # ---- the stepper ---------------------------------------------------------------------------------
@@ -269,7 +272,8 @@ def _rope(run: Run, model: SmolLM2, layer: int, head: int) -> None:
     before, after = prefill.k_unrotated[layer, g, pos], prefill.k[layer, g, pos]          # [d]
     angles = model.rope_angles(pos)
     st.markdown(t("llm.rope_body", pos=pos, tok=html.escape(run.prompt[pos]), layer=layer + 1, kv=g + 1,
-                  pairs=model.head_dim // 2, hs=model.head_dim, theta=fmt.integer(int(model.config.rope_parameters["rope_theta"]))))
+                  pairs=model.head_dim // 2, hs=model.head_dim,
+                  theta=fmt.integer(int(model.config.rope_parameters["rope_theta"]))))
     chart(rope_pairs(before.tolist(), after.tolist(), angles.tolist(),
                           t("llm.rope_chart_title", pos=pos, layer=layer + 1, kv=g + 1),
                           {"before": t("llm.rope_before"), "after": t("llm.rope_after"), "pair": t("llm.rope_pair"),
@@ -349,7 +353,8 @@ def render() -> None:
                       d=cfg.d_model, vocab=fmt.integer(cfg.vocab), params=fmt.integer(model.model.num_parameters()),
                       theta=fmt.integer(int(model.config.rope_parameters["rope_theta"]))))
     src = model.source
-    st.caption(t("llm.weights_" + src.kind, bytes=fmt.integer(model.weight_bytes()), mb=fmt.nbytes(model.weight_bytes()),
+    weights = model.weight_bytes()
+    st.caption(t("llm.weights_" + src.kind, bytes=fmt.integer(weights), mb=fmt.nbytes(weights),
                  hub=smollm2.HUB_ID, pin=smollm2.PACKAGE_PIN))
     with presenter.settings():
         got = _inputs(model)

@@ -13,19 +13,37 @@ from dataclasses import dataclass, replace
 import pandas as pd
 import streamlit as st
 
-from kvviz.limits import (MAX_SEED, MAX_SERVE_BATCH, MAX_SERVE_BLOCK_SIZE, MAX_SERVE_BLOCKS, MAX_SERVE_NEW_TOKENS,
-                          MAX_SERVE_REQUESTS, MAX_SERVE_SHARED_PREFIX, LimitError)
+from kvviz.limits import (
+    MAX_SEED,
+    MAX_SERVE_BATCH,
+    MAX_SERVE_BLOCK_SIZE,
+    MAX_SERVE_BLOCKS,
+    MAX_SERVE_NEW_TOKENS,
+    MAX_SERVE_REQUESTS,
+    MAX_SERVE_SHARED_PREFIX,
+    LimitError,
+)
 from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
-from kvviz.viz.paged import block_pool_figure, block_size_figure, latency_figure, memory_figure, timeline_figure
-from kvviz.serving import (POLICIES, ForkRun, Request, ServeRun, SizePoint, block_size_sweep, fork_run, request_stream,
-                           serve_run_dict, serve)
+from kvviz.serving import (
+    POLICIES,
+    ForkRun,
+    Request,
+    ServeRun,
+    SizePoint,
+    block_size_sweep,
+    fork_run,
+    request_stream,
+    serve,
+    serve_run_dict,
+)
 from kvviz.ui.app import fmt, nav, presenter, urlstate
+from kvviz.ui.app.i18n import t
+from kvviz.ui.app.links import deep_link
 from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.frames import paged as frames_paged
 from kvviz.ui.frames import translator
-from kvviz.ui.app.i18n import t
-from kvviz.ui.app.links import deep_link
+from kvviz.viz.paged import block_pool_figure, block_size_figure, latency_figure, memory_figure, timeline_figure
 
 PAGE = "pages/6_Paged_cache.py"
 # (URL key, default, low, high): the defaults share an 8-word prefix (two full blocks of 4) from step 1
@@ -256,8 +274,8 @@ def _policy_section(s: Settings) -> None:
     for a, b in zip(*(r.requests for r in runs.values())):
         rows.append({t("paged.rq_request"): a.id, t("paged.rq_arrival_step"): a.request.arrival_step,
                      **{t("paged.ttft_of", policy=t("paged.policy_" + k)): r.ttft for k, r in zip(runs, (a, b))},
-                     **{t("paged.tpot_of", policy=t("paged.policy_" + k)): "—" if r.tpot is None else fmt.fixed(r.tpot, 2)
-                        for k, r in zip(runs, (a, b))}})
+                     **{t("paged.tpot_of", policy=t("paged.policy_" + k)):
+                        "—" if r.tpot is None else fmt.fixed(r.tpot, 2) for k, r in zip(runs, (a, b))}})
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     st.caption(t("paged.policies_note"))
 

@@ -8,18 +8,18 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
+from kvviz.decoding.logit_sources import LogitSource, TypedLogitsError, parse_logits, quiz_distribution
+from kvviz.decoding.sampling import Sampler, Stage, draw_counts
 from kvviz.decoding.stepper import run_generation
 from kvviz.limits import MAX_DRAWS, MAX_NEW_TOKENS, MAX_SEED, MAX_TYPED_CHARS, LimitError
-from kvviz.decoding.logit_sources import LogitSource, TypedLogitsError, parse_logits, quiz_distribution
 from kvviz.models.registry import get_model
-from kvviz.decoding.sampling import Sampler, Stage, draw_counts
-from kvviz.viz.sampling import display_order, draws_histogram, removed_heights, stage_bars
 from kvviz.ui.app import fmt, presenter, urlstate
-from kvviz.ui.components.charts import chart
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.perf import timed
-from kvviz.ui.components.rule_controls import rule_controls
 from kvviz.ui.app.runs import cached_run
+from kvviz.ui.components.charts import chart
+from kvviz.ui.components.rule_controls import rule_controls
+from kvviz.viz.sampling import display_order, draws_histogram, removed_heights, stage_bars
 
 PREFIX = "sampling"                 # key prefix of this page's rule controls
 SOURCES = ("quiz", "model", "typed")
@@ -214,8 +214,8 @@ def _questions() -> None:
         a, b = (run_generation(model, ["A", "B"], 8) for _ in range(2))
         text = lambda r: " ".join(e.chosen for e in r.events if e.phase == "choose")   # noqa: E731
         s1, s2 = (run_generation(model, ["A", "B"], 8, rule=Sampler(1.0), seed=s) for s in (1, 2))
-        st.markdown(t("sampling.q1_reveal", a=text(a), b=text(b), same=t("sampling.yes" if text(a) == text(b) else "sampling.no"),
-                      s1=text(s1), s2=text(s2)))
+        same = t("sampling.yes" if text(a) == text(b) else "sampling.no")
+        st.markdown(t("sampling.q1_reveal", a=text(a), b=text(b), same=same, s1=text(s1), s2=text(s2)))
     _question(1, ["same", "random", "cache"], lambda o: t(f"sampling.q1_{o}"), "same", reveal1)
 
     # 2: top-p 0.8 on the quiz distribution; the correct answer is whatever the engine keeps, live

@@ -10,28 +10,28 @@ from __future__ import annotations
 import contextvars
 import functools
 import json
-from typing import Callable
+from collections.abc import Callable
 
 import pandas as pd
 import streamlit as st
 
 from kvviz import cost
-from kvviz.limits import SPECULATIVE_MAX_GAMMA, SPECULATIVE_MAX_STEP_TOKENS, SPECULATIVE_MEASURE_MAX_RUNS, LimitError
 from kvviz.decoding.loops import Generation, generate_cached
-from kvviz.speculative.decoding import Speculation, speculative_generate
-from kvviz.models.gpt import GPTModel, TinyGPT, cost_config
 from kvviz.decoding.sampling import Greedy, make_rule
+from kvviz.limits import SPECULATIVE_MAX_GAMMA, SPECULATIVE_MAX_STEP_TOKENS, SPECULATIVE_MEASURE_MAX_RUNS, LimitError
+from kvviz.models.gpt import GPTModel, TinyGPT, cost_config
 from kvviz.speculative import SpeedMeasurement, load_pair, measure_speedup, speculation_dict
-from kvviz.viz.speculative import speedup_figure
+from kvviz.speculative.decoding import Speculation, speculative_generate
 from kvviz.ui.app import fmt, nav, presenter, urlstate
-from kvviz.ui.components.picker import LayerHeadPicker
+from kvviz.ui.app.i18n import t
 from kvviz.ui.components import sequences, step_view
 from kvviz.ui.components.charts import chart
+from kvviz.ui.components.picker import LayerHeadPicker
+from kvviz.ui.components.prompts import prompt_tokens
+from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
 from kvviz.ui.frames import speculative as frames_speculative
 from kvviz.ui.frames import translator
-from kvviz.ui.components.prompts import prompt_tokens
-from kvviz.ui.app.i18n import t
-from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
+from kvviz.viz.speculative import speedup_figure
 
 DEFAULT_PROMPT = "It is rainy in London , so we"     # the draft has not learned what "we" do: rejections
 DEFAULT_NEW = 12
@@ -77,7 +77,8 @@ def _payload(ids: tuple[int, ...], new: int, gamma: int, rule_key: RuleKey, seed
              lang: str) -> str:
     """Every event's frame of one run, for one layer and head, in one language (read-only JSON)."""
     vocab = _pair()[0].tokenizer.vocab
-    return frames_speculative.build(_speculation(ids, new, gamma, rule_key, seed), vocab, layer, head, translator(lang)).to_json()
+    run = _speculation(ids, new, gamma, rule_key, seed)
+    return frames_speculative.build(run, vocab, layer, head, translator(lang)).to_json()
 
 
 def _outside_the_cache(fn: Callable) -> Callable:
@@ -196,8 +197,10 @@ def _summary(spec: Speculation, ids: tuple[int, ...], rule_key: RuleKey) -> None
                       tpp=fmt.fixed(cost.speculative_tokens_per_pass(alpha, gamma), 2),
                       got=fmt.fixed(spec.tokens_per_target_pass, 2),
                       s=fmt.fixed(cost.speculative_speedup(alpha, gamma, c), 2)))
-        words = frames_speculative.fig_labels(t, expected=t("speculative.fig_expected_line", a=fmt.fixed(alpha, 2), c=fmt.fixed(c, 2)))
-        fig = speedup_figure(range(1, SPECULATIVE_MAX_GAMMA + 1), t("speculative.speedup_title"), alpha, c, measured, labels=words)
+        line = t("speculative.fig_expected_line", a=fmt.fixed(alpha, 2), c=fmt.fixed(c, 2))
+        words = frames_speculative.fig_labels(t, expected=line)
+        fig = speedup_figure(range(1, SPECULATIVE_MAX_GAMMA + 1), t("speculative.speedup_title"), alpha, c, measured,
+                             labels=words)
         chart(fig, t("speculative.speedup_alt"), key="speculative_speedup_chart")
     _measure(ids, rule_key, measured)
 
@@ -210,9 +213,11 @@ def _measure(ids: tuple[int, ...], rule_key: RuleKey, measured: SpeedMeasurement
     runs = c[0].number_input(t("speculative.runs"), 1, SPECULATIVE_MEASURE_MAX_RUNS, key="sd_runs",
                              on_change=urlstate.sync, args=("sd_runs", DEFAULT_RUNS),
                              help=t("speculative.runs_help", cap=SPECULATIVE_MEASURE_MAX_RUNS))
-    if c[1].button(t("speculative.measure_run"), icon=":material/timer:", type="primary", help=t("speculative.measure_run_help")):
+    if c[1].button(t("speculative.measure_run"), icon=":material/timer:", type="primary",
+                   help=t("speculative.measure_run_help")):
         bar = st.progress(0.0, text=t("speculative.measure_progress", what="…"))
-        show = _outside_the_cache(lambda f, what: bar.progress(min(1.0, f), text=t("speculative.measure_progress", what=what)))
+        show = _outside_the_cache(lambda f, what: bar.progress(min(1.0, f),
+                                                               text=t("speculative.measure_progress", what=what)))
         try:
             measured = _measurement(ids, rule_key, int(runs), _progress=show)
             st.session_state["speculative_measured"] = ((ids, rule_key), measured)
@@ -224,8 +229,8 @@ def _measure(ids: tuple[int, ...], rule_key: RuleKey, measured: SpeedMeasurement
     if measured is None:
         st.info(t("speculative.measure_none"), icon=":material/timer:")
         return
-    st.caption(t("speculative.measure_done", s=fmt.fixed(measured.seconds, 1), runs=measured.runs, n=measured.new_tokens,
-                 threads=measured.threads))
+    st.caption(t("speculative.measure_done", s=fmt.fixed(measured.seconds, 1), runs=measured.runs,
+                 n=measured.new_tokens, threads=measured.threads))
     df = pd.DataFrame([{
         "γ": p.gamma,
         t("speculative.col_alpha"): p.acceptance_rate,
@@ -236,8 +241,9 @@ def _measure(ids: tuple[int, ...], rule_key: RuleKey, measured: SpeedMeasurement
         t("speculative.col_spec_tps"): p.speculative_tps,
         t("speculative.col_plain_tps"): p.plain_tps,
     } for p in measured.points])
-    digits = {"speculative.col_alpha": 3, "speculative.col_tpp": 2, "speculative.col_expected": 2, "speculative.col_expected_v": 2,
-              "speculative.col_measured": 2, "speculative.col_spec_tps": 0, "speculative.col_plain_tps": 0}
+    digits = {"speculative.col_alpha": 3, "speculative.col_tpp": 2, "speculative.col_expected": 2,
+              "speculative.col_expected_v": 2, "speculative.col_measured": 2,
+              "speculative.col_spec_tps": 0, "speculative.col_plain_tps": 0}
     st.dataframe(df.style.format({t(k): (lambda v, d=d: fmt.fixed(v, d)) for k, d in digits.items()}),
                  hide_index=True, width="stretch")
     best = max(measured.points, key=lambda p: p.measured)
@@ -283,8 +289,9 @@ def render() -> None:
     model = GPTModel(target)
     tc, dc = target.model.config, draft.model.config
     st.title(t("speculative.title"))
-    presenter.intro(t("speculative.intro", tl=tc.n_layer, th=tc.n_head, td=tc.n_embd, tp=fmt.integer(target.model.n_params()),
-                      dl=dc.n_layer, dh=dc.n_head, dd=dc.n_embd, dp=fmt.integer(draft.model.n_params())))
+    presenter.intro(t("speculative.intro", tl=tc.n_layer, th=tc.n_head, td=tc.n_embd,
+                      tp=fmt.integer(target.model.n_params()), dl=dc.n_layer, dh=dc.n_head, dd=dc.n_embd,
+                      dp=fmt.integer(draft.model.n_params())))
     if not draft.trained:
         st.warning(t("speculative.draft_random", seed=draft.meta.get("fallback_seed", 0)), icon=":material/casino:")
     if not target.trained:

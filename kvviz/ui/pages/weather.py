@@ -2,25 +2,33 @@
 decode, and the append-only cache that goes stale. The file in pages/ only sets up the frame."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 import html
+from dataclasses import dataclass
 
 import streamlit as st
 
-from kvviz.viz.attention import causal_mask_figure
+from kvviz.decoding.sampling import SelectionRule
 from kvviz.decoding.stepper import Run
 from kvviz.limits import MAX_ABS_TOKEN_VALUE, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, LimitError
-from kvviz.models.weather import (D_K, DEFAULT_VALUES, SEED_PROMPT, VOCAB, WeatherModel, check_values,
-                                  values_from_text, values_to_text)
-from kvviz.decoding.sampling import SelectionRule
+from kvviz.models.weather import (
+    D_K,
+    DEFAULT_VALUES,
+    SEED_PROMPT,
+    VOCAB,
+    WeatherModel,
+    check_values,
+    values_from_text,
+    values_to_text,
+)
 from kvviz.ui.app import fmt, nav, presenter, urlstate
+from kvviz.ui.app.i18n import current_lang, t
+from kvviz.ui.app.runs import cached_run
 from kvviz.ui.components import downloads, step_view
 from kvviz.ui.components.charts import chart, figure_words
+from kvviz.ui.components.rule_controls import default_rule, rule_controls
 from kvviz.ui.frames import translator
 from kvviz.ui.frames import weather as frames_weather
-from kvviz.ui.app.i18n import current_lang, t
-from kvviz.ui.components.rule_controls import default_rule, rule_controls
-from kvviz.ui.app.runs import cached_run
+from kvviz.viz.attention import causal_mask_figure
 
 BASE = frames_weather.BASE     # the seed numbers positions 1..n; so does this page
 DEFAULT_NEW = 3

@@ -5,12 +5,21 @@ from __future__ import annotations
 import torch
 
 from kvviz.decoding.batching import BatchEvent, BatchRun, SoloComparison, padded_cache_table, top_logit_columns
-from kvviz.viz.cost import grouped_logits, padded_cache_grid
-from kvviz.viz.attention import attention_heatmap_spec
 from kvviz.models.base import allowed_keys
 from kvviz.ui.app import fmt
-from kvviz.ui.frames import (Payload, Tr, alert_block, cols_block, figure_words, lines_block, metrics, note_block,
-                             strip_block)
+from kvviz.ui.frames import (
+    Payload,
+    Tr,
+    alert_block,
+    cols_block,
+    figure_words,
+    lines_block,
+    metrics,
+    note_block,
+    strip_block,
+)
+from kvviz.viz.attention import attention_heatmap_spec
+from kvviz.viz.cost import grouped_logits, padded_cache_grid
 
 TOP_LOGITS = 5        # GPT: bars for each sequence's top tokens (its vocabulary has 82 words)
 K_DIMS = 4            # GPT: the first K components shown per cache cell (head size 32)
@@ -65,11 +74,13 @@ def build(run: BatchRun, comparisons: list[SoloComparison], model, layer: int, h
         for b in range(ev.batch):
             c = comparisons[b]
             same = c.same_tokens and c.max_abs_diff <= run.tolerance
+            check = (alert_block("ok", tr("cost.bt_same", diff=fmt.sci(c.max_abs_diff, 1, lang=pl.lang)), explain=True)
+                     if same else
+                     alert_block("bad", tr("cost.bt_differs", diff=fmt.num(c.max_abs_diff, ".3g", lang=pl.lang))))
             seqs.append([strip_block(ev.sequences[b], len(run.prompts[b]), ev.cached(b), legend=False,
                                      label=f"**{labels[b]}** · "
                                            + tr("cost.bt_prompt_was", p=" ".join(run.prompts[b]), pad=run.pad[b])),
-                         alert_block("ok", tr("cost.bt_same", diff=fmt.sci(c.max_abs_diff, 1, lang=pl.lang)), explain=True) if same
-                         else alert_block("bad", tr("cost.bt_differs", diff=fmt.num(c.max_abs_diff, ".3g", lang=pl.lang)))])
+                         check])
 
         n_new = src.record.positions.shape[1]
         new_cols = list(range(src.n_columns - n_new, src.n_columns)) if ev.record is not None else []
@@ -104,7 +115,8 @@ def build(run: BatchRun, comparisons: list[SoloComparison], model, layer: int, h
                top=[lines_block(what_happened(ev, tr)), cols_block(seqs)],
                main=[pl.fig(attention_fig(src, labels, layer, head, many, tr), tr("stepper.attention_alt"))],
                side=[pl.fig(logits, tr("stepper.logits_alt"))],
-               wide=[dict(pl.fig(grid, tr("cost.bt_grid_alt")), x=1), note_block(tr("cost.bt_grid_caption"), explain=True)],
+               wide=[dict(pl.fig(grid, tr("cost.bt_grid_alt")), x=1),
+                     note_block(tr("cost.bt_grid_caption"), explain=True)],
                metrics=metrics([
                    (tr("cost.bt_passes"), ev.passes, tr("cost.bt_passes_help"), None),
                    (tr("cost.bt_passes_alone"), ev.passes * ev.batch, tr("cost.bt_passes_alone_help"), None),

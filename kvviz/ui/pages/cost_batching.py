@@ -9,12 +9,12 @@ from kvviz.decoding.batching import BatchRun
 from kvviz.limits import MAX_NEW_TOKENS, MAX_PROMPT_CHARS, LimitError
 from kvviz.models.registry import get_model
 from kvviz.ui.app import presenter, urlstate
-from kvviz.ui.components.picker import LayerHeadPicker
-from kvviz.ui.components import step_view
-from kvviz.ui.frames import batch as frames_batch
-from kvviz.ui.frames import translator
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.runs import cached_batch_run
+from kvviz.ui.components import step_view
+from kvviz.ui.components.picker import LayerHeadPicker
+from kvviz.ui.frames import batching as frames_batching
+from kvviz.ui.frames import translator
 
 KEEP = "session"
 MODELS = ("abc", "gpt")
@@ -94,7 +94,7 @@ def _payload(model_name: str, prompts: tuple[tuple[str, ...], ...], new: int, la
              lang: str) -> str:
     """Every event's frame of one batched run, for one layer and head, in one language (read-only JSON)."""
     run, _, comparisons = cached_batch_run(model_name, prompts, new)
-    return frames_batch.build(run, comparisons, get_model(model_name), layer, head, translator(lang)).to_json()
+    return frames_batching.build(run, comparisons, get_model(model_name), layer, head, translator(lang)).to_json()
 
 
 def _more() -> None:
@@ -104,5 +104,5 @@ def _more() -> None:
 
 def _picker(model) -> LayerHeadPicker:
     """Layer and head (0-based) of the attention map and the K column; chosen only for the GPT."""
-    return LayerHeadPicker("bt", model.n_layers, model.n_heads, ("cost.bt_layer", "cost.bt_layer_help", "cost.bt_head",
-                                                                 "cost.bt_head_help"), columns=(1, 1), align="top", persist=True)
+    labels = ("cost.bt_layer", "cost.bt_layer_help", "cost.bt_head", "cost.bt_head_help")
+    return LayerHeadPicker("bt", model.n_layers, model.n_heads, labels, columns=(1, 1), align="top", persist=True)

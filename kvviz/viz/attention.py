@@ -42,24 +42,31 @@ def _masked_cells(weights: torch.Tensor, digits: int = 3,
 def attention_heatmap_spec(weights: torch.Tensor, query_labels: Sequence[str], key_labels: Sequence[str],
                            title: str, zmax: float = 1.0, show_scale: bool = True,
                            allowed: torch.Tensor | None = None, words: dict[str, str] | None = None,
-                           show_values: bool | None = None, row_px: int = 45) -> dict:
+                           show_values: bool | None = None, row_px: int = 45, outline_row: int | None = None) -> dict:
     """weights: [N queries, T keys] after the causal mask; masked cells (exact 0 above the diagonal)
     are left blank so the triangle of the causal mask is visible (``allowed``: see _masked_cells).
     ``words``: translations of WORDS. Cell values are printed when ``show_values`` (default: only
-    while they fit, up to 16 keys); hovering always shows them. ``row_px``: height per query row."""
+    while they fit, up to 16 keys); hovering always shows them. ``row_px``: height per query row;
+    ``outline_row``: a row (0-based) drawn outlined, the one a page points to."""
     w = theme.words(WORDS, words)
     n, t = weights.shape
     z, text = _masked_cells(weights, allowed=allowed)
-    if not (t <= 16 if show_values is None else show_values):
-        text = [["" for _ in row] for row in text]
     trace = {"type": "heatmap", "z": z, "x": list(key_labels), "y": list(query_labels), "zmin": 0.0, "zmax": zmax,
-             "colorscale": ATTENTION_SCALE, "showscale": show_scale, "text": text, "texttemplate": "%{text}",
-             "textfont": {"size": 15}, "xgap": 2, "ygap": 2,
+             "colorscale": ATTENTION_SCALE, "showscale": show_scale,
              "hovertemplate": f"{w['query']} %{{y}}<br>{w['key']} %{{x}}<br>{w['weight']} %{{z:.4f}}<extra></extra>",
              "colorbar": {"title": {"text": w["weight"]}}}
+    if t <= 16 if show_values is None else show_values:
+        trace.update(text=text, texttemplate="%{text}", textfont={"size": 15}, xgap=2, ygap=2)
+    # a map too large for values in its cells is drawn without texts or gaps: plotly draws it 2-4×
+    # faster then (SmolLM2's prompt of 37 tokens: a step press waits for several such maps)
+    extra = {}
+    if outline_row is not None:
+        extra["shapes"] = [{"type": "rect", "xref": "x", "yref": "y", "x0": -0.5, "x1": t - 0.5,
+                            "y0": outline_row - 0.5, "y1": outline_row + 0.5,
+                            "line": {"color": COLORS["chosen"], "width": 3}, "layer": "above"}]
     return {"data": [trace], "layout": theme.layout(
         title, max(260, 140 + row_px * n), xaxis={"title": {"text": w["key_axis"]}, "side": "bottom"},
-        yaxis={"autorange": "reversed", "title": {"text": w["query_axis"]}})}
+        yaxis={"autorange": "reversed", "title": {"text": w["query_axis"]}}, **extra)}
 
 
 def attention_heatmap(*args, **kwargs) -> go.Figure:
@@ -188,7 +195,8 @@ def head_grid_spec(values: torch.Tensor, title: str, selected: tuple[int, int] |
     values: [L, H]."""
     n_layers, n_heads = values.shape
     z = torch.round(values.double(), decimals=digits).tolist()
-    trace = {"type": "heatmap", "z": z, "x0": 1, "y0": 1, "coloraxis": "coloraxis", "xgap": 1, "ygap": 1,
+    # no gaps between the cells: with them plotly draws the map about twice as slowly
+    trace = {"type": "heatmap", "z": z, "x0": 1, "y0": 1, "coloraxis": "coloraxis",
              "hovertemplate": f"{layer_word} %{{y}}, {head_word} %{{x}}<br>{value_word} %{{z}}<extra></extra>"}
     shapes = []
     if selected is not None:

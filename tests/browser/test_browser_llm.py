@@ -47,7 +47,7 @@ def test_hostile_text_stays_text_and_the_stepper_keys_and_picks_work(server, tab
     grid = page.get_by_role("grid", name="Choose the layer and head shown large")
     expect(grid.get_by_role("gridcell")).to_have_count(270)
     grid.get_by_role("gridcell", name="Layer 2, head 3").click()
-    expect(tab.charts.first).to_contain_text("layer 2, head 3 (K/V head 1)", timeout=30_000)
+    expect(tab.charts.first).to_contain_text("Layer 2: queries of position 15 (head 3 outlined)", timeout=30_000)
     tab.settle()
     assert "llm_layer=2" in page.url and "llm_head=3" in page.url and tab.heading().startswith("Event 2 of 5")
     tab.assert_clean()

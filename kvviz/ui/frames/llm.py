@@ -74,28 +74,33 @@ def sentences(ev: Event, run: Run, model, tr: Tr) -> tuple[str, str | None]:
 
 
 def attention_blocks(pl: Payload, ev: Event, src: Event, model, layer: int, head: int, tr: Tr) -> list[dict]:
-    """The chosen head's attention map (queries × keys), then the chosen layer's queries of the
-    newest token grouped by the K/V head they read (GQA)."""
+    """The chosen layer's queries of the newest position grouped by the K/V head they read (GQA),
+    the chosen head outlined; for the prefill first the chosen head's whole map (queries × keys). A
+    decode pass has one query per head: the chosen head's map is its outlined row (one figure
+    fewer to draw at a step press)."""
     att = src.record.attention[layer]                                  # [H, N, T]
     T = att.shape[-1]
     keys = key_labels(src.sequence, T)
-    queries = [f"{p}:{plain(src.sequence[p])}" for p in src.positions]
     phase = tr("llm.phase_" + src.phase)
-    fig = attention_heatmap_spec(att[head], queries, keys, tr("llm.attention_title", phase=phase, layer=layer + 1,
-                                                               head=head + 1, kv=model.kv_group(head) + 1),
-                                 words=figure_words(tr), row_px=45 if len(queries) <= 8 else 20)
-    out = [pl.fig(fig, tr("llm.attention_alt"))]
-    if src is not ev:
-        out.append(note_block(tr("stepper.no_attention", i=src.index), explain=True))
+    out = []
+    if len(src.positions) > 1:
+        queries = [f"{p}:{plain(src.sequence[p])}" for p in src.positions]
+        fig = attention_heatmap_spec(att[head], queries, keys, tr("llm.attention_title", phase=phase, layer=layer + 1,
+                                                                   head=head + 1, kv=model.kv_group(head) + 1),
+                                     words=figure_words(tr), row_px=45 if len(queries) <= 8 else 20)
+        out.append(pl.fig(fig, tr("llm.attention_alt")))
     per = model.n_heads // model.n_kv_heads
     rows = [tr("llm.gqa_row", q=h + 1, kv=model.kv_group(h) + 1) for h in range(model.n_heads)]
     newest = att[:, -1, :]                                              # [H, T]: what the newest query reads
     gqa = attention_heatmap_spec(newest, rows, keys, tr("llm.gqa_title", layer=layer + 1, pos=src.positions[-1],
-                                                         heads=model.n_heads),
-                                 allowed=torch.ones_like(newest, dtype=torch.bool), words=figure_words(tr), row_px=28)
-    out += [pl.fig(gqa, tr("llm.gqa_alt")),
-            note_block(tr("llm.gqa_note", heads=model.n_heads, kv=model.n_kv_heads, per=per, layer=layer + 1,
-                          T=T, hs=model.head_dim), explain=True)]
+                                                         heads=model.n_heads, head=head + 1),
+                                 allowed=torch.ones_like(newest, dtype=torch.bool), words=figure_words(tr), row_px=28,
+                                 outline_row=head)
+    out.append(pl.fig(gqa, tr("llm.gqa_alt")))
+    if src is not ev:
+        out.append(note_block(tr("stepper.no_attention", i=src.index), explain=True))
+    out.append(note_block(tr("llm.gqa_note", heads=model.n_heads, kv=model.n_kv_heads, per=per, layer=layer + 1,
+                             T=T, hs=model.head_dim), explain=True))
     return out
 
 

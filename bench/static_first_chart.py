@@ -3,13 +3,16 @@
     python -m kvviz export --out /tmp/kvviz-site                    # once
     python bench/static_first_chart.py /tmp/kvviz-site              # every screen, 3 times each, from file://
     python bench/static_first_chart.py /tmp/kvviz-site --http       # the same over python -m http.server
+    python bench/static_first_chart.py /tmp/kvviz-site --warm       # one browser tab going from screen to screen
 
 Each visit is a fresh browser context of Debian's chromium (its usual processes, as a visitor's
-browser: not the tests' one-process mode) opening one screen; the page records, on its own clock
-from the start of the navigation (``performance.now()``), when plotly has drawn the first chart
-(the first ``.main-svg`` in the document) and when the stepper has drawn its whole first event
-(``.kvs-root[data-drawn]``; pages without a stepper: their first chart). Reported: the median and
-the worst per screen, then over all screens, with the machine's load average.
+browser: not the tests' one-process mode) opening one screen (``--warm``: one tab opens every
+screen in turn, as a student clicking through the lecture: the browser's caches stay warm); the
+page records, on its own clock from the start of the navigation (``performance.now()``), when
+plotly has drawn the first chart (the first ``.main-svg`` in the document) and when the stepper
+has drawn its whole first event (``.kvs-root[data-drawn]``; pages without a stepper: their first
+chart). Reported: the median and the worst per screen, then over all screens, with the machine's
+load average.
 """
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="visits per screen")
     ap.add_argument("--http", action="store_true", help="serve the folder with http.server instead of file://")
     ap.add_argument("--only", nargs="*", help="screen files (default: every NN_*.html)")
+    ap.add_argument("--warm", action="store_true", help="one tab for every visit (caches kept) instead of fresh ones")
     a = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -58,23 +62,31 @@ def main() -> None:
         base = f"http://127.0.0.1:{port}/"
     else:
         base = a.site.resolve().as_uri() + "/"
-    print(f"{len(pages)} screens from {'http.server' if a.http else 'file://'}, {a.repeat} fresh visits each, "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{len(pages)} screens from {'http.server' if a.http else 'file://'}, {a.repeat} "
+          f"{'visits each in one tab' if a.warm else 'fresh visits each'}, load average {os.getloadavg()[0]:.1f}")
     firsts, events = [], []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+        tab = None
+        if a.warm:
+            tab = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+            tab.add_init_script(MARKS)
         for name in pages:
             got = []
             for _ in range(a.repeat):
-                ctx = browser.new_context(viewport={"width": 1400, "height": 900})
-                page = ctx.new_page()
-                page.add_init_script(MARKS)
+                if tab is None:
+                    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+                    page = ctx.new_page()
+                    page.add_init_script(MARKS)
+                else:
+                    ctx, page = None, tab
                 page.goto(base + name)
                 page.wait_for_function("window.__firstChart !== undefined && (window.__firstEvent !== undefined"
                                        " || !document.querySelector('[data-kvx-stepper]'))", timeout=30_000)
                 chart, event = page.evaluate("[window.__firstChart, window.__firstEvent ?? window.__firstChart]")
                 got.append((chart / 1e3, event / 1e3))
-                ctx.close()
+                if ctx is not None:
+                    ctx.close()
             c = [g[0] for g in got]
             e = [g[1] for g in got]
             firsts += c

@@ -168,19 +168,27 @@ class _Walk:
             # others change settings, which the live link covers too
             return {"live": el.label} if el.proto.type == "primary" else None
         if cls == "Column":
-            inner = self.blocks(el)
-            return {"col": inner}
+            return {"col": self.inner(el)}
         if hasattr(el, "children"):                  # a plain block, a tab (only the open one has children)
             if _asks(el):
                 return None                          # a question: the answer is checked by the server
-            inner = self.blocks(el)
+            inner = self.inner(el)
             if not inner:
                 return None
-            if all("col" in b for b in inner):       # st.columns: a row
-                cols = [b["col"] for b in inner]
-                return {"cols": cols} if any(cols) else None
+            if all("col" in b for b in inner):       # st.columns: a row (of the columns that kept something)
+                cols = [b["col"] for b in inner if b["col"]]
+                return None if not cols else {"group": cols[0]} if len(cols) == 1 else {"cols": cols}
             return {"group": inner}
         return None                                  # downloads and the rest: they need the server
+
+    def inner(self, el: Any) -> list[dict]:
+        """A column's or block's blocks; nothing when it held settings and only text is left: that
+        text was about its inputs (the weather page's "Token values": type a value and press Enter)."""
+        before = len(self.out.settings)
+        out = self.blocks(el)
+        if len(self.out.settings) > before and all(("md" in b or "caption" in b) for b in out):
+            return []
+        return out
 
     def component(self, el: Any) -> dict | None:
         data = json.loads(el.proto.json)

@@ -89,7 +89,6 @@ def attention_blocks(pl: Payload, ev: Event, src: Event, model, layer: int, head
                                                                    head=head + 1, kv=model.kv_group(head) + 1),
                                      words=figure_words(tr), row_px=45 if len(queries) <= 8 else 20)
         out.append(pl.fig(fig, tr("llm.attention_alt")))
-    per = model.n_heads // model.n_kv_heads
     rows = [tr("llm.gqa_row", q=h + 1, kv=model.kv_group(h) + 1) for h in range(model.n_heads)]
     newest = att[:, -1, :]                                              # [H, T]: what the newest query reads
     gqa = attention_heatmap_spec(newest, rows, keys, tr("llm.gqa_title", layer=layer + 1, pos=src.positions[-1],
@@ -97,10 +96,19 @@ def attention_blocks(pl: Payload, ev: Event, src: Event, model, layer: int, head
                                  allowed=torch.ones_like(newest, dtype=torch.bool), words=figure_words(tr), row_px=28,
                                  outline_row=head)
     out.append(pl.fig(gqa, tr("llm.gqa_alt")))
+    return out
+
+
+def attention_notes(ev: Event, src: Event, model, layer: int, tr: Tr) -> list[dict]:
+    """The notes under the figures. They come after every figure of the column, so that a choose
+    event's extra note leaves the figures' places as they are: the stepper keeps a figure drawn in
+    its place, and a figure that moves is drawn again at the step press."""
+    T = src.record.attention.shape[-1]
+    per = model.n_heads // model.n_kv_heads
+    out = [note_block(tr("llm.gqa_note", heads=model.n_heads, kv=model.n_kv_heads, per=per, layer=layer + 1, T=T,
+                         hs=model.head_dim), explain=True)]
     if src is not ev:
         out.append(note_block(tr("stepper.no_attention", i=src.index), explain=True))
-    out.append(note_block(tr("llm.gqa_note", heads=model.n_heads, kv=model.n_kv_heads, per=per, layer=layer + 1,
-                             T=T, hs=model.head_dim), explain=True))
     return out
 
 
@@ -110,9 +118,12 @@ def model_view_blocks(pl: Payload, src: Event, model, layer: int, head: int, tr:
     fig = head_grid_spec(first, tr("llm.model_view_title", n=model.n_layers * model.n_heads),
                          selected=(layer, head), layer_word=tr("llm.model_view_layer"),
                          head_word=tr("llm.model_view_head"), value_word=tr("llm.model_view_value"))
-    return [pl.pick_fig(fig, tr("llm.model_view_alt")),
-            note_block(tr("llm.model_view_note", layers=model.n_layers, heads=model.n_heads,
-                          token=literal(src.sequence[0])), explain=True)]
+    return [pl.pick_fig(fig, tr("llm.model_view_alt"))]
+
+
+def model_view_note(src: Event, model, tr: Tr) -> dict:
+    return note_block(tr("llm.model_view_note", layers=model.n_layers, heads=model.n_heads,
+                         token=literal(src.sequence[0])), explain=True)
 
 
 def probs_blocks(pl: Payload, ev: Event, nxt: Event | None, shown_vocab: list[str], tr: Tr) -> list[dict]:
@@ -170,7 +181,8 @@ def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
         src = source(run, ev)
         did, todo = sentences(ev, run, model, tr)
         main = (attention_blocks(pl, ev, src, model, layer, head, tr)
-                + model_view_blocks(pl, src, model, layer, head, tr))
+                + model_view_blocks(pl, src, model, layer, head, tr)
+                + [model_view_note(src, model, tr)] + attention_notes(ev, src, model, layer, tr))
         m = counters(ev, tr, tol=tol)
         m["notes"] = [html_block(tr("llm.check_note_" + model.dtype_name, tol=fmt.sci(tol, 0, lang=pl.lang)))["html"]]
         pl.add(tr("llm.event_heading", i=ev.index, last=last, phase=tr("llm.phase_" + ev.phase)),

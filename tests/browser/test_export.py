@@ -1,13 +1,13 @@
 """The static export (kvviz/ui/export, ``python -m kvviz export``): the lecture in English, written here,
 and one screen of each page written again by the command in another process, byte for byte the same
-frames and files; the whole under 20 MB; every page opened from
-file:// in chromium with every request outside the folder refused; every event of one run of each
-stepping page stepped through with the keys (the screen's own event on the others), its heading and
-the data of every figure it shows equal to the live page's payload (the frames the exporter captured
-from the page; tests/test_export.py checks those against the payload builders); every single
-chart's data equal to the live page's figure; no page or console error, no control that needs the
-server. Then keys, autoplay, the live links, a model-view
-tile, and presenter mode in Spanish."""
+frames and files; the whole under 20 MB; every page opened from file:// in chromium with every
+request outside the folder refused; every event of one run of each stepping page stepped through
+with the keys (the screen's own event on the others), its heading and the data of every figure it
+shows equal to the live page's payload (the frames the exporter captured from the page;
+tests/test_export.py checks those against the payload builders); every single chart's data equal to
+the live page's figure; no page or console error, no control that needs the server; the index and a
+Tiny GPT screen pass axe-core as the live pages do. Then keys, autoplay, the live links, a
+model-view tile, and presenter mode in Spanish."""
 from __future__ import annotations
 
 import json
@@ -25,6 +25,7 @@ from kvviz.ui.components import plotly_js
 from kvviz.ui.export.site import export
 from kvviz.ui.frames import translator
 from kvviz.ui.pages.lecture import SCRIPT
+from tests.browser.axe_check import COLOUR_RULES, FAIL_IMPACTS, KEEP_FIXED, KNOWN
 from tests.conftest import ROOT, shared_context
 
 pytestmark = pytest.mark.browser
@@ -144,6 +145,26 @@ def _expected_figs(frame: dict, present: bool = False) -> list[int]:
     return sorted(out)
 
 
+def _accessible(tab: StaticTab, where: str) -> None:
+    """axe-core on an exported page by the live app's rules (tests/browser/axe_check.py), in the light
+    theme and, for the colours, the dark one. The page's own errors are checked first: axe-core's
+    reading of the stylesheets (an XMLHttpRequest, which file:// refuses) logs one of its own."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    assert not tab.errors, (where, tab.errors)
+    page = tab.page
+    problems = []
+    for scheme, options in (("light", None), ("dark", COLOUR_RULES)):
+        page.emulate_media(color_scheme=scheme)
+        for v in Axe().run(page, options=options).response["violations"]:
+            nodes = [n for n in v["nodes"] if not any(k.matches(v["id"], n) for k in KNOWN)]
+            if nodes and (v["impact"] in FAIL_IMPACTS or v["id"] in KEEP_FIXED):
+                problems.append(f"{where} [{scheme}] {v['id']}: {nodes[0]['html'][:120]}")
+    page.emulate_media(color_scheme="light")
+    tab.errors.clear()
+    assert not problems, problems
+
+
 def _compare(payload: dict, got: dict) -> None:
     """Each event the browser showed: its heading and figures as the payload's frame says, and each
     figure's data as the payload holds it."""
@@ -194,6 +215,7 @@ def _same_bytes_twice_small_and_its_index_lists_the_lecture(browser, result, cli
         tr = translator("en")
         assert links.all_inner_texts() == [tr("lecture." + s.key) for s in result.screens]
         assert len(result.screens) == sum(len(shots) for _, shots in SCRIPT)   # every screen of the script
+        _accessible(tab, "index.html")
         assert not tab.errors and not tab.blocked, (tab.errors, tab.blocked)
     finally:
         tab.close()
@@ -244,6 +266,8 @@ def _keys_autoplay_address_live_link_and_model_view_tile(browser, result) -> Non
         tab.open(gpt.file, f"?step={n - 3}")                  # the address's step, as on the live page
         heading = tab.page.locator(".kvs-heading")
         expect(heading).to_have_text(re.compile(rf"^Event {n - 3} of {n - 1}"))
+        tab.page.locator(f".kvs-root[data-drawn='{n - 3}']").wait_for(state="attached")
+        _accessible(tab, gpt.file)
         tab.page.locator(".kvs-speed select").select_option("4")
         tab.page.locator("h1").click()
         tab.page.keyboard.press("Space")                      # autoplay to the last event, then it stops

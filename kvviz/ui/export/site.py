@@ -157,10 +157,10 @@ def _assets(out: Path) -> None:
     modules = {"stepper": plotly_js.module_js(COMPONENTS / "step_view.js"),
                "chart": plotly_js.module_js(COMPONENTS / "chart_view.js"), "chart_css": charts.CSS}
     _write(a / "components.js",
-           "// kvviz's components for the static export (written by kvviz/ui/export/site.py): the stepper's and\n"
-           "// the single chart's JavaScript modules, exactly as the live app's components receive them\n"
-           "// (kvviz/ui/plotly_js.module_js), kept as text: a page opened from file:// may not import a module\n"
-           "// file, so assets/export.js imports each one from a blob: URL.\n"
+           "// kvviz's components for the static export (written by kvviz/ui/export/site.py): the stepper's\n"
+           "// and the single chart's JavaScript modules, exactly as the live app's components receive them\n"
+           "// (kvviz/ui/components/plotly_js.module_js), kept as text: a page opened from file:// may not\n"
+           "// import a module file, so assets/export.js imports each one from a blob: URL.\n"
            f"window.KVX_MODULES = {json.dumps(modules, ensure_ascii=False)};\n")
 
 
@@ -250,7 +250,7 @@ def _blocks_html(blocks: list[dict], charts_seen: list[int], live: str, live_bas
             t = b["table"]
             head = "".join(f'<th scope="col">{_e(c)}</th>' for c in t["cols"])
             rows = "".join("<tr>" + "".join(f"<td>{_e(v)}</td>" for v in r) + "</tr>" for r in t["rows"])
-            out.append(f'<div class="kvs-tblwrap" tabindex="0" role="region"><table class="kvs-tbl">'
+            out.append(f'<div class="kvs-tblwrap" tabindex="0"><table class="kvs-tbl">'
                        f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>")
         elif "live" in b:
             out.append(f'<p class="kvx-needs-live"><a class="kvx-live" data-kvx-live href="{_e(live)}">'

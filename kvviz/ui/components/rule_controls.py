@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kvviz.decoding.sampling import Greedy, SelectionRule, make_rule
+from kvviz.decoding.sampling import Greedy, Sampler, SelectionRule, make_rule
 from kvviz.limits import MAX_SEED
 from kvviz.ui.app import fmt, urlstate
 from kvviz.ui.app.i18n import t
@@ -32,6 +32,11 @@ def rule_cache_key(rule: SelectionRule) -> RuleKey:
     """``rule`` as a hashable cache key, the arguments of ``make_rule`` (pages over the tiny GPT)."""
     s = rule.settings()
     return s["temperature"], s["top_k"], s["top_p"]
+
+
+def rule_from_key(key: RuleKey) -> SelectionRule:
+    """The rule a ``rule_cache_key`` stands for (the cached runs rebuild it from the key)."""
+    return Sampler(*key)
 
 
 def default_rule(key_prefix: str) -> tuple[SelectionRule, int]:

@@ -11,7 +11,6 @@ import streamlit as st
 from kvviz import cost
 from kvviz.cost.timing import LoopTimes, Sweep, measure_sweep, sweep_sizes, time_loops
 from kvviz.decoding.loops import Comparison, compare, max_cached_new_tokens
-from kvviz.decoding.sampling import Sampler, SelectionRule
 from kvviz.decoding.stepper import Run, run_generation
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError
 from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
@@ -21,7 +20,7 @@ from kvviz.ui.components import downloads, sequences, step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.components.picker import LayerHeadPicker
 from kvviz.ui.components.prompts import prompt_tokens
-from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
+from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls, rule_from_key
 from kvviz.ui.frames import gpt as frames_gpt
 from kvviz.ui.frames import translator
 from kvviz.viz.cost import speedup_chart
@@ -45,25 +44,21 @@ def _timing_lock() -> threading.Lock:
     return threading.Lock()
 
 
-def _rule(key: RuleKey) -> SelectionRule:
-    return Sampler(*key)
-
-
 @st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)
 def _run(tokens: tuple[str, ...], new: int, rule_key: RuleKey, seed: int) -> Run:
-    return run_generation(GPTModel(_tiny()), list(tokens), new, _rule(rule_key), seed)
+    return run_generation(GPTModel(_tiny()), list(tokens), new, rule_from_key(rule_key), seed)
 
 
 @st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
 def _compare(ids: tuple[int, ...], new: int, rule_key: RuleKey, seed: int) -> Comparison:
-    return compare(_tiny().model, list(ids), new, _rule(rule_key), seed)   # both loops warmed first
+    return compare(_tiny().model, list(ids), new, rule_from_key(rule_key), seed)   # both loops warmed first
 
 
 @st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
 def _loop_times(ids: tuple[int, ...], new: int, rule_key: RuleKey, seed: int) -> LoopTimes:
     """Both loops warmed, then timed several times each, interleaved; one timing at a time per server."""
     with _timing_lock():
-        return time_loops(_tiny().model, list(ids), new, _rule(rule_key), seed)
+        return time_loops(_tiny().model, list(ids), new, rule_from_key(rule_key), seed)
 
 
 def warm() -> None:
@@ -217,7 +212,7 @@ def _timing(tokens: list[str], rule_key: RuleKey, seed: int, model: GPTModel) ->
             try:
                 bar = st.progress(0.0, text=t("gpt.timing_progress", what="…"))
                 ns = [n for n in options if n <= max_n]
-                sweep = measure_sweep(model.network, ids, ns, _rule(rule_key), seed, int(repeats),
+                sweep = measure_sweep(model.network, ids, ns, rule_from_key(rule_key), seed, int(repeats),
                                       progress=lambda f, what: bar.progress(min(1.0, f),
                                                                             text=t("gpt.timing_progress", what=what)))
                 st.session_state["gpt_sweep"] = (inputs, sweep)

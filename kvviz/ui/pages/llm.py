@@ -21,7 +21,6 @@ import streamlit as st
 
 from kvviz import cost
 from kvviz.cost.timing import DtypeComparison, measure_dtypes
-from kvviz.decoding.sampling import Sampler, SelectionRule
 from kvviz.decoding.stepper import Run, run_generation
 from kvviz.limits import LimitError
 from kvviz.models import smollm2
@@ -31,7 +30,7 @@ from kvviz.ui.app.i18n import t
 from kvviz.ui.components import downloads, step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.components.picker import LayerHeadPicker
-from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
+from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls, rule_from_key
 from kvviz.ui.frames import llm as frames_llm
 from kvviz.ui.frames import translator
 from kvviz.viz.rope import rope_pairs
@@ -88,14 +87,10 @@ def _measure_lock() -> threading.Lock:
     return threading.Lock()
 
 
-def _rule(key: RuleKey) -> SelectionRule:
-    return Sampler(*key)
-
-
 def _generate(key: RunKey) -> Run:
     tokens, new, rule_key, seed, dtype = key
     # one pass without the cache over the whole text at the end checks every pass (a causal model)
-    return run_generation(_model(dtype), list(tokens), new, _rule(rule_key), seed, recheck="final")
+    return run_generation(_model(dtype), list(tokens), new, rule_from_key(rule_key), seed, recheck="final")
 
 
 def get_run(key: RunKey) -> Run:

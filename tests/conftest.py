@@ -80,9 +80,9 @@ def _pages_only_in_app_tests(request, monkeypatch):
 
 def open_page(page: str | None = None, query: dict | None = None, timeout: int = 60):
     """An AppTest of app.py switched to ``page`` (as a user clicking the nav link), already run."""
-    from streamlit.testing.v1 import AppTest
+    from kvviz.ui.export.capture import app_test
 
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
+    at = app_test(ROOT / "app.py", timeout)
     for k, v in (query or {}).items():
         at.query_params[k] = v
     if page:

@@ -20,8 +20,12 @@ def replicas():
         if os.environ.get("CI"):
             pytest.fail("nginx is required in CI: apt-get install -y nginx")
         pytest.skip("nginx not installed")
-    with Replicas(2, free_port(), "127.0.0.1") as r:
-        yield r
+    # routing is tested here, not the pages' warm-up (tests/test_warmup.py): the replicas load the
+    # engine but leave each page's default run to its first visit
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KVVIZ_WARM", "imports")
+        with Replicas(2, free_port(), "127.0.0.1") as r:
+            yield r
 
 
 async def _get(url: str, path: str, cookie: str = "") -> tuple[int, dict[str, list[str]]]:

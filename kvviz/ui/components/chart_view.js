@@ -52,8 +52,8 @@ class Chart {
     }
     delete this.el.dataset.pending;
     // the stepper checked once plotly is there: on a fresh browser the page's stepper exists by then
-    // (in a tab that has plotly already, a chart above the stepper may simply draw first)
-    return loadPlotly(data.plotly).then((Plotly) => afterStepper().then(() => Plotly)).then((Plotly) => {
+    // (in a tab that has plotly already, a chart above the stepper waits for it only if told: data.stepper)
+    return loadPlotly(data.plotly).then((Plotly) => afterStepper(data.stepper).then(() => Plotly)).then((Plotly) => {
       if (gen !== this.gen || !this.el.isConnected) return false;
       this.el.querySelector(".kvc-error")?.remove();
       const f = themed(fig, themeOf(this.el), null, this.el.clientWidth);

@@ -85,12 +85,14 @@ _component = st.components.v2.component(
     css=CSS, isolate_styles=False)     # in the page's DOM, as the stepper
 
 
-def chart(fig: go.Figure, alt: str, key: str) -> None:
+def chart(fig: go.Figure, alt: str, key: str, stepper_below: bool = False) -> None:
     """One figure at full width with an accessible label, the chosen export format, and its numbers
     in the page's language; drawn by the stepper's plotly.js (``plotly_js``), not ``st.plotly_chart``
     (Streamlit's full plotly.js would be a second, three times larger library to load). ``key``
     (unique on the page) keeps the element when its figure changes, so the chart is redrawn in
-    place; without one Streamlit would build a new element for every new figure."""
+    place; without one Streamlit would build a new element for every new figure. ``stepper_below``:
+    the page's stepper comes after this chart, which waits for its first drawing even when the stepper
+    is not in the page yet (with plotly already in the browser the chart would otherwise draw first)."""
     localize_numbers(fig, current_lang())
-    _component(key=key, data={"fig": figure_spec(fig, digits=None), "alt": alt,
+    _component(key=key, data={"fig": figure_spec(fig, digits=None), "alt": alt, "stepper": stepper_below,
                               "fmt": st.session_state.get(KEY) or "png", "plotly": plotly_js.PLOTLY})

@@ -37,9 +37,12 @@ function loadPlotly(p) {
 // ---------------------------------------------------------------- the stepper first
 // A page's stepper is what it is about: a single chart on a page whose stepper has not drawn its first
 // event yet waits for it (on a fresh browser both would share the one busy main thread), at most 2 s.
+// ``below``: the page's stepper comes after the chart, so it waits even while that is not in the page yet.
 const STEPPER_DRAWN = "kvs-drawn";        // the stepper's event on window after each drawing
-function afterStepper() {
-  if (!document.querySelector(".kvs-root:not([data-drawn])")) return Promise.resolve();
+function afterStepper(below = false) {
+  const waiting = below ? !document.querySelector(".kvs-root[data-drawn]")
+    : document.querySelector(".kvs-root:not([data-drawn])");
+  if (!waiting) return Promise.resolve();
   return new Promise((ok) => {
     const done = () => { clearTimeout(timer); window.removeEventListener(STEPPER_DRAWN, done); ok(); };
     const timer = setTimeout(done, 2000);

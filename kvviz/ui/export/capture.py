@@ -13,6 +13,7 @@ differ from run to run.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -32,6 +33,28 @@ SETTING_KINDS = ("text_input", "text_area", "number_input", "slider", "select_sl
                  "button_group", "toggle", "checkbox", "radio", "multiselect")
 _LINK = re.compile(r"\[([^\]]+)\]\(((?:https?://|/)[^)\s]*)\)")
 _HIDDEN_H2 = re.compile(r"^<h2 class='kv-sr-only'>[^<]*</h2>$")
+
+
+@functools.cache
+def _components():
+    """Streamlit's registry of installed v2 components, scanned once per process. A new ``AppTest``
+    scans the metadata of every installed distribution for it (0.4 s here: 16 of the 29 s of a
+    whole export, and as much for every page a test opens); a server scans once at start-up, and
+    its sessions share the registry, as the runs here do."""
+    from streamlit.components.v2.component_manager import BidiComponentManager
+
+    manager = BidiComponentManager()
+    manager.discover_and_register_components(start_file_watching=False)
+    return manager
+
+
+def app_test(path: Path = APP, timeout: float = TIMEOUT) -> AppTest:
+    """An ``AppTest`` of ``path`` sharing this process's component registry (``_components``). A
+    Streamlit without that registry (its attribute renamed) gets a plain AppTest, which scans again."""
+    at = AppTest.from_file(str(path), default_timeout=timeout)
+    if getattr(at, "_bidi_component_manager", False) is None:
+        at._bidi_component_manager = _components()
+    return at
 
 
 class CaptureError(RuntimeError):
@@ -208,7 +231,7 @@ def capture(page: str, params: dict[str, object], lang: str, present: bool) -> C
     """Run ``page`` (``pages/1_ABC_miniature.py``) at the address ``params`` in ``lang`` (presenter
     mode if ``present``) and keep what it draws. Raises ``CaptureError`` when the page failed or
     refused a value of the address (a screen must show what the lecture script names)."""
-    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at = app_test()
     query = {k: str(v) for k, v in params.items()}
     if lang != "en":
         query["lang"] = lang

@@ -126,7 +126,7 @@ def _prompt_view(tokens: list[str], values: dict[str, float]) -> None:
     st.html(prompt_table_html(tokens, values))
     labels = [f"{p + BASE}:{w}" for p, w in enumerate(tokens)]
     chart(causal_mask_figure(labels, t("weather.mask_title"), words=figure_words()), t("weather.mask_alt"),
-          key="weather_mask_chart")
+          key="weather_mask_chart", stepper_below=True)
     st.caption(t("weather.mask_caption"))
 
 

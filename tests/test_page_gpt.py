@@ -186,6 +186,29 @@ def test_sampling_controls_change_the_run_and_the_loops_still_agree():
     assert len(texts) > 1
 
 
+def test_a_second_visitor_measuring_is_told_to_wait_and_nothing_is_measured():
+    """Two sweeps at once would time each other: while another visitor's holds the server's lock,
+    Measure says so at once, measures nothing, and works again once the lock is free."""
+    from kvviz.ui.app.turns import server_lock
+    from kvviz.ui.pages.gpt import TIMING
+
+    at = open_page(PAGE)
+    at.select_slider(key="gpt_sweep_max").set_value(8).run()
+    lock = server_lock(TIMING)
+    assert lock.acquire(blocking=False)
+    try:
+        click(at, "Measure")
+    finally:
+        lock.release()
+    no_exception(at)
+    assert any("Another visitor is measuring" in w.value for w in at.warning)
+    assert "gpt_sweep" not in at.session_state
+    click(at, "Measure")
+    no_exception(at)
+    assert not any("Another visitor is measuring" in w.value for w in at.warning)
+    assert [p.n for p in at.session_state["gpt_sweep"][1].points] == [8]
+
+
 def test_timing_sweep_plots_speedup_beside_flop_ratio_and_explains_the_gap():
     """What the page shows equals the Sweep it measured (the numbers themselves depend on the
     machine's load: no assertion on how fast anything ran); the FLOP ratios are kvviz.cost's."""

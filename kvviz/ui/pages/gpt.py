@@ -3,7 +3,6 @@ nothing, time it, and weigh its memory (the file in pages/ only sets up the fram
 from __future__ import annotations
 
 import functools
-import threading
 
 import pandas as pd
 import streamlit as st
@@ -16,6 +15,7 @@ from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError
 from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
+from kvviz.ui.app.turns import my_turn, server_lock
 from kvviz.ui.components import downloads, sequences, step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.components.picker import LayerHeadPicker
@@ -24,6 +24,8 @@ from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_
 from kvviz.ui.frames import gpt as frames_gpt
 from kvviz.ui.frames import translator
 from kvviz.viz.cost import speedup_chart
+
+TIMING = "gpt_timing"      # the server lock of the loop timings and the sweep (kvviz.ui.app.turns)
 
 DEFAULT_PROMPT, DEFAULT_NEW = "Today the weather is so", 8
 
@@ -36,12 +38,6 @@ DEFAULT_PROMPT, DEFAULT_NEW = "Today the weather is so", 8
 def _tiny() -> TinyGPT:
     """The weights, loaded once per server and never modified."""
     return load_tiny_gpt()
-
-
-@st.cache_resource(show_spinner=False)
-def _timing_lock() -> threading.Lock:
-    """One timing sweep at a time per server: two at once would time each other."""
-    return threading.Lock()
 
 
 @st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)
@@ -57,7 +53,7 @@ def _compare(ids: tuple[int, ...], new: int, rule_key: RuleKey, seed: int) -> Co
 @st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
 def _loop_times(ids: tuple[int, ...], new: int, rule_key: RuleKey, seed: int) -> LoopTimes:
     """Both loops warmed, then timed several times each, interleaved; one timing at a time per server."""
-    with _timing_lock():
+    with server_lock(TIMING):
         return time_loops(_tiny().model, list(ids), new, rule_from_key(rule_key), seed)
 
 
@@ -205,22 +201,18 @@ def _timing(tokens: list[str], rule_key: RuleKey, seed: int, model: GPTModel) ->
                      help=t("gpt.timing_run_help"))
     inputs = (tuple(ids), rule_key, seed)
     if go:
-        lock = _timing_lock()
-        if not lock.acquire(blocking=False):
-            st.warning(t("gpt.timing_busy"), icon=":material/hourglass_top:")
-        else:
-            try:
-                bar = st.progress(0.0, text=t("gpt.timing_progress", what="…"))
-                ns = [n for n in options if n <= max_n]
-                sweep = measure_sweep(model.network, ids, ns, rule_from_key(rule_key), seed, int(repeats),
-                                      progress=lambda f, what: bar.progress(min(1.0, f),
-                                                                            text=t("gpt.timing_progress", what=what)))
-                st.session_state["gpt_sweep"] = (inputs, sweep)
-                bar.empty()
-            except LimitError as e:
-                st.error(str(e))
-            finally:
-                lock.release()
+        with my_turn(TIMING, t("gpt.timing_busy")) as mine:
+            if mine:
+                try:
+                    bar = st.progress(0.0, text=t("gpt.timing_progress", what="…"))
+                    ns = [n for n in options if n <= max_n]
+                    sweep = measure_sweep(model.network, ids, ns, rule_from_key(rule_key), seed, int(repeats),
+                                          progress=lambda f, what: bar.progress(
+                                              min(1.0, f), text=t("gpt.timing_progress", what=what)))
+                    st.session_state["gpt_sweep"] = (inputs, sweep)
+                    bar.empty()
+                except LimitError as e:
+                    st.error(str(e))
     stored = st.session_state.get("gpt_sweep")
     if stored is None:
         st.info(t("gpt.timing_none"), icon=":material/timer:")

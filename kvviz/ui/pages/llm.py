@@ -27,6 +27,7 @@ from kvviz.models import smollm2
 from kvviz.models.smollm2 import ModelUnavailable, SmolLM2
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
+from kvviz.ui.app.turns import my_turn
 from kvviz.ui.components import downloads, step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.components.picker import LayerHeadPicker
@@ -79,12 +80,6 @@ class _Runs:
 @st.cache_resource(show_spinner=False)
 def _runs() -> _Runs:
     return _Runs()
-
-
-@st.cache_resource(show_spinner=False)
-def _measure_lock() -> threading.Lock:
-    """One float32 / bfloat16 measurement at a time: two at once would time each other."""
-    return threading.Lock()
 
 
 def _generate(key: RunKey) -> Run:
@@ -292,16 +287,11 @@ def _dtypes(tokens: tuple[str, ...], model: SmolLM2) -> None:
                   c16=cost.cache_bytes_per_token(cfg, "bf16"), steps=MEASURE_STEPS))
     go = st.button(t("llm.measure"), icon=":material/timer:", type="primary", help=t("llm.measure_help"))
     if go:
-        lock = _measure_lock()
-        if not lock.acquire(blocking=False):
-            st.warning(t("llm.measure_busy"), icon=":material/hourglass_top:")
-        else:
-            try:
+        with my_turn("llm_dtypes", t("llm.measure_busy")) as mine:       # float32 against bfloat16
+            if mine:
                 with st.spinner(t("llm.measuring")):
                     got = measure_dtypes([(d, _model(d)) for d in DTYPES], model.ids(tokens), MEASURE_STEPS)
                 st.session_state["llm_dtypes"] = (tokens, got)
-            finally:
-                lock.release()
     stored = st.session_state.get("llm_dtypes")
     if stored is None:
         st.info(t("llm.measure_none"), icon=":material/timer:")

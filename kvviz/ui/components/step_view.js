@@ -389,7 +389,8 @@ class Stepper {
       this.fits = 0;
     }
     const t1 = performance.now();
-    this.drawFigs(figs).then(() => {
+    this.drawFigs(figs, this.drawn === -1 && !this.firstDone).then(() => {
+      this.firstDone = true;
       const log = (window.__kvsLog = window.__kvsLog || []);          // for bench/step_clicks.py
       log.push([n, t1 - t0, performance.now() - t0]);
       if (log.length > 500) log.splice(0, 250);
@@ -515,8 +516,17 @@ class Stepper {
     return h;
   }
 
-  drawFigs(figs) {
+  // ``firstAlone`` (the page's first drawing): the first figure is painted before the others are
+  // drawn, so a fresh page shows a chart ≈ 0.1 s sooner (the whole event one paint later); a step
+  // press draws them all in one go, as one frame
+  drawFigs(figs, firstAlone = false) {
     if (!figs.length) return Promise.resolve();
+    if (firstAlone && figs.length > 1) {     // (a step pressed meanwhile takes over: the rest is left to it)
+      const n = this.step;
+      return this.drawFigs(figs.slice(0, 1))
+        .then(() => new Promise((ok) => requestAnimationFrame(() => setTimeout(ok, 0))))
+        .then(() => (this.step === n ? this.drawFigs(figs.slice(1)) : null));
+    }
     return Promise.all(figs.map(([slot, b]) => {
       const key = b.fig + ":" + this.heightOf(slot, b.fig);
       slot.dataset.shown = key;

@@ -162,3 +162,7 @@ def test_cli_trace_and_no_cache_on_smollm2(smollm2, capsys, monkeypatch):
     monkeypatch.setenv("KVVIZ_SMOLLM2", "none")
     monkeypatch.setitem(registry.MODELS, "smollm2", s.SmolLM2)
     assert "requirements-model.txt" in one_line_error(capsys, "trace", "smollm2", "--prompt", "hi")
+    # a bad request is refused before the weights would load (here: before being told they are missing)
+    assert "between 1 and 64, got 65" in one_line_error(capsys, "trace", "smollm2", "--prompt", "hi",
+                                                        "--new-tokens", "65")
+    assert "empty" in one_line_error(capsys, "trace", "smollm2", "--prompt", " ")

@@ -34,6 +34,12 @@ def add_command(sub: argparse._SubParsersAction) -> None:
 def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if a.chat and a.model != "smollm2":
         parser.error(f"--chat needs a chat model (smollm2), not {a.model!r}")
+    early = getattr(MODELS.get(a.model), "LIMITS", None)       # SmolLM2: refused before its weights load
+    if early is not None:
+        try:
+            early.check_request(a.prompt, a.new_tokens)
+        except LimitError as e:
+            parser.error(str(e))
     try:
         model = get_model(a.model)
     except (LimitError, ValueError) as e:                 # SmolLM2's weights are not installed

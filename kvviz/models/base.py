@@ -15,7 +15,7 @@ import torch
 
 from kvviz.cache import Cache
 from kvviz.cost import ModelConfig
-from kvviz.limits import MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS, LimitError
+from kvviz.limits import MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS, LimitError, check_int
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,19 @@ class ModelLimits:
     max_prompt_tokens: int = MAX_PROMPT_TOKENS
     max_new_tokens: int = MAX_NEW_TOKENS
     max_prompt_chars: int = MAX_PROMPT_CHARS
+
+    def check_text(self, text: str) -> str:
+        """A typed prompt, or a LimitError if it is empty or too long in characters."""
+        if not (text or "").strip():
+            raise LimitError("The prompt is empty: type a message or some text.")
+        if len(text) > self.max_prompt_chars:
+            raise LimitError(f"The prompt is {len(text):,} characters long; the limit is {self.max_prompt_chars:,}.")
+        return text
+
+    def check_request(self, text: str, new_tokens: object) -> int:
+        """What needs no tokenizer: the text (``check_text``) and the number of new tokens, returned."""
+        self.check_text(text)
+        return check_int("New tokens", new_tokens, 1, self.max_new_tokens)
 
 
 class UnknownTokenError(LimitError):

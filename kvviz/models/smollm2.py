@@ -322,6 +322,8 @@ class SmolLM2(HFCausalLM):
     weights are loaded once per process (``load_network``) and shared by every instance.
     ``prepare=False`` (a page): refuse with ModelNotReady instead of converting or downloading."""
 
+    LIMITS = LIMITS                     # known before the weights load (the CLI refuses bad requests first)
+
     def __init__(self, dtype: str = "float32", prepare: bool = True) -> None:
         source = current_source()
         directory = model_dir(source, prepare)
@@ -339,8 +341,7 @@ class SmolLM2(HFCausalLM):
     def prompt(self, text: str, chat: bool) -> list[str]:
         """A visitor's text as the prompt's tokens (the chat template around it when ``chat``), or a
         LimitError saying why not: empty, too long in characters or in tokens."""
-        if not (text or "").strip():
-            raise LimitError("The prompt is empty: type a message or some text.")
+        self.limits.check_text(text)
         tokens = self.chat(text)[0] if chat else self.tokenize(text)
         cap = self.limits.max_prompt_tokens
         if len(tokens) > cap:

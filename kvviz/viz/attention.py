@@ -42,12 +42,16 @@ def _masked_cells(weights: torch.Tensor, digits: int = 3,
 def attention_heatmap_spec(weights: torch.Tensor, query_labels: Sequence[str], key_labels: Sequence[str],
                            title: str, zmax: float = 1.0, show_scale: bool = True,
                            allowed: torch.Tensor | None = None, words: dict[str, str] | None = None,
-                           show_values: bool | None = None, row_px: int = 45, outline_row: int | None = None) -> dict:
+                           show_values: bool | None = None, row_px: int = 45, outline_row: int | None = None,
+                           position_ticks: int | None = None) -> dict:
     """weights: [N queries, T keys] after the causal mask; masked cells (exact 0 above the diagonal)
     are left blank so the triangle of the causal mask is visible (``allowed``: see _masked_cells).
     ``words``: translations of WORDS. Cell values are printed when ``show_values`` (default: only
     while they fit, up to 16 keys); hovering always shows them. ``row_px``: height per query row;
-    ``outline_row``: a row (0-based) drawn outlined, the one a page points to."""
+    ``outline_row``: a row (0-based) drawn outlined, the one a page points to. ``position_ticks``:
+    the key axis labelled by position only, at most that many labels (every k-th key): short upright
+    ticks instead of slanted "position:token" ones, for a page whose token strip names the positions
+    (hovering still names the token)."""
     w = theme.words(WORDS, words)
     n, t = weights.shape
     z, text = _masked_cells(weights, allowed=allowed)
@@ -64,8 +68,13 @@ def attention_heatmap_spec(weights: torch.Tensor, query_labels: Sequence[str], k
         extra["shapes"] = [{"type": "rect", "xref": "x", "yref": "y", "x0": -0.5, "x1": t - 0.5,
                             "y0": outline_row - 0.5, "y1": outline_row + 0.5,
                             "line": {"color": COLORS["chosen"], "width": 3}, "layer": "above"}]
+    xaxis = {"title": {"text": w["key_axis"]}, "side": "bottom"}
+    if position_ticks:
+        every = -(-t // position_ticks)                    # ceil: at most position_ticks labels
+        xaxis.update(tickmode="array", tickvals=list(key_labels)[::every], ticktext=[str(i) for i in range(0, t, every)],
+                     tickangle=0)
     return {"data": [trace], "layout": theme.layout(
-        title, max(260, 140 + row_px * n), xaxis={"title": {"text": w["key_axis"]}, "side": "bottom"},
+        title, max(260, 140 + row_px * n), xaxis=xaxis,
         yaxis={"autorange": "reversed", "title": {"text": w["query_axis"]}}, **extra)}
 
 

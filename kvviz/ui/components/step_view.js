@@ -152,6 +152,7 @@ class Stepper {
     }
     this.chartHeight = 300;
     this.scale = 1;                 // presenter mode: the step's text size (fit() shrinks it where the step is long)
+    this.chips = 1;                 // presenter mode: the token strip's size, after the text (a long text's strip)
     // a click or key elsewhere (another widget, a tab) may rerun the page: send a pending step first
     this.onOutside = (e) => {
       if (this.reportTimer && !this.root.contains(e.target)) { clearTimeout(this.reportTimer); this.report(); }
@@ -163,7 +164,9 @@ class Stepper {
       this.resizeTimer = setTimeout(() => {
         this.presentRows = this.defaultRows();
         this.scale = 1;
+        this.chips = 1;
         this.root.style.removeProperty("--kvs-scale");
+        this.root.style.removeProperty("--kvs-chips");
         this.render(true);
       }, 150);
     };
@@ -724,6 +727,13 @@ class Stepper {
 
   // ------------------------------------------------------------ presenter mode: one screen per step
   fit() {
+    // the counters go beside the cache table when the table leaves them room (step_view.css); its
+    // width changes with the rows shown
+    const beside = () => {
+      const tbl = this.cacheEl.querySelector("table");
+      this.root.classList.toggle("kvs-beside", !!tbl && tbl.scrollWidth <= 0.7 * this.root.clientWidth);
+    };
+    beside();
     const header = document.querySelector("[data-testid='stHeader']");
     const top = header ? header.getBoundingClientRect().bottom : 0;
     const avail = window.innerHeight - top - 8;
@@ -753,11 +763,18 @@ class Stepper {
     while (over - cut > 0 && this.presentRows > 1) {
       this.presentRows -= 1;
       this.setHTML(this.cacheEl, this.cacheHTML(this.P.frames[this.step]));
+      beside();
       over = height() - avail;
     }
     while (over - cut > 0 && this.scale > 0.64) {
       this.scale = Math.max(0.64, Math.round(100 * this.scale - 6) / 100);
       this.root.style.setProperty("--kvs-scale", String(this.scale));
+      over = height() - avail;
+    }
+    // still too long (a long text's strip of tokens in three or four rows): its chips smaller, ≥ 11 px
+    while (over - cut > 0 && this.chips > 0.7) {
+      this.chips = Math.round(100 * this.chips - 6) / 100;
+      this.root.style.setProperty("--kvs-chips", String(this.chips));
       over = height() - avail;
     }
     // room left: the charts grow into it, by a noticeable amount only (no redraw per step), 560 px at most

@@ -43,6 +43,7 @@ from kvviz.viz.theme import plain
 CHECK_TOL = {"float32": 1e-4, "bfloat16": 1.0}
 COST_DTYPE = {"float32": "fp32", "bfloat16": "bf16"}
 PRESENT_TOP_K = 5
+POSITION_TICKS = 14         # the newest query's map: keys labelled by position (the token strip names them)
 
 
 def shown_text(text: str) -> str:
@@ -77,7 +78,8 @@ def attention_blocks(pl: Payload, ev: Event, src: Event, model, layer: int, head
     """The chosen layer's queries of the newest position grouped by the K/V head they read (GQA),
     the chosen head outlined; for the prefill first the chosen head's whole map (queries × keys). A
     decode pass has one query per head: the chosen head's map is its outlined row (one figure
-    fewer to draw at a step press)."""
+    fewer to draw at a step press). In presenter mode the prefill's whole map (a row per prompt
+    token: 37 for the default chat) is left out: the newest query's map is what fits a projector."""
     att = src.record.attention[layer]                                  # [H, N, T]
     T = att.shape[-1]
     keys = key_labels(src.sequence, T)
@@ -88,13 +90,13 @@ def attention_blocks(pl: Payload, ev: Event, src: Event, model, layer: int, head
         fig = attention_heatmap_spec(att[head], queries, keys, tr("llm.attention_title", phase=phase, layer=layer + 1,
                                                                    head=head + 1, kv=model.kv_group(head) + 1),
                                      words=figure_words(tr), row_px=45 if len(queries) <= 8 else 20)
-        out.append(pl.fig(fig, tr("llm.attention_alt")))
+        out.append(pl.fig(fig, tr("llm.attention_alt"), explain=True))
     rows = [tr("llm.gqa_row", q=h + 1, kv=model.kv_group(h) + 1) for h in range(model.n_heads)]
     newest = att[:, -1, :]                                              # [H, T]: what the newest query reads
     gqa = attention_heatmap_spec(newest, rows, keys, tr("llm.gqa_title", layer=layer + 1, pos=src.positions[-1],
                                                          heads=model.n_heads, head=head + 1),
                                  allowed=torch.ones_like(newest, dtype=torch.bool), words=figure_words(tr), row_px=28,
-                                 outline_row=head)
+                                 outline_row=head, position_ticks=POSITION_TICKS)
     out.append(pl.fig(gqa, tr("llm.gqa_alt")))
     return out
 
@@ -180,14 +182,16 @@ def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
     for ev in run.events:
         src = source(run, ev)
         did, todo = sentences(ev, run, model, tr)
-        main = (attention_blocks(pl, ev, src, model, layer, head, tr)
-                + model_view_blocks(pl, src, model, layer, head, tr)
-                + [model_view_note(src, model, tr)] + attention_notes(ev, src, model, layer, tr))
+        main = attention_blocks(pl, ev, src, model, layer, head, tr) + attention_notes(ev, src, model, layer, tr)
+        # the model view (30 × 9 tiles, narrow) under the next-token chart: in presenter mode its fold
+        # button then takes no row of its own below the attention map
+        side = (probs_blocks(pl, ev, next_choice(run, ev), shown_vocab, tr)
+                + model_view_blocks(pl, src, model, layer, head, tr) + [model_view_note(src, model, tr)])
         m = counters(ev, tr, tol=tol)
         m["notes"] = [html_block(tr("llm.check_note_" + model.dtype_name, tol=fmt.sci(tol, 0, lang=pl.lang)))["html"]]
         pl.add(tr("llm.event_heading", i=ev.index, last=last, phase=tr("llm.phase_" + ev.phase)),
                top=[strip_block(ev.sequence, len(run.prompt), ev.cache_len), lines_block(did, todo)],
-               main=main, side=probs_blocks(pl, ev, next_choice(run, ev), shown_vocab, tr), metrics=m,
+               main=main, side=side, metrics=m,
                table=cache_frame_table(pl, ev, tr, labels, layer, present_cols=present),
                more=[note_block(tr("llm.cache_table_note", layer=layer + 1, kv=model.n_kv_heads, hs=model.head_dim),
                                 explain=True)] + growth_blocks(ev, model, layer, tr))

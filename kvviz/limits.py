@@ -23,6 +23,10 @@ SPECULATIVE_MAX_STEP_TOKENS = 24      # tokens the page steps through (a round: 
 SPECULATIVE_MEASURE_MAX_TOKENS = 64   # tokens per timed run of the speed-up measurement
 SPECULATIVE_MEASURE_MAX_RUNS = 10     # timed runs per γ (speculative and plain each)
 MAX_SPECULATIVE_FORMULA_GAMMA = 1_000  # γ in the expected speed-up formulas (kvviz.cost)
+# Prompt-lookup decoding (kvviz.speculative.prompt_lookup; prompt and new tokens: the model's limits,
+# SmolLM2: SMOLLM2_MAX_PROMPT_TOKENS and SMOLLM2_MAX_NEW_TOKENS)
+PROMPT_LOOKUP_MAX_TOKENS = 16         # k: draft tokens per round (transformers' default is 10)
+PROMPT_LOOKUP_MAX_NGRAM = 8           # n: the largest n-gram looked up (transformers' default is 2)
 
 
 class LimitError(ValueError):

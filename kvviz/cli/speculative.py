@@ -1,5 +1,10 @@
 """``python -m kvviz speculate --prompt … --gamma 4``: a speculative run of the tiny GPT with its draft
-model (kvviz.speculative), as JSON."""
+model (kvviz.speculative), as JSON.
+
+``speculate --model smollm2 --draft prompt-lookup --prompt TEXT [--chat]`` runs prompt-lookup decoding
+on SmolLM2 instead (kvviz.speculative.prompt_lookup: the draft is looked up in the text itself) and
+runs plain greedy decoding too, to say whether the tokens are the same (``same_as_greedy``).
+"""
 from __future__ import annotations
 
 import argparse
@@ -7,30 +12,107 @@ import json
 import sys
 
 from kvviz.cli.args import add_rule_arguments, rule_from
-from kvviz.limits import SPECULATIVE_MAX_GAMMA, SPECULATIVE_MAX_NEW_TOKENS, LimitError
+from kvviz.decoding.loops import hf_generate
+from kvviz.limits import (
+    PROMPT_LOOKUP_MAX_NGRAM,
+    PROMPT_LOOKUP_MAX_TOKENS,
+    SPECULATIVE_MAX_GAMMA,
+    SPECULATIVE_MAX_NEW_TOKENS,
+    LimitError,
+)
 from kvviz.models.gpt import GPTModel
-from kvviz.speculative import load_pair, speculation_dict, speculative_generate
+from kvviz.models.hf import HFCausalLM
+from kvviz.models.registry import MODELS, get_model
+from kvviz.speculative import (
+    check_prompt_lookup,
+    load_pair,
+    prompt_lookup_dict,
+    prompt_lookup_generate,
+    speculation_dict,
+    speculative_generate,
+)
+from kvviz.speculative.prompt_lookup import DEFAULT_LOOKUP_TOKENS, DEFAULT_MAX_NGRAM
+
+DRAFTS = ("model", "prompt-lookup")
+SPEC_MODELS = ("gpt", "smollm2")        # the draft model is the tiny GPT's; prompt lookup needs a transformers LM
+DEFAULT_GAMMA = 4
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:
-    sp = sub.add_parser("speculate", help="speculative decoding of the tiny GPT with its draft model, as JSON")
-    sp.add_argument("--prompt", required=True, help='words of the tiny GPT, e.g. "Today the weather is so"')
-    sp.add_argument("--new-tokens", type=int, default=24, help=f"tokens to generate (1..{SPECULATIVE_MAX_NEW_TOKENS})")
-    sp.add_argument("--gamma", type=int, default=4, help=f"draft tokens per round (1..{SPECULATIVE_MAX_GAMMA})")
+    sp = sub.add_parser("speculate", help="speculative decoding (the tiny GPT with its draft model, or "
+                                          "prompt lookup on SmolLM2), as JSON")
+    sp.add_argument("--model", choices=SPEC_MODELS, default="gpt",
+                    help="the target: gpt (default, with --draft model) or smollm2 (with --draft prompt-lookup)")
+    sp.add_argument("--draft", choices=DRAFTS, default="model",
+                    help="model: the tiny GPT's draft model (default); prompt-lookup: the continuation of an "
+                         "earlier occurrence of the text's last n-gram")
+    sp.add_argument("--prompt", required=True,
+                    help='words of the tiny GPT, e.g. "Today the weather is so" (smollm2: any text)')
+    sp.add_argument("--chat", action="store_true",
+                    help="smollm2: the prompt is a user message inside the model's chat template")
+    sp.add_argument("--new-tokens", type=int, default=24,
+                    help=f"tokens to generate (1..{SPECULATIVE_MAX_NEW_TOKENS}; smollm2: 1..64)")
+    sp.add_argument("--gamma", type=int, default=None,
+                    help=f"--draft model: draft tokens per round (1..{SPECULATIVE_MAX_GAMMA}, default {DEFAULT_GAMMA})")
+    sp.add_argument("--lookup-tokens", type=int, default=None, metavar="K",
+                    help=f"--draft prompt-lookup: most draft tokens per round (1..{PROMPT_LOOKUP_MAX_TOKENS}, "
+                         f"default {DEFAULT_LOOKUP_TOKENS})")
+    sp.add_argument("--ngram", type=int, default=None, metavar="N",
+                    help=f"--draft prompt-lookup: the largest n-gram looked up (1..{PROMPT_LOOKUP_MAX_NGRAM}, "
+                         f"default {DEFAULT_MAX_NGRAM})")
     add_rule_arguments(sp)
     sp.set_defaults(run=lambda a: run(a, sp))
 
 
 def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """The JSON on stdout, or one line on stderr and exit code 2 (``parser.error``)."""
+    if a.draft == "prompt-lookup":
+        return run_prompt_lookup(a, parser)
+    if a.model != "gpt":
+        parser.error(f"--draft model is the tiny GPT's draft; --model {a.model} needs --draft prompt-lookup")
+    for flag, value in (("--chat", a.chat or None), ("--lookup-tokens", a.lookup_tokens), ("--ngram", a.ngram)):
+        if value is not None:
+            parser.error(f"{flag} needs --draft prompt-lookup")
     target, draft = load_pair()
     try:
         rule = rule_from(a)
         prompt = GPTModel(target).tokenize(a.prompt)
         ids = [target.tokenizer.index[w] for w in prompt]
-        spec = speculative_generate(target.model, draft.model, ids, a.new_tokens, a.gamma, rule, a.seed)
+        gamma = DEFAULT_GAMMA if a.gamma is None else a.gamma
+        spec = speculative_generate(target.model, draft.model, ids, a.new_tokens, gamma, rule, a.seed)
     except (LimitError, ValueError) as e:
         parser.error(str(e))
     json.dump(speculation_dict(spec, target.tokenizer.vocab), sys.stdout, indent=1)
+    print()
+    return 0
+
+
+def run_prompt_lookup(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Prompt lookup on a transformers model: every number is checked before the weights load."""
+    if a.model != "smollm2":
+        parser.error(f"--draft prompt-lookup needs a transformers model (--model smollm2), not {a.model!r}")
+    if a.gamma is not None:
+        parser.error("--gamma is the draft model's; prompt lookup takes --lookup-tokens")
+    k = DEFAULT_LOOKUP_TOKENS if a.lookup_tokens is None else a.lookup_tokens
+    n = DEFAULT_MAX_NGRAM if a.ngram is None else a.ngram
+    early = getattr(MODELS.get(a.model), "LIMITS", None)       # SmolLM2's caps, known before its weights load
+    try:
+        rule = rule_from(a)
+        if early is not None:
+            check_prompt_lookup(early.check_request(a.prompt, a.new_tokens), k, n, rule, early.max_new_tokens)
+        model = get_model(a.model)                        # ModelUnavailable (a LimitError) without weights
+        if not isinstance(model, HFCausalLM):
+            parser.error(f"--draft prompt-lookup needs a transformers model, not {a.model!r}")
+        new_tokens = model.limits.check_request(a.prompt, a.new_tokens)
+        check_prompt_lookup(new_tokens, k, n, rule, model.limits.max_new_tokens)
+        ids = model.ids(model.prompt(a.prompt, a.chat))
+        run = prompt_lookup_generate(model, ids, new_tokens, k, n, rule)
+    except (LimitError, ValueError) as e:
+        parser.error(str(e))
+    plain = hf_generate(model, ids, new_tokens, cached=True, keep_logits=False)     # the same greedy, one step a token
+    out = {"model": model.name, "draft": "prompt-lookup", "rule": {"name": "greedy"},
+           **prompt_lookup_dict(run, model.vocab), "text": model.decode(run.tokens),
+           "same_as_greedy": run.tokens == plain.tokens, "greedy_passes": len(plain.tokens)}
+    json.dump(out, sys.stdout, indent=1)
     print()
     return 0

@@ -115,6 +115,23 @@ def test_plain_text_mode_and_bfloat16_measure(monkeypatch):
     assert any((f"same {n} tokens" in s) if first is None else (f"new token {first + 1}" in s) for s in said)
 
 
+def test_presenter_mode_shows_the_newest_querys_map_with_keys_by_position():
+    """At 1280×720 the prefill's whole map (a row per prompt token) does not fit beside the rest:
+    it is marked for the normal view only; the newest query's map of the nine heads stays, its key
+    axis labelled by position (the token strip names them; hovering names the token)."""
+    at = open_page(PAGE, {"present": "1"})
+    no_exception(at)
+    pl = stepper(at)["payload"]
+    shown = {pl["figs"][b["fig"]]["layout"]["title"]["text"]: bool(b.get("x")) for b in pl["frames"][0]["main"]
+             if "fig" in b}
+    assert shown == {"Attention, prefill pass: layer 1, head 1 (K/V head 1)": True,
+                     "Layer 1: queries of position 36 (head 1 outlined)": False}, shown
+    gqa = next(f for f in pl["figs"] if f["layout"]["title"]["text"].startswith("Layer 1: queries"))
+    axis = gqa["layout"]["xaxis"]
+    assert axis["ticktext"] == [str(i) for i in range(0, 37, 3)] and len(axis["tickvals"]) == 13
+    assert axis["tickvals"][1] == "3:You" and gqa["data"][0]["x"][1] == "1:system"    # hover: position:token
+
+
 def test_presenter_mode_keeps_the_stepper_and_folds_the_rest():
     at = open_page(PAGE, {"present": "1", "step": "2"})
     no_exception(at)

@@ -71,8 +71,8 @@ def attention_heatmap_spec(weights: torch.Tensor, query_labels: Sequence[str], k
     xaxis = {"title": {"text": w["key_axis"]}, "side": "bottom"}
     if position_ticks:
         every = -(-t // position_ticks)                    # ceil: at most position_ticks labels
-        xaxis.update(tickmode="array", tickvals=list(key_labels)[::every], ticktext=[str(i) for i in range(0, t, every)],
-                     tickangle=0)
+        xaxis.update(tickmode="array", tickvals=list(key_labels)[::every],
+                     ticktext=[str(i) for i in range(0, t, every)], tickangle=0)
     return {"data": [trace], "layout": theme.layout(
         title, max(260, 140 + row_px * n), xaxis=xaxis,
         yaxis={"autorange": "reversed", "title": {"text": w["query_axis"]}}, **extra)}

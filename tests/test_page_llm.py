@@ -125,7 +125,11 @@ def test_presenter_mode_shows_the_newest_querys_map_with_keys_by_position():
     shown = {pl["figs"][b["fig"]]["layout"]["title"]["text"]: bool(b.get("x")) for b in pl["frames"][0]["main"]
              if "fig" in b}
     assert shown == {"Attention, prefill pass: layer 1, head 1 (K/V head 1)": True,
-                     "Layer 1: queries of position 36 (head 1 outlined)": False}, shown
+                     "Layer 1: queries of position 36 (head 1 outlined)": False,
+                     "Model view (270 heads): weight on the first token": True}, shown     # there: under the chart
+    side = [b for b in pl["frames"][0]["side"] if "fig" in b and b.get("p") and b.get("pick")]
+    assert [pl["figs"][b["fig"]]["layout"]["title"]["text"] for b in side] == [
+        "Model view (270 heads): weight on the first token"]
     gqa = next(f for f in pl["figs"] if f["layout"]["title"]["text"].startswith("Layer 1: queries"))
     axis = gqa["layout"]["xaxis"]
     assert axis["ticktext"] == [str(i) for i in range(0, 37, 3)] and len(axis["tickvals"]) == 13

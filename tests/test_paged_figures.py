@@ -78,7 +78,8 @@ def test_memory_lines_are_the_allocators_counts(runs):
     by_name = {t.name: list(t.y) for t in fig.data}
     assert by_name["paginiert"] == [s.memory.bytes("paged") for s in run.steps]
     assert by_name["holding K/V"] == [s.memory.bytes("used") for s in run.steps]
-    assert max(by_name["reserved, contiguous (max length per request)"]) == run.peak("contiguous")
+    assert max(by_name["reserved, contiguous"]) == run.peak("contiguous")
+    assert "reserved, contiguous (max length per request)" in fig.data[2].hovertemplate      # all of it on hover
     assert fig.data[1].fill == "tonexty"                      # the slack between used and paged is shaded
 
 

@@ -206,8 +206,11 @@ def memory_spec(run: ServeRun, title: str | None = None, words: Mapping[str, str
     series = [("used", COLORS["processed"], "solid", None), ("paged", COLORS["prompt"], "solid", "tonexty"),
               ("contiguous", COLORS["chosen"], "dash", None)]
     for what, color, dash, fill in series:
-        trace = {"type": "scatter", "x": xs, "y": [s.memory.bytes(what) for s in run.steps], "name": w[what],
-                 "mode": "lines", "line": {"color": color, "dash": dash, "width": 3, "shape": "hv"},
+        # the legend names the line, the hover says it all ("reserved, contiguous" and, on hover, its
+        # "(max length per request)": the whole entry was wider than the stepper's column)
+        trace = {"type": "scatter", "x": xs, "y": [s.memory.bytes(what) for s in run.steps],
+                 "name": w[what].split(" (")[0], "mode": "lines",
+                 "line": {"color": color, "dash": dash, "width": 3, "shape": "hv"},
                  "hovertemplate": f"{w['step']} %{{x}}<br>{w[what]}: %{{y:,}} B<extra></extra>"}
         if fill:
             trace.update(fill=fill, fillcolor=_pale(COLORS["prompt"], 0.25))
@@ -267,7 +270,7 @@ def timeline_spec(run: ServeRun, title: str | None = None, words: Mapping[str, s
     legend = [{"type": "scatter", "x": [None], "y": [None], "mode": "markers", "name": w[name],   # the categories
                "marker": {"symbol": "square", "size": 14, "color": color}} for name, color in zip(_STATES, colors)]
     xaxis: dict = {"title": {"text": w["step"]}}
-    if run.total_steps <= 30:
+    if run.total_steps <= 16:        # every step labelled while that fits half a page's width (≈ 390 px)
         xaxis["dtick"] = 1
     layout = theme.layout(title if title is not None else f"{w['timeline']} ({run.policy})", 170 + 28 * len(ids),
                           xaxis=xaxis, yaxis={"autorange": "reversed", "type": "category"}, plot_bgcolor="#FFFFFF")

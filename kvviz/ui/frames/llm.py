@@ -182,11 +182,12 @@ def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
     for ev in run.events:
         src = source(run, ev)
         did, todo = sentences(ev, run, model, tr)
-        main = attention_blocks(pl, ev, src, model, layer, head, tr) + attention_notes(ev, src, model, layer, tr)
-        # the model view (30 × 9 tiles, narrow) under the next-token chart: in presenter mode its fold
-        # button then takes no row of its own below the attention map
-        side = (probs_blocks(pl, ev, next_choice(run, ev), shown_vocab, tr)
-                + model_view_blocks(pl, src, model, layer, head, tr) + [model_view_note(src, model, tr)])
+        # the model view (30 × 9 tiles) under the attention map; in presenter mode under the next-token
+        # chart, where its fold button takes no row of its own (one figure, sent once, either way)
+        in_main, in_side = (model_view_blocks(pl, src, model, layer, head, tr) for _ in range(2))
+        main = (attention_blocks(pl, ev, src, model, layer, head, tr) + [{**b, "x": 1} for b in in_main]
+                + [model_view_note(src, model, tr)] + attention_notes(ev, src, model, layer, tr))
+        side = probs_blocks(pl, ev, next_choice(run, ev), shown_vocab, tr) + [presenter_only(b) for b in in_side]
         m = counters(ev, tr, tol=tol)
         m["notes"] = [html_block(tr("llm.check_note_" + model.dtype_name, tol=fmt.sci(tol, 0, lang=pl.lang)))["html"]]
         pl.add(tr("llm.event_heading", i=ev.index, last=last, phase=tr("llm.phase_" + ev.phase)),

@@ -1,0 +1,55 @@
+"""Normal mode: no chart title, legend or axis label cut at the figure's edge or running into
+another text, on every page and Cost tab, in German (the longest words) on a 1280 px wide window
+with the sidebar open, every chart in view (a tall window: the charts further down are drawn too).
+English and Spanish, and 1400 px, were checked the same way by hand when the layouts below were
+made (docs/testing.md); German at the narrower width is where a title met its neighbour."""
+import pytest
+
+from tests.browser.legibility import SCAN
+from tests.conftest import Page
+
+pytestmark = pytest.mark.browser
+
+PAGES = ["ABC_miniature", "Weather_heads", "Sampling", "Tiny_GPT", "Cost_and_scale?tab=Memory",
+         "Cost_and_scale?tab=Compute", "Cost_and_scale?tab=Batching", "Cost_and_scale?tab=Measured here",
+         "Cost_and_scale?tab=Disaggregated serving", "Paged_cache", "Smaller_caches", "Speculative_decoding",
+         "Real_LLM"]
+# the stepper's event drawn, then every chart shown scrolled to (a chart is drawn when it comes near the
+# screen; a Cost tab's hidden neighbours are drawn once opened) until it is drawn
+DRAW_ALL = """async () => {
+  const until = (ok, what) => new Promise((done, fail) => {
+    const t0 = performance.now();
+    const look = () => ok() ? done() : performance.now() - t0 > 30000 ? fail(new Error(what)) : setTimeout(look, 50);
+    look();
+  });
+  await until(() => document.querySelector('.main-svg'), 'no chart drawn');
+  for (const r of document.querySelectorAll('.kvs-root')) await until(() => r.dataset.drawn !== undefined, 'stepper');
+  for (const c of [...document.querySelectorAll('.kvc-chart')].filter((c) => c.offsetParent !== null)) {
+    c.scrollIntoView();
+    await until(() => c.dataset.drawn === '1', 'chart not drawn');
+  }
+}"""
+# what is not fixed yet (strict: listed and fine fails too, so that the entry goes)
+KNOWN = {"Weather_heads": "the four heads' panel titles meet at 1280 px in German and Spanish with the sidebar open"}
+OPTS = {"min_px": 9, "min_plot": 40, "screen": False, "scope": "[data-testid='stMain']", "html": False}
+
+
+def test_no_title_or_label_cut_or_overlapping_in_german_at_1280(server, browser):
+    tab = Page(browser, width=1280, height=4000)
+    problems = []
+    try:
+        for path in PAGES:
+            sep = "&" if "?" in path else "?"
+            tab.goto(f"{server}/{path}{sep}lang=de")
+            tab.page.evaluate(DRAW_ALL)
+            tab.settle()                                 # the page's rerun after its first drawing, done
+            tab.assert_clean()
+            r = tab.page.evaluate(SCAN, OPTS)
+            assert r["figs"], f"{path}: no chart scanned"
+            problems += [f"{path}: {p}" for p in r["problems"] if p.split(":")[0] in ("cut", "overlap")]
+    finally:
+        tab.close()
+    known = {path for path in KNOWN if any(p.startswith(path + ":") for p in problems)}
+    assert known == set(KNOWN), f"legible now: remove from KNOWN: {set(KNOWN) - known}"
+    problems = [p for p in problems if p.split(":")[0] not in KNOWN]
+    assert not problems, "\n".join(problems)

@@ -98,6 +98,19 @@ def test_model_view_shows_every_head_and_outlines_the_one_shown_large():
     assert stepper(at)["payload"]["pick"]["sel"] == [1, 0] and "layer 2, head 1" in heat_title(at)
 
 
+def test_a_choose_event_keeps_the_figures_in_their_places():
+    """The stepper keeps a figure drawn in its place and draws one that moves again: a choose
+    event's note (the pass before it) comes after both figures of the column, not between them."""
+    at = open_page(PAGE)
+    places = {}
+    for i in range(len(stepper(at)["payload"]["frames"])):
+        main = frame(at, i)["main"]
+        places[i] = [k for k, b in enumerate(main) if "fig" in b]
+        if frame(at, i)["heading"].endswith("choose"):
+            assert "Choosing runs no attention" in frame_text({"heading": "", "main": main[2:]})
+    assert set(map(tuple, places.values())) == {(0, 1)}, places
+
+
 def heat_title(at) -> str:
     return frame(at)["figs"][0]["layout"]["title"]["text"]
 

@@ -111,9 +111,12 @@ def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
     for ev in run.events:
         src = source(run, ev)
         did, todo = sentences(ev, run, model, tr)
-        main = attention_blocks(pl, ev, src, tr, layer, head, title=tr(
+        att = attention_blocks(pl, ev, src, tr, layer, head, title=tr(
             "gpt.attention_title", phase=tr("gpt.phase_" + src.phase), layer=layer + 1, head=head + 1))
-        main += model_view_blocks(pl, ev, src, model, layer, head, tr)
+        # a choose event's note (the pass before it) after both figures: the model view then keeps its
+        # place, and the stepper shows it without drawing it again (a figure that moves is drawn again)
+        mv = model_view_blocks(pl, ev, src, model, layer, head, tr)
+        main = att[:1] + mv[:1] + att[1:] + mv[1:]
         m = counters(ev, tr, tol=CHECK_TOL)
         m["notes"] = [html_block(tr("gpt.check_note", tol=fmt.sci(CHECK_TOL, 0, lang=pl.lang)))["html"]]
         pl.add(tr("gpt.event_heading", i=ev.index, last=last, phase=tr("gpt.phase_" + ev.phase)),

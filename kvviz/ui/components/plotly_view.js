@@ -91,6 +91,8 @@ function themed(fig, th, height, width) {
   if (!layout.uniformtext) layout.uniformtext = { mode: "show", minsize: MIN_TEXT };   // no bar value shrunk unreadable
   placeTitle(layout, th.font, width || 700);
   placeLegend(layout);
+  // (a single chart has its own height: a chart made lower for presenter mode wraps its y title too)
+  wrapYTitles(layout, height || layout.height || 450, th.font);
   let data = fig.data;
   if (height) {
     layout.height = height;
@@ -98,7 +100,6 @@ function themed(fig, th, height, width) {
     const m = fitMargins({ data, layout: { ...layout } }, th.font, width || 700, height).layout.margin || {};
     const plotH = height - (m.t ?? 100) - (m.b ?? 80);
     dropStackedTitles(layout, plotH, th.font);
-    wrapYTitles(layout, height, th.font);
     const crowded = crowdedTexts(data, layout, plotH, (width || 700) - (m.l ?? 80) - (m.r ?? 80), th.font);
     if (crowded) {              // values printed over each other: colours and the colour bar instead
       data = data.map((d) => (d.type === "heatmap" && d.texttemplate ? { ...d, texttemplate: "" } : d));
@@ -374,7 +375,8 @@ function fitted(fig, family, width, height) {
     const a = Number.isFinite(ax.tickangle) ? Math.abs(ax.tickangle) * Math.PI / 180 : 0;
     const sin = Math.abs(Math.sin(a)), cos = Math.abs(Math.cos(a));
     const tsize = titleSize(ax, base);
-    const title = !(ax.title && ax.title.text) ? 0 : ax.title.standoff === undefined ? tsize : 0.7 * tsize + ax.title.standoff;
+    const title = !(ax.title && ax.title.text) ? 0 : (ax.title.standoff === undefined ? tsize : 0.7 * tsize + ax.title.standoff) +
+      (String(ax.title.text).split(BREAK).length - 1) * Math.round(1.3 * tsize);   // a wrapped title's further lines
     if (key[0] === "x") {
       const labels = texts.length ? w * sin + (size + 13) * cos + 0.7 * size * sin : 0;
       if (ax.side !== "top") under = Math.max(under, labels + title + PAD);

@@ -57,6 +57,8 @@ def test_residual_figure_shows_p_q_and_the_normalised_residual_at_the_rejection(
     assert r.proposals[k].token in tokens and r.emitted[-1] in tokens
     assert p["y"] == [float(r.p[k, t]) for t in tokens] and q["y"] == [float(r.q[k, t]) for t in tokens]
     assert res["y"] == [float(r.residual[t]) for t in tokens] and res["marker"]["color"] == COLORS["chosen"]
+    # its hatch drawn over its colour (plotly's default fill mode leaves the bar's own colour out)
+    assert res["marker"]["pattern"]["fillmode"] == "overlay"
     assert all(abs(x - max(0.0, a - b) / float((r.p[k] - r.q[k]).clamp(min=0).sum())) < 1e-9
                for x, a, b in zip(res["y"], p["y"], q["y"]))
     notes = [a["text"] for a in d["layout"]["annotations"]]

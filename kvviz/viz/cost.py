@@ -19,12 +19,16 @@ PAD_COLOR = "#DDDDDD"
 L = Mapping[str, str]
 
 
-def _hline(fig: go.Figure, y: float, text: str, color: str, dash: str, log_y: bool, right: bool = False) -> None:
-    """A labelled horizontal line. The label is placed by hand: plotly puts add_hline's own
-    annotation at the raw value even on a log axis, i.e. far off the chart."""
+def _hline(fig: go.Figure, y: float, text: str, color: str, dash: str, log_y: bool, right: bool = False,
+           below: bool = False) -> None:
+    """A horizontal line, labelled with ``text`` (none if empty) above it (``below``: under it). The
+    label is placed by hand: plotly puts add_hline's own annotation at the raw value even on a log
+    axis, i.e. far off the chart."""
     fig.add_hline(y=y, line=dict(color=color, dash=dash, width=2))
+    if not text:
+        return
     fig.add_annotation(x=1 if right else 0, xref="paper", xanchor="right" if right else "left",
-                       y=math.log10(y) if log_y else y, yref="y", yanchor="bottom", text=text,
+                       y=math.log10(y) if log_y else y, yref="y", yanchor="top" if below else "bottom", text=text,
                        showarrow=False, font=dict(size=14, color=color), bgcolor="rgba(255,255,255,0.7)")
 
 
@@ -45,11 +49,13 @@ def human_flops(n: float) -> str:
 
 def memory_vs_context(contexts: Sequence[int], series: Mapping[int, Sequence[int]],
                       accel_gb: Sequence[float], weights_bytes: int | None,
-                      marker: tuple[int, int] | None, labels: L) -> go.Figure:
+                      marker: tuple[int, int] | None, labels: L, compact: bool = False) -> go.Figure:
     """Cache bytes against context length, one line per batch size, log-log; horizontal lines at
     accelerator memory sizes (and at the weights' own size, which must fit beside the cache).
 
     series: batch size -> bytes for each context in ``contexts``; marker: (tokens, bytes).
+    ``compact``: a chart drawn lower (presenter mode): one label for the accelerators' lines
+    (``labels["accels"]``), the weights' under its line.
     """
     # floats: exact byte counts can exceed the 64-bit integers plotly's JSON encoder accepts
     fig = go.Figure()
@@ -59,10 +65,14 @@ def memory_vs_context(contexts: Sequence[int], series: Mapping[int, Sequence[int
             line=dict(color=SERIES[i % len(SERIES)], width=3),
             customdata=[human_bytes(y) for y in ys],
             hovertemplate=labels["hover"] + "<extra>%{fullData.name}</extra>"))
+    # the accelerators' lines lie within a decade (24, 40, 80 GB): on a low chart (``compact``, presenter
+    # mode) their labels would run into each other and into the weights' (an 8B model's 16 GB lie just
+    # below the 24 GB line), so one label above the highest names them all, the weights' goes under its line
     for i, gb in enumerate(accel_gb):
-        _hline(fig, gb * 1e9, labels["accel"].format(gb=gb), ACCEL_COLOR, "dash", True, right=i % 2 == 1)
+        text = labels["accel"].format(gb=gb) if not compact else labels["accels"] if gb == max(accel_gb) else ""
+        _hline(fig, gb * 1e9, text, ACCEL_COLOR, "dash", True, right=i % 2 == 1 and not compact)
     if weights_bytes:
-        _hline(fig, float(weights_bytes), labels["weights"], "#555555", "dot", True)
+        _hline(fig, float(weights_bytes), labels["weights"], "#555555", "dot", True, below=compact)
     if marker is not None:
         fig.add_trace(go.Scatter(x=[marker[0]], y=[float(marker[1])], mode="markers", name=labels["you"],
                                  marker=dict(size=16, color=COLORS["chosen"], symbol="star",

@@ -43,11 +43,15 @@ def removed_heights(stages: Sequence[Stage]) -> list[list[float]]:
 
 
 def stage_bars(stage: Stage, ghost: Sequence[float], tokens: Sequence[str], order: Sequence[int],
-               title: str, labels: dict[str, str], threshold: float | None = None) -> go.Figure:
+               title: str, labels: dict[str, str], threshold: float | None = None, height: int = 330,
+               digits: int = 3, axis_title: bool = True) -> go.Figure:
     """One stage: kept tokens blue and outlined, removed ones grey at ``ghost`` height.
 
     ``labels``: texts for "kept", "removed", "kept_set", "mass_before", "threshold" and the y "axis"
     (translated by the caller). ``threshold``: draw top-p's mass before each token and a line at p.
+    ``height``: the figure's, in px; ``digits``: of the values printed above the bars (hover: 4);
+    ``axis_title``: False leaves the y axis's title out (charts side by side on one scale: the first
+    one's says it).
     """
     kept = set(stage.kept)
     xs = [tokens[i] for i in order]
@@ -55,7 +59,7 @@ def stage_bars(stage: Stage, ghost: Sequence[float], tokens: Sequence[str], orde
     traces = [
         go.Bar(x=xs, y=[stage.probs[i] if i in kept else None for i in order], name=labels["kept"],
                marker=dict(color=COLORS["bar"], line=dict(color=OUTLINE, width=2)),
-               text=[f"{stage.probs[i]:.3f}" if i in kept and numbers else "" for i in order],
+               text=[f"{stage.probs[i]:.{digits}f}" if i in kept and numbers else "" for i in order],
                textposition="outside",
                textfont=dict(size=14), cliponaxis=False,
                hovertemplate="%{x}: p = %{y:.4f}<extra></extra>"),
@@ -85,10 +89,10 @@ def stage_bars(stage: Stage, ghost: Sequence[float], tokens: Sequence[str], orde
         notes.append(dict(xref="paper", x=1, y=threshold, text=labels["threshold"], showarrow=False,
                           xanchor="right", yanchor="bottom", font=dict(size=13, color=THRESHOLD)))
     return go.Figure(traces, theme.layout(
-        title, 330, ticks=False, barmode="overlay", showlegend=False, bargap=0.25, shapes=shapes, annotations=notes,
+        title, height, ticks=False, barmode="overlay", showlegend=False, bargap=0.25, shapes=shapes, annotations=notes,
         xaxis=dict(type="category", tickfont=FONT),
-        yaxis=dict(title=labels.get("axis", "p"), range=[0, 1.3], tickvals=[0, 0.25, 0.5, 0.75, 1.0],
-                   tickfont=FONT)))
+        yaxis=dict(title=labels.get("axis", "p") if axis_title else "", range=[0, 1.3],
+                   tickvals=[0, 0.25, 0.5, 0.75, 1.0], tickfont=FONT)))
 
 
 def draws_histogram(counts: Sequence[int], probs: Sequence[float], tokens: Sequence[str],

@@ -130,8 +130,11 @@ def position_spec(round_: SpeculativeRound, i: int, vocab: Sequence[str], title:
     traces.append(dict(type="bar", x=xs, y=[float(round_.p[i, t]) for t in toks], name=w["target"],
                        marker=dict(color=TARGET_COLOR), hovertemplate="%{x}: p = %{y:.4f}<extra></extra>"))
     if round_.residual is not None and i == round_.rejected_at:
+        # hatched in white over its colour ("overlay": plotly's default "replace" drew the white hatch alone,
+        # on nothing: the bar was invisible on a light page)
+        hatch = dict(shape="/", fgcolor="white", fillmode="overlay")
         traces.append(dict(type="bar", x=xs, y=[float(round_.residual[t]) for t in toks], name=w["residual"],
-                           marker=dict(color=RESIDUAL_COLOR, pattern=dict(shape="/", fgcolor="white")),
+                           marker=dict(color=RESIDUAL_COLOR, pattern=hatch),
                            hovertemplate=f"%{{x}}: {w['residual_short']} = %{{y:.4f}}<extra></extra>"))
     notes = []         # x as the category's index: plotly places a note by index on a category axis
     if i < round_.gamma:

@@ -91,6 +91,8 @@ function themed(fig, th, height, width) {
   if (!layout.uniformtext) layout.uniformtext = { mode: "show", minsize: MIN_TEXT };   // no bar value shrunk unreadable
   placeTitle(layout, th.font, width || 700);
   placeLegend(layout);
+  // (a single chart has its own height: a chart made lower for presenter mode wraps its y title too)
+  wrapYTitles(layout, height || layout.height || 450, th.font);
   let data = fig.data;
   if (height) {
     layout.height = height;
@@ -98,7 +100,6 @@ function themed(fig, th, height, width) {
     const m = fitMargins({ data, layout: { ...layout } }, th.font, width || 700, height).layout.margin || {};
     const plotH = height - (m.t ?? 100) - (m.b ?? 80);
     dropStackedTitles(layout, plotH, th.font);
-    wrapYTitles(layout, height, th.font);
     const crowded = crowdedTexts(data, layout, plotH, (width || 700) - (m.l ?? 80) - (m.r ?? 80), th.font);
     if (crowded) {              // values printed over each other: colours and the colour bar instead
       data = data.map((d) => (d.type === "heatmap" && d.texttemplate ? { ...d, texttemplate: "" } : d));
@@ -218,17 +219,19 @@ function legendNames(fig) {
   return L.showlegend || names.length > 1 ? names : [];
 }
 
-// px a horizontal legend takes at ``width``: entries wrapped into rows as plotly does (symbol, gap, text)
+// px a horizontal legend takes at ``width`` (the plot's): entries wrapped into rows as plotly does
+// (symbol, gap, text): all in one row if they fit there, else every entry as wide as the widest one
+// (plotly's columns), as many of those a row as fit
 function legendHeight(fig, family, width) {
   const names = legendNames(fig);
   if (!names.length) return 0;
   const lg = fig.layout.legend || {};
   const size = (lg.font && lg.font.size) || (fig.layout.font && fig.layout.font.size) || 12;
-  let rows = 1, x = 0;
-  for (const n of names) {
-    const w = 46 + textWidth(n, size, family);
-    if (x && x + w > width) { rows += 1; x = 0; }
-    x += w;
+  const ws = names.map((n) => 46 + textWidth(n, size, family));
+  let rows = 1;
+  if (ws.reduce((a, b) => a + b, 0) > width) {
+    const perRow = Math.max(1, Math.floor((width + 5) / Math.max(...ws)));
+    rows = Math.ceil(names.length / perRow);
   }
   return rows * Math.round(1.6 * size) + 6;
 }
@@ -290,6 +293,9 @@ function needHeight(fig, family, width) {
   const bars = fig.data.some((d) => d.type === "heatmap" && !d.coloraxis && d.showscale !== false) ||
     (layout.coloraxis && layout.coloraxis.showscale !== false);
   if (bars && !fig.data.some(printsValues)) plot = Math.max(plot, COLORBAR_PLOT);
+  // (fitMargins leaves a plot no less than 64 px, else it keeps the figure's own margins: too narrow
+  // for a title above a wrapped legend)
+  plot = Math.max(plot, PLOT_FLOOR);
   return Math.ceil(Math.max((m.t ?? 100) + (m.b ?? 80) + plot, titleW));
 }
 
@@ -301,6 +307,7 @@ function needHeight(fig, family, width) {
 // spare), so that plotly finds them wide enough and draws once. A figure with a legend beside the
 // plot keeps its margins; where an estimate falls short, automargin widens the margin as before.
 const PAD = 12;                 // plotly's room beyond whatever pushes a margin
+const PLOT_FLOOR = 64;          // px: the least plot fitMargins leaves between the margins (plotly's own floor)
 let measureCtx = null;
 // an axis title's type size: its own, else plotly's default (1.2 × the figure's font size)
 function titleSize(ax, base) {
@@ -357,15 +364,7 @@ function fitted(fig, family, width, height) {
   const base = (L.font && L.font.size) || 12;
   const need = {};
   const more = (side, px) => { need[side] = Math.max(need[side] || 0, px); };
-  // the title (pinned to the top edge: placeTitle), subplot titles and a legend above the plot share
-  // the top margin; a legend at the bottom edge comes below the x axis's labels
-  const plotW = Math.max(100, width - ((L.margin && L.margin.l) ?? 80) - ((L.margin && L.margin.r) ?? 80));
-  const legendH = flat ? legendHeight(fig, family, plotW) : 0;
-  const heads = (L.annotations || []).filter((a) => a.yref === "paper" && a.y >= 1 && a.yanchor === "bottom")
-    .map((a) => Math.round(1.3 * ((a.font && a.font.size) || base)) + 4);
-  const titled = L.title && L.title.yref === "container";
-  if (titled) more("t", titleHeight(L) + (legendH && lg.yref !== "container" ? legendH + 4 : 0) + Math.max(0, ...heads) + 4);
-  const bottomLegend = lg.yref === "container" && legendH ? legendH + 4 : 0;
+  let under = 0;                 // the x axes' labels below the plot (a legend at the bottom edge goes under them)
   for (const key of Object.keys(L)) {
     if (!AXIS_KEY.test(key) || !L[key] || L[key].visible === false || L[key].automargin === false) continue;
     const ax = L[key];
@@ -376,16 +375,17 @@ function fitted(fig, family, width, height) {
     const a = Number.isFinite(ax.tickangle) ? Math.abs(ax.tickangle) * Math.PI / 180 : 0;
     const sin = Math.abs(Math.sin(a)), cos = Math.abs(Math.cos(a));
     const tsize = titleSize(ax, base);
-    const title = !(ax.title && ax.title.text) ? 0 : ax.title.standoff === undefined ? tsize : 0.7 * tsize + ax.title.standoff;
+    const title = !(ax.title && ax.title.text) ? 0 : (ax.title.standoff === undefined ? tsize : 0.7 * tsize + ax.title.standoff) +
+      (String(ax.title.text).split(BREAK).length - 1) * Math.round(1.3 * tsize);   // a wrapped title's further lines
     if (key[0] === "x") {
       const labels = texts.length ? w * sin + (size + 13) * cos + 0.7 * size * sin : 0;
-      more(ax.side === "top" ? "t" : "b", labels + title + PAD + (ax.side === "top" ? 0 : bottomLegend));
+      if (ax.side !== "top") under = Math.max(under, labels + title + PAD);
+      more(ax.side === "top" ? "t" : "b", labels + title + PAD);
       if (texts.length && a) more("l", textWidth(texts[0], size, family) * cos + PAD);   // the first label, slanted
     } else {
       more(ax.side === "right" ? "r" : "l", (texts.length ? w + 7 : 0) + title + PAD);
     }
   }
-  if (bottomLegend) more("b", bottomLegend + PAD);
   // notes beside the plot (the smaller cache's weight on the sinks, one per row), as wide as they are
   for (const a of L.annotations || []) {
     if (a.xref === "paper" && a.x >= 1 && a.xanchor === "left" && a.text) {
@@ -406,13 +406,25 @@ function fitted(fig, family, width, height) {
     const title = cb.title && cb.title.text ? 1.2 * textWidth(cb.title.text, (cb.title.font && cb.title.font.size) || base, family) + 34 : 0;
     more("r", plot + Math.max(labels, title) + 4);
   }
+  // the title (pinned to the top edge: placeTitle), subplot titles and a legend above the plot share
+  // the top margin; a legend at the bottom edge comes below the x axis's labels. The legend wraps at
+  // the plot's width, the one left between the side margins found above.
+  const sideM = (s) => Math.max(((L.margin && L.margin[s]) ?? 80), Number.isFinite(need[s]) ? Math.ceil(need[s] + 4) : 0);
+  const plotW = Math.max(100, width - sideM("l") - sideM("r"));
+  const legendH = flat ? legendHeight(fig, family, plotW) : 0;
+  const heads = (L.annotations || []).filter((a) => a.yref === "paper" && a.y >= 1 && a.yanchor === "bottom")
+    .map((a) => Math.round(1.3 * ((a.font && a.font.size) || base)) + 4);
+  const titled = L.title && L.title.yref === "container";
+  if (titled) more("t", titleHeight(L) + (legendH && lg.yref !== "container" ? legendH + 4 : 0) + Math.max(0, ...heads) + 4);
+  const bottomLegend = lg.yref === "container" && legendH ? legendH + 4 : 0;
+  if (bottomLegend) more("b", Math.max(under, PAD) + bottomLegend);
   // never narrower than before; never leaving the plot less than 64 px (plotly's own floor)
   const before = { l: 80, r: 80, t: 100, b: 80, ...(L.margin || {}) };
   const m = { ...before };
   for (const [s, px] of Object.entries(need)) if (Number.isFinite(px)) m[s] = Math.max(before[s], Math.ceil(px + 4));
   const h = height || L.height || 450;
-  if (m.l + m.r > width - 64) { m.l = before.l; m.r = before.r; }
-  if (m.t + m.b > h - 64) { m.t = before.t; m.b = before.b; }
+  if (m.l + m.r > width - PLOT_FLOOR) { m.l = before.l; m.r = before.r; }
+  if (m.t + m.b > h - PLOT_FLOOR) { m.t = before.t; m.b = before.b; }
   return { data: fig.data, layout: { ...L, margin: m } };
 }
 

@@ -23,7 +23,7 @@ from kvviz.limits import (
     LimitError,
 )
 from kvviz.ui.app import fmt, nav, presenter, urlstate
-from kvviz.ui.app.i18n import LANGS, strings, t
+from kvviz.ui.app.i18n import LANGS, current_lang, join, strings, t
 from kvviz.ui.components.charts import chart
 from kvviz.viz.cost import disaggregated_diagram, flops_vs_n, kv_sharing_bars, memory_vs_context
 
@@ -98,17 +98,37 @@ def _init_memory() -> None:
     urlstate.int_param("mem_batch", 1, 1, MAX_COST_BATCH)
 
 
+MEM_PRESENT_HEIGHT = 320      # px: presenter mode's memory chart, beside the numbers (one projector screen)
+
+
 def _memory() -> None:
-    st.markdown(t("cost.mem_intro"))
-    got = _memory_inputs()
+    """The cache's size: the shape's inputs, its numbers, the chart against the context; then what fits
+    on an accelerator and what sharing K/V heads saves. Presenter mode folds the tab's introduction
+    and inputs away and puts the numbers beside a lower chart, so that they fit one screen."""
+    present = presenter.presenting()
+    if present:
+        presenter.intro(t("cost.mem_intro"))
+    else:
+        st.markdown(t("cost.mem_intro"))
+    with presenter.settings():
+        got = _memory_inputs()
+        if got is not None:
+            cfg, rep = got
+            preset = cost.PRESETS[st.session_state.mem_preset]
+            same = all(getattr(preset, a) == getattr(cfg, a) for a in MEM_FIELDS.values())
+            _memory_source(preset, same)
     if got is None:
         return
-    cfg, rep = got
-    preset = cost.PRESETS[st.session_state.mem_preset]
-    same = all(getattr(preset, a) == getattr(cfg, a) for a in MEM_FIELDS.values())
-    _memory_numbers(cfg, rep, preset, same)
     weights = cost.weight_bytes(preset, rep.dtype) if same and preset.vocab else None
-    _memory_chart(rep, preset, same, weights)
+    if present:
+        numbers, plot = st.columns([1, 3])
+        with numbers:
+            _memory_numbers(cfg, rep, stacked=True)
+        with plot:
+            _memory_chart(rep, preset, same, weights, height=MEM_PRESENT_HEIGHT)
+    else:
+        _memory_numbers(cfg, rep)
+        _memory_chart(rep, preset, same, weights)
     left, right = st.columns([3, 2])
     with left:
         _fit_table(cfg, rep, weights)
@@ -151,13 +171,16 @@ def _memory_inputs() -> tuple[cost.ModelConfig, cost.MemoryReport] | None:
         return None
 
 
-def _memory_numbers(cfg: cost.ModelConfig, rep: cost.MemoryReport, preset: cost.ModelConfig, same: bool) -> None:
-    """Where the shape comes from, the three metrics and the formula with the numbers filled in."""
+def _memory_source(preset: cost.ModelConfig, same: bool) -> None:
+    """Where the shape comes from (the preset's config.json), or that it was edited."""
     src = f"[config.json]({preset.source})" if preset.source.startswith("http") else preset.source
     st.caption(t("cost.mem_from_preset", name=preset.name, src=src) if same
                else t("cost.mem_edited", name=preset.name))
 
-    m = st.columns(3)
+
+def _memory_numbers(cfg: cost.ModelConfig, rep: cost.MemoryReport, stacked: bool = False) -> None:
+    """The three metrics (in a row, or ``stacked`` in a column) and the formula with the numbers filled in."""
+    m = [st.container() for _ in range(3)] if stacked else st.columns(3)
     m[0].metric(t("cost.per_token"), f"{fmt.integer(rep.bytes_per_token)} B", help=t("cost.per_token_help"))
     m[1].metric(t("cost.total"), fmt.nbytes(rep.total), help=t("cost.total_help", exact=rep.total))
     m[2].metric(t("cost.kind"), rep.kind, help=t("cost.kind_help"),
@@ -169,8 +192,10 @@ def _memory_numbers(cfg: cost.ModelConfig, rep: cost.MemoryReport, preset: cost.
                   human=fmt.nbytes(rep.total)))
 
 
-def _memory_chart(rep: cost.MemoryReport, preset: cost.ModelConfig, same: bool, weights: int | None) -> None:
-    """Cache bytes against context for a few batch sizes, with the accelerators' memory and the weights."""
+def _memory_chart(rep: cost.MemoryReport, preset: cost.ModelConfig, same: bool, weights: int | None,
+                  height: int | None = None) -> None:
+    """Cache bytes against context for a few batch sizes, with the accelerators' memory and the weights;
+    ``height`` in px (None: the figure's own)."""
     top_x = min(MAX_COST_TOKENS, max(4 * rep.tokens, 4096))
     grid = cost.context_grid(top_x)
     batches = sorted({1, 8, 64, rep.batch})
@@ -182,7 +207,11 @@ def _memory_chart(rep: cost.MemoryReport, preset: cost.ModelConfig, same: bool, 
         # filled in here, in the page's language (the builder's own .format(size=…) then has nothing left to do)
         "hover_you": t("cost.fig_you_hover", size=fmt.nbytes(rep.total)),
         "x": t("cost.fig_context"), "y": t("cost.fig_cache_bytes"),
-        "title": t("cost.fig_mem_title", name=preset.name if same else t("cost.custom"), dtype=rep.dtype)})
+        "accels": t("cost.fig_accels", gbs=join([fmt.integer(gb) for gb in cost.ACCELERATOR_GB], current_lang())),
+        "title": t("cost.fig_mem_title", name=preset.name if same else t("cost.custom"), dtype=rep.dtype)},
+        compact=bool(height))
+    if height:
+        fig.update_layout(height=height)
     chart(fig, t("cost.fig_mem_alt"), key="cost_memory_chart")
 
 

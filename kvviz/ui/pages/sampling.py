@@ -27,6 +27,9 @@ KINDS = ("logits", "probs")
 MODEL_PROMPTS = {"abc": "A B"}      # models offered as a logits source, with a default prompt
 TYPED_DEFAULTS = {"logits": "A 2.0, B 1.0, C 0.5, D -1.0", "probs": "A 0.5, B 0.3, C 0.15, D 0.05"}
 QUIZ_P = 0.8                        # the seed's question: top-p 0.8 on the quiz distribution
+# presenter mode's stage charts, four a row: lower, two digits above the bars (three would run into each
+# other in a quarter of the screen), the y axis's title on the first only (one scale for all)
+PRESENT_STAGE = {"height": 260, "digits": 2}
 
 
 def _listed(tokens: list[str], cap: int) -> str:
@@ -128,11 +131,13 @@ def _stage_caption(i: int, s: Stage, stages: list[Stage], tokens: list[str]) -> 
 
 
 def _stages(stages: list[Stage], tokens: list[str]) -> None:
+    """A chart per stage, two a row; in presenter mode all in one row, lower (one projector screen)."""
     order, ghosts = display_order(stages), removed_heights(stages)
     labels = {"kept": t("sampling.lbl_kept"), "removed": t("sampling.lbl_removed"),
               "kept_set": t("sampling.lbl_kept_set"), "mass_before": t("sampling.lbl_mass_before"),
               "axis": t("sampling.lbl_axis")}
-    per_row = 2
+    present = presenter.presenting()
+    per_row = max(2, len(stages)) if present else 2
     for row in range(0, len(stages), per_row):
         cols = st.columns(per_row)
         for col, i in zip(cols, range(row, min(row + per_row, len(stages)))):
@@ -142,7 +147,8 @@ def _stages(stages: list[Stage], tokens: list[str]) -> None:
             title = t("sampling.stage_title", n=i + 1, name=t(f"sampling.stage_{s.name.replace('-', '_')}"),
                       h=fmt.fixed(s.entropy_bits, 3))
             with col:
-                fig = stage_bars(s, ghosts[max(i - 1, 0)], tokens, order, title, labels, threshold)
+                fig = stage_bars(s, ghosts[max(i - 1, 0)], tokens, order, title, labels, threshold,
+                                 **({**PRESENT_STAGE, "axis_title": i == 0} if present else {}))
                 chart(fig, t("sampling.stage_alt", name=s.name), key=f"stage_{i}")
                 st.caption(_stage_caption(i, s, stages, tokens))
     st.markdown(f"**{t('sampling.entropy_heading')}**")
@@ -244,21 +250,28 @@ def _questions() -> None:
 @timed("sampling.render")
 def render() -> None:
     st.title(t("sampling.title"))
-    presenter.intro(t("sampling.intro"))
+    present = presenter.presenting()
+    pipeline = f"**{t('sampling.pipeline_title')}**\n\n{t('sampling.pipeline_body')}"
+    # presenter mode: the formulas fold into the introduction, the charts' key into the heading's help
+    presenter.intro(t("sampling.intro") + ("\n\n" + pipeline if present else ""))
     with presenter.settings():
         st.header(t("sampling.h_source"))
         src = _source()
         st.header(t("sampling.h_rule"))
         rule, seed = rule_controls(PREFIX)
-    with st.expander(t("sampling.pipeline_title")):
-        st.markdown(t("sampling.pipeline_body"))
+    if not present:
+        with st.expander(t("sampling.pipeline_title")):
+            st.markdown(t("sampling.pipeline_body"))
     if src is None:
         st.info(t("sampling.fix_source"), icon=":material/arrow_upward:")
         _questions()
         return
     stages = rule.stages(src.logits)
-    st.header(t("sampling.h_stages"))
-    st.caption(t("sampling.stages_caption"))
+    if present:
+        st.header(t("sampling.h_stages"), help=t("sampling.stages_caption"))
+    else:
+        st.header(t("sampling.h_stages"))
+        st.caption(t("sampling.stages_caption"))
     _stages(stages, src.tokens)
     st.header(t("sampling.h_draws"))
     _draws(rule, seed, stages, src)

@@ -22,7 +22,7 @@ from kvviz.limits import (
 )
 from kvviz.models.gpt import GPTModel
 from kvviz.models.hf import HFCausalLM
-from kvviz.models.registry import MODELS, get_model
+from kvviz.models.registry import get_model, limits_before_loading
 from kvviz.speculative import (
     check_prompt_lookup,
     load_pair,
@@ -95,7 +95,7 @@ def run_prompt_lookup(a: argparse.Namespace, parser: argparse.ArgumentParser) ->
         parser.error("--gamma is the draft model's; prompt lookup takes --lookup-tokens")
     k = DEFAULT_LOOKUP_TOKENS if a.lookup_tokens is None else a.lookup_tokens
     n = DEFAULT_MAX_NGRAM if a.ngram is None else a.ngram
-    early = getattr(MODELS.get(a.model), "LIMITS", None)       # SmolLM2's caps, known before its weights load
+    early = limits_before_loading(a.model)
     try:
         rule = rule_from(a)
         if early is not None:

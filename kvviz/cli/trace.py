@@ -15,7 +15,7 @@ from kvviz.decoding.stepper import run_generation
 from kvviz.decoding.trace import run_dict
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, MAX_NEW_TOKENS, LimitError, check_int
 from kvviz.models.hf import HFCausalLM
-from kvviz.models.registry import MODELS, get_model
+from kvviz.models.registry import MODELS, get_model, limits_before_loading
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +34,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
 def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if a.chat and a.model != "smollm2":
         parser.error(f"--chat needs a chat model (smollm2), not {a.model!r}")
-    early = getattr(MODELS.get(a.model), "LIMITS", None)       # SmolLM2: refused before its weights load
+    early = limits_before_loading(a.model)
     if early is not None:
         try:
             early.check_request(a.prompt, a.new_tokens)

@@ -184,10 +184,10 @@ def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
         did, todo = sentences(ev, run, model, tr)
         # the model view (30 × 9 tiles) under the attention map; in presenter mode under the next-token
         # chart, where its fold button takes no row of its own (one figure, sent once, either way)
-        in_main, in_side = (model_view_blocks(pl, src, model, layer, head, tr) for _ in range(2))
-        main = (attention_blocks(pl, ev, src, model, layer, head, tr) + [{**b, "x": 1} for b in in_main]
+        view = model_view_blocks(pl, src, model, layer, head, tr)          # built once, placed twice
+        main = (attention_blocks(pl, ev, src, model, layer, head, tr) + [{**b, "x": 1} for b in view]
                 + [model_view_note(src, model, tr)] + attention_notes(ev, src, model, layer, tr))
-        side = probs_blocks(pl, ev, next_choice(run, ev), shown_vocab, tr) + [presenter_only(b) for b in in_side]
+        side = probs_blocks(pl, ev, next_choice(run, ev), shown_vocab, tr) + [presenter_only(dict(b)) for b in view]
         m = counters(ev, tr, tol=tol)
         m["notes"] = [html_block(tr("llm.check_note_" + model.dtype_name, tol=fmt.sci(tol, 0, lang=pl.lang)))["html"]]
         pl.add(tr("llm.event_heading", i=ev.index, last=last, phase=tr("llm.phase_" + ev.phase)),

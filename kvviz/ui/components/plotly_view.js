@@ -91,6 +91,7 @@ function themed(fig, th, height, width) {
   if (!layout.uniformtext) layout.uniformtext = { mode: "show", minsize: MIN_TEXT };   // no bar value shrunk unreadable
   placeTitle(layout, th.font, width || 700);
   placeLegend(layout);
+  wrapHeads(layout, fig.data, th.font, width || 700);
   // (a single chart has its own height: a chart made lower for presenter mode wraps its y title too)
   wrapYTitles(layout, height || layout.height || 450, th.font);
   let data = fig.data;
@@ -193,6 +194,41 @@ function placeTitle(layout, family, width) {
     pad: { ...(t.pad || {}), t: 8 + (lines.length > 1 ? Math.round(0.7 * size) : 0) } };
 }
 
+// the subplot titles above side-by-side panels (annotations at the plot's top edge)
+function headNotes(layout) {
+  return (layout.annotations || []).filter((a) => a.yref === "paper" && a.y >= 1 && a.yanchor === "bottom");
+}
+
+// Side-by-side panels' titles (the weather page's four heads) wider than their panel ran into each
+// other: wrapped at spaces onto lines as wide as a panel, and where one word is still wider, all of
+// them a size smaller, never below MIN_TEXT. A panel's width: the distance between neighbouring
+// titles' centres, of the plot left between the fitted side margins.
+function wrapHeads(layout, data, family, width) {
+  const heads = headNotes(layout);
+  if (heads.length < 2 || heads.some((a) => a.xref !== "paper" || typeof a.text !== "string" || BREAK.test(a.text))) return;
+  const xs = heads.map((a) => a.x).sort((a, b) => a - b);
+  let step = 1;
+  for (let i = 1; i < xs.length; i++) step = Math.min(step, xs[i] - xs[i - 1]);
+  const m = fitMargins({ data, layout: { ...layout } }, family, width, 4000).layout.margin || {};
+  const room = 0.96 * step * Math.max(100, width - (m.l ?? 80) - (m.r ?? 80));
+  const base = (layout.font && layout.font.size) || 12;
+  const wrap = (text, size) => {
+    const out = [];
+    let cur = "";
+    for (const w of text.split(" ")) {
+      const next = cur ? cur + " " + w : w;
+      if (cur && textWidth(next, size, family) > room) { out.push(cur); cur = w; } else cur = next;
+    }
+    return out.concat([cur]);
+  };
+  const size0 = Math.max(...heads.map((a) => (a.font && a.font.size) || base));
+  if (heads.every((a) => textWidth(a.text, (a.font && a.font.size) || base, family) <= room)) return;
+  let size = size0;
+  while (size > MIN_TEXT && heads.some((a) => wrap(a.text, size).some((l) => textWidth(l, size, family) > room))) size--;
+  layout.annotations = (layout.annotations || []).map((a) => (heads.includes(a)
+    ? { ...a, text: wrap(a.text, size).join(BR), font: { ...(a.font || {}), size } } : a));
+}
+
 // a title's height in px (its lines; a smaller second line, as the builders' sup subtitles, counted whole)
 function titleHeight(layout) {
   const t = layout.title;
@@ -262,6 +298,7 @@ function needHeight(fig, family, width) {
   const layout = { ...fig.layout };
   placeTitle(layout, family, width);
   placeLegend(layout);
+  wrapHeads(layout, fig.data, family, width);
   const m = fitMargins({ data: fig.data, layout }, family, width, 4000).layout.margin || {};
   const base = (layout.font && layout.font.size) || 12;
   let plot = 0, titleW = 0;
@@ -412,8 +449,7 @@ function fitted(fig, family, width, height) {
   const sideM = (s) => Math.max(((L.margin && L.margin[s]) ?? 80), Number.isFinite(need[s]) ? Math.ceil(need[s] + 4) : 0);
   const plotW = Math.max(100, width - sideM("l") - sideM("r"));
   const legendH = flat ? legendHeight(fig, family, plotW) : 0;
-  const heads = (L.annotations || []).filter((a) => a.yref === "paper" && a.y >= 1 && a.yanchor === "bottom")
-    .map((a) => Math.round(1.3 * ((a.font && a.font.size) || base)) + 4);
+  const heads = headNotes(L).map((a) => String(a.text || "").split(BREAK).length * Math.round(1.3 * ((a.font && a.font.size) || base)) + 4);
   const titled = L.title && L.title.yref === "container";
   if (titled) more("t", titleHeight(L) + (legendH && lg.yref !== "container" ? legendH + 4 : 0) + Math.max(0, ...heads) + 4);
   const bottomLegend = lg.yref === "container" && legendH ? legendH + 4 : 0;

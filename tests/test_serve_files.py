@@ -93,7 +93,8 @@ def test_a_pages_address_gets_index_html_that_names_the_apps_base():
     index = (FRONTEND / "index.html").read_bytes()
     for prefix in ("", "/course", "/~/+"):
         head, body = _call(f"{prefix}/Weather_heads", accept=b"identity")
-        assert body.replace(serve_files.BASE_URL_SCRIPT + b"\n  ", b"") == index
+        added = serve_files.BASE_URL_SCRIPT + b"\n  " + serve_files.HOLD_SCRIPT + b"\n  "
+        assert body.replace(added, b"") == index
         assert body.index(serve_files.BASE_URL_SCRIPT) < body.index(b"</head>")
         assert head["content-type"] == "text/html; charset=utf-8" and head["cache-control"] == "no-cache"
     head, body = _call("/ABC_miniature")
@@ -101,3 +102,11 @@ def test_a_pages_address_gets_index_html_that_names_the_apps_base():
     # every page of pages/, named by Streamlit's rule, and nothing else
     assert serve_files.page_names() == {p.stem.split("_", 1)[1] for p in serve_files.PAGES_DIR.glob("*.py")}
     assert "BACKEND_BASE_URL" in serve_files.BASE_URL_SCRIPT.decode()
+
+
+def test_the_pages_held_blank_until_their_step_is_drawn_are_the_stepping_pages():
+    # presenter mode's first load keeps these pages' main column blank until the stepper has fitted its
+    # step (HOLD_SCRIPT): every page that opens on a stepper, and no other (it would stay blank 6 s)
+    from tests.browser.test_presenter import STEPPING
+    assert set(serve_files.STEPPING_PAGES) == {p for p in STEPPING if "?" not in p}
+    assert set(serve_files.STEPPING_PAGES) <= serve_files.page_names()

@@ -9,7 +9,9 @@ plotly_view.js needHeight). Settings are folded away, nothing scrolls sideways; 
 resized to 1920×1080 at its last event (a lecturer's window moving to a larger projector) and
 scanned again. German (the longest words) is scanned on the same small screen at each page's first
 and last event (the last one holds the most: the longest cache table, the most rounds), reached with
-End. axe-core scans presenter mode in the views marked ``AXE`` (the rules: tests/browser/axe_check.py)."""
+End; there, from the page's first frame, no title, folded expander or skeleton shows before the step
+for more than two frames. axe-core scans presenter mode in the views marked ``AXE`` (the rules:
+tests/browser/axe_check.py)."""
 import pytest
 
 from tests.browser.axe_check import assert_accessible
@@ -44,10 +46,36 @@ def _scan(tab: Page, where: str, step: int | None = None) -> list[str]:
     return out
 
 
-def _open_presenting(tab: Page, url: str) -> int:
-    """Open ``url`` in presenter mode, wait for its first fitted event; the run's last event."""
+# counts, from the page's first frame on, the frames that show the main column's title, a folded
+# expander or a skeleton before the stepper has fitted its step (the page's load, seen as a flash)
+FLASH_WATCH = """(() => {
+  window.__kvsFlash = 0; const t0 = performance.now();
+  const seen = (el) => { const r = el.getBoundingClientRect();
+    return r.height > 0 && r.bottom > 0 && r.top < innerHeight && getComputedStyle(el).visibility !== 'hidden'; };
+  const look = () => {
+    if (document.querySelector('.kvs-root[data-fitted]')) { window.__kvsFlashDone = performance.now() - t0; return; }
+    const main = document.querySelector("[data-testid='stMainBlockContainer']");
+    if (main && [...main.querySelectorAll("h1, [data-testid='stExpander'], [data-testid='stSkeleton']")].some(seen))
+      window.__kvsFlash++;
+    requestAnimationFrame(look);
+  };
+  requestAnimationFrame(look);
+})()"""
+HOLD_MS = 6000          # serve_files.HOLD_SCRIPT: after this the page shows whatever is there
+
+
+def _open_presenting(tab: Page, url: str, watch_flash: bool = False) -> int:
+    """Open ``url`` in presenter mode, wait for its first fitted event; the run's last event. With
+    ``watch_flash``: the page showed no title, folded expander or skeleton before its step for more than
+    two frames (unless the step took longer than the page waits for it)."""
+    if watch_flash:
+        tab.page.add_init_script(FLASH_WATCH)
     tab.goto(url)
     tab.page.locator(".kvs-root[data-fitted='0']").wait_for(state="attached", timeout=60_000)
+    if watch_flash:
+        flash, took = tab.page.evaluate("[window.__kvsFlash, window.__kvsFlashDone]")
+        assert flash <= 2 or took > HOLD_MS, \
+            f"{url}: {flash} frames showed the page's load before its step ({took:.0f} ms)"
     tab.assert_clean()
     main = tab.page.locator("[data-testid='stMain']")
     # inputs are folded into the Settings expander: no text box visible on first sight
@@ -95,7 +123,7 @@ def test_german_first_and_last_events_fit_the_small_screen(server, browser, path
     tab = Page(browser, width=SMALL[0], height=SMALL[1])
     try:
         sep = "&" if "?" in path else "?"
-        last = _open_presenting(tab, f"{server}/{path}{sep}lang=de&present=1")
+        last = _open_presenting(tab, f"{server}/{path}{sep}lang=de&present=1", watch_flash="?" not in path)
         where = f"{path} de {SMALL[0]}x{SMALL[1]}"
         problems = _scan(tab, f"{where} event 0")
         tab.page.evaluate(BLUR)

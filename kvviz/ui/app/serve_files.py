@@ -47,6 +47,25 @@ BASE_URL_SCRIPT = (b"<script>window.__streamlit = Object.assign({BACKEND_BASE_UR
                    b"location.pathname.replace(/[^/]*$/, '')}, window.__streamlit)</script>")
 
 
+# Presenter mode's first load of a stepping page showed its title, folded expanders and Streamlit's
+# grey skeletons for about a second before the step was drawn (CSS sent by the page's script comes
+# too late: its element's code is loaded lazily, after the title is painted). On those addresses
+# the main column stays blank from the first paint until the stepper has fitted the step to the
+# screen (step_view.js removes the class), an error or a warning came instead (the Real LLM's weights
+# missing, say), or 6 s passed.
+STEPPING_PAGES = ("ABC_miniature", "Weather_heads", "Tiny_GPT", "Paged_cache", "Smaller_caches",
+                  "Speculative_decoding", "Real_LLM")
+HOLD_SCRIPT = ("<style>html.kvs-hold [data-testid='stMainBlockContainer']:not(:has("
+               "[data-testid='stAlertContentError'], [data-testid='stAlertContentWarning'], "
+               "[data-testid='stException'])) "
+               "{ visibility: hidden; }</style><script>(() => { "
+               "const page = location.pathname.replace(/\\/$/, '').split('/').pop(); "
+               "if (/[?&]present=(1|true|on)(&|$)/.test(location.search) && "
+               f"{list(STEPPING_PAGES)!r}.includes(page)) {{ "
+               "document.documentElement.classList.add('kvs-hold'); "
+               "setTimeout(() => document.documentElement.classList.remove('kvs-hold'), 6000); }})()</script>").encode()
+
+
 class Asset(NamedTuple):
     body: bytes
     gzipped: bytes | None                 # sent when the browser accepts gzip; None: always plain
@@ -89,11 +108,11 @@ def page_names() -> frozenset[str]:
 
 @functools.cache
 def page_html() -> Asset:
-    """Streamlit's index.html with ``BASE_URL_SCRIPT`` at the end of its head, for a page's address
+    """Streamlit's index.html with ``BASE_URL_SCRIPT`` and ``HOLD_SCRIPT`` at the end of its head, for a page's address
     (an inline script runs while the page is read, Streamlit's code, a module, after that)."""
     index = (Path(file_util.get_static_dir()) / "index.html").read_bytes()
     end = index.index(b"</head>")
-    body = index[:end] + BASE_URL_SCRIPT + b"\n  " + index[end:]
+    body = index[:end] + BASE_URL_SCRIPT + b"\n  " + HOLD_SCRIPT + b"\n  " + index[end:]
     return Asset(body, gzip.compress(body, compresslevel=9, mtime=0), _content_type("index.html"))
 
 

@@ -403,6 +403,7 @@ class Stepper {
         window.dispatchEvent(new Event(STEPPER_DRAWN));       // single charts waiting for it (plotly_view.js)
         this.tellDrawn();
         if (!this.present || this.fit()) this.root.dataset.fitted = String(n);   // tests wait for this
+        document.documentElement.classList.remove("kvs-hold");   // the page shown now it is fitted (serve_files.py)
         this.prefetch();
       }
     }, (e) => { this.tellDrawn(); throw e; });    // a failed drawing must not hold the page back either

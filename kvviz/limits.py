@@ -110,8 +110,13 @@ MAX_CACHE_WINDOW = 256            # sliding window: recent positions kept (the t
 MAX_CACHE_SINKS = 16              # sliding window: first positions always kept (StreamingLLM uses 4)
 MAX_QUANT_GROUP_SIZE = 128        # quantized cache: values sharing one scale and zero point
 MAX_QUANT_RESIDUAL = 256          # quantized cache: newest positions kept in full precision
-QUANT_BITS = (4, 8)               # quantized cache: int4 (two codes per byte) or int8
+QUANT_BITS = (2, 4, 8)            # quantized cache: int2 (four codes per byte), int4 (two) or int8
 COMPRESS_MAX_PROMPTS = 16         # evaluation: held-out prompts per run
 COMPRESS_MAX_NEW_TOKENS = 64      # evaluation: tokens the full cache generates per prompt
 COMPRESS_MAX_VARIANTS = 40        # evaluation: cache variants compared in one call
 COMPRESS_PROMPT_TOKENS = 16       # evaluation: length of every held-out prompt (tokens)
+# Smaller caches on SmolLM2 (kvviz.compress.llm): every variant but the pooled model runs the text one
+# position at a time (≈ 60-130 ms a step here), so the text and the set of variants are capped.
+LLM_COMPRESS_MIN_TOKENS = 8       # held-out text: fewest tokens measured
+LLM_COMPRESS_MAX_TOKENS = 192     # held-out text: most tokens measured (kvviz.compress.text)
+LLM_COMPRESS_MAX_VARIANTS = 10    # variants in one evaluation on the real model

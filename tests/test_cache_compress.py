@@ -166,7 +166,7 @@ def test_a_quantized_cache_refuses_to_crop_into_rows_it_already_quantized(tiny, 
     with pytest.raises(LimitError, match="as codes"):
         cache.crop(5)
     with pytest.raises(LimitError, match="Bits"):
-        QuantizedCache(4, 2)
+        QuantizedCache(4, 3)
     with pytest.raises(LimitError, match="Key axis"):
         QuantizedCache(4, 8, 4, "row")
 

@@ -135,7 +135,7 @@ def test_the_evaluation_enforces_its_caps(kwargs, match):
 
 @pytest.mark.parametrize("kind,settings,match", [
     ("window", dict(window=0), "Window"), ("window", dict(window=257), "Window"), ("window", dict(sinks=17), "Sink"),
-    ("quant", dict(bits=2), "Bits"), ("quant", dict(group_size=129), "Group size"),
+    ("quant", dict(bits=3), "Bits"), ("quant", dict(group_size=129), "Group size"),
     ("quant", dict(key_axis="row"), "Key axis"),
     ("quant", dict(residual=-1), "Residual"), ("gqa", dict(window=4), "no setting window"), ("zip", {}, "Unknown")])
 def test_variants_refuse_bad_settings(kind, settings, match):

@@ -1,7 +1,7 @@
 """KIVI-style quantized K/V: a smaller cache (docs/design.md §5; the tiny GPT's evaluation is
 kvviz.compress).
 
-``QuantizedCache(n_layers, bits, group_size, key_axis, residual)``: asymmetric int8 / packed int4
+``QuantizedCache(n_layers, bits, group_size, key_axis, residual)``: asymmetric int8 / packed int4 / int2
 codes with per-group scales and zero points, the newest rows in full precision. Like the window
 cache it keeps absolute positions; ``quantized_positions`` says which rows are stored as codes.
 """
@@ -23,8 +23,9 @@ class QuantizedRows:
     ``axis="token"``: a group is ``group_size`` channels of one row (the last group may be shorter);
     scale/zero ``[B, H, n, ceil(dim / G)]``. ``axis="channel"``: a group is one channel over
     ``group_size`` consecutive rows (n a multiple of G); scale/zero ``[B, H, n / G, dim]``.
-    ``codes`` are uint8 ``[B, H, n, ceil(dim · bits / 8)]``: one int8 code, or two int4 codes per
-    byte (channel 2i in the low nibble, 2i + 1 in the high one)."""
+    ``codes`` are uint8 ``[B, H, n, ceil(dim · bits / 8)]``: one int8 code, or 8 / bits packed codes
+    per byte (int4: channel 2i in the low nibble, 2i + 1 in the high one; int2: channel 4i + j in
+    bits 2j, 2j + 1)."""
 
     codes: torch.Tensor
     scale: torch.Tensor
@@ -54,8 +55,9 @@ class QuantizedRows:
         """The integer codes, ``[B, H, n, dim]`` uint8 in 0..2^bits − 1."""
         if self.bits == 8:
             return self.codes
-        lo, hi = self.codes & 0x0F, self.codes >> 4
-        return torch.stack([lo, hi], dim=-1).flatten(-2)[..., :self.dim]
+        mask, per = (1 << self.bits) - 1, 8 // self.bits
+        parts = [(self.codes >> (self.bits * j)) & mask for j in range(per)]
+        return torch.stack(parts, dim=-1).flatten(-2)[..., :self.dim]
 
     def dequantize(self) -> torch.Tensor:
         return self.unpacked().to(self.scale.dtype) * self.step() + self._per_element(self.zero)
@@ -93,10 +95,14 @@ def quantize(x: torch.Tensor, bits: int, group_size: int, axis: str) -> Quantize
     safe = torch.where(scale > 0, scale, torch.ones_like(scale))
     codes = torch.where(scale > 0, torch.round((groups - lo_e) / safe), torch.zeros_like(groups))
     codes = codes.clamp(0, levels).to(torch.uint8).reshape(B, H, n, -1)[..., :D]   # [B, H, n, D]
-    if bits == 4:
-        if D % 2:
-            codes = torch.cat([codes, torch.zeros_like(codes[..., :1])], dim=-1)
-        codes = codes[..., 0::2] | (codes[..., 1::2] << 4)                  # two codes per byte
+    if bits < 8:                              # int4: two codes per byte, int2: four
+        per = 8 // bits
+        if D % per:
+            codes = torch.cat([codes, torch.zeros_like(codes[..., :per - D % per])], dim=-1)
+        packed = codes[..., 0::per].clone()
+        for j in range(1, per):
+            packed |= codes[..., j::per] << (bits * j)
+        codes = packed
     return QuantizedRows(codes.contiguous(), scale.squeeze(-1 if axis == "token" else -2).contiguous(),
                          lo.contiguous(), bits, G, axis, D)
 
@@ -196,7 +202,7 @@ class QuantizedLayer(CacheLayer):
 
 class QuantizedCache(Cache):
     """KV quantization after KIVI (Liu et al., ICML 2024): keys per channel (or per token), values
-    per token, groups of ``group_size``, int8 or packed int4 codes with a scale and zero point per
+    per token, groups of ``group_size``, int8 or packed int4 / int2 codes with a scale and zero point per
     group, and the last ``residual`` positions (up to residual + G − 1 with per-channel keys) kept in
     full precision. Attention reads the dequantized rows; ``nbytes()`` counts codes, scales, zero
     points and the full-precision rows (kvviz.cost.quantized_cache_bytes gives the same number)."""

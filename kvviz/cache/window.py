@@ -2,9 +2,23 @@
 GPT's evaluation is kvviz.compress).
 
 ``SlidingWindowCache(n_layers, window, sinks=0)`` keeps the first ``sinks`` positions and the last
-``window``; evicted rows are freed and gone from attention. It keeps the model's absolute positions:
-``get_seq_length`` counts every position processed (the next one's index), ``held_positions`` says
-which rows the cache still holds (and returns from ``update``, in that order).
+``window``; evicted rows are freed and gone from attention. ``get_seq_length`` counts every position
+processed (the next one's index), ``held_positions`` says which rows the cache still holds (and
+returns from ``update``, in that order).
+
+Positions of the kept keys, two ways (``positions``):
+
+- ``"own"``: every key keeps the position it was computed at (learned positions are added before the
+  cache; rotary keys stay rotated at their own position), so a sink is as far from a late query as
+  it is in the text;
+- ``"cache"``: StreamingLLM's rule (and transformers' former ``SinkCache``): positions *in the
+  cache*, the held keys contiguous up to the newest one. With rotary positions a score depends only
+  on the distance between query and key, so placing the keys at cache positions plus a constant
+  offset (the query keeps its own position) is the same attention: the window's keys are where they
+  were, the sinks are re-rotated to sit just before the window (``rerotate``; transformers'
+  ``_get_rerotation_cos_sin``). Each read rotates the stored key once, from the position it was
+  computed at, so rounding does not build up over the steps. Needs the model's rotary frequencies
+  (``inv_freq``).
 """
 from __future__ import annotations
 
@@ -14,6 +28,20 @@ import torch
 
 from kvviz.cache.base import KV, Cache, CacheLayer
 from kvviz.limits import MAX_CACHE_SINKS, MAX_CACHE_WINDOW, LimitError, check_int
+
+POSITIONS = ("own", "cache")
+
+
+def rerotate(keys: torch.Tensor, shift: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
+    """Keys ``[..., n, d]`` already rotated (Llama's ``rotate_half`` layout: pair i is dimensions i
+    and i + d/2) turned by ``shift`` [n] more positions each: R(p + s)·k = R(s)·R(p)·k. Angles in
+    float64, the result in the keys' dtype."""
+    angles = shift.to(torch.float64).unsqueeze(-1) * inv_freq.to(torch.float64)      # [n, d/2]
+    emb = torch.cat([angles, angles], dim=-1)                                        # [n, d]
+    cos, sin = emb.cos().to(keys.dtype), emb.sin().to(keys.dtype)
+    half = keys.shape[-1] // 2
+    turned = torch.cat([-keys[..., half:], keys[..., :half]], dim=-1)               # rotate_half
+    return keys * cos + turned * sin
 
 
 def _take_rows(keys: torch.Tensor, values: torch.Tensor, rows: Sequence[int], n: int) -> KV:
@@ -35,8 +63,10 @@ class SlidingWindowLayer(CacheLayer):
     time would. Positions stay absolute (learned position embeddings are added before the cache).
     """
 
-    def __init__(self, window: int, sinks: int = 0) -> None:
+    def __init__(self, window: int, sinks: int = 0, positions: str = "own",
+                 inv_freq: torch.Tensor | None = None) -> None:
         self.window, self.sinks = window, sinks
+        self.position_rule, self.inv_freq = positions, inv_freq
         self.keys = self.values = None
         self.positions: list[int] = []     # absolute positions of the held rows (ascending)
         self.seen = 0                      # positions processed: the next one's index
@@ -66,7 +96,32 @@ class SlidingWindowLayer(CacheLayer):
         self.keys, self.values = _take_rows(keys, values, keep, len(self.returned))
         self.positions = [self.returned[i] for i in keep]
         self.seen = start + n
+        if self.position_rule == "cache":
+            keys = self._at_cache_positions(keys, start + n - 1, n)
         return keys, values
+
+    def read_positions(self, last: int | None = None) -> list[int]:
+        """The position each returned key is rotated to for a query at ``last`` (default: the newest
+        position): its own (``"own"``), or contiguous up to ``last`` (``"cache"``; equal to the own
+        positions while nothing was evicted)."""
+        last = self.seen - 1 if last is None else last
+        if self.position_rule == "own":
+            return list(self.returned)
+        return list(range(last - len(self.returned) + 1, last + 1))
+
+    def _at_cache_positions(self, keys: torch.Tensor, last: int, n_new: int) -> torch.Tensor:
+        """The returned keys re-rotated from their own positions to cache positions ending at ``last``
+        (only the rows that moved: the sinks once the window slides)."""
+        shift = torch.tensor(self.read_positions(last)) - torch.tensor(self.returned)
+        moved = torch.nonzero(shift).flatten()
+        if moved.numel() == 0:
+            return keys
+        if n_new > 1:       # each query of the pass would need its own rotation of the sinks
+            raise LimitError(f"With cache positions a pass of {n_new} positions cannot cross the window; "
+                             "feed the text one position at a time.")
+        out = keys.clone()
+        out[..., moved, :] = rerotate(keys[..., moved, :], shift[moved], self.inv_freq)   # type: ignore[arg-type]
+        return out
 
     def attention_mask(self, start_pos: int, n_new: int) -> torch.Tensor | None:
         """[n_new, T] over what the last ``update`` returned: True where query start_pos + i reads
@@ -137,12 +192,24 @@ class SlidingWindowCache(Cache):
 
     ``get_seq_length()`` counts every position processed; ``held_positions()`` lists the rows still
     held (at most sinks + window). With window ≥ the sequence length nothing is evicted and every
-    pass runs the full cache's arithmetic exactly. One sequence at a time (no batched positions)."""
+    pass runs the full cache's arithmetic exactly. One sequence at a time (no batched positions).
 
-    def __init__(self, n_layers: int, window: int, sinks: int = 0) -> None:
+    ``positions``: ``"own"`` (every key at the position it was computed at) or ``"cache"``
+    (StreamingLLM: the kept keys re-rotated to their positions in the cache; rotary models only,
+    ``inv_freq`` their rotary frequencies, e.g. ``HFCausalLM.rope_inv_freq()``)."""
+
+    def __init__(self, n_layers: int, window: int, sinks: int = 0, positions: str = "own",
+                 inv_freq: torch.Tensor | None = None) -> None:
         self.window = check_int("Window", window, 1, MAX_CACHE_WINDOW)
         self.sinks = check_int("Sink tokens", sinks, 0, MAX_CACHE_SINKS)
-        super().__init__([SlidingWindowLayer(self.window, self.sinks) for _ in range(n_layers)])
+        if positions not in POSITIONS:
+            raise LimitError(f"Key positions must be 'own' or 'cache', got {positions!r}.")
+        if positions == "cache" and inv_freq is None:
+            raise LimitError("Cache positions re-rotate the kept keys: they need a model with rotary positions "
+                             "(the tiny GPT learns absolute positions).")
+        self.position_rule = positions
+        inv = None if inv_freq is None else inv_freq.detach().to(torch.float64).clone()
+        super().__init__([SlidingWindowLayer(self.window, self.sinks, positions, inv) for _ in range(n_layers)])
 
     def attention_mask(self, layer_idx: int, start_pos: int, n_new: int) -> torch.Tensor | None:
         return self.layers[layer_idx].attention_mask(start_pos, n_new)

@@ -1,7 +1,8 @@
 """Smaller caches (docs/design.md §5), each a ``Variant`` of the full cache of the trained tiny GPT:
 
-- ``window``: attention sinks plus a sliding window (kvviz.cache.SlidingWindowCache);
-- ``quant``: KIVI-style int8 / int4 codes with a full-precision residual (kvviz.cache.QuantizedCache);
+- ``window``: attention sinks plus a sliding window (kvviz.cache.SlidingWindowCache), the kept keys
+  at their own positions or re-rotated to their positions in the cache (``positions``, rotary models);
+- ``quant``: KIVI-style int8 / int4 / int2 codes with a full-precision residual (kvviz.cache.QuantizedCache);
 - ``gqa``: K/V heads mean-pooled in groups (kvviz.models.gpt.to_grouped), with the full cache.
 
 What they cost is measured in kvviz.compress.evaluation (held-out prompts) and
@@ -12,7 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+import torch
+
 from kvviz.cache import Cache, DynamicCache, QuantizedCache, SlidingWindowCache
+from kvviz.cache.window import POSITIONS
 from kvviz.limits import (
     MAX_CACHE_SINKS,
     MAX_CACHE_WINDOW,
@@ -27,7 +31,7 @@ from kvviz.models.gpt import GPT, to_grouped
 KINDS = ("full", "window", "quant", "gqa")
 KEY_AXES = ("channel", "token")
 # each kind's settings and their defaults (the CLI's too)
-SETTINGS = {"full": {}, "window": {"window": 16, "sinks": 4},
+SETTINGS = {"full": {}, "window": {"window": 16, "sinks": 4, "positions": "own"},
             "quant": {"bits": 8, "group_size": 32, "key_axis": "channel", "residual": 0},
             "gqa": {"kv_heads": 1}}
 
@@ -45,6 +49,7 @@ class Variant:
     key_axis: str | None = None
     residual: int | None = None
     kv_heads: int | None = None
+    positions: str | None = None
 
     @classmethod
     def of(cls, kind: str, **settings) -> Variant:
@@ -61,7 +66,7 @@ class Variant:
         if self.kind not in KINDS:
             raise LimitError(f"Unknown cache kind {self.kind!r}; choose one of {', '.join(KINDS)}.")
         wanted = SETTINGS[self.kind]
-        for name in ("window", "sinks", "bits", "group_size", "key_axis", "residual", "kv_heads"):
+        for name in ("window", "sinks", "bits", "group_size", "key_axis", "residual", "kv_heads", "positions"):
             if (getattr(self, name) is None) != (name not in wanted):
                 raise LimitError(f"The {self.kind} cache {'needs' if name in wanted else 'has no'} "
                                  f"setting {name.replace('_', ' ')}.")
@@ -75,6 +80,8 @@ class Variant:
             raise LimitError(f"Bits must be one of {', '.join(map(str, QUANT_BITS))}, got {self.bits!r}.")
         if self.key_axis is not None and self.key_axis not in KEY_AXES:
             raise LimitError(f"Key axis must be 'channel' or 'token', got {self.key_axis!r}.")
+        if self.positions is not None and self.positions not in POSITIONS:
+            raise LimitError(f"Key positions must be 'own' or 'cache', got {self.positions!r}.")
 
     def settings(self) -> dict:
         """This kind's settings (JSON-ready)."""
@@ -83,7 +90,8 @@ class Variant:
     def label(self) -> str:
         """A short English name, e.g. "window 16 + 4 sinks", "int4 K per channel, G 32, residual 16"."""
         if self.kind == "window":
-            return f"window {self.window}" + (f" + {self.sinks} sinks" if self.sinks else "")
+            return (f"window {self.window}" + (f" + {self.sinks} sinks" if self.sinks else "")
+                    + (", cache positions" if self.positions == "cache" else ""))
         if self.kind == "quant":
             return (f"int{self.bits} K per {self.key_axis}, G {self.group_size}"
                     + (f", residual {self.residual}" if self.residual else ""))
@@ -108,10 +116,12 @@ class Variant:
         """The network this variant runs: ``base``, or its grouped conversion."""
         return base if self.kind != "gqa" else grouped_network(base, self.kv_heads)  # type: ignore[arg-type]
 
-    def make_cache(self, n_layers: int) -> Cache:
-        """An empty cache of this kind."""
+    def make_cache(self, n_layers: int, inv_freq: torch.Tensor | None = None) -> Cache:
+        """An empty cache of this kind (``inv_freq``: the model's rotary frequencies, which a
+        window with cache positions needs to re-rotate its keys)."""
         if self.kind == "window":
-            return SlidingWindowCache(n_layers, self.window, self.sinks)  # type: ignore[arg-type]
+            return SlidingWindowCache(n_layers, self.window, self.sinks, self.positions,  # type: ignore[arg-type]
+                                      inv_freq)
         if self.kind == "quant":
             return QuantizedCache(n_layers, self.bits, self.group_size, self.key_axis, self.residual)  # type: ignore[arg-type]
         return DynamicCache(n_layers)

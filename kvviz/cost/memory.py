@@ -61,7 +61,7 @@ def quantized_cache_bytes(cfg: ModelConfig, tokens: object, bits: object, group_
     and sequence (D = head size, G = group size, q quantized rows, f = tokens − q full-precision ones,
     e = bytes of ``dtype``, the type of the scales, zero points and full-precision rows):
 
-    - codes: q · heads · ⌈D · bits / 8⌉ for K and for V (int4: two codes per byte);
+    - codes: q · heads · ⌈D · bits / 8⌉ for K and for V (int4: two codes per byte, int2: four);
     - a scale and a zero point per group: values per token, ⌈D / G⌉ groups per row and head;
       keys per token the same, or per channel (one group per channel per G rows): q / G · D;
     - full precision: f · heads · D for K and for V.

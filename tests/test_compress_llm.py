@@ -1,6 +1,8 @@
 """Smaller caches on the real SmolLM2 (kvviz.compress.llm): re-rotation to cache positions, the exact
 window, per-channel against per-token keys on its own keys, the pooled K/V head. Short texts: a
 decode step of the real model is 60-140 ms here."""
+import json
+
 import pytest
 import torch
 
@@ -111,3 +113,29 @@ def test_the_held_out_text_and_the_evaluation_refuse_what_they_cannot_do(m):
         evaluate_llm(m, [Variant.of("gqa", kv_heads=2)], tokens=8, prefill=4)
     with pytest.raises(LimitError, match="fit the window"):
         evaluate_llm(m, [Variant.of("window", window=4, sinks=0)], tokens=16, prefill=8)
+
+
+# --- CLI ---------------------------------------------------------------------------------------
+
+def test_cli_on_smollm2_prints_the_same_json_as_on_the_tiny_gpt(m, capsys):
+    from kvviz.cli.main import main
+    assert main(["compress", "--model", "smollm2", "--kind", "window", "--window", "4", "--sinks", "2",
+                 "--positions", "cache", "--tokens", "8", "--prefill", "5"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert list(d) == ["kind", "settings", "bytes_per_token", "kl_mean", "top1_agreement", "prompts", "positions"]
+    assert d["settings"] == {"window": 4, "sinks": 2, "positions": "cache"} and d["prompts"] == 1
+    assert d["positions"] == 4 and d["kl_mean"] > 0 and 0 <= d["top1_agreement"] <= 1
+    assert d["bytes_per_token"] == round(6 * 46_080 / 8, 3)                  # 6 rows held of 8 positions
+
+
+@pytest.mark.parametrize("args", [
+    ["--kind", "window", "--positions", "cache"], ["--model", "smollm2", "--kind", "full", "--prompts", "2"],
+    ["--kind", "full", "--tokens", "20"], ["--model", "smollm2", "--kind", "full", "--tokens", "500"],
+    ["--model", "smollm2", "--kind", "gqa", "--kv-heads", "2", "--tokens", "8"],
+    ["--model", "smollm2", "--kind", "window", "--window", "4", "--sinks", "0", "--tokens", "20"]])
+def test_cli_bad_arguments_on_either_model_give_one_line_and_exit_2(m, args, capsys):
+    from kvviz.cli.main import main
+    with pytest.raises(SystemExit) as e:
+        main(["compress", *args])
+    out = capsys.readouterr()
+    assert e.value.code == 2 and out.out == "" and len(out.err.strip().splitlines()) == 1, out.err

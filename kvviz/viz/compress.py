@@ -5,7 +5,9 @@
 - ``row_error_heatmap``: the quantization error of every cached row and K/V head (``RowErrors``);
 - ``next_token_pair``: the full cache's and the variant's next-token distributions side by side;
 - ``attention_sinks_figure``: one head's attention over the cached positions (cividis), the sink
-  columns outlined and the weight on them written per query.
+  columns outlined and the weight on them written per query;
+- ``key_channels_figure``: |k| of every key channel of one layer at every position of a text
+  (kvviz.compress.llm.KeyChannels), where outlier channels show as bright rows.
 
 Colours are the project's (kvviz.viz.theme: COLORS, cividis for attention); every visible word can be
 replaced through ``labels`` so a page can translate it. The three a stepper draws at every event have
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 import torch
@@ -23,6 +26,9 @@ import torch
 from kvviz.compress import RowErrors, StepComparison, VariantResult, key_positions, pass_event, sink_mass
 from kvviz.viz import theme
 from kvviz.viz.theme import ATTENTION_SCALE, COLORS, FONT
+
+if TYPE_CHECKING:
+    from kvviz.compress.llm import KeyChannels
 
 KIND_COLORS = {"full": COLORS["chosen"], "window": COLORS["prompt"], "quant": COLORS["pending"],
                "gqa": COLORS["processed"]}
@@ -41,6 +47,8 @@ LABELS = {
     "kl_line": "KL = {kl:.4g} nats, top-1 {agree}", "agree": "agrees", "differs": "differs",
     "att_title": "Attention, layer {layer}, head {head}", "query": "query (new position)",
     "key": "key (cached position)", "weight": "weight", "sinks": "on sinks: {mass:.0%}",
+    "channels_title": "|k| of every key channel, layer {layer}", "channel": "key channel (K/V head · dimension)",
+    "position": "position in the text", "magnitude": "|k|",
 }
 
 
@@ -220,3 +228,22 @@ def attention_sinks_spec(cmp: StepComparison, event_index: int, layer: int = 0, 
 def attention_sinks_figure(*args, **kwargs) -> go.Figure:
     """``attention_sinks_spec`` as a figure (same arguments)."""
     return go.Figure(attention_sinks_spec(*args, **kwargs))
+
+
+def key_channels_figure(keys: KeyChannels, labels: Mapping | None = None) -> go.Figure:
+    """Channels (rows, grouped by K/V head: "K/V 1 · 0" … ) × positions (columns): |k| of the keys the
+    cache holds (after the rotation). A channel much larger than the rest is a bright row: a group of
+    one token's channels must span it, a group of one channel's positions need not (KIVI)."""
+    w = _labels(labels)
+    n_ch, n_pos = keys.magnitude.shape
+    rows = [f"K/V {c // keys.head_dim + 1} · {c % keys.head_dim}" for c in range(n_ch)]
+    cols = [f"{i}:{tok}" for i, tok in enumerate(keys.tokens)]
+    fig = go.Figure(go.Heatmap(
+        z=keys.magnitude.tolist(), x=cols, y=rows, colorscale=ATTENTION_SCALE, zmin=0.0,
+        colorbar=dict(title=dict(text=w["magnitude"])),
+        hovertemplate=f"%{{y}}<br>{w['position']} %{{x}}<br>{w['magnitude']} %{{z:.3g}}<extra></extra>"))
+    ticks = [rows[c] for c in range(0, n_ch, keys.head_dim // 4)]
+    fig.update_layout(
+        xaxis=dict(title=w["position"], type="category", showticklabels=n_pos <= 40, tickfont=FONT),
+        yaxis=dict(title=w["channel"], type="category", autorange="reversed", tickvals=ticks, tickfont=FONT))
+    return theme.style(fig, w["channels_title"].format(layer=keys.layer + 1), height=max(420, 3 * n_ch + 120))

@@ -27,7 +27,8 @@ TOP_K = 6             # tokens per distribution in the side-by-side bars (the un
 def variant_name(v: Variant, tr: Tr) -> str:
     """A variant's short name in ``tr``'s language (``Variant.label`` is the English one)."""
     if v.kind == "window":
-        return tr("compress.name_window_sinks" if v.sinks else "compress.name_window", w=v.window, s=v.sinks)
+        name = tr("compress.name_window_sinks" if v.sinks else "compress.name_window", w=v.window, s=v.sinks)
+        return name + (tr("compress.name_cache_positions") if v.positions == "cache" else "")
     if v.kind == "quant":
         name = tr("compress.name_quant", bits=v.bits, axis=tr("compress.axis_" + str(v.key_axis)), g=v.group_size)
         return name + (tr("compress.name_residual", r=v.residual) if v.residual else "")
@@ -40,7 +41,7 @@ def figure_labels(tr: Tr) -> dict:
     """The words kvviz.viz.compress draws, in ``tr``'s language."""
     keys = ("tradeoff_title", "bytes", "kl", "top1", "exact", "errors_title", "row", "error", "quantized",
             "full_precision", "evicted", "dist_title", "full", "prob", "agree", "differs", "att_title", "query",
-            "key", "weight")
+            "key", "weight", "channels_title", "channel", "position", "magnitude")
     out = {k: tr("compress.fig_" + k) for k in keys}
     out["kinds"] = {k: tr("compress.kind_" + k) for k in ("full", "window", "quant", "gqa")}
     return out

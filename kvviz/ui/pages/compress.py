@@ -43,10 +43,12 @@ from kvviz.ui.frames import translator
 from kvviz.viz.compress import tradeoff_figure
 
 DEFAULT_PROMPT = "Today the weather is so"
+MODELS = ("tiny", "smollm2")      # ?sc_model=: the tiny GPT (stepped) or the real LLM (kvviz/ui/pages/compress_llm.py)
 KINDS = ("window", "quant", "gqa")
 AXES = ("channel", "token")
 # what each address parameter is when the address does not name it (kept out of the address then)
-DEFAULTS: dict[str, object] = {"sc_prompt": DEFAULT_PROMPT, "sc_new": 16, "sc_kind": "window", "sc_window": 8,
+DEFAULTS: dict[str, object] = {"sc_model": "tiny", "sc_prompt": DEFAULT_PROMPT, "sc_new": 16, "sc_kind": "window",
+                               "sc_window": 8,
                                "sc_sinks": 4, "sc_bits": 4, "sc_group": 8, "sc_axis": "channel", "sc_residual": 0,
                                "sc_kv_heads": 2, "sc_layer": 1, "sc_head": 1,
                                "sc_prompts": 8, "sc_tokens": 32, "sc_seed": 0}
@@ -230,7 +232,7 @@ def _run_check(cmp: StepComparison, model: GPTModel) -> None:
 
 # ---- the trade-off -------------------------------------------------------------------------------
 
-def _tradeoff_table(ev: Evaluation) -> pd.DataFrame:
+def tradeoff_table(ev: Evaluation) -> pd.DataFrame:
     """One row per variant, numbers as numbers (sortable), shown in the page's language."""
     tr = translator(current_lang())
     return pd.DataFrame([{
@@ -305,7 +307,7 @@ def _tradeoff() -> None:
     positions = ev.results[0].positions
     st.caption(t("compress.tradeoff_caption", prompts=len(ev.prompts), tokens=ev.new_tokens, seed=ev.seed,
                  positions=positions))
-    df = _tradeoff_table(ev)
+    df = tradeoff_table(ev)
     digits = {t("compress.col_bytes"): lambda v: fmt.integer(round(v)),
               t("compress.col_kl"): lambda v: fmt.num(v, ".3g"),
               t("compress.col_top1"): lambda v: fmt.percent(v, 1)}
@@ -318,10 +320,22 @@ def _tradeoff() -> None:
 
 # ---- the page ------------------------------------------------------------------------------------
 
+def _model_choice() -> str:
+    """Which model the page runs (?sc_model=tiny|smollm2)."""
+    urlstate.choice_param("sc_model", MODELS, "tiny")
+    return st.segmented_control(t("compress.model"), MODELS, required=True,
+                                format_func=lambda m: t("compress.model_" + m), help=t("compress.model_help"),
+                                **_synced("sc_model"))
+
+
 def render() -> None:
+    st.title(t("compress.title"))
+    if _model_choice() == "smollm2":
+        from kvviz.ui.pages import compress_llm  # the real model's part: loaded only when chosen
+        compress_llm.render()
+        return
     tiny = _tiny()
     model = GPTModel(tiny)
-    st.title(t("compress.title"))
     presenter.intro(t("compress.intro", heads=model.n_heads, layers=model.n_layers, block=model.config.block_size))
     if not tiny.trained:
         st.warning(t("gpt.weights_random", seed=tiny.meta.get("fallback_seed", 0)), icon=":material/casino:")

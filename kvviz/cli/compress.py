@@ -9,6 +9,7 @@ import sys
 
 from kvviz.cache.window import POSITIONS
 from kvviz.compress import KEY_AXES, KINDS, Variant, evaluate
+from kvviz.compress.llm import DEFAULT_PREFILL, DEFAULT_TOKENS, evaluate_llm
 from kvviz.limits import (
     COMPRESS_MAX_NEW_TOKENS,
     COMPRESS_MAX_PROMPTS,
@@ -21,6 +22,7 @@ from kvviz.limits import (
     MAX_SEED,
     LimitError,
 )
+from kvviz.models.smollm2 import SmolLM2
 
 MODELS = ("gpt", "smollm2")
 
@@ -71,8 +73,6 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             result = evaluate([variant], 8 if a.prompts is None else a.prompts,
                               32 if a.new_tokens is None else a.new_tokens, 0 if a.seed is None else a.seed).results[0]
         else:
-            from kvviz.compress.llm import DEFAULT_PREFILL, DEFAULT_TOKENS, evaluate_llm
-            from kvviz.models.smollm2 import SmolLM2
             tokens = DEFAULT_TOKENS if a.tokens is None else a.tokens
             prefill = DEFAULT_PREFILL if a.prefill is None else a.prefill
             result = evaluate_llm(SmolLM2(), [variant], tokens, prefill).results[0]

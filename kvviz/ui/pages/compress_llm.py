@@ -119,14 +119,18 @@ def _findings(ev: Evaluation) -> None:
     bare = _result(ev, "window", window=WINDOW, sinks=0)
     pct = lambda r: fmt.percent(r.top1_agreement, 1)          # noqa: E731
     kl = lambda r: fmt.num(r.kl_mean, ".3g")                  # noqa: E731
-    if cache.kl_mean < own.kl_mean:
-        key = "compress.llm_window_cache_wins"
-    elif cache.kl_mean > own.kl_mean:
-        key = "compress.llm_window_own_wins"
-    else:
+    kl_says = (cache.kl_mean > own.kl_mean) - (cache.kl_mean < own.kl_mean)      # 1: own lower, -1: cache lower
+    top_says = (own.top1_agreement > cache.top1_agreement) - (own.top1_agreement < cache.top1_agreement)
+    sides = {"own": t("compress.llm_side_own"), "cache": t("compress.llm_side_cache")}
+    if kl_says == 0 and top_says == 0:
         key = "compress.llm_window_tie"
+    elif kl_says * top_says < 0:                  # the two measures disagree
+        key = "compress.llm_window_mixed"
+    else:
+        key = "compress.llm_window_own_wins" if kl_says + top_says > 0 else "compress.llm_window_cache_wins"
     st.markdown(t(key, own=kl(own), own_top=pct(own), cache=kl(cache), cache_top=pct(cache), bare=kl(bare),
-                  bare_top=pct(bare), w=WINDOW, s=SINKS, n=len(ev.prompts[0].ids)))
+                  bare_top=pct(bare), w=WINDOW, s=SINKS, n=len(ev.prompts[0].ids),
+                  kl_side=sides["own" if kl_says > 0 else "cache"], top_side=sides["own" if top_says > 0 else "cache"]))
     lines, wins = [], []
     for bits in (4, 2):
         ch = _result(ev, "quant", bits=bits, group_size=GROUP, key_axis="channel", residual=0)

@@ -192,6 +192,8 @@ def _views():
             yield from ((page, {"sampling_source": src}) for src in SOURCES)
         else:
             yield page, {}
+            if "Smaller" in page:                      # the real LLM's part has fields of its own
+                yield page, {"sc_model": "smollm2"}
             prefix = {"ABC": "abc", "Weather": "weather", "GPT": "gpt", "Speculative": "sd"}
             yield from ((page, {f"{v}_rule": "sample"}) for k, v in prefix.items() if k in page)
 

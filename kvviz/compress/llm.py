@@ -187,11 +187,20 @@ class KeyChannels:
 
 
 @torch.inference_mode()
-def key_channels(model, ids: Sequence[int], layer: int) -> KeyChannels:
-    """One prefill of ``ids`` with the full cache; layer ``layer``'s cached keys as |k| per channel."""
-    layer = check_int("Layer", layer, 0, model.n_layers - 1)
+def all_key_channels(model, ids: Sequence[int]) -> tuple[KeyChannels, ...]:
+    """One prefill of ``ids`` with the full cache; every layer's cached keys as |k| per channel."""
     cache = DynamicCache(model.n_layers)
     model.model(input_ids=torch.tensor([list(ids)]), past_key_values=cache, use_cache=True, logits_to_keep=1)
-    k = cache.layers[layer].keys[0].float()                                   # [kv_heads, N, d]
-    mag = k.abs().permute(0, 2, 1).reshape(-1, k.shape[1])                    # [kv_heads · d, N]
-    return KeyChannels(layer, tuple(model.tokens(ids)), mag.contiguous(), k.shape[-1])
+    tokens = tuple(model.tokens(ids))
+    out = []
+    for layer in range(model.n_layers):
+        k = cache.layers[layer].keys[0].float()                               # [kv_heads, N, d]
+        mag = k.abs().permute(0, 2, 1).reshape(-1, k.shape[1])                # [kv_heads · d, N]
+        out.append(KeyChannels(layer, tokens, mag.contiguous(), k.shape[-1]))
+    return tuple(out)
+
+
+def key_channels(model, ids: Sequence[int], layer: int) -> KeyChannels:
+    """Layer ``layer``'s key channels over ``ids`` (``all_key_channels``, one layer)."""
+    layer = check_int("Layer", layer, 0, model.n_layers - 1)
+    return all_key_channels(model, ids)[layer]

@@ -13,7 +13,14 @@ import pandas as pd
 import streamlit as st
 
 from kvviz.compress import Evaluation, Variant
-from kvviz.compress.llm import DEFAULT_PREFILL, DEFAULT_TOKENS, KeyChannels, evaluate_llm, key_channels, llm_variants
+from kvviz.compress.llm import (
+    DEFAULT_PREFILL,
+    DEFAULT_TOKENS,
+    KeyChannels,
+    all_key_channels,
+    evaluate_llm,
+    llm_variants,
+)
 from kvviz.compress.text import HELD_OUT_TEXT, held_out_ids
 from kvviz.limits import LLM_COMPRESS_MAX_TOKENS, LimitError
 from kvviz.models import smollm2
@@ -39,11 +46,12 @@ def _synced(key: str) -> dict:
 
 # ---- shared, read-only resources -----------------------------------------------------------------
 
-@st.cache_resource(max_entries=4, ttl=3600, show_spinner=False)
-def _keys(tokens: int, layer: int) -> KeyChannels:
-    """One layer's key channels over the text's first ``tokens`` tokens (one prefill, frozen record)."""
+@st.cache_resource(max_entries=2, ttl=3600, show_spinner=False)
+def _keys(tokens: int) -> tuple[KeyChannels, ...]:
+    """Every layer's key channels over the text's first ``tokens`` tokens (one prefill, read-only
+    records; 30 × 192 × 192 floats at most, 4.4 MB): choosing another layer computes nothing."""
     model = llm.loaded_model()
-    return key_channels(model, held_out_ids(model.tokenizer, tokens), layer)
+    return all_key_channels(model, held_out_ids(model.tokenizer, tokens))
 
 
 class _Results:
@@ -88,7 +96,7 @@ def _key_section(model: SmolLM2, tokens: int) -> None:
     urlstate.int_param("sc_klayer", DEFAULTS["sc_klayer"], 1, model.n_layers)
     layer = st.selectbox(t("gpt.layer"), list(range(1, model.n_layers + 1)), help=t("compress.llm_klayer_help"),
                          **_synced("sc_klayer"))
-    kc = _keys(tokens, int(layer) - 1)
+    kc = _keys(tokens)[int(layer) - 1]
     tr = translator(current_lang())
     chart(key_channels_figure(kc, frames_compress.figure_labels(tr)), t("compress.llm_keys_alt", layer=layer),
           key="sc_keys_chart")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -27,6 +28,9 @@ from kvviz.compress.text import held_out_ids
 from kvviz.compress.variants import Variant
 from kvviz.limits import LLM_COMPRESS_MAX_VARIANTS, LimitError, check_int
 from kvviz.models.grouped import kv_head_options, pooled_network
+
+if TYPE_CHECKING:
+    from kvviz.models.hf import HFCausalLM
 
 Progress = Callable[[int, int], None]      # (steps done, steps in all)
 
@@ -58,7 +62,7 @@ def _pooled(net, kv_heads: int):
     return pooled_network(net, kv_heads)
 
 
-def variant_network(net, variant: Variant):
+def variant_network(net: torch.nn.Module, variant: Variant) -> torch.nn.Module:
     """The transformers model a variant runs: ``net``, or its pooled twin (built once per process)."""
     if variant.kind != "gqa":
         return net
@@ -66,7 +70,7 @@ def variant_network(net, variant: Variant):
     return net if variant.kv_heads == n_kv else _pooled(net, variant.kv_heads)
 
 
-def variant_cache(model, variant: Variant) -> Cache:
+def variant_cache(model: HFCausalLM, variant: Variant) -> Cache:
     """An empty cache of ``variant`` for ``model`` (an HFCausalLM: its rotary frequencies re-rotate
     a window's keys at cache positions)."""
     inv = model.rope_inv_freq() if variant.kind == "window" and variant.positions == "cache" else None
@@ -74,7 +78,7 @@ def variant_cache(model, variant: Variant) -> Cache:
 
 
 @torch.inference_mode()
-def run_text(net, ids: Sequence[int], cache: Cache, prefill: int,
+def run_text(net: torch.nn.Module, ids: Sequence[int], cache: Cache, prefill: int,
              step: Callable[[], None] | None = None) -> torch.Tensor:
     """``ids[:prefill]`` in one pass, then each later token in its own pass (teacher forcing), with
     ``cache`` through transformers' forward (absolute ``position_ids``). Returns the next-token
@@ -92,8 +96,8 @@ def run_text(net, ids: Sequence[int], cache: Cache, prefill: int,
     return torch.stack(rows)
 
 
-def evaluate_llm(model, variants: Sequence[Variant], tokens: int = DEFAULT_TOKENS, prefill: int = DEFAULT_PREFILL,
-                 progress: Progress | None = None, threads: int = 1) -> Evaluation:
+def evaluate_llm(model: HFCausalLM, variants: Sequence[Variant], tokens: int = DEFAULT_TOKENS,
+                 prefill: int = DEFAULT_PREFILL, progress: Progress | None = None, threads: int = 1) -> Evaluation:
     """Every variant against the full cache on the held-out text's first ``tokens`` tokens (see the
     module doc). ``model``: an HFCausalLM (SmolLM2). One ``prompt`` in the records: the text; its
     ``new_tokens`` the positions scored per variant (tokens − prefill + 1, the last one's next token
@@ -142,7 +146,7 @@ def evaluate_llm(model, variants: Sequence[Variant], tokens: int = DEFAULT_TOKEN
 
 
 @torch.inference_mode()
-def _full_cache(model, ids: Sequence[int]) -> Cache:
+def _full_cache(model: HFCausalLM, ids: Sequence[int]) -> Cache:
     """The full cache over ``ids`` (for its bytes: one pass, the same rows the decode steps store)."""
     cache = DynamicCache(model.n_layers)
     model.model(input_ids=torch.tensor([list(ids)]), past_key_values=cache, use_cache=True, logits_to_keep=1)
@@ -187,7 +191,7 @@ class KeyChannels:
 
 
 @torch.inference_mode()
-def all_key_channels(model, ids: Sequence[int]) -> tuple[KeyChannels, ...]:
+def all_key_channels(model: HFCausalLM, ids: Sequence[int]) -> tuple[KeyChannels, ...]:
     """One prefill of ``ids`` with the full cache; every layer's cached keys as |k| per channel."""
     cache = DynamicCache(model.n_layers)
     model.model(input_ids=torch.tensor([list(ids)]), past_key_values=cache, use_cache=True, logits_to_keep=1)
@@ -200,7 +204,7 @@ def all_key_channels(model, ids: Sequence[int]) -> tuple[KeyChannels, ...]:
     return tuple(out)
 
 
-def key_channels(model, ids: Sequence[int], layer: int) -> KeyChannels:
+def key_channels(model: HFCausalLM, ids: Sequence[int], layer: int) -> KeyChannels:
     """Layer ``layer``'s key channels over ``ids`` (``all_key_channels``, one layer)."""
     layer = check_int("Layer", layer, 0, model.n_layers - 1)
     return all_key_channels(model, ids)[layer]

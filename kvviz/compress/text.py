@@ -4,6 +4,8 @@ run, page and document measures the same positions; ``held_out_ids`` takes its f
 tokens (capped: kvviz.limits.LLM_COMPRESS_MAX_TOKENS)."""
 from __future__ import annotations
 
+from typing import Any
+
 from kvviz.limits import LLM_COMPRESS_MAX_TOKENS, LLM_COMPRESS_MIN_TOKENS, check_int
 
 HELD_OUT_TEXT = (
@@ -21,7 +23,7 @@ HELD_OUT_TEXT = (
 )
 
 
-def held_out_ids(tokenizer, length: int) -> list[int]:
+def held_out_ids(tokenizer: Any, length: int) -> list[int]:
     """The first ``length`` token ids of ``HELD_OUT_TEXT`` (plain text, no chat template)."""
     ids = tokenizer.encode(HELD_OUT_TEXT, add_special_tokens=False)
     length = check_int("Text tokens", length, LLM_COMPRESS_MIN_TOKENS, min(LLM_COMPRESS_MAX_TOKENS, len(ids)))

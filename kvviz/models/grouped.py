@@ -21,7 +21,7 @@ def kv_head_options(n_kv_heads: int) -> list[int]:
     return [h for h in range(n_kv_heads, 0, -1) if n_kv_heads % h == 0]
 
 
-def _attention_modules(net) -> list:
+def _attention_modules(net: torch.nn.Module) -> list:
     layers = getattr(getattr(net, "model", None), "layers", None)
     mods = [getattr(layer, "self_attn", None) for layer in layers or []]
     if not mods or not all(m is not None and hasattr(m, "k_proj") and hasattr(m, "v_proj") for m in mods):
@@ -39,7 +39,7 @@ def pool_rows(weight: torch.Tensor, n_kv: int, kv_heads: int, head_dim: int) -> 
 
 
 @torch.no_grad()
-def pooled_network(net, kv_heads: int):
+def pooled_network(net: torch.nn.Module, kv_heads: int) -> torch.nn.Module:
     """``net`` (a LlamaForCausalLM, eval mode) with its K/V heads mean-pooled to ``kv_heads`` (a
     divisor of its K/V heads). Shares every weight but the K/V projections with ``net``."""
     cfg = net.config

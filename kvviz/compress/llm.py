@@ -112,7 +112,8 @@ def evaluate_llm(model: HFCausalLM, variants: Sequence[Variant], tokens: int = D
         if v.kind == "window" and prefill > v.window + v.sinks:
             raise LimitError(f"The prefill of {prefill} tokens must fit the window ({v.window} + {v.sinks} sinks).")
     steps = len(ids) - prefill
-    total, done = steps * (len(variants) + 1), 0
+    runs = sum(v.kind != "full" for v in variants) + 1          # the full cache runs once, as the reference
+    total, done = steps * runs, 0
 
     def tick() -> None:
         nonlocal done
@@ -123,34 +124,22 @@ def evaluate_llm(model: HFCausalLM, variants: Sequence[Variant], tokens: int = D
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(threads)
-        full = run_text(model.model, ids, DynamicCache(model.n_layers), prefill, tick)
-        target = torch.tensor(ids[prefill:])                     # the text's next tokens (teacher forcing)
+        reference = DynamicCache(model.n_layers)
+        full = run_text(model.model, ids, reference, prefill, tick)
         results = []
         for v in variants:
-            cache = variant_cache(model, v)
-            logits = full if v.kind == "full" else run_text(variant_network(model.model, v), ids, cache, prefill,
-                                                            tick)
             if v.kind == "full":
-                cache = _full_cache(model, ids)
-                done += steps
-                if progress:
-                    progress(done, total)
+                cache, logits = reference, full
+            else:
+                cache = variant_cache(model, v)
+                logits = run_text(variant_network(model.model, v), ids, cache, prefill, tick)
             kl = tuple(kl_divergence(full, logits).tolist())
             agree = tuple(bool(a) for a in (logits.argmax(-1) == full.argmax(-1)).tolist())
             results.append(VariantResult(v, (kl,), (agree,), (cache.nbytes(),), (len(ids),)))
     finally:
         torch.set_num_threads(before)
     toks = tuple(model.tokens(ids))
-    return Evaluation((HeldOutPrompt(toks, tuple(ids), 0),), (tuple(int(i) for i in target),), len(full), 0,
-                      tuple(results), ())
-
-
-@torch.inference_mode()
-def _full_cache(model: HFCausalLM, ids: Sequence[int]) -> Cache:
-    """The full cache over ``ids`` (for its bytes: one pass, the same rows the decode steps store)."""
-    cache = DynamicCache(model.n_layers)
-    model.model(input_ids=torch.tensor([list(ids)]), past_key_values=cache, use_cache=True, logits_to_keep=1)
-    return cache
+    return Evaluation((HeldOutPrompt(toks, tuple(ids), 0),), (tuple(ids[prefill:]),), len(full), 0, tuple(results), ())
 
 
 # ---- key outliers --------------------------------------------------------------------------------

@@ -91,3 +91,10 @@ def chat_stream(model: ChatModel, n_requests: int, max_new_tokens: int = 4, chat
         raise ValueError("no messages")
     return tuple(Request(i, tuple(model.prompt(messages[(seed + i) % len(messages)], chat)), new, i)
                  for i in range(n))
+
+
+def common_prefix(requests: Sequence[Request]) -> int:
+    """Tokens every prompt of ``requests`` begins with (a chat stream: the system prompt and markers)."""
+    prompts = [r.prompt for r in requests]
+    n = min((len(p) for p in prompts), default=0)
+    return next((i for i in range(n) if len({p[i] for p in prompts}) > 1), n)

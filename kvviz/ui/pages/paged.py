@@ -424,7 +424,9 @@ def _serve_llm(model, key: LLMKey, requests: tuple[Request, ...], bar) -> LLMRun
     rid = _fork_request(run)
     fork, error = None, None
     try:
-        fork = fork_run(model, run.requests[rid].request.prompt, FORK_NEW_TOKENS, block, blocks, samples=2)
+        # two tokens at least: the second is the first write into the shared block
+        fork = fork_run(model, run.requests[rid].request.prompt, max(2, min(FORK_NEW_TOKENS, new)), block, blocks,
+                        samples=2)
     except LimitError as e:
         error = str(e)
     bar.progress(1.0)

@@ -200,6 +200,12 @@ def test_smollm2_shares_the_system_prompt_and_shows_the_engines_checks(smollm2, 
     assert list(table["message"])[1].startswith("What is 2+2?")
 
 
+def test_a_finished_smollm2_run_opens_at_once_for_the_next_visitor(llm_page):
+    at = open_page(PAGE, LLM_QUERY | {"step": "1", "lang": "de"})                   # a new session
+    no_exception(at)
+    assert frame(at)["heading"].startswith("Ereignis 1 von 2") and all(b.key != "pg_llm_go" for b in at.button)
+
+
 def test_smollm2_settings_beyond_the_caps_give_a_message(smollm2):
     at = open_page(PAGE, {"pg_model": "smollm2", "pg_llm_block": "32", "pg_llm_blocks": "64"})
     no_exception(at)

@@ -5,6 +5,7 @@ the solo run's logits, a fork copies the partly filled block and stays bit for b
 import json
 
 import pytest
+import torch
 
 from kvviz.limits import LimitError
 from kvviz.serving import Request, chat_stream, common_prefix, fork_run, serve
@@ -94,3 +95,13 @@ def test_cli_serve_smollm2_refuses_bad_numbers_before_the_weights_load(capsys, m
     assert "1,024" in one_line_error(capsys, *base, "--block-size", "32", "--num-blocks", "64")
     assert "between 1 and 16" in one_line_error(capsys, *base, "--max-new-tokens", "17")
     assert "--chat needs --model smollm2" in one_line_error(capsys, "serve", "--chat")
+
+
+def test_a_pass_on_the_paged_cache_records_the_rows_it_wrote(smollm2, stream):
+    """HFCausalLM.forward with a PagedCache reads its K/V through the block table, not the pool."""
+    from kvviz.cache import DynamicCache, PagedCache
+    ids = smollm2.ids(stream[0].prompt)
+    paged, dense = PagedCache(smollm2.n_layers, BLOCK, 8), DynamicCache(smollm2.n_layers)
+    for tokens, start in ((ids, 0), (ids[-1:], len(ids))):
+        a, b = smollm2.forward(tokens, paged, start), smollm2.forward(tokens, dense, start)
+        assert torch.equal(a.k, b.k) and torch.equal(a.v, b.v) and torch.equal(a.logits, b.logits)

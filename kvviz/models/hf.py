@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kvviz.cache import Cache
+from kvviz.cache import Cache, PagedCache
 from kvviz.cost.shapes import ModelConfig
 from kvviz.limits import LimitError
 from kvviz.models.base import BatchPassRecord, ModelLimits, PassRecord, allowed_keys
@@ -215,6 +215,8 @@ class HFCausalLM:
             q_raw = torch.stack([self._heads(got["q"][i], self.n_heads)[0] for i in range(self.n_layers)]).float()
             k_raw = torch.stack([self._heads(got["k"][i], self.n_kv_heads)[0] for i in range(self.n_layers)]).float()
         held = [] if cache is None else [(layer.keys, layer.values) for layer in cache.layers]
+        if isinstance(cache, PagedCache):     # its tensors are the block pool: the rows through the table
+            held = [layer.kv() or (None, None) for layer in cache.layers]
         if held and all(kk is not None and kk.shape[-2] >= n for kk, _ in held):
             # what the cache really holds for these positions (a cache that quantizes or evicts them
             # at once holds no such rows: then the rows as computed, below)

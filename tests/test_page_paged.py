@@ -213,6 +213,14 @@ def test_smollm2_settings_beyond_the_caps_give_a_message(smollm2):
     assert stepper(at) is None
 
 
+def test_smollm2_bad_values_in_the_address_fall_back_with_a_notice(smollm2):
+    at = open_page(PAGE, {"pg_model": "smollm2", "pg_llm_requests": "1e9", "pg_llm_new": "nan",
+                          "pg_llm_block": "<b>x</b>", "step": "99"})
+    no_exception(at)
+    assert at.number_input(key="pg_llm_requests").value == 4 and at.number_input(key="pg_llm_new").value == 4
+    assert any("pg_llm_requests" in w.value for w in at.warning)
+
+
 def test_smollm2_without_weights_says_how_to_install_them(monkeypatch):
     monkeypatch.setenv("KVVIZ_SMOLLM2", "none")
     at = open_page(PAGE, {"pg_model": "smollm2"})

@@ -504,7 +504,8 @@ def _llm_sharing(model, got: LLMRun) -> None:
     st.header(t("paged.llm_share_h"))
     system = got.system
     st.markdown(t("paged.llm_share_intro", system=system, bs=run.block_size, full=system // run.block_size,
-                  rest=system % run.block_size, text=model.decode(run.requests[0].request.prompt[:system])))
+                  rest=system % run.block_size,
+                  text=model.decode(run.requests[0].request.prompt[:system]).replace("\n", "↵")))
     worst = max((r.max_abs_diff for r in run.requests if r.max_abs_diff is not None), default=0.0)
     c = st.columns(4)
     c[0].metric(t("paged.llm_blocks_saved"), run.blocks_saved, help=t("paged.llm_blocks_saved_help"))

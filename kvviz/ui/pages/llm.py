@@ -54,6 +54,12 @@ def _model(dtype: str) -> SmolLM2:
     return SmolLM2(dtype, prepare=False)
 
 
+def loaded_model(dtype: str = "float32") -> SmolLM2:
+    """The server's SmolLM2 in ``dtype`` (shared, read-only) for the other pages that run it; raises
+    ModelUnavailable when the weights are missing or not prepared."""
+    return _model(dtype)
+
+
 class _Runs:
     """This server's finished runs (read-only records, the last MAX_RUNS) and the lock that lets one
     generation run at a time: SmolLM2 takes both cores, and a 64-token run ≈ 10 s."""

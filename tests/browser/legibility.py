@@ -205,8 +205,9 @@ AFTER_STEP = """async ([step, opts]) => {
   const r = (""" + SCAN + """)(opts);
   if (r.problems.some((p) => p.startsWith("off screen"))) {   // how far the fit was from the screen
     const b = root().getBoundingClientRect();
+    const scale = getComputedStyle(root()).getPropertyValue("--kvs-scale") || 1;
     r.problems.push(`off screen: the step at top ${Math.round(b.top)} px, fit left ${root().dataset.over} px over, ` +
-                    `window ${innerWidth}x${innerHeight}, scale ${getComputedStyle(root()).getPropertyValue("--kvs-scale") || 1}`);
+                    `window ${innerWidth}x${innerHeight}, scale ${scale}`);
   }
   return r;
 }"""

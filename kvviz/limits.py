@@ -103,6 +103,12 @@ MAX_SERVE_NEW_TOKENS = 32       # tokens one request may generate
 MAX_SERVE_SHARED_PREFIX = 32    # words every prompt of a stream begins with
 MAX_SERVE_BATCH = 8             # requests running together (one pass per step)
 MAX_SERVE_STEPS = 1_000         # steps of one run (a guard: a valid stream needs far fewer)
+# Serving SmolLM2 (ModelLimits.check_serve_pool; the Paged cache page's real case): one position of
+# its pool is 46,080 bytes in float32 (30 layers × 3 K/V heads × 64 × K and V), and a served run
+# also makes every request's solo run (the check), ≈ 0.1 s a token on this machine's two cores
+SMOLLM2_SERVE_MAX_REQUESTS = 6        # chat requests in one stream
+SMOLLM2_SERVE_MAX_NEW_TOKENS = 16     # tokens one request generates
+SMOLLM2_SERVE_MAX_SLOTS = 1_024       # blocks × block size: 47 MB of K/V in float32
 
 # Smaller caches (kvviz.cache SlidingWindowCache / QuantizedCache, kvviz.compress): the evaluation
 # runs every variant over every held-out prompt, so its size is capped as a whole.

@@ -153,3 +153,76 @@ def test_presenter_mode_shows_each_request_on_one_short_line(default_page):
             assert long_chips[-len(short_chips):] == short_chips
         checked += 1
     assert checked >= 10
+
+
+# ---- the real LLM: ?pg_model=smollm2 ----------------------------------------------------------------
+
+LLM_QUERY = {"pg_model": "smollm2", "pg_llm_requests": "2", "pg_llm_new": "2"}
+
+
+@pytest.fixture(scope="module")
+def llm_page(smollm2):
+    """The SmolLM2 case from the address, its run made with the button (2 chat requests of 2 tokens)."""
+    at = open_page(PAGE, LLM_QUERY, timeout=300)
+    no_exception(at)
+    before = ([i.value for i in at.info], stepper(at))
+    at.button(key="pg_llm_go").click().run(timeout=300)
+    no_exception(at)
+    return at, before
+
+
+def test_smollm2_runs_behind_a_button_from_the_address(llm_page):
+    at, (infos, mounted) = llm_page
+    assert mounted is None and any("No run of these settings yet" in i for i in infos)
+    assert at.segmented_control(key="pg_model").value == "smollm2"
+    assert at.number_input(key="pg_llm_requests").value == 2 and at.number_input(key="pg_llm_block").value == 8
+
+
+def test_smollm2_shares_the_system_prompt_and_shows_the_engines_checks(smollm2, llm_page):
+    at, _ = llm_page
+    frames = stepper(at)["payload"]["frames"]         # tests/test_serving_smollm2.py checks the engine's run
+    assert len(frames) == 3 and frames[1]["heading"] == "Event 1 of 2: prefill 1 · decode 0 · 0 done"
+    assert "blocks 0, 1, and 2 were already in the pool" in frame_text(frame(at, 1))
+    assert "24 prefill positions saved" in frame_text(frame(at, 1))
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Blocks shared"] == "3" and metrics["Prefill positions saved"] == "24"
+    assert metrics["Prompt positions in all"] == "69"                                # 32 + 37
+    success = " ".join(x.value for x in at.success)
+    assert "All 2 requests got exactly the tokens of their solo greedy runs" in success
+    assert metrics["Largest |Δ| against solo runs"] in success
+    assert "bit for bit (torch.equal)" in success                                   # the fork
+    text = " ".join(m.value for m in at.markdown)
+    assert "Every prompt begins with the same 24 tokens" in text and "3 full blocks and 0 tokens more" in text
+    assert "its content goes to block" in text                                       # copy-on-write
+    table = at.dataframe[0].value
+    assert list(table["blocks shared"]) == [0, 3] and list(table["same as solo"]) == ["yes", "yes"]
+    assert list(table["answer (greedy)"]) == ["Hello!", "The answer"]
+    assert list(table["message"])[1].startswith("What is 2+2?")
+
+
+def test_a_finished_smollm2_run_opens_at_once_for_the_next_visitor(llm_page):
+    at = open_page(PAGE, LLM_QUERY | {"step": "1", "lang": "de"})                   # a new session
+    no_exception(at)
+    assert frame(at)["heading"].startswith("Ereignis 1 von 2") and all(b.key != "pg_llm_go" for b in at.button)
+
+
+def test_smollm2_settings_beyond_the_caps_give_a_message(smollm2):
+    at = open_page(PAGE, {"pg_model": "smollm2", "pg_llm_block": "32", "pg_llm_blocks": "64"})
+    no_exception(at)
+    assert any("the limit for this model is 1,024" in e.value for e in at.error)
+    assert stepper(at) is None
+
+
+def test_smollm2_bad_values_in_the_address_fall_back_with_a_notice(smollm2):
+    at = open_page(PAGE, {"pg_model": "smollm2", "pg_llm_requests": "1e9", "pg_llm_new": "nan",
+                          "pg_llm_block": "<b>x</b>", "step": "99"})
+    no_exception(at)
+    assert at.number_input(key="pg_llm_requests").value == 4 and at.number_input(key="pg_llm_new").value == 4
+    assert any("pg_llm_requests" in w.value for w in at.warning)
+
+
+def test_smollm2_without_weights_says_how_to_install_them(monkeypatch):
+    monkeypatch.setenv("KVVIZ_SMOLLM2", "none")
+    at = open_page(PAGE, {"pg_model": "smollm2"})
+    no_exception(at)
+    assert any("weights are not installed" in w.value for w in at.warning) and stepper(at) is None

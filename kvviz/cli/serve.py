@@ -1,5 +1,10 @@
 """``python -m kvviz serve --requests 6 …``: a seeded stream of requests served from a paged cache
-(kvviz.serving), as JSON."""
+(kvviz.serving), as JSON.
+
+``serve --model smollm2 [--chat]`` serves a stream of short messages to SmolLM2 instead
+(kvviz.serving.chat_stream): with ``--chat`` each one inside the chat template, so every prompt
+begins with the same system prompt, and prefix caching is on; the same JSON, with every request
+checked against its solo greedy run (``same_as_solo``, ``max_abs_diff``) and the blocks it shared."""
 from __future__ import annotations
 
 import argparse
@@ -14,33 +19,86 @@ from kvviz.limits import (
     MAX_SERVE_REQUESTS,
     MAX_SERVE_SHARED_PREFIX,
     LimitError,
+    check_int,
 )
-from kvviz.models.registry import get_model
-from kvviz.serving import POLICIES, request_stream, serve, serve_run_dict
+from kvviz.models.registry import get_model, limits_before_loading
+from kvviz.serving import POLICIES, chat_stream, request_stream, serve, serve_run_dict
+
+SERVE_MODELS = ("gpt", "smollm2")
+LLM_DEFAULTS = {"requests": 3, "block_size": 8, "num_blocks": 32, "max_new_tokens": 4}   # --model smollm2
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve a seeded stream of requests from a paged cache; print the run as JSON")
-    p.add_argument("--requests", type=int, default=6, help=f"requests in the stream (1..{MAX_SERVE_REQUESTS})")
-    p.add_argument("--block-size", type=int, default=4, help=f"positions per block (1..{MAX_SERVE_BLOCK_SIZE})")
-    p.add_argument("--num-blocks", type=int, default=32, help=f"blocks in the pool (1..{MAX_SERVE_BLOCKS})")
+    p.add_argument("--model", choices=SERVE_MODELS, default="gpt",
+                   help="gpt (default: the tiny GPT's weather sentences) or smollm2 (short chat messages)")
+    p.add_argument("--chat", action="store_true",
+                   help="smollm2: every message inside the chat template (a shared system prompt); prefix caching on")
+    p.add_argument("--requests", type=int, default=None,
+                   help=f"requests in the stream (1..{MAX_SERVE_REQUESTS}; default 6, smollm2 3 of at most 6)")
+    p.add_argument("--block-size", type=int, default=None,
+                   help=f"positions per block (1..{MAX_SERVE_BLOCK_SIZE}; default 4, smollm2 8)")
+    p.add_argument("--num-blocks", type=int, default=None,
+                   help=f"blocks in the pool (1..{MAX_SERVE_BLOCKS}; default 32; smollm2: at most 1,024 positions)")
     p.add_argument("--seed", type=int, default=0, help=f"seed of the stream (0..{MAX_SEED})")
-    p.add_argument("--max-new-tokens", type=int, default=12,
-                   help=f"most tokens a request generates (1..{MAX_SERVE_NEW_TOKENS})")
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help=f"most tokens a request generates (1..{MAX_SERVE_NEW_TOKENS}; default 12, smollm2 4 of "
+                        "at most 16)")
     p.add_argument("--policy", choices=POLICIES, default="continuous", help="continuous or static batching")
     p.add_argument("--shared-prefix", type=int, default=0, metavar="P",
-                   help="every prompt starts with the same P words, and prefix caching is on "
+                   help="gpt: every prompt starts with the same P words, and prefix caching is on "
                         f"(0..{MAX_SERVE_SHARED_PREFIX})")
     p.set_defaults(run=lambda a: run(a, p))
 
 
+def _value(a: argparse.Namespace, name: str, default: int) -> int:
+    got = getattr(a, name)
+    return default if got is None else got
+
+
 def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if a.model == "smollm2":
+        return run_llm(a, parser)
+    if a.chat:
+        parser.error("--chat needs --model smollm2")
     try:
-        stream = request_stream(a.requests, a.seed, a.max_new_tokens, a.shared_prefix)
-        served = serve(get_model("gpt"), stream, a.block_size, a.num_blocks, a.policy,
+        stream = request_stream(_value(a, "requests", 6), a.seed, _value(a, "max_new_tokens", 12), a.shared_prefix)
+        served = serve(get_model("gpt"), stream, _value(a, "block_size", 4), _value(a, "num_blocks", 32), a.policy,
                        prefix_caching=a.shared_prefix > 0)
     except (LimitError, ValueError) as e:
         parser.error(str(e))
     json.dump(serve_run_dict(served), sys.stdout, indent=1)
+    print()
+    return 0
+
+
+def run_llm(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """SmolLM2's chat stream; every number is checked before the weights load (a second, 0.5 GB)."""
+    if a.shared_prefix:
+        parser.error("--shared-prefix is the tiny GPT's; smollm2 shares its chat template's system prompt (--chat)")
+    n, bs = _value(a, "requests", LLM_DEFAULTS["requests"]), _value(a, "block_size", LLM_DEFAULTS["block_size"])
+    blocks, new = _value(a, "num_blocks", LLM_DEFAULTS["num_blocks"]), _value(a, "max_new_tokens",
+                                                                               LLM_DEFAULTS["max_new_tokens"])
+    early = limits_before_loading(a.model)
+    try:
+        check_int("Block size", bs, 1, MAX_SERVE_BLOCK_SIZE)
+        check_int("Number of blocks", blocks, 1, MAX_SERVE_BLOCKS)
+        check_int("Seed", a.seed, 0, MAX_SEED)
+        if early is not None:
+            early.check_serve_pool(n, bs, blocks)
+            check_int("New tokens", new, 1, early.serve_new_tokens)
+        model = get_model(a.model)                      # ModelUnavailable (a LimitError) without weights
+        served = serve(model, chat_stream(model, n, new, chat=a.chat, seed=a.seed), bs, blocks, a.policy,
+                       prefix_caching=a.chat, check=True)
+    except (LimitError, ValueError) as e:
+        parser.error(str(e))
+    out = serve_run_dict(served)
+    for r, d in zip(served.requests, out["requests"]):     # the real model's check, per request
+        d.update(prompt_text=model.decode(r.request.prompt), text=model.decode(r.tokens),
+                 same_as_solo=r.tokens == r.solo_tokens, max_abs_diff=r.max_abs_diff,
+                 blocks_saved=r.blocks_saved, prefill_saved=r.prefill_saved)
+    out.update(chat=a.chat, prefix_caching=a.chat, tolerance=served.tolerance,
+               blocks_saved=served.blocks_saved, prefill_saved=served.prefill_saved)
+    json.dump(out, sys.stdout, indent=1)
     print()
     return 0

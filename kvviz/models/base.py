@@ -15,7 +15,16 @@ import torch
 
 from kvviz.cache import Cache
 from kvviz.cost import ModelConfig
-from kvviz.limits import MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS, LimitError, check_int
+from kvviz.limits import (
+    MAX_NEW_TOKENS,
+    MAX_PAGED_SLOTS,
+    MAX_PROMPT_CHARS,
+    MAX_PROMPT_TOKENS,
+    MAX_SERVE_NEW_TOKENS,
+    MAX_SERVE_REQUESTS,
+    LimitError,
+    check_int,
+)
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,9 @@ class ModelLimits:
     max_prompt_tokens: int = MAX_PROMPT_TOKENS
     max_new_tokens: int = MAX_NEW_TOKENS
     max_prompt_chars: int = MAX_PROMPT_CHARS
+    serve_requests: int = MAX_SERVE_REQUESTS        # serving (kvviz.serving): requests in one stream
+    serve_new_tokens: int = MAX_SERVE_NEW_TOKENS    # tokens one served request generates
+    serve_slots: int = MAX_PAGED_SLOTS              # positions (blocks × block size) of one run's pool
 
     def check_text(self, text: str) -> str:
         """A typed prompt, or a LimitError if it is empty or too long in characters."""
@@ -80,6 +92,15 @@ class ModelLimits:
         """What needs no tokenizer: the text (``check_text``) and the number of new tokens, returned."""
         self.check_text(text)
         return check_int("New tokens", new_tokens, 1, self.max_new_tokens)
+
+    def check_serve_pool(self, requests: int, block_size: int, num_blocks: int) -> None:
+        """A served run's size on this model (kvviz.serving): the requests and the pool's positions,
+        or a LimitError (a real model's pool and solo runs cost far more than the tiny GPT's)."""
+        check_int("Requests", requests, 1, self.serve_requests)
+        slots = int(block_size) * int(num_blocks)
+        if slots > self.serve_slots:
+            raise LimitError(f"{num_blocks} blocks of {block_size} positions make {slots:,} positions; "
+                             f"the limit for this model is {self.serve_slots:,}.")
 
 
 class UnknownTokenError(LimitError):

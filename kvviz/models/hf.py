@@ -29,10 +29,10 @@ from dataclasses import dataclass
 
 import torch
 
-from kvviz.cache import Cache
+from kvviz.cache import Cache, PagedCache
 from kvviz.cost.shapes import ModelConfig
 from kvviz.limits import LimitError
-from kvviz.models.base import ModelLimits, PassRecord
+from kvviz.models.base import BatchPassRecord, ModelLimits, PassRecord, allowed_keys
 
 
 class Vocab(list):
@@ -215,6 +215,8 @@ class HFCausalLM:
             q_raw = torch.stack([self._heads(got["q"][i], self.n_heads)[0] for i in range(self.n_layers)]).float()
             k_raw = torch.stack([self._heads(got["k"][i], self.n_kv_heads)[0] for i in range(self.n_layers)]).float()
         held = [] if cache is None else [(layer.keys, layer.values) for layer in cache.layers]
+        if isinstance(cache, PagedCache):     # its tensors are the block pool: the rows through the table
+            held = [layer.kv() or (None, None) for layer in cache.layers]
         if held and all(kk is not None and kk.shape[-2] >= n for kk, _ in held):
             # what the cache really holds for these positions (a cache that quantizes or evicts them
             # at once holds no such rows: then the rows as computed, below)
@@ -231,6 +233,29 @@ class HFCausalLM:
         hidden = got["hidden"][0].float() if got["hidden"] is not None else torch.empty(n, 0)
         return HFPassRecord(positions=list(range(start_pos, start_pos + n)), q=q, k=k, v=v, attention=att,
                             output=hidden, logits=out.logits[0].float(), q_unrotated=q_raw, k_unrotated=k_raw)
+
+    @torch.no_grad()
+    def forward_batch(self, token_ids: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor,
+                      cache: Cache) -> BatchPassRecord:
+        """B sequences in one pass through transformers' own forward (kvviz.decoding.batching's
+        protocol; kvviz.serving runs it on the paged cache): token_ids, positions [B, N] (padding:
+        position -1), key_mask [B, T] for every column after this pass.
+
+        The rule ``models.base.allowed_keys`` gives goes in as a ready 4D additive mask [B, 1, N, T]
+        (transformers passes a 4D mask on untouched); a padding query row, which reads nothing,
+        may read every column instead (its output is dropped; an all-masked row would only waste
+        a softmax). The record keeps the logits [B, N, V] only: q, k, v and attention are empty
+        (no per-head hooks or attention weights for a serving step)."""
+        n = token_ids.shape[1]
+        allowed = allowed_keys(key_mask, n)                                          # [B, N, T]
+        allowed = allowed | ~allowed.any(-1, keepdim=True)
+        mask = torch.zeros(allowed.shape, dtype=self.dtype).masked_fill_(~allowed, torch.finfo(self.dtype).min)
+        out = self.model(input_ids=token_ids.long(), position_ids=positions.clamp(min=0).long(),
+                         attention_mask=mask.unsqueeze(1), past_key_values=cache, use_cache=True)
+        b = token_ids.shape[0]
+        empty = torch.empty(b, self.n_layers, self.n_heads, n, 0)
+        return BatchPassRecord(positions=positions, q=empty, k=empty, v=empty, attention=empty,
+                               output=torch.empty(b, n, 0), logits=out.logits.float())
 
     def weight_bytes(self) -> int:
         """Bytes of the weights in memory (the tied embedding once), measured on the tensors."""

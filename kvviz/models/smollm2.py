@@ -38,7 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from kvviz.cost.shapes import SMOLLM2_135M
-from kvviz.limits import MAX_PROMPT_CHARS, SMOLLM2_MAX_NEW_TOKENS, SMOLLM2_MAX_PROMPT_TOKENS, LimitError
+from kvviz.limits import (
+    MAX_PROMPT_CHARS,
+    SMOLLM2_MAX_NEW_TOKENS,
+    SMOLLM2_MAX_PROMPT_TOKENS,
+    SMOLLM2_SERVE_MAX_NEW_TOKENS,
+    SMOLLM2_SERVE_MAX_REQUESTS,
+    SMOLLM2_SERVE_MAX_SLOTS,
+    LimitError,
+)
 from kvviz.models.base import ModelLimits
 from kvviz.models.hf import HFCausalLM, cost_config
 
@@ -305,7 +313,8 @@ def current_source() -> Source:
     return source
 
 
-LIMITS = ModelLimits(SMOLLM2_MAX_PROMPT_TOKENS, SMOLLM2_MAX_NEW_TOKENS, MAX_PROMPT_CHARS)
+LIMITS = ModelLimits(SMOLLM2_MAX_PROMPT_TOKENS, SMOLLM2_MAX_NEW_TOKENS, MAX_PROMPT_CHARS,
+                     SMOLLM2_SERVE_MAX_REQUESTS, SMOLLM2_SERVE_MAX_NEW_TOKENS, SMOLLM2_SERVE_MAX_SLOTS)
 
 
 def _shape(config):

@@ -53,10 +53,13 @@ def fork_run(model: BatchModel, prompt: Sequence[str], new_tokens: int = 3, bloc
     """``samples`` sampled continuations of one prompt from one paged cache (see ``ForkRun``):
     sample i draws with ``temperature`` and seed ``seed + i``, the draws of its contiguous run."""
     check_int("Prompt length", len(prompt), 1, model.limits.max_prompt_tokens)
-    new_tokens = check_int("New tokens", new_tokens, 1, min(MAX_SERVE_NEW_TOKENS, model.limits.max_new_tokens))
+    limits = model.limits
+    new_tokens = check_int("New tokens", new_tokens, 1,
+                           min(MAX_SERVE_NEW_TOKENS, limits.max_new_tokens, limits.serve_new_tokens))
     block_size = check_int("Block size", block_size, 1, MAX_SERVE_BLOCK_SIZE)
     num_blocks = check_int("Number of blocks", num_blocks, 1, MAX_SERVE_BLOCKS)
     n = check_int("Samples", samples, 1, MAX_SERVE_BATCH)
+    limits.check_serve_pool(n, block_size, num_blocks)
     seed = check_int("Seed", seed, 0, MAX_SEED)
     seeds = tuple((seed + i) % (MAX_SEED + 1) for i in range(n))
     ids = encode(model, prompt)

@@ -34,7 +34,7 @@ cold solo run (``run_generation``, a contiguous cache).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -104,7 +104,8 @@ class Scheduler:
 
     def __init__(self, model: BatchModel, requests: Sequence[Request], block_size: int = 4, num_blocks: int = 32,
                  policy: str = "continuous", max_batch: int = 4, prefix_caching: bool = False,
-                 check: bool = False, keep_kv: bool = False) -> None:
+                 check: bool = False, keep_kv: bool = False,
+                 progress: Callable[[int, int], None] | None = None) -> None:
         if policy not in POLICIES:
             raise LimitError(f"Unknown policy {policy!r}; choose one of {', '.join(POLICIES)}.")
         self.model, self.policy = model, policy
@@ -112,6 +113,7 @@ class Scheduler:
         self.num_blocks = check_int("Number of blocks", num_blocks, 1, MAX_SERVE_BLOCKS)
         self.max_batch = check_int("Batch size", max_batch, 1, MAX_SERVE_BATCH)
         self.prefix_caching, self.check, self.keep_kv = prefix_caching, check, keep_kv
+        self.progress = progress
         self.live = self._checked(requests, self.block_size * self.num_blocks)
         self.kv = KVCacheManager(model.n_layers, self.block_size, self.num_blocks)
         self.solo: dict[int, tuple[list[int], torch.Tensor]] = {}
@@ -124,14 +126,15 @@ class Scheduler:
 
     def _checked(self, requests: Sequence[Request], capacity: int) -> list[_Live]:
         check_int("Requests", len(requests), 1, MAX_SERVE_REQUESTS)
+        limits = self.model.limits
+        limits.check_serve_pool(len(requests), self.block_size, self.num_blocks)
         if len({r.id for r in requests}) != len(requests):
             raise LimitError("Request ids must be distinct.")
-        limits = self.model.limits
         live = []
         for r in requests:
             check_int(f"Request {r.id}'s prompt length", len(r.prompt), 1, limits.max_prompt_tokens)
             check_int(f"Request {r.id}'s new tokens", r.max_new_tokens, 1,
-                      min(MAX_SERVE_NEW_TOKENS, limits.max_new_tokens))
+                      min(MAX_SERVE_NEW_TOKENS, limits.max_new_tokens, limits.serve_new_tokens))
             check_int(f"Request {r.id}'s arrival step", r.arrival_step, 0, MAX_SERVE_STEPS)
             one = _Live(r, encode(self.model, r.prompt))
             if one.max_length > capacity:
@@ -155,6 +158,8 @@ class Scheduler:
             rows = self.running + newcomers
             done = self.run_pass(step, rows) if rows else _Pass()
             self.steps.append(self.record(step, newcomers, rows, preempted, done, saved))
+            if self.progress is not None:
+                self.progress(self.done, len(self.live))
         return self.result()
 
     def arrive(self, step: int) -> None:
@@ -264,9 +269,11 @@ class Scheduler:
 
 def serve(model: BatchModel, requests: Sequence[Request], block_size: int = 4, num_blocks: int = 32,
           policy: str = "continuous", max_batch: int = 4, prefix_caching: bool = False,
-          check: bool = False, keep_kv: bool = False) -> ServeRun:
+          check: bool = False, keep_kv: bool = False,
+          progress: Callable[[int, int], None] | None = None) -> ServeRun:
     """Serve ``requests`` step by step (``Scheduler``; see the module notes) and return every step and
     request. ``prefix_caching``: share the full blocks of common prompt beginnings. ``check``: compare
-    every row with the request's cold solo run. ``keep_kv``: keep layer 0's K pool in every step record."""
+    every row with the request's cold solo run. ``keep_kv``: keep layer 0's K pool in every step record.
+    ``progress(finished, total)``: called after every step (a page's progress bar)."""
     return Scheduler(model, requests, block_size, num_blocks, policy, max_batch, prefix_caching, check,
-                     keep_kv).run()
+                     keep_kv, progress).run()

@@ -1,9 +1,13 @@
 """What a server is asked to do: requests (prompt, tokens to generate, arrival step), a seeded stream
-of them for the tiny GPT, and each request's solo run, the reference a served row must match."""
+of them for the tiny GPT, a stream of chat requests for a real LLM (SmolLM2: each message inside its
+chat template, so every prompt begins with the same system prompt), and each request's solo run,
+the reference a served row must match."""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
@@ -14,6 +18,11 @@ from kvviz.limits import MAX_SEED, MAX_SERVE_NEW_TOKENS, MAX_SERVE_REQUESTS, MAX
 from kvviz.models.gpt.corpus import corpus_tokens, sentence
 
 GREEDY = Greedy()
+
+# Short user messages for the chat stream (the model's input, not page text): each is a few tokens
+# after the 24 of the system prompt and its role markers, so the shared beginning dominates
+CHAT_MESSAGES = ("Hi!", "What is 2+2?", "Name a colour.", "Say hello in French.", "What is a cat?",
+                 "Count to three.", "Is the sun a star?", "What is rain?")
 
 
 @dataclass(frozen=True)
@@ -57,3 +66,35 @@ def solo_run(model: BatchModel, req: Request, rule: SelectionRule = GREEDY,
                          recheck=False)
     chooses = [e for e in run.events if e.phase == "choose"]
     return [model.logit_tokens.index(e.chosen) for e in chooses], torch.stack([e.logits for e in chooses])
+
+
+class ChatModel(Protocol):
+    """A model with a chat template (kvviz.models.smollm2.SmolLM2)."""
+
+    def prompt(self, text: str, chat: bool) -> list[str]:
+        ...
+
+
+def chat_stream(model: ChatModel, n_requests: int, max_new_tokens: int = 4, chat: bool = True, seed: int = 0,
+                messages: Sequence[str] = CHAT_MESSAGES) -> tuple[Request, ...]:
+    """``n_requests`` requests to a chat model, one arriving per step: request i is message
+    ``(seed + i) mod len(messages)`` inside the model's chat template (``chat``; else the plain
+    text) and generates ``max_new_tokens``. One step apart, so that a request's full blocks are
+    named (prefix caching) before the next one is admitted and can share them."""
+    limits = getattr(model, "limits", None)
+    cap = min(MAX_SERVE_REQUESTS, getattr(limits, "serve_requests", MAX_SERVE_REQUESTS))
+    new_cap = min(MAX_SERVE_NEW_TOKENS, getattr(limits, "serve_new_tokens", MAX_SERVE_NEW_TOKENS))
+    n = check_int("Requests", n_requests, 1, cap)
+    new = check_int("New tokens", max_new_tokens, 1, new_cap)
+    seed = check_int("Seed", seed, 0, MAX_SEED)
+    if not messages:
+        raise ValueError("no messages")
+    return tuple(Request(i, tuple(model.prompt(messages[(seed + i) % len(messages)], chat)), new, i)
+                 for i in range(n))
+
+
+def common_prefix(requests: Sequence[Request]) -> int:
+    """Tokens every prompt of ``requests`` begins with (a chat stream: the system prompt and markers)."""
+    prompts = [r.prompt for r in requests]
+    n = min((len(p) for p in prompts), default=0)
+    return next((i for i in range(n) if len({p[i] for p in prompts}) > 1), n)

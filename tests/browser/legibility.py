@@ -189,11 +189,25 @@ SCAN = r"""(opts) => {
 # sets data-fitted), then scans: one round trip per event of a walk
 AFTER_STEP = """async ([step, opts]) => {
   const t0 = performance.now();
-  while (document.querySelector('.kvs-root')?.dataset.fitted !== String(step)) {
+  const frame = () => new Promise((ok) => requestAnimationFrame(() => ok()));
+  const root = () => document.querySelector('.kvs-root');
+  // the step fitted, and still so two frames later (a stepper fits itself again when it grew: step_view.js)
+  for (;;) {
     if (performance.now() - t0 > 30000) {
       return { problems: [`event ${step} was not drawn and fitted within 30 s`], strips: 1, figs: 1 };
     }
+    if (root()?.dataset.fitted === String(step)) {
+      await frame(); await frame();
+      if (root()?.dataset.fitted === String(step)) break;
+    }
     await new Promise((ok) => setTimeout(ok, 20));
   }
-  return (""" + SCAN + """)(opts);
+  const r = (""" + SCAN + """)(opts);
+  if (r.problems.some((p) => p.startsWith("off screen"))) {   // how far the fit was from the screen
+    const b = root().getBoundingClientRect();
+    const scale = getComputedStyle(root()).getPropertyValue("--kvs-scale") || 1;
+    r.problems.push(`off screen: the step at top ${Math.round(b.top)} px, fit left ${root().dataset.over} px over, ` +
+                    `window ${innerWidth}x${innerHeight}, scale ${scale}`);
+  }
+  return r;
 }"""

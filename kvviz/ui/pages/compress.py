@@ -43,11 +43,11 @@ from kvviz.ui.frames import translator
 from kvviz.viz.compress import tradeoff_figure
 
 DEFAULT_PROMPT = "Today the weather is so"
-MODELS = ("tiny", "smollm2")      # ?sc_model=: the tiny GPT (stepped) or the real LLM (kvviz/ui/pages/compress_llm.py)
+MODELS = ("gpt", "smollm2")       # ?sc_model=: the tiny GPT (stepped) or the real LLM (kvviz/ui/pages/compress_llm.py)
 KINDS = ("window", "quant", "gqa")
 AXES = ("channel", "token")
 # what each address parameter is when the address does not name it (kept out of the address then)
-DEFAULTS: dict[str, object] = {"sc_model": "tiny", "sc_prompt": DEFAULT_PROMPT, "sc_new": 16, "sc_kind": "window",
+DEFAULTS: dict[str, object] = {"sc_model": "gpt", "sc_prompt": DEFAULT_PROMPT, "sc_new": 16, "sc_kind": "window",
                                "sc_window": 8,
                                "sc_sinks": 4, "sc_bits": 4, "sc_group": 8, "sc_axis": "channel", "sc_residual": 0,
                                "sc_kv_heads": 2, "sc_layer": 1, "sc_head": 1,
@@ -323,14 +323,14 @@ def _tradeoff() -> None:
 # ---- the page ------------------------------------------------------------------------------------
 
 def _model_widget() -> None:
-    """Which model the page runs (?sc_model=tiny|smollm2): with the settings (folded in presenter mode)."""
+    """Which model the page runs (?sc_model=gpt|smollm2): with the settings (folded in presenter mode)."""
     st.segmented_control(t("compress.model"), MODELS, required=True, format_func=lambda m: t("compress.model_" + m),
                          help=t("compress.model_help"), **_synced("sc_model"))
 
 
 def render() -> None:
     st.title(t("compress.title"))
-    urlstate.choice_param("sc_model", MODELS, "tiny")
+    urlstate.choice_param("sc_model", MODELS, "gpt")
     if st.session_state["sc_model"] == "smollm2":
         from kvviz.ui.pages import compress_llm  # the real model's part: loaded only when chosen
         with presenter.settings():

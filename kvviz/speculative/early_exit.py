@@ -78,6 +78,7 @@ def early_exit_round(model: HFCausalLM, cache: Cache, sequence: Sequence[int], e
         raise ValueError(f"the cache must hold a proper prefix of the text: {start} positions for "
                          f"{len(sequence)} tokens")
     draft: list[int] = []
+    grown = start
     t0 = time.perf_counter()
     if start > 0:
         fed = list(sequence[start:])
@@ -87,11 +88,13 @@ def early_exit_round(model: HFCausalLM, cache: Cache, sequence: Sequence[int], e
                 break
             draft.append(tok)
             fed = [tok]
+        grown = cache.get_seq_length()
         cache.crop(start)                        # the draft's rows go: the verification writes them in every layer
     draft_s = time.perf_counter() - t0
     v = verify_draft(model, cache, sequence, draft)
     return LookupRound(index=index, start=start, fed=v.fed, match=None, draft=tuple(draft), argmax=v.argmax,
-                       n_accepted=v.n_accepted, cache=v.cache, seconds=v.seconds, draft_seconds=draft_s)
+                       n_accepted=v.n_accepted, cache=v.cache, seconds=v.seconds, draft_seconds=draft_s,
+                       draft_grown=grown)
 
 
 @torch.inference_mode()

@@ -28,7 +28,7 @@ from kvviz.cache import Cache
 from kvviz.decoding.sampling import SelectionRule, is_greedy
 from kvviz.limits import PROMPT_LOOKUP_MAX_NGRAM, PROMPT_LOOKUP_MAX_TOKENS, LimitError, check_int
 from kvviz.models.hf import HFCausalLM
-from kvviz.speculative.decoding import CacheLengths
+from kvviz.speculative.decoding import CacheLengths, CacheRowState
 from kvviz.speculative.verify import check_prompt_ids, self_speculate, verify_draft
 
 DEFAULT_LOOKUP_TOKENS = 10       # transformers' PromptLookupCandidateGenerator default
@@ -69,6 +69,7 @@ class LookupRound:
     cache: CacheLengths                 # before, after the verification pass, after the rollback (crop)
     seconds: float                      # wall time of the verification pass
     draft_seconds: float = 0.0          # wall time of making the draft (the lookup; early exit: its passes)
+    draft_grown: int = 0                # early exit: the shared first layers' length after the draft's passes
 
     @property
     def target_token(self) -> int:
@@ -127,6 +128,25 @@ class PromptLookup:
     @property
     def tokens_per_pass(self) -> float:
         return len(self.tokens) / len(self.rounds)
+
+    def cache_rows(self, index: int, which: str = "target") -> tuple[CacheRowState, ...]:
+        """The rows of the target's cache in round ``index`` at its largest (after the verification
+        pass), each "cached" (there before the round), "kept" (written this round and accepted) or
+        "removed" (a rejected draft token's, dropped by ``crop``). ``which="draft"`` (early exit): the
+        rows the draft's passes wrote into the shared first layers (the text it was fed and its drafts
+        but the last), all "removed" before the verification pass."""
+        r = self.rounds[index]
+        text = (self.prompt + self.tokens)[:r.start + len(r.fed)] + list(r.draft)
+        if which == "target":
+            return tuple(CacheRowState(pos, text[pos], "cached" if pos < r.cache.before else
+                                       "kept" if pos < r.cache.after else "removed")
+                         for pos in range(r.cache.grown))
+        if which != "draft":
+            raise ValueError(f"which must be 'target' or 'draft', not {which!r}")
+        if self.method != "early-exit":
+            return ()
+        return tuple(CacheRowState(pos, text[pos], "cached" if pos < r.start else "removed")
+                     for pos in range(max(r.draft_grown, r.start)))
 
 
 def find_draft(text: Sequence[int], lookup_tokens: int, max_ngram: int,

@@ -261,7 +261,8 @@ class SelfSpeedMeasurement:
 
 @torch.inference_mode()
 def measure_self_speedup(model: HFCausalLM, prompts: Sequence[tuple[str, Sequence[int]]],
-                         methods: Sequence[str] = SELF_METHODS, new_tokens: int = 32, lookup_tokens: int = 10, max_ngram: int = 2, exit_layer: int = 24,
+                         methods: Sequence[str] = SELF_METHODS, new_tokens: int = 32, lookup_tokens: int = 10,
+                         max_ngram: int = 2, exit_layer: int = 24,
                          draft_tokens: int = 4, runs: int = 1, progress: Progress | None = None,
                          threads: int = 1) -> SelfSpeedMeasurement:
     """For each prompt (name, ids) and method: ``runs`` speculative runs interleaved with as many

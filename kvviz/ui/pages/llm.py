@@ -54,6 +54,14 @@ def _model(dtype: str) -> SmolLM2:
     return SmolLM2(dtype, prepare=False)
 
 
+def loaded_model(dtype: str = "float32") -> SmolLM2:
+    """The server's SmolLM2 in ``dtype`` (shared, read-only: never modify it), for every page that
+    runs the real model; ModelUnavailable when the weights are not installed or not prepared."""
+    if smollm2.find_source() is None:
+        raise ModelUnavailable(smollm2.unavailable_message())
+    return _model(dtype)
+
+
 class _Runs:
     """This server's finished runs (read-only records, the last MAX_RUNS) and the lock that lets one
     generation run at a time: SmolLM2 takes both cores, and a 64-token run ≈ 10 s."""

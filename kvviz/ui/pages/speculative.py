@@ -31,6 +31,7 @@ from kvviz.ui.components.prompts import prompt_tokens
 from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
 from kvviz.ui.frames import speculative as frames_speculative
 from kvviz.ui.frames import translator
+from kvviz.ui.pages import speculative_llm
 from kvviz.viz.speculative import speedup_figure
 
 DEFAULT_PROMPT = "It is rainy in London , so we"     # the draft has not learned what "we" do: rejections
@@ -285,11 +286,27 @@ def _exactness(spec: Speculation, ids: tuple[int, ...], rule_key: RuleKey, seed:
 
 # ---- the page ------------------------------------------------------------------------------------
 
+DRAFTS = ("model", "prompt-lookup", "early-exit")     # the tiny GPT's draft model, or SmolLM2 drafting itself
+
+
+def _draft_choice() -> str:
+    """?sd_draft=: the tiny GPT with its draft model (default) or the real LLM without one."""
+    urlstate.choice_param("sd_draft", DRAFTS, DRAFTS[0])
+    return st.segmented_control(t("speculative.draft_kind"), DRAFTS, required=True,
+                                format_func=lambda d: t("speculative.draft_" + d.replace("-", "_")), key="sd_draft",
+                                on_change=urlstate.sync, args=("sd_draft", DRAFTS[0]),
+                                help=t("speculative.draft_kind_help"))
+
+
 def render() -> None:
+    st.title(t("speculative.title"))
+    draft_kind = _draft_choice()
+    if draft_kind != "model":
+        speculative_llm.render(draft_kind)
+        return
     target, draft = _pair()
     model = GPTModel(target)
     tc, dc = target.model.config, draft.model.config
-    st.title(t("speculative.title"))
     presenter.intro(t("speculative.intro", tl=tc.n_layer, th=tc.n_head, td=tc.n_embd, tp=target.model.n_params(),
                       dl=dc.n_layer, dh=dc.n_head, dd=dc.n_embd, dp=draft.model.n_params()))
     if not draft.trained:

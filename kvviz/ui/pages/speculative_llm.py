@@ -202,8 +202,11 @@ def _round_view(run: PromptLookup, model: SmolLM2) -> None:
                       draft=shown(r.draft) or "—", ms=fmt.fixed(r.draft_seconds * 1e3, 0)))
     title = t("specllm.verify_title", r=i + 1, n=len(r.fed) + len(r.draft), ms=fmt.fixed(r.seconds * 1e3, 0))
     chart(go.Figure(verify_spec(r, vocab, title, words, pretty)), t("specllm.verify_alt"), key="specllm_verify")
-    st.markdown(t("specllm.verify_body", acc=r.n_accepted, d=len(r.draft), tok=pretty(vocab[r.target_token]),
-                  emitted=len(r.emitted)))
+    if r.draft:
+        st.markdown(t("specllm.verify_body", acc=r.n_accepted, d=len(r.draft), tok=pretty(vocab[r.target_token]),
+                      emitted=len(r.emitted)))
+    else:
+        st.markdown(t("specllm.verify_body_plain", tok=pretty(vocab[r.target_token])))
     draft_rows = run.cache_rows(i, "draft")
     rows = run.cache_rows(i, "target")
     ctitle = t("specllm.cache_title", before=r.cache.before, grown=r.cache.grown, after=r.cache.after)

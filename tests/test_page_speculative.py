@@ -194,12 +194,12 @@ def lookup_page(smollm2):
 def page_run(smollm2, method="prompt-lookup", case="repeat", new=LLM_NEW, k=10, extra=2):
     """The engine's record the page drew (its read-only cached run: no second generation here; the
     engine's own tests check it against plain greedy and transformers)."""
-    from kvviz.ui.pages.speculative_llm import PRESETS, _run
-    return _run((tuple(smollm2.ids(smollm2.prompt(PRESETS[case], chat=True))), method, new, k, extra))
+    from kvviz.ui.pages.speculative_llm import PRESETS, cached_run
+    return cached_run((tuple(smollm2.ids(smollm2.prompt(PRESETS[case], chat=True))), method, new, k, extra))
 
 
 def test_prompt_lookup_on_smollm2_shows_the_draft_the_verification_and_the_rollback(smollm2, lookup_page):
-    from kvviz.ui.pages.speculative_llm import _greedy
+    from kvviz.ui.pages.speculative_llm import cached_greedy
     at = lookup_page
     no_exception(at)
     run = page_run(smollm2)
@@ -207,7 +207,8 @@ def test_prompt_lookup_on_smollm2_shows_the_draft_the_verification_and_the_rollb
     r = run.rounds[1]
     verify, cache, rounds, cases = plotly_specs(at)[:4]
     heat = verify["data"][0]
-    assert verify["layout"]["title"]["text"].startswith(f"Round 2: one verification pass over {len(r.fed) + len(r.draft)}")
+    n_pass = len(r.fed) + len(r.draft)
+    assert verify["layout"]["title"]["text"].startswith(f"Round 2: one verification pass over {n_pass}")
     assert len(heat["x"]) == len(r.draft) + 1 and heat["x"][0] == str(r.start + 1)
     assert heat["text"][0][:len(r.draft)] == [f"{smollm2.token_text(smollm2.vocab[x]).replace(' ', '␣')} "
                                               f"{'✓' if i < r.n_accepted else '✗' if i == r.n_accepted else '–'}"
@@ -215,7 +216,8 @@ def test_prompt_lookup_on_smollm2_shows_the_draft_the_verification_and_the_rollb
     # the target's cache: rows before, written and kept, written for rejected draft tokens (removed)
     strip = cache["data"][0]
     assert strip["y"] == ["model's cache"] and len(strip["x"]) == min(14, r.cache.grown)
-    assert cache["layout"]["title"]["text"].endswith(f"{r.cache.grown} after the pass, {r.cache.after} after the rollback")
+    after = f"{r.cache.grown} after the pass, {r.cache.after} after the rollback"
+    assert cache["layout"]["title"]["text"].endswith(after)
     assert sum(z == 2 for z in strip["z"][0]) == len(r.cache.removed)
     assert [d["y"] for d in rounds["data"][:1]] == [[x.n_accepted for x in run.rounds]]
     metric = {m.label: m.value for m in at.metric}
@@ -223,7 +225,7 @@ def test_prompt_lookup_on_smollm2_shows_the_draft_the_verification_and_the_rollb
     assert metric["Acceptance rate"] == fmt.percent(run.acceptance_rate, 1)
     assert metric["Passes of the model"] == str(run.target_passes) < str(LLM_NEW)
     # the exactness check: the same tokens as plain greedy, visible
-    assert run.tokens == list(_greedy(tuple(run.prompt), LLM_NEW))
+    assert run.tokens == list(cached_greedy(tuple(run.prompt), LLM_NEW))
     assert any(s.value.startswith(f"Identical: all {LLM_NEW} tokens are the model's own greedy choice")
                for s in at.success)
     # both kinds of prompt: the repeat prompt is accepted more often than the open question
@@ -236,12 +238,12 @@ def test_prompt_lookup_on_smollm2_shows_the_draft_the_verification_and_the_rollb
 
 
 def test_early_exit_on_smollm2_is_greedy_and_says_it_is_slower(smollm2):
-    from kvviz.ui.pages.speculative_llm import PRESETS, _greedy
+    from kvviz.ui.pages.speculative_llm import PRESETS, cached_greedy
     at = open_page(PAGE, {"sd_draft": "early-exit", "sd_case": "open", "sd_llm_new": "4", "sd_exit": "20",
                           "sd_ee_k": "2", "sd_round": "2"}, timeout=120)
     no_exception(at)
     run = page_run(smollm2, "early-exit", "open", 4, 2, 20)
-    assert run.method == "early-exit" and run.tokens == list(_greedy(tuple(run.prompt), 4))
+    assert run.method == "early-exit" and run.tokens == list(cached_greedy(tuple(run.prompt), 4))
     r = run.rounds[1]
     assert {m.label: m.value for m in at.metric}["Draft tokens"] == str(len(r.draft))
     assert at.text_area(key="sd_text").value == PRESETS["open"] and at.number_input(key="sd_exit").value == 20

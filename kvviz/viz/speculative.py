@@ -39,13 +39,15 @@ LABELS = {
     "plain": "plain decoding", "gamma": "γ (draft tokens per round)", "speedup": "speed-up (×)",
     "target_cache": "target cache", "draft_cache": "draft cache", "position": "position",
     "cached": "cached before", "kept": "written, kept", "removed": "written, removed",
-    # self-drafting on the real model (prompt lookup, early exit)
+}
+SELF_LABELS = {   # the self-drafting builders' own words (with LABELS': prompt lookup, early exit)
     "draft_row": "draft", "target_row": "target's greedy token", "verified": "verified position",
     "target_token": "the target's own token", "round": "round", "tokens": "tokens",
     "rejected_tokens": "proposed, rejected", "accepted_tokens": "proposed, accepted",
     "acceptance_rate": "acceptance rate", "prompt-lookup": "prompt lookup", "early-exit": "early exit",
     "no_draft": "no draft: a plain step",
 }
+ALL_LABELS = {**LABELS, **SELF_LABELS}
 
 
 def proposal_labels(round_: SpeculativeRound, vocab: Sequence[str]) -> list[str]:
@@ -267,7 +269,7 @@ def verify_spec(round_: LookupRound, vocab: Sequence[str], title: str, labels: M
     not is rejected (vermillion) and the rest are not tested (grey); the target's token after the
     accepted ones is its own (blue), the rest of its row is thrown away. ``pretty``: token → shown
     text (default the token itself)."""
-    w = theme.words(LABELS, labels)
+    w = theme.words(ALL_LABELS, labels)
     show = pretty or (lambda tok: tok)
     n = len(round_.draft)
     first = round_.start + len(round_.fed) - 1                # the last fed position's output predicts first+1
@@ -311,7 +313,7 @@ def lookup_rounds_spec(run: PromptLookup, title: str, labels: Mapping[str, str] 
     """Every round of a self-drafted run as plain plotly JSON: stacked bars of the draft tokens the
     target accepted, the target's own token (one a round) and the rejected draft tokens; the round
     ``current`` outlined."""
-    w = theme.words(LABELS, labels)
+    w = theme.words(ALL_LABELS, labels)
     xs = [str(r.index + 1) for r in run.rounds]
     acc = [r.n_accepted for r in run.rounds]
     rej = [len(r.draft) - r.n_accepted for r in run.rounds]
@@ -339,7 +341,7 @@ def acceptance_spec(rows: Sequence[tuple[str, str, float | None]], title: str,
     """Acceptance rates as grouped bars, plain plotly JSON: ``rows`` are (case label, method, rate),
     one bar group per case, one colour per method ("prompt-lookup", "early-exit"); None (nothing was
     proposed) is drawn as 0 with a dash."""
-    w = theme.words(LABELS, labels)
+    w = theme.words(ALL_LABELS, labels)
     colour = {"prompt-lookup": TARGET_COLOR, "early-exit": DRAFT_COLOR}
     data = []
     for method in dict.fromkeys(m for _, m, _ in rows):
@@ -358,7 +360,7 @@ def self_speedup_spec(measurement: SelfSpeedMeasurement, cases: Mapping[str, str
                       labels: Mapping[str, str] | None = None) -> dict:
     """The measured speed-up over plain greedy decoding per prompt (``cases``: name → label) and
     method, plain plotly JSON, with plain decoding's 1× as a dashed line."""
-    w = theme.words(LABELS, labels)
+    w = theme.words(ALL_LABELS, labels)
     colour = {"prompt-lookup": TARGET_COLOR, "early-exit": DRAFT_COLOR}
     data = []
     for method in dict.fromkeys(p.method for p in measurement.points):

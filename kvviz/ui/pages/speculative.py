@@ -7,7 +7,6 @@ The settings' address names keep their short prefix ``sd_`` (``?sd_gamma=3``): t
 deep links (the lecture script, the README), so they stay as they were."""
 from __future__ import annotations
 
-import contextvars
 import functools
 import json
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from kvviz.ui.app.i18n import t
 from kvviz.ui.components import sequences, step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.components.picker import LayerHeadPicker
+from kvviz.ui.components.progress import outside_the_cache
 from kvviz.ui.components.prompts import prompt_tokens
 from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
 from kvviz.ui.frames import speculative as frames_speculative
@@ -80,13 +80,6 @@ def _payload(ids: tuple[int, ...], new: int, gamma: int, rule_key: RuleKey, seed
     vocab = _pair()[0].tokenizer.vocab
     spec = _speculation(ids, new, gamma, rule_key, seed)
     return frames_speculative.build(spec, vocab, layer, head, translator(lang)).to_json()
-
-
-def _outside_the_cache(fn: Callable) -> Callable:
-    """``fn`` run in the context of the caller: a progress bar drawn from inside a cached function is
-    then not recorded for replay (the bar belongs to this run of the page, not to the cache entry)."""
-    outer = contextvars.copy_context()
-    return lambda *a, **k: outer.run(fn, *a, **k)
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)       # no ttl: kept for the server's lifetime
@@ -218,7 +211,7 @@ def _measure(ids: tuple[int, ...], rule_key: RuleKey, measured: SpeedMeasurement
     if c[1].button(t("speculative.measure_run"), icon=":material/timer:", type="primary",
                    help=t("speculative.measure_run_help")):
         bar = st.progress(0.0, text=t("speculative.measure_progress", what="…"))
-        show = _outside_the_cache(
+        show = outside_the_cache(
             lambda f, what: bar.progress(min(1.0, f), text=t("speculative.measure_progress", what=what)))
         try:
             measured = _measurement(ids, rule_key, int(runs), _progress=show)

@@ -38,6 +38,7 @@ from kvviz.ui.app.i18n import t
 from kvviz.ui.app.turns import my_turn, server_lock
 from kvviz.ui.components import sequences
 from kvviz.ui.components.charts import chart
+from kvviz.ui.components.progress import outside_the_cache
 from kvviz.ui.pages import llm
 from kvviz.viz.speculative import acceptance_spec, cache_spec, lookup_rounds_spec, self_speedup_spec, verify_spec
 
@@ -66,14 +67,14 @@ def _generate(model: SmolLM2, key: RunKey) -> PromptLookup:
 
 
 @st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)
-def _run(key: RunKey) -> PromptLookup:
+def cached_run(key: RunKey) -> PromptLookup:
     """One self-drafted run (read-only record); one run of the real model at a time per server."""
     with server_lock("speculative_llm_run"):
         return _generate(llm.loaded_model(), key)
 
 
 @st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)
-def _greedy(ids: tuple[int, ...], new: int) -> tuple[int, ...]:
+def cached_greedy(ids: tuple[int, ...], new: int) -> tuple[int, ...]:
     """Plain cached greedy decoding of the same prompt: the exactness check."""
     with server_lock("speculative_llm_run"):
         return tuple(hf_generate(llm.loaded_model(), list(ids), new, keep_logits=False).tokens)
@@ -238,7 +239,7 @@ def _summary(run: PromptLookup) -> None:
 
 def _exactness(run: PromptLookup, model: SmolLM2) -> None:
     st.header(t("specllm.exact_title"))
-    greedy = list(_greedy(tuple(run.prompt), run.max_new_tokens))
+    greedy = list(cached_greedy(tuple(run.prompt), run.max_new_tokens))
     c = st.columns(2)
     with c[0]:
         sequences.show(t("specllm.exact_spec_" + run.method.replace("-", "_")), model.decode(run.tokens))
@@ -261,7 +262,7 @@ def _both_cases(run: PromptLookup, key: RunKey, model: SmolLM2) -> None:
     rows, table = [], []
     for case in CASES:
         ids = tuple(model.ids(model.prompt(PRESETS[case], chat=True)))
-        other = run if ids == key[0] else _run((ids, method, new, k, extra))
+        other = run if ids == key[0] else cached_run((ids, method, new, k, extra))
         rows.append((t(f"specllm.case_{case}"), method, other.acceptance_rate))
         table.append({t("specllm.col_case"): t(f"specllm.case_{case}"), t("specllm.col_proposed"): other.proposed,
                       t("specllm.col_accepted"): other.accepted,
@@ -301,7 +302,7 @@ def _measure(key: RunKey, model: SmolLM2) -> None:
         with my_turn("speculative_llm_measure", t("specllm.measure_busy")) as mine:
             if mine:
                 bar = st.progress(0.0, text=t("specllm.measure_progress", what="…"))
-                show = _outside(lambda f, what: bar.progress(min(1.0, f), text=t("specllm.measure_progress",
+                show = outside_the_cache(lambda f, what: bar.progress(min(1.0, f), text=t("specllm.measure_progress",
                                                                                    what=what)))
                 try:
                     st.session_state["specllm_measured"] = (mkey, _measurement(*mkey, _progress=show))
@@ -337,12 +338,6 @@ def _measure(key: RunKey, model: SmolLM2) -> None:
     st.markdown(t("specllm.measure_reading"))
 
 
-def _outside(fn):
-    """The progress callback run in the caller's context (not recorded into the cached function)."""
-    from kvviz.ui.pages.speculative import _outside_the_cache
-    return _outside_the_cache(fn)
-
-
 def _download(run: PromptLookup, model: SmolLM2, same: bool | None) -> None:
     body = functools.partial(lambda: json.dumps({"model": model.name, "draft": run.method,
                                                  **prompt_lookup_dict(run, model.vocab),
@@ -371,7 +366,7 @@ def render(method: str) -> None:
         return
     try:
         with st.spinner(t("specllm.running", n=key[2])):
-            run = _run(key)
+            run = cached_run(key)
     except (LimitError, ValueError) as e:
         st.error(t("specllm.bad_text", reason=str(e)), icon=":material/error:")
         return
@@ -382,7 +377,7 @@ def render(method: str) -> None:
     st.header(t("specllm.summary_title"))
     _summary(run)
     _exactness(run, model)
-    _download(run, model, run.tokens == list(_greedy(tuple(run.prompt), run.max_new_tokens)))
+    _download(run, model, run.tokens == list(cached_greedy(tuple(run.prompt), run.max_new_tokens)))
     _both_cases(run, key, model)
     _measure(key, model)
     if method == "early-exit":

@@ -45,7 +45,7 @@ SELF_LABELS = {   # the self-drafting builders' own words (with LABELS': prompt 
     "target_token": "the target's own token", "round": "round", "tokens": "tokens",
     "rejected_tokens": "proposed, rejected", "accepted_tokens": "proposed, accepted",
     "acceptance_rate": "acceptance rate", "prompt-lookup": "prompt lookup", "early-exit": "early exit",
-    "no_draft": "no draft: a plain step",
+    "no_draft": "no draft: a plain step", "unused": "computed, thrown away",
 }
 ALL_LABELS = {**LABELS, **SELF_LABELS}
 
@@ -283,7 +283,8 @@ def verify_spec(round_: LookupRound, vocab: Sequence[str], title: str, labels: M
                for i in range(n + 1)]
     verdict = {"accepted": MARK[True], "rejected": MARK[False], "untested": MARK[None]}
     d_text = [f"{show(vocab[tok])} {verdict[d_state[i]]}" for i, tok in enumerate(round_.draft)] + [""]
-    t_text = [show(vocab[tok]) for tok in round_.argmax]
+    # the target's tokens after its own were computed and are thrown away: not drawn (the hover has them)
+    t_text = [show(vocab[tok]) if s != "unused" else "" for tok, s in zip(round_.argmax, t_state)]
     name = {"accepted": w["accepted"], "rejected": w["rejected"], "untested": w["untested"],
             "target": w["target_token"], "unused": ""}
     keys = list(codes)
@@ -292,7 +293,7 @@ def verify_spec(round_: LookupRound, vocab: Sequence[str], title: str, labels: M
         scale += [[i / len(keys), colour[k]], [(i + 1) / len(keys) - 1e-9 if i < len(keys) - 1 else 1.0, colour[k]]]
     z = [[codes[s] + 0.5 for s in d_state], [codes[s] + 0.5 for s in t_state]]
     hover = [[f"{x}: {tx} ({name[s]})" if tx else "" for x, tx, s in zip(xs, d_text, d_state)],
-             [f"{x}: {tx} ({name[s]})" for x, tx, s in zip(xs, t_text, t_state)]]
+             [f"{x}: {show(vocab[tok])} ({name[s] or w['unused']})" for x, tok, s in zip(xs, round_.argmax, t_state)]]
     data = [dict(type="heatmap", z=z, x=xs, y=[w["draft_row"], w["target_row"]], zmin=0, zmax=len(keys),
                  colorscale=scale, showscale=False, text=[d_text, t_text], texttemplate="%{text}",
                  textfont=dict(size=15, color="white"), customdata=hover, xgap=3, ygap=6,

@@ -283,8 +283,8 @@ DRAFTS = ("model", "prompt-lookup", "early-exit")     # the tiny GPT's draft mod
 
 
 def _draft_choice() -> str:
-    """?sd_draft=: the tiny GPT with its draft model (default) or the real LLM without one."""
-    urlstate.choice_param("sd_draft", DRAFTS, DRAFTS[0])
+    """?sd_draft=: the tiny GPT with its draft model (default) or the real LLM without one (drawn
+    with the settings: folded away in presenter mode)."""
     return st.segmented_control(t("speculative.draft_kind"), DRAFTS, required=True,
                                 format_func=lambda d: t("speculative.draft_" + d.replace("-", "_")), key="sd_draft",
                                 on_change=urlstate.sync, args=("sd_draft", DRAFTS[0]),
@@ -293,9 +293,9 @@ def _draft_choice() -> str:
 
 def render() -> None:
     st.title(t("speculative.title"))
-    draft_kind = _draft_choice()
-    if draft_kind != "model":
-        speculative_llm.render(draft_kind)
+    urlstate.choice_param("sd_draft", DRAFTS, DRAFTS[0])
+    if st.session_state["sd_draft"] != "model":
+        speculative_llm.render(st.session_state["sd_draft"], _draft_choice)
         return
     target, draft = _pair()
     model = GPTModel(target)
@@ -307,6 +307,7 @@ def render() -> None:
     if not target.trained:
         st.warning(t("speculative.target_random", seed=target.meta.get("fallback_seed", 0)), icon=":material/casino:")
     with presenter.settings():
+        _draft_choice()
         got = _inputs(model)
     if got is None:
         return

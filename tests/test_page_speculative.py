@@ -226,6 +226,8 @@ def test_prompt_lookup_on_smollm2_shows_the_draft_the_verification_and_the_rollb
     assert metric["Passes of the model"] == str(run.target_passes) < str(LLM_NEW)
     # the exactness check: the same tokens as plain greedy, visible
     assert run.tokens == list(cached_greedy(tuple(run.prompt), LLM_NEW))
+    from tests.test_prompt_lookup import transformers_prompt_lookup
+    assert run.tokens == transformers_prompt_lookup(smollm2, run.prompt, LLM_NEW, 10, 2)     # and transformers' own
     assert any(s.value.startswith(f"Identical: all {LLM_NEW} tokens are the model's own greedy choice")
                for s in at.success)
     # both kinds of prompt: the repeat prompt is accepted more often than the open question
@@ -269,6 +271,9 @@ def test_real_model_bad_text_missing_weights_and_the_measure_button(smollm2, mon
     table = at.dataframe[-1].value
     assert list(table["draft"]) == ["prompt lookup", "early exit"] * 2 and set(table["same tokens"]) == {"✓"}
     assert plotly_specs(at)[-1]["layout"]["title"]["text"] == "Measured speed-up over plain greedy decoding"
+    present = open_page(PAGE, {"sd_draft": "prompt-lookup", "sd_llm_new": "2", "present": "1"})
+    no_exception(present)                         # presenter mode: the round's figures, the settings folded
+    assert len(plotly_specs(present)) == 3 and not any(h.value == "The whole run" for h in present.header)
     monkeypatch.setenv("KVVIZ_SMOLLM2", "none")
     at = open_page(PAGE, {"sd_draft": "early-exit"})
     no_exception(at)

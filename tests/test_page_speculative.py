@@ -237,6 +237,8 @@ def test_prompt_lookup_on_smollm2_shows_the_draft_the_verification_and_the_rollb
     assert cases["data"][0]["y"] == pytest.approx([run.acceptance_rate, open_run.acceptance_rate or 0.0])
     assert run.acceptance_rate > (open_run.acceptance_rate or 0.0)
     assert any("Not measured yet" in i.value for i in at.info)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels == ["Download the run (JSON)", "Download the acceptance rates (CSV)"]
 
 
 def test_early_exit_on_smollm2_is_greedy_and_says_it_is_slower(smollm2):

@@ -4,7 +4,9 @@ expected speed-up, measured on this server, and checked against plain decoding (
 only sets up the frame and calls render).
 
 The settings' address names keep their short prefix ``sd_`` (``?sd_gamma=3``): they are the page's
-deep links (the lecture script, the README), so they stay as they were."""
+deep links (the lecture script, the README), so they stay as they were. ``?sd_draft=prompt-lookup``
+or ``early-exit`` shows the real LLM drafting without a second model instead
+(kvviz/ui/pages/speculative_llm.py)."""
 from __future__ import annotations
 
 import functools

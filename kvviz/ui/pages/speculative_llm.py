@@ -103,7 +103,7 @@ def _inputs(model: SmolLM2, method: str) -> RunKey | None:
     urlstate.text_param("sd_text", PRESETS[case], model.limits.max_prompt_chars)
     cap = min(SMOLLM2_MAX_NEW_TOKENS, model.limits.max_new_tokens)
     urlstate.int_param("sd_llm_new", DEFAULT_NEW, 1, cap)
-    c = st.columns([1.4, 1, 1, 1], vertical_alignment="bottom")
+    c = st.columns([1.7, 1, 1, 1], vertical_alignment="bottom")
     c[0].segmented_control(t("specllm.case"), CASES, required=True, format_func=lambda x: t(f"specllm.case_{x}"),
                            key="sd_case", on_change=_case_changed, help=t("specllm.case_help"), width="stretch")
     new = c[1].number_input(t("specllm.new_tokens"), 1, cap, key="sd_llm_new", on_change=urlstate.sync,

@@ -274,8 +274,8 @@ def test_real_model_bad_text_missing_weights_and_the_measure_button(smollm2, mon
     assert list(table["draft"]) == ["prompt lookup", "early exit"] * 2 and set(table["same tokens"]) == {"✓"}
     assert plotly_specs(at)[-1]["layout"]["title"]["text"] == "Measured speed-up over plain greedy decoding"
     present = open_page(PAGE, {"sd_draft": "prompt-lookup", "sd_llm_new": "2", "present": "1"})
-    no_exception(present)                         # presenter mode: the round's figures, the settings folded
-    assert len(plotly_specs(present)) == 3 and not any(h.value == "The whole run" for h in present.header)
+    no_exception(present)                         # presenter mode: the round's two figures, the settings folded
+    assert len(plotly_specs(present)) == 2 and not any(h.value == "The whole run" for h in present.header)
     monkeypatch.setenv("KVVIZ_SMOLLM2", "none")
     at = open_page(PAGE, {"sd_draft": "early-exit"})
     no_exception(at)

@@ -34,7 +34,7 @@ from kvviz.models.smollm2 import ModelUnavailable, SmolLM2
 from kvviz.speculative import early_exit_generate, prompt_lookup_dict, prompt_lookup_generate
 from kvviz.speculative.measure import SelfSpeedMeasurement, measure_self_speedup
 from kvviz.speculative.prompt_lookup import PromptLookup
-from kvviz.ui.app import fmt, presenter, urlstate
+from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.turns import my_turn, server_lock
 from kvviz.ui.components import sequences
@@ -184,11 +184,13 @@ def _round_view(run: PromptLookup, model: SmolLM2) -> None:
     i = st.session_state["sd_round"] - 1
     r = run.rounds[i]
     words, pretty, vocab = _figure_words(), _pretty(model), model.vocab
-    m = st.columns(4)
-    m[0].metric(t("specllm.m_cache_before"), fmt.integer(r.cache.before), help=t("specllm.m_cache_before_help"))
-    m[1].metric(t("specllm.m_draft"), fmt.integer(len(r.draft)), help=t("specllm.m_draft_help"))
-    m[2].metric(t("specllm.m_accepted"), fmt.integer(r.n_accepted))
-    m[3].metric(t("specllm.m_emitted"), fmt.integer(len(r.emitted)), help=t("specllm.m_emitted_help"))
+    presenting = presenter.presenting()
+    if not presenting:                      # presenter mode: the figures say it
+        m = st.columns(4)
+        m[0].metric(t("specllm.m_cache_before"), fmt.integer(r.cache.before), help=t("specllm.m_cache_before_help"))
+        m[1].metric(t("specllm.m_draft"), fmt.integer(len(r.draft)), help=t("specllm.m_draft_help"))
+        m[2].metric(t("specllm.m_accepted"), fmt.integer(r.n_accepted))
+        m[3].metric(t("specllm.m_emitted"), fmt.integer(len(r.emitted)), help=t("specllm.m_emitted_help"))
     shown = lambda ids: "".join(pretty(vocab[x]) for x in ids)      # noqa: E731
     if r.index == 0:
         st.markdown(t("specllm.round0", fed=len(r.fed)) + " " + (
@@ -204,7 +206,9 @@ def _round_view(run: PromptLookup, model: SmolLM2) -> None:
                       draft=shown(r.draft) or "—", ms=fmt.fixed(r.draft_seconds * 1e3, 0)))
     title = t("specllm.verify_title", r=i + 1, n=len(r.fed) + len(r.draft), ms=fmt.fixed(r.seconds * 1e3, 0))
     chart(go.Figure(verify_spec(r, vocab, title, words, pretty)), t("specllm.verify_alt"), key="specllm_verify")
-    if r.draft and r.n_accepted == len(r.draft):
+    if presenting:
+        pass                                # the figure's colours and title say it
+    elif r.draft and r.n_accepted == len(r.draft):
         st.markdown(t("specllm.verify_body_all", d=len(r.draft), tok=pretty(vocab[r.target_token]),
                       emitted=len(r.emitted)))
     elif r.draft:
@@ -218,11 +222,13 @@ def _round_view(run: PromptLookup, model: SmolLM2) -> None:
     cwords = {**words, "draft_cache": t("specllm.w_draft_cache_ee", k=run.exit_layer or 0)}
     chart(go.Figure(cache_spec(rows, draft_rows, _Shown(vocab, pretty), ctitle, labels=cwords)),
           t("specllm.cache_alt"), key="specllm_cache")
-    st.markdown(t("specllm.rollback", removed=len(r.cache.removed), after=r.cache.after)
-                + (" " + t("specllm.rollback_ee", k=run.exit_layer, d=max(0, r.draft_grown - r.start))
-                   if run.method == "early-exit" and r.index else ""))
-    chart(go.Figure(lookup_rounds_spec(run, t("specllm.rounds_title", n=n), words, current=i)),
-          t("specllm.rounds_alt"), key="specllm_rounds")
+    if not presenting:
+        st.markdown(t("specllm.rollback", removed=len(r.cache.removed), after=r.cache.after)
+                    + (" " + t("specllm.rollback_ee", k=run.exit_layer, d=max(0, r.draft_grown - r.start))
+                       if run.method == "early-exit" and r.index else ""))
+    if not presenting:                      # presenter mode: the round's two figures on one screen
+        chart(go.Figure(lookup_rounds_spec(run, t("specllm.rounds_title", n=n), words, current=i)),
+              t("specllm.rounds_alt"), key="specllm_rounds")
 
 
 # ---- the whole run: exactness, both kinds of prompt, the speed-up -----------------------------------
@@ -377,7 +383,10 @@ def render(method: str, draft_choice: Callable[[], object]) -> None:
     except (LimitError, ValueError) as e:
         st.error(t("specllm.bad_text", reason=str(e)), icon=":material/error:")
         return
-    st.header(t("specllm.round_title"))
+    if presenter.presenting():
+        nav.hidden_heading(t("specllm.round_title"))
+    else:
+        st.header(t("specllm.round_title"))
     _round_view(run, model)
     if presenter.presenting():
         return

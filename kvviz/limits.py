@@ -27,6 +27,13 @@ MAX_SPECULATIVE_FORMULA_GAMMA = 1_000  # γ in the expected speed-up formulas (k
 # SmolLM2: SMOLLM2_MAX_PROMPT_TOKENS and SMOLLM2_MAX_NEW_TOKENS)
 PROMPT_LOOKUP_MAX_TOKENS = 16         # k: draft tokens per round (transformers' default is 10)
 PROMPT_LOOKUP_MAX_NGRAM = 8           # n: the largest n-gram looked up (transformers' default is 2)
+# Early-exit self-speculation (kvviz.speculative.early_exit): the first k layers draft
+EARLY_EXIT_MAX_TOKENS = 8             # draft tokens per round (each a pass of k layers)
+# The real model's speed-up measurement (kvviz.speculative.measure.measure_self_speedup): one visitor
+# holds the server's two cores while it runs (≈ 60-70 ms a plain SmolLM2 step)
+SELF_SPEC_MEASURE_MAX_TOKENS = 48     # new tokens per timed run
+SELF_SPEC_MEASURE_MAX_RUNS = 3        # timed runs per prompt and method (each: speculative and plain)
+SELF_SPEC_MEASURE_MAX_PROMPTS = 2     # prompts per measurement (the repeat-a-text one and the open question)
 
 
 class LimitError(ValueError):

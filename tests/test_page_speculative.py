@@ -177,3 +177,106 @@ def test_settings_and_step_come_from_the_address_in_every_language():
     present = open_page(PAGE, {"present": "1"})
     no_exception(present)
     assert stepper(present)["present"] is True
+
+
+# ---- the real LLM without a second model (?sd_draft=prompt-lookup | early-exit) -------------------------
+
+LLM_NEW = 6          # few tokens: every run of SmolLM2 here costs ≈ 0.1-0.4 s a pass
+
+
+@pytest.fixture(scope="module")
+def lookup_page(smollm2):
+    """The page on prompt lookup, the repeat case, at round 2 (one AppTest for the module)."""
+    at = open_page(PAGE, {"sd_draft": "prompt-lookup", "sd_llm_new": str(LLM_NEW), "sd_round": "2"}, timeout=120)
+    return at
+
+
+def page_run(smollm2, method="prompt-lookup", case="repeat", new=LLM_NEW, k=10, extra=2):
+    """The engine's record the page drew (its read-only cached run: no second generation here; the
+    engine's own tests check it against plain greedy and transformers)."""
+    from kvviz.ui.pages.speculative_llm import PRESETS, cached_run
+    return cached_run((tuple(smollm2.ids(smollm2.prompt(PRESETS[case], chat=True))), method, new, k, extra))
+
+
+def test_prompt_lookup_on_smollm2_shows_the_draft_the_verification_and_the_rollback(smollm2, lookup_page):
+    from kvviz.ui.pages.speculative_llm import cached_greedy
+    at = lookup_page
+    no_exception(at)
+    run = page_run(smollm2)
+    assert at.segmented_control(key="sd_draft").value == "prompt-lookup" and at.slider(key="sd_round").value == 2
+    r = run.rounds[1]
+    verify, cache, rounds, cases = plotly_specs(at)[:4]
+    heat = verify["data"][0]
+    n_pass = len(r.fed) + len(r.draft)
+    assert verify["layout"]["title"]["text"].startswith(f"Round 2: one verification pass over {n_pass}")
+    assert len(heat["x"]) == len(r.draft) + 1 and heat["x"][0] == str(r.start + 1)
+    assert heat["text"][0][:len(r.draft)] == [f"{smollm2.token_text(smollm2.vocab[x]).replace(' ', '␣')} "
+                                              f"{'✓' if i < r.n_accepted else '✗' if i == r.n_accepted else '–'}"
+                                              for i, x in enumerate(r.draft)]
+    # the target's cache: rows before, written and kept, written for rejected draft tokens (removed)
+    strip = cache["data"][0]
+    assert strip["y"] == ["model's cache"] and len(strip["x"]) == min(14, r.cache.grown)
+    after = f"{r.cache.grown} after the pass, {r.cache.after} after the rollback"
+    assert cache["layout"]["title"]["text"].endswith(after)
+    assert sum(z == 2 for z in strip["z"][0]) == len(r.cache.removed)
+    assert [d["y"] for d in rounds["data"][:1]] == [[x.n_accepted for x in run.rounds]]
+    metric = {m.label: m.value for m in at.metric}
+    assert metric["Draft tokens"] == str(len(r.draft)) and metric["Accepted"] == str(r.n_accepted)
+    assert metric["Acceptance rate"] == fmt.percent(run.acceptance_rate, 1)
+    assert metric["Passes of the model"] == str(run.target_passes) < str(LLM_NEW)
+    # the exactness check: the same tokens as plain greedy, visible
+    assert run.tokens == list(cached_greedy(tuple(run.prompt), LLM_NEW))
+    from tests.test_prompt_lookup import transformers_prompt_lookup
+    assert run.tokens == transformers_prompt_lookup(smollm2, run.prompt, LLM_NEW, 10, 2)     # and transformers' own
+    assert any(s.value.startswith(f"Identical: all {LLM_NEW} tokens are the model's own greedy choice")
+               for s in at.success)
+    # both kinds of prompt: the repeat prompt is accepted more often than the open question
+    table = at.dataframe[0].value
+    open_run = page_run(smollm2, case="open")
+    assert list(table["proposed"]) == [run.proposed, open_run.proposed]
+    assert cases["data"][0]["y"] == pytest.approx([run.acceptance_rate, open_run.acceptance_rate or 0.0])
+    assert run.acceptance_rate > (open_run.acceptance_rate or 0.0)
+    assert any("Not measured yet" in i.value for i in at.info)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels == ["Download the run (JSON)", "Download the acceptance rates (CSV)"]
+
+
+def test_early_exit_on_smollm2_is_greedy_and_says_it_is_slower(smollm2):
+    from kvviz.ui.pages.speculative_llm import PRESETS, cached_greedy
+    at = open_page(PAGE, {"sd_draft": "early-exit", "sd_case": "open", "sd_llm_new": "4", "sd_exit": "20",
+                          "sd_ee_k": "2", "sd_round": "2"}, timeout=120)
+    no_exception(at)
+    run = page_run(smollm2, "early-exit", "open", 4, 2, 20)
+    assert run.method == "early-exit" and run.tokens == list(cached_greedy(tuple(run.prompt), 4))
+    r = run.rounds[1]
+    assert {m.label: m.value for m in at.metric}["Draft tokens"] == str(len(r.draft))
+    assert at.text_area(key="sd_text").value == PRESETS["open"] and at.number_input(key="sd_exit").value == 20
+    assert any(s.value.startswith("Identical: all 4 tokens") for s in at.success)
+    assert any("slower than plain decoding" in i.value for i in at.info)
+    cache = plotly_specs(at)[1]["data"][0]
+    assert cache["y"] == ["layers 1–20, draft", "model's cache"]        # the draft's rows in the shared layers
+    assert any("Layers 1 to 20 of 30" in m.value for m in at.markdown)
+
+
+def test_real_model_bad_text_missing_weights_and_the_measure_button(smollm2, monkeypatch):
+    from kvviz.ui.pages import speculative_llm
+    at = open_page(PAGE, {"sd_draft": "prompt-lookup", "sd_llm_new": "2"}, timeout=120)
+    for bad, needle in (("   ", "empty"), ("word " * 600, "limit")):
+        at.text_area(key="sd_text").set_value(bad).run()
+        no_exception(at)
+        assert at.error and needle in at.error[0].value, bad
+    at.segmented_control(key="sd_case").set_value("open").run()           # the case brings its own text back
+    assert not at.error and at.text_area(key="sd_text").value == speculative_llm.PRESETS["open"]
+    monkeypatch.setattr(speculative_llm, "MEASURE_DEFAULT_TOKENS", 2)     # a short measurement
+    next(b for b in at.button if b.label == "Measure the speed-up").click().run()
+    no_exception(at)
+    table = at.dataframe[-1].value
+    assert list(table["draft"]) == ["prompt lookup", "early exit"] * 2 and set(table["same tokens"]) == {"✓"}
+    assert plotly_specs(at)[-1]["layout"]["title"]["text"] == "Measured speed-up over plain greedy decoding"
+    present = open_page(PAGE, {"sd_draft": "prompt-lookup", "sd_llm_new": "2", "present": "1"})
+    no_exception(present)                         # presenter mode: the round's two figures, the settings folded
+    assert len(plotly_specs(present)) == 2 and not any(h.value == "The whole run" for h in present.header)
+    monkeypatch.setenv("KVVIZ_SMOLLM2", "none")
+    at = open_page(PAGE, {"sd_draft": "early-exit"})
+    no_exception(at)
+    assert any("weights are not installed" in w.value for w in at.warning)

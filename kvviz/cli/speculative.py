@@ -4,6 +4,8 @@ model (kvviz.speculative), as JSON.
 ``speculate --model smollm2 --draft prompt-lookup --prompt TEXT [--chat]`` runs prompt-lookup decoding
 on SmolLM2 instead (kvviz.speculative.prompt_lookup: the draft is looked up in the text itself) and
 runs plain greedy decoding too, to say whether the tokens are the same (``same_as_greedy``).
+``--draft early-exit --exit-layer K`` drafts with SmolLM2's own first K layers
+(kvviz.speculative.early_exit), the same JSON.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import sys
 from kvviz.cli.args import add_rule_arguments, rule_from
 from kvviz.decoding.loops import hf_generate
 from kvviz.limits import (
+    EARLY_EXIT_MAX_TOKENS,
     PROMPT_LOOKUP_MAX_NGRAM,
     PROMPT_LOOKUP_MAX_TOKENS,
     SPECULATIVE_MAX_GAMMA,
@@ -31,11 +34,13 @@ from kvviz.speculative import (
     speculation_dict,
     speculative_generate,
 )
+from kvviz.speculative.early_exit import DEFAULT_DRAFT_TOKENS, DEFAULT_EXIT_LAYER, check_early_exit, early_exit_generate
 from kvviz.speculative.prompt_lookup import DEFAULT_LOOKUP_TOKENS, DEFAULT_MAX_NGRAM
 
-DRAFTS = ("model", "prompt-lookup")
+DRAFTS = ("model", "prompt-lookup", "early-exit")
 SPEC_MODELS = ("gpt", "smollm2")        # the draft model is the tiny GPT's; prompt lookup needs a transformers LM
 DEFAULT_GAMMA = 4
+EARLY_EXIT_LAYERS = {"smollm2": 30}     # layers known before the weights load (the exit layer is checked first)
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:
@@ -45,7 +50,8 @@ def add_command(sub: argparse._SubParsersAction) -> None:
                     help="the target: gpt (default, with --draft model) or smollm2 (with --draft prompt-lookup)")
     sp.add_argument("--draft", choices=DRAFTS, default="model",
                     help="model: the tiny GPT's draft model (default); prompt-lookup: the continuation of an "
-                         "earlier occurrence of the text's last n-gram")
+                         "earlier occurrence of the text's last n-gram; early-exit: the target's own first "
+                         "K layers (smollm2)")
     sp.add_argument("--prompt", required=True,
                     help='words of the tiny GPT, e.g. "Today the weather is so" (smollm2: any text)')
     sp.add_argument("--chat", action="store_true",
@@ -56,23 +62,27 @@ def add_command(sub: argparse._SubParsersAction) -> None:
                     help=f"--draft model: draft tokens per round (1..{SPECULATIVE_MAX_GAMMA}, default {DEFAULT_GAMMA})")
     sp.add_argument("--lookup-tokens", type=int, default=None, metavar="K",
                     help=f"--draft prompt-lookup: most draft tokens per round (1..{PROMPT_LOOKUP_MAX_TOKENS}, "
-                         f"default {DEFAULT_LOOKUP_TOKENS})")
+                         f"default {DEFAULT_LOOKUP_TOKENS}); early-exit: 1..{EARLY_EXIT_MAX_TOKENS}, "
+                         f"default {DEFAULT_DRAFT_TOKENS}")
     sp.add_argument("--ngram", type=int, default=None, metavar="N",
                     help=f"--draft prompt-lookup: the largest n-gram looked up (1..{PROMPT_LOOKUP_MAX_NGRAM}, "
                          f"default {DEFAULT_MAX_NGRAM})")
+    sp.add_argument("--exit-layer", type=int, default=None, metavar="K",
+                    help=f"--draft early-exit: the layers the draft runs (1..layers − 1, default {DEFAULT_EXIT_LAYER})")
     add_rule_arguments(sp)
     sp.set_defaults(run=lambda a: run(a, sp))
 
 
 def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """The JSON on stdout, or one line on stderr and exit code 2 (``parser.error``)."""
-    if a.draft == "prompt-lookup":
+    if a.draft in ("prompt-lookup", "early-exit"):
         return run_prompt_lookup(a, parser)
     if a.model != "gpt":
         parser.error(f"--draft model is the tiny GPT's draft; --model {a.model} needs --draft prompt-lookup")
-    for flag, value in (("--chat", a.chat or None), ("--lookup-tokens", a.lookup_tokens), ("--ngram", a.ngram)):
+    for flag, value in (("--chat", a.chat or None), ("--lookup-tokens", a.lookup_tokens), ("--ngram", a.ngram),
+                        ("--exit-layer", a.exit_layer)):
         if value is not None:
-            parser.error(f"{flag} needs --draft prompt-lookup")
+            parser.error(f"{flag} needs --draft prompt-lookup or early-exit")
     target, draft = load_pair()
     try:
         rule = rule_from(a)
@@ -88,29 +98,41 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def run_prompt_lookup(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """Prompt lookup on a transformers model: every number is checked before the weights load."""
+    """Prompt lookup or early exit on a transformers model: every number is checked before the weights load."""
+    early_exit = a.draft == "early-exit"
     if a.model != "smollm2":
-        parser.error(f"--draft prompt-lookup needs a transformers model (--model smollm2), not {a.model!r}")
+        parser.error(f"--draft {a.draft} needs a transformers model (--model smollm2), not {a.model!r}")
     if a.gamma is not None:
-        parser.error("--gamma is the draft model's; prompt lookup takes --lookup-tokens")
-    k = DEFAULT_LOOKUP_TOKENS if a.lookup_tokens is None else a.lookup_tokens
+        parser.error(f"--gamma is the draft model's; --draft {a.draft} takes --lookup-tokens")
+    if early_exit and a.ngram is not None:
+        parser.error("--ngram is prompt lookup's; early exit takes --exit-layer")
+    if not early_exit and a.exit_layer is not None:
+        parser.error("--exit-layer needs --draft early-exit")
+    default_k = DEFAULT_DRAFT_TOKENS if early_exit else DEFAULT_LOOKUP_TOKENS
+    k = default_k if a.lookup_tokens is None else a.lookup_tokens
     n = DEFAULT_MAX_NGRAM if a.ngram is None else a.ngram
+    exit_layer = DEFAULT_EXIT_LAYER if a.exit_layer is None else a.exit_layer
     early = limits_before_loading(a.model)
     try:
         rule = rule_from(a)
         if early is not None:
-            check_prompt_lookup(early.check_request(a.prompt, a.new_tokens), k, n, rule, early.max_new_tokens)
+            check_prompt_lookup(early.check_request(a.prompt, a.new_tokens), 1 if early_exit else k, n, rule,
+                                early.max_new_tokens)
+            if early_exit:
+                check_early_exit(None, exit_layer, k, EARLY_EXIT_LAYERS.get(a.model))
         model = get_model(a.model)                        # ModelUnavailable (a LimitError) without weights
         if not isinstance(model, HFCausalLM):
-            parser.error(f"--draft prompt-lookup needs a transformers model, not {a.model!r}")
+            parser.error(f"--draft {a.draft} needs a transformers model, not {a.model!r}")
         new_tokens = model.limits.check_request(a.prompt, a.new_tokens)
-        check_prompt_lookup(new_tokens, k, n, rule, model.limits.max_new_tokens)
         ids = model.ids(model.prompt(a.prompt, a.chat))
-        run = prompt_lookup_generate(model, ids, new_tokens, k, n, rule)
+        if early_exit:
+            run = early_exit_generate(model, ids, new_tokens, exit_layer, k, rule)
+        else:
+            run = prompt_lookup_generate(model, ids, new_tokens, k, n, rule)
     except (LimitError, ValueError) as e:
         parser.error(str(e))
     plain = hf_generate(model, ids, new_tokens, cached=True, keep_logits=False)     # the same greedy, one step a token
-    out = {"model": model.name, "draft": "prompt-lookup", "rule": {"name": "greedy"},
+    out = {"model": model.name, "draft": a.draft, "rule": {"name": "greedy"},
            **prompt_lookup_dict(run, model.vocab), "text": model.decode(run.tokens),
            "same_as_greedy": run.tokens == plain.tokens, "greedy_passes": len(plain.tokens)}
     json.dump(out, sys.stdout, indent=1)

@@ -37,16 +37,18 @@ def speculation_dict(spec: Speculation, vocab: Sequence[str], detail: bool = Fal
 
 def prompt_lookup_dict(run: PromptLookup, vocab: Sequence[str]) -> dict:
     """A prompt-lookup run (kvviz.speculative.prompt_lookup) as the ``speculate --draft prompt-lookup``
-    command's JSON: the prompt and new tokens as strings and ids; per round the cache's length before,
-    how many text tokens the pass fed, the n-gram looked up and where it occurred (null: no match),
-    the draft, how many were accepted, the target's own token, and the cache's length after the
-    verification pass and after the rollback; the totals."""
+    command's JSON (an early-exit run adds its method and exit layer). The prompt and new tokens as
+    strings and ids; per round the cache's length before, how many text tokens the pass fed, the
+    n-gram looked up and where it occurred (null: no match), the draft, how many were accepted, the
+    target's own token, and the cache's length after the verification pass and after the rollback;
+    the totals."""
     words = lambda ids: [vocab[i] for i in ids]     # noqa: E731
     rate = run.acceptance_rate
     return {
         "prompt": words(run.prompt), "prompt_ids": list(run.prompt),
         "tokens": words(run.tokens), "new_ids": list(run.tokens),
         "lookup_tokens": run.lookup_tokens, "ngram": run.max_ngram,
+        **({"method": run.method, "exit_layer": run.exit_layer} if run.method != "prompt-lookup" else {}),
         "rounds": [{"cache_before": r.cache.before, "fed": len(r.fed),
                     "ngram": None if r.match is None else words(r.match.ngram),
                     "match_position": None if r.match is None else r.match.position,

@@ -1,4 +1,5 @@
-"""Speculative decoding's speed-up, measured on this machine.
+"""Speculative decoding's speed-up, measured on this machine (the tiny GPT with its draft model;
+``measure_self_speedup``: prompt lookup and early exit on a transformers model such as SmolLM2).
 
 ``measure_speedup`` times speculative against plain cached decoding of the tiny GPT for each γ, with
 the acceptance rate α, the cost ratio c = draft pass / target pass and the cost of the verification
@@ -19,9 +20,12 @@ import torch
 from kvviz.cache import StaticCache
 from kvviz.cost import pass_flops, speculative_speedup, speculative_tokens_per_pass
 from kvviz.cost.measure import run_locked
-from kvviz.decoding.loops import generate_cached
+from kvviz.decoding.loops import generate_cached, hf_generate
 from kvviz.decoding.sampling import SelectionRule, make_rule
 from kvviz.limits import (
+    SELF_SPEC_MEASURE_MAX_PROMPTS,
+    SELF_SPEC_MEASURE_MAX_RUNS,
+    SELF_SPEC_MEASURE_MAX_TOKENS,
     SPECULATIVE_MAX_GAMMA,
     SPECULATIVE_MEASURE_MAX_RUNS,
     SPECULATIVE_MEASURE_MAX_TOKENS,
@@ -29,7 +33,10 @@ from kvviz.limits import (
     check_int,
 )
 from kvviz.models.gpt import GPT, cost_config
+from kvviz.models.hf import HFCausalLM
 from kvviz.speculative.decoding import Speculation, check_speculation, speculative_generate
+from kvviz.speculative.early_exit import check_early_exit, early_exit_generate
+from kvviz.speculative.prompt_lookup import check_prompt_lookup, prompt_lookup_generate
 
 Progress = Callable[[float, str], None]
 
@@ -194,4 +201,114 @@ def measure_speedup(target: GPT, draft: GPT, prompt_ids: Sequence[int], gammas: 
         return SpeedMeasurement(points, target_ms, draft_ms, context, flops[0] / flops[1],
                                 (rule or make_rule()).describe(), len(ids), n, runs, threads,
                                 time.perf_counter() - t0, clock)
+    return run_locked(go, threads)
+
+
+# ---- self-drafting on a transformers model: prompt lookup and early exit against plain decoding ----------
+
+SELF_METHODS = ("prompt-lookup", "early-exit")
+
+
+@dataclass(frozen=True)
+class SelfSpeedPoint:
+    """One prompt and one drafting method against plain cached greedy decoding of the same tokens
+    (medians over the runs; the fastest too, since other jobs on a shared machine only add time)."""
+
+    prompt: str                     # the prompt's name (e.g. "repeat", "open")
+    method: str                     # "prompt-lookup" or "early-exit"
+    new_tokens: int                 # tokens both made (the same ones: greedy, stopped at an end token)
+    speculative_s: float
+    plain_s: float
+    speculative_best_s: float
+    plain_best_s: float
+    proposed: int                   # draft tokens of one run
+    accepted: int
+    target_passes: int              # verification passes of one run (plain: one per token)
+    same_tokens: bool               # the speculative run's tokens are plain greedy's
+    draft_s: float                  # inside the fastest speculative run: making the drafts
+    verify_s: float                 # and the verification passes
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        return self.accepted / self.proposed if self.proposed else None
+
+    @property
+    def tokens_per_pass(self) -> float:
+        return self.new_tokens / self.target_passes
+
+    @property
+    def measured(self) -> float:
+        """plain time / speculative time (medians): above 1 is faster than plain decoding."""
+        return self.plain_s / self.speculative_s
+
+    @property
+    def measured_best(self) -> float:
+        return self.plain_best_s / self.speculative_best_s
+
+
+@dataclass(frozen=True)
+class SelfSpeedMeasurement:
+    points: list[SelfSpeedPoint]
+    lookup_tokens: int
+    max_ngram: int
+    exit_layer: int
+    draft_tokens: int
+    new_tokens: int                 # asked for (a run stops earlier at an end token)
+    runs: int
+    threads: int
+    seconds: float
+
+
+@torch.inference_mode()
+def measure_self_speedup(model: HFCausalLM, prompts: Sequence[tuple[str, Sequence[int]]],
+                         methods: Sequence[str] = SELF_METHODS, new_tokens: int = 32, lookup_tokens: int = 10,
+                         max_ngram: int = 2, exit_layer: int = 24,
+                         draft_tokens: int = 4, runs: int = 1, progress: Progress | None = None,
+                         threads: int = 1) -> SelfSpeedMeasurement:
+    """For each prompt (name, ids) and method: ``runs`` speculative runs interleaved with as many
+    plain ``hf_generate`` runs (greedy, the same stop), after one untimed warm-up of each. Capped
+    (kvviz.limits SELF_SPEC_MEASURE_*); one measurement at a time per process (``run_locked``, the
+    lock every measurement shares), on ``threads`` torch threads."""
+    n = check_int("New tokens", new_tokens, 2, min(SELF_SPEC_MEASURE_MAX_TOKENS, model.limits.max_new_tokens))
+    runs = check_int("Runs", runs, 1, SELF_SPEC_MEASURE_MAX_RUNS)
+    threads = check_int("Threads", threads, 1, 64)
+    prompts = [(str(name), [int(i) for i in ids]) for name, ids in prompts]
+    check_int("Prompts", len(prompts), 1, SELF_SPEC_MEASURE_MAX_PROMPTS)
+    bad = [m for m in methods if m not in SELF_METHODS]
+    if bad or not methods:
+        raise LimitError(f"The methods must be some of {', '.join(SELF_METHODS)}, not {bad or 'none'}.")
+    _, k, ng = check_prompt_lookup(n, lookup_tokens, max_ngram)
+    ee, d = check_early_exit(model, exit_layer, draft_tokens)
+    for _, ids in prompts:
+        if not ids or len(ids) > model.limits.max_prompt_tokens:
+            raise LimitError(f"A prompt must have 1 to {model.limits.max_prompt_tokens} tokens, not {len(ids)}.")
+    run_of = {"prompt-lookup": lambda ids: prompt_lookup_generate(model, ids, n, k, ng),
+              "early-exit": lambda ids: early_exit_generate(model, ids, n, ee, d)}
+
+    def go() -> SelfSpeedMeasurement:
+        t0 = time.perf_counter()
+        todo = [(name, ids, m) for name, ids in prompts for m in methods]
+        points = []
+        for i, (name, ids, method) in enumerate(todo):
+            if progress:
+                progress(i / len(todo), f"{name}: {method}")
+            run_of[method](ids)                                  # warm-up, untimed
+            hf_generate(model, ids, 2, keep_logits=False)
+            spec_s, plain_s, specs, plain_tokens = [], [], [], None
+            for _ in range(runs):
+                t = time.perf_counter()
+                specs.append(run_of[method](ids))
+                spec_s.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                plain_tokens = hf_generate(model, ids, n, keep_logits=False).tokens
+                plain_s.append(time.perf_counter() - t)
+            fastest = specs[spec_s.index(min(spec_s))]
+            points.append(SelfSpeedPoint(
+                name, method, len(fastest.tokens), statistics.median(spec_s), statistics.median(plain_s),
+                min(spec_s), min(plain_s), fastest.proposed, fastest.accepted, fastest.target_passes,
+                fastest.tokens == plain_tokens, sum(r.draft_seconds for r in fastest.rounds),
+                sum(r.seconds for r in fastest.rounds)))
+        if progress:
+            progress(1.0, "done")
+        return SelfSpeedMeasurement(points, k, ng, ee, d, n, runs, threads, time.perf_counter() - t0)
     return run_locked(go, threads)

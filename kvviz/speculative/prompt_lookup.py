@@ -24,11 +24,12 @@ from dataclasses import dataclass
 
 import torch
 
-from kvviz.cache import Cache, DynamicCache
+from kvviz.cache import Cache
 from kvviz.decoding.sampling import SelectionRule, is_greedy
 from kvviz.limits import PROMPT_LOOKUP_MAX_NGRAM, PROMPT_LOOKUP_MAX_TOKENS, LimitError, check_int
 from kvviz.models.hf import HFCausalLM
-from kvviz.speculative.decoding import CacheLengths
+from kvviz.speculative.decoding import CacheLengths, CacheRowState
+from kvviz.speculative.verify import check_prompt_ids, self_speculate, verify_draft
 
 DEFAULT_LOOKUP_TOKENS = 10       # transformers' PromptLookupCandidateGenerator default
 DEFAULT_MAX_NGRAM = 2            # transformers' default when max_matching_ngram_size is not set
@@ -50,6 +51,7 @@ class LookupMatch:
 @dataclass(frozen=True)
 class LookupRound:
     """One round: look the draft up, verify it in one target pass, keep what the target agrees with.
+    (Early exit's rounds, kvviz.speculative.early_exit, are these records too, with ``match`` None.)
 
     Before the round the cache holds the text's first ``start`` positions; the pass processes ``fed``
     (the text the cache lacks: the whole prompt in round 0, afterwards the pending last token) and
@@ -66,6 +68,8 @@ class LookupRound:
     n_accepted: int
     cache: CacheLengths                 # before, after the verification pass, after the rollback (crop)
     seconds: float                      # wall time of the verification pass
+    draft_seconds: float = 0.0          # wall time of making the draft (the lookup; early exit: its passes)
+    draft_grown: int = 0                # early exit: the shared first layers' length after the draft's passes
 
     @property
     def target_token(self) -> int:
@@ -84,7 +88,9 @@ class LookupRound:
 
 @dataclass(frozen=True)
 class PromptLookup:
-    """A prompt-lookup run: rounds until ``max_new_tokens`` tokens are out or an end token is chosen."""
+    """A prompt-lookup run: rounds until ``max_new_tokens`` tokens are out or an end token is chosen.
+    An early-exit run (kvviz.speculative.early_exit) is one too: ``method`` says which, ``lookup_tokens``
+    is then its most draft tokens per round."""
 
     prompt: list[int]
     tokens: list[int]                   # the new tokens, in order
@@ -93,6 +99,8 @@ class PromptLookup:
     max_ngram: int                      # n: the largest n-gram looked up
     max_new_tokens: int
     seconds: float
+    method: str = "prompt-lookup"       # where the drafts came from: "prompt-lookup" or "early-exit"
+    exit_layer: int | None = None       # early exit: the layers the draft runs (max_ngram is then 0)
 
     @property
     def proposed(self) -> int:
@@ -120,6 +128,25 @@ class PromptLookup:
     @property
     def tokens_per_pass(self) -> float:
         return len(self.tokens) / len(self.rounds)
+
+    def cache_rows(self, index: int, which: str = "target") -> tuple[CacheRowState, ...]:
+        """The rows of the target's cache in round ``index`` at its largest (after the verification
+        pass), each "cached" (there before the round), "kept" (written this round and accepted) or
+        "removed" (a rejected draft token's, dropped by ``crop``). ``which="draft"`` (early exit): the
+        rows the draft's passes wrote into the shared first layers (the text it was fed and its drafts
+        but the last), all "removed" before the verification pass."""
+        r = self.rounds[index]
+        text = (self.prompt + self.tokens)[:r.start + len(r.fed)] + list(r.draft)
+        if which == "target":
+            return tuple(CacheRowState(pos, text[pos], "cached" if pos < r.cache.before else
+                                       "kept" if pos < r.cache.after else "removed")
+                         for pos in range(r.cache.grown))
+        if which != "draft":
+            raise ValueError(f"which must be 'target' or 'draft', not {which!r}")
+        if self.method != "early-exit":
+            return ()
+        return tuple(CacheRowState(pos, text[pos], "cached" if pos < r.start else "removed")
+                     for pos in range(max(r.draft_grown, r.start)))
 
 
 def find_draft(text: Sequence[int], lookup_tokens: int, max_ngram: int,
@@ -162,33 +189,24 @@ def prompt_lookup_round(model: HFCausalLM, cache: Cache, sequence: Sequence[int]
                         max_ngram: int, max_draft: int, end_ids: Collection[int] = (),
                         index: int = 0) -> LookupRound:
     """One round on a cache holding a prefix of ``sequence`` (round 0: nothing; later: all but the last
-    token). Drafts at most min(k, ``max_draft``) tokens, verifies them in one pass and crops the cache
-    to the accepted text, so it then holds the new sequence except its new last token. ``sequence``
-    is not changed: append ``round.emitted`` to it."""
+    token). Drafts at most min(k, ``max_draft``) tokens, verifies them in one pass
+    (kvviz.speculative.verify.verify_draft) and crops the cache to the accepted text, so it then holds
+    the new sequence except its new last token. ``sequence`` is not changed: append ``round.emitted``."""
     start = cache.get_seq_length()
     if not 0 <= start < len(sequence):
         raise ValueError(f"the cache must hold a proper prefix of the text: {start} positions for "
                          f"{len(sequence)} tokens")
     match, draft = (None, ())
     if max_draft > 0:
+        t0 = time.perf_counter()
         match, draft = find_draft(sequence, lookup_tokens, max_ngram, end_ids)
         draft = draft[:max_draft]
-    fed = tuple(sequence[start:])
-    todo = list(fed) + list(draft)
-    positions = torch.arange(start, start + len(todo)).unsqueeze(0)                   # [1, F + D]
-    t0 = time.perf_counter()
-    out = model.model(input_ids=torch.tensor([todo]), position_ids=positions, past_key_values=cache,
-                      use_cache=True, logits_to_keep=len(draft) + 1)
-    seconds = time.perf_counter() - t0
-    # the logits of the last fed position and of every draft position, [D + 1, V]; float32 as transformers
-    choice = out.logits[0].float().argmax(dim=-1).tolist()                             # D + 1 ids
-    n_acc = 0
-    while n_acc < len(draft) and draft[n_acc] == choice[n_acc]:
-        n_acc += 1
-    grown = start + len(todo)
-    cache.crop(start + len(fed) + n_acc)          # rollback: the rejected draft positions' rows go
-    return LookupRound(index=index, start=start, fed=fed, match=match, draft=tuple(draft), argmax=tuple(choice),
-                       n_accepted=n_acc, cache=CacheLengths(start, grown, cache.get_seq_length()), seconds=seconds)
+        lookup_s = time.perf_counter() - t0
+    else:
+        lookup_s = 0.0
+    v = verify_draft(model, cache, sequence, draft)
+    return LookupRound(index=index, start=start, fed=v.fed, match=match, draft=tuple(draft), argmax=v.argmax,
+                       n_accepted=v.n_accepted, cache=v.cache, seconds=v.seconds, draft_seconds=lookup_s)
 
 
 @torch.inference_mode()
@@ -202,25 +220,10 @@ def prompt_lookup_generate(model: HFCausalLM, ids: Sequence[int], max_new_tokens
     and transformers' ``generate(do_sample=False, prompt_lookup_num_tokens=k,
     max_matching_ngram_size=n)``'s (tests/test_prompt_lookup.py). ``cache``: an empty kvviz cache
     (default a DynamicCache); after every round it holds the text except its last token."""
-    prompt = [int(i) for i in ids]
-    if not prompt:
-        raise LimitError("The prompt is empty: give at least one token.")
-    check_int("Prompt length", len(prompt), 1, model.limits.max_prompt_tokens)
-    if min(prompt) < 0 or max(prompt) >= len(model.vocab):
-        raise LimitError("A token id is outside the vocabulary.")
+    prompt = check_prompt_ids(model, ids)
     n_new, k, n = check_prompt_lookup(max_new_tokens, lookup_tokens, max_ngram, rule, model.limits.max_new_tokens)
-    end_ids = frozenset(model.vocab.index(t) for t in model.end_tokens) if stop else frozenset()
-    cache = DynamicCache(model.n_layers) if cache is None else cache
-    if cache.get_seq_length():
-        raise ValueError("the cache must be empty")
-    sequence = list(prompt)
-    rounds: list[LookupRound] = []
-    t0 = time.perf_counter()
-    while len(sequence) - len(prompt) < n_new:
-        missing = n_new - (len(sequence) - len(prompt))
-        r = prompt_lookup_round(model, cache, sequence, k, n, missing - 1, end_ids, len(rounds))
-        rounds.append(r)
-        sequence.extend(r.emitted)
-        if r.target_token in end_ids:            # drafts never hold an end token: only the target's can be one
-            break
-    return PromptLookup(prompt, sequence[len(prompt):], tuple(rounds), k, n, n_new, time.perf_counter() - t0)
+
+    def one(m: HFCausalLM, c: Cache, seq: list[int], max_draft: int, end_ids: frozenset[int], i: int) -> LookupRound:
+        return prompt_lookup_round(m, c, seq, k, n, max_draft, end_ids, i)
+    tokens, rounds, seconds = self_speculate(model, prompt, n_new, one, stop, cache)
+    return PromptLookup(prompt, tokens, tuple(rounds), k, n, n_new, seconds)

@@ -9,13 +9,15 @@ visible word comes in through ``labels`` (English defaults in LABELS) so pages c
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import plotly.graph_objects as go
 
 from kvviz.cost import speculative_speedup
 from kvviz.speculative import SpeedMeasurement
 from kvviz.speculative.decoding import CacheRowState, SpeculativeRound
+from kvviz.speculative.measure import SelfSpeedMeasurement
+from kvviz.speculative.prompt_lookup import LookupRound, PromptLookup
 from kvviz.viz import theme
 from kvviz.viz.theme import COLORS, FONT
 
@@ -38,6 +40,14 @@ LABELS = {
     "target_cache": "target cache", "draft_cache": "draft cache", "position": "position",
     "cached": "cached before", "kept": "written, kept", "removed": "written, removed",
 }
+SELF_LABELS = {   # the self-drafting builders' own words (with LABELS': prompt lookup, early exit)
+    "draft_row": "draft", "target_row": "target's greedy token", "verified": "verified position",
+    "target_token": "the target's own token", "round": "round", "tokens": "tokens",
+    "rejected_tokens": "proposed, rejected", "accepted_tokens": "proposed, accepted",
+    "acceptance_rate": "acceptance rate", "prompt-lookup": "prompt lookup", "early-exit": "early exit",
+    "no_draft": "no draft: a plain step", "unused": "computed, thrown away",
+}
+ALL_LABELS = {**LABELS, **SELF_LABELS}
 
 
 def proposal_labels(round_: SpeculativeRound, vocab: Sequence[str]) -> list[str]:
@@ -168,14 +178,17 @@ def cache_spec(target_rows: Sequence[CacheRowState], draft_rows: Sequence[CacheR
                title: str, window: int = 14, labels: Mapping[str, str] | None = None) -> dict:
     """Both caches of a round (``Speculation.cache_rows``), one strip each, the last ``window``
     positions, as plain plotly JSON: rows there before the round, rows written and kept, and rows
-    written for rejected proposals, struck out — the ones the rollback (``crop``) removes."""
+    written for rejected proposals, struck out — the ones the rollback (``crop``) removes. No
+    ``draft_rows`` (prompt lookup has no draft cache): the target's strip alone."""
     w = theme.words(LABELS, labels)
     last = max([r.position for r in (*target_rows, *draft_rows)], default=-1)
     first = max(0, last - window + 1)
     positions = list(range(first, last + 1))
     codes = {"cached": 0, "kept": 1, "removed": 2}
     z, text, hover = [], [], []
-    for rows in (draft_rows, target_rows):             # draft at the bottom, target on top
+    strips = [(w["draft_cache"], draft_rows)] if draft_rows else []      # prompt lookup: no draft cache
+    strips.append((w["target_cache"], target_rows))
+    for _, rows in strips:                             # draft at the bottom, target on top
         by_pos = {r.position: r for r in rows}
         z.append([codes[by_pos[p].status] if p in by_pos else None for p in positions])
         text.append([("<s>{}</s>" if by_pos[p].status == "removed" else "{}").format(vocab[by_pos[p].token])
@@ -184,7 +197,7 @@ def cache_spec(target_rows: Sequence[CacheRowState], draft_rows: Sequence[CacheR
                       for p in positions])
     scale = [[0.0, CACHE_COLOR["cached"]], [0.333, CACHE_COLOR["cached"]], [0.334, CACHE_COLOR["kept"]],
              [0.666, CACHE_COLOR["kept"]], [0.667, CACHE_COLOR["removed"]], [1.0, CACHE_COLOR["removed"]]]
-    data = [dict(type="heatmap", z=z, x=[str(p) for p in positions], y=[w["draft_cache"], w["target_cache"]],
+    data = [dict(type="heatmap", z=z, x=[str(p) for p in positions], y=[name for name, _ in strips],
                  zmin=0, zmax=2, colorscale=scale, showscale=False, text=text, texttemplate="%{text}",
                  textfont=dict(size=14), customdata=hover, xgap=3, ygap=6,
                  hovertemplate="%{customdata}<extra></extra>")]
@@ -192,7 +205,7 @@ def cache_spec(target_rows: Sequence[CacheRowState], draft_rows: Sequence[CacheR
         data.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=w[name],
                          marker=dict(symbol="square", size=14, color=CACHE_COLOR[name])))
     return {"data": data, "layout": theme.layout(
-        title, 240, ticks=False, top=60, legend=theme.LEGEND_ABOVE,
+        title, 240 if len(strips) == 2 else 190, ticks=False, top=60, legend=theme.LEGEND_ABOVE,
         xaxis=dict(title=dict(text=w["position"]), type="category", tickfont=FONT),
         yaxis=dict(tickfont=FONT), plot_bgcolor="white")}
 
@@ -244,3 +257,125 @@ def speedup_figure(gammas: Sequence[int], title: str, alpha: float | None = None
     fig.add_annotation(x=1, xref="paper", xanchor="right", y=1.0, yanchor="bottom", text=w["plain"],
                        showarrow=False, font=dict(size=13, color="#666666"))
     return fig
+
+
+# ---- self-drafting on a transformers model: prompt lookup and early exit --------------------------------
+
+def verify_spec(round_: LookupRound, vocab: Sequence[str], title: str, labels: Mapping[str, str] | None = None,
+                pretty: Callable[[str], str] | None = None) -> dict:
+    """The one verification pass of a self-drafted round as plain plotly JSON: one column per verified
+    position (the last fed one and every draft position), the draft's token above the target's greedy
+    token there. A draft token is accepted while it equals the target's (green), the first that does
+    not is rejected (vermillion) and the rest are not tested (grey); the target's token after the
+    accepted ones is its own (blue), the rest of its row is thrown away. ``pretty``: token → shown
+    text (default the token itself)."""
+    w = theme.words(ALL_LABELS, labels)
+    show = pretty or (lambda tok: tok)
+    n = len(round_.draft)
+    first = round_.start + len(round_.fed) - 1                # the last fed position's output predicts first+1
+    xs = [str(first + 1 + i) for i in range(n + 1)]
+    codes = {"accepted": 0, "rejected": 1, "untested": 2, "target": 3, "unused": 4}
+    colour = {"accepted": COLORS["processed"], "rejected": COLORS["chosen"], "untested": COLORS["removed"],
+              "target": TARGET_COLOR, "unused": "#F2F2F2"}
+    d_state = ["accepted" if i < round_.n_accepted else "rejected" if i == round_.n_accepted else "untested"
+               for i in range(n)] + ["unused"]
+    t_state = ["target" if i == round_.n_accepted else "accepted" if i < round_.n_accepted else "unused"
+               for i in range(n + 1)]
+    verdict = {"accepted": MARK[True], "rejected": MARK[False], "untested": MARK[None]}
+    d_text = [f"{show(vocab[tok])} {verdict[d_state[i]]}" for i, tok in enumerate(round_.draft)] + [""]
+    # the target's tokens after its own were computed and are thrown away: not drawn (the hover has them)
+    t_text = [show(vocab[tok]) if s != "unused" else "" for tok, s in zip(round_.argmax, t_state)]
+    name = {"accepted": w["accepted"], "rejected": w["rejected"], "untested": w["untested"],
+            "target": w["target_token"], "unused": ""}
+    keys = list(codes)
+    scale = []
+    for i, k in enumerate(keys):                            # a stepwise colour scale: one colour per code
+        scale += [[i / len(keys), colour[k]], [(i + 1) / len(keys) - 1e-9 if i < len(keys) - 1 else 1.0, colour[k]]]
+    z = [[codes[s] + 0.5 for s in d_state], [codes[s] + 0.5 for s in t_state]]
+    hover = [[f"{x}: {tx} ({name[s]})" if tx else "" for x, tx, s in zip(xs, d_text, d_state)],
+             [f"{x}: {show(vocab[tok])} ({name[s] or w['unused']})" for x, tok, s in zip(xs, round_.argmax, t_state)]]
+    data = [dict(type="heatmap", z=z, x=xs, y=[w["draft_row"], w["target_row"]], zmin=0, zmax=len(keys),
+                 colorscale=scale, showscale=False, text=[d_text, t_text], texttemplate="%{text}",
+                 textfont=dict(size=15, color="white"), customdata=hover, xgap=3, ygap=6,
+                 hovertemplate="%{customdata}<extra></extra>")]
+    for k in ("accepted", "rejected", "untested", "target"):
+        data.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=name[k],
+                         marker=dict(symbol="square", size=14, color=colour[k])))
+    if not n:
+        data[0]["text"][0] = [w["no_draft"]]
+    return {"data": data, "layout": theme.layout(
+        title, 230, ticks=False, top=70, legend=theme.LEGEND_ABOVE,
+        xaxis=dict(title=dict(text=w["verified"]), type="category", tickfont=FONT),
+        yaxis=dict(tickfont=FONT, autorange="reversed"), plot_bgcolor="white")}
+
+
+def lookup_rounds_spec(run: PromptLookup, title: str, labels: Mapping[str, str] | None = None,
+                       current: int | None = None) -> dict:
+    """Every round of a self-drafted run as plain plotly JSON: stacked bars of the draft tokens the
+    target accepted, the target's own token (one a round) and the rejected draft tokens; the round
+    ``current`` outlined."""
+    w = theme.words(ALL_LABELS, labels)
+    xs = [str(r.index + 1) for r in run.rounds]
+    acc = [r.n_accepted for r in run.rounds]
+    rej = [len(r.draft) - r.n_accepted for r in run.rounds]
+    data = [dict(type="bar", x=xs, y=acc, name=w["accepted_tokens"], marker=dict(color=COLORS["processed"]),
+                 hovertemplate=f"{w['round']} %{{x}}: %{{y}} {w['accepted_tokens']}<extra></extra>"),
+            dict(type="bar", x=xs, y=[1] * len(xs), name=w["target_token"], marker=dict(color=TARGET_COLOR),
+                 hovertemplate=f"{w['round']} %{{x}}: {w['target_token']}<extra></extra>"),
+            dict(type="bar", x=xs, y=rej, name=w["rejected_tokens"],
+                 marker=dict(color=COLORS["removed"], pattern=dict(shape="/", fgcolor="white", fillmode="overlay")),
+                 hovertemplate=f"{w['round']} %{{x}}: %{{y}} {w['rejected_tokens']}<extra></extra>")]
+    shapes = []
+    if current is not None and 0 <= current < len(xs):
+        top = acc[current] + 1 + rej[current]
+        shapes.append(dict(type="rect", xref="x", yref="y", x0=current - 0.45, x1=current + 0.45, y0=0, y1=top,
+                           line=dict(color="#000000", width=3), fillcolor="rgba(0,0,0,0)"))
+    return {"data": data, "layout": theme.layout(
+        title, 300, ticks=False, top=70, legend=theme.LEGEND_ABOVE, barmode="stack", bargap=0.3, shapes=shapes,
+        xaxis=dict(title=dict(text=w["round"]), type="category", tickfont=FONT),
+        yaxis=dict(title=dict(text=w["tokens"]), tickfont=FONT, dtick=1 if max([a + 1 + b for a, b in zip(acc, rej)],
+                                                                              default=1) <= 8 else None))}
+
+
+def acceptance_spec(rows: Sequence[tuple[str, str, float | None]], title: str,
+                    labels: Mapping[str, str] | None = None) -> dict:
+    """Acceptance rates as grouped bars, plain plotly JSON: ``rows`` are (case label, method, rate),
+    one bar group per case, one colour per method ("prompt-lookup", "early-exit"); None (nothing was
+    proposed) is drawn as 0 with a dash."""
+    w = theme.words(ALL_LABELS, labels)
+    colour = {"prompt-lookup": TARGET_COLOR, "early-exit": DRAFT_COLOR}
+    data = []
+    for method in dict.fromkeys(m for _, m, _ in rows):
+        mine = [(case, rate) for case, m, rate in rows if m == method]
+        data.append(dict(type="bar", x=[c for c, _ in mine], y=[r or 0.0 for _, r in mine], name=w[method],
+                         marker=dict(color=colour.get(method, COLORS["bar"])),
+                         text=["–" if r is None else f"{r:.0%}" for _, r in mine], textposition="outside",
+                         cliponaxis=False, hovertemplate="%{x}: %{y:.1%}<extra>" + w[method] + "</extra>"))
+    return {"data": data, "layout": theme.layout(
+        title, 320, ticks=False, top=70, legend=theme.LEGEND_ABOVE, barmode="group", bargap=0.3,
+        xaxis=dict(type="category", tickfont=FONT),
+        yaxis=dict(title=dict(text=w["acceptance_rate"]), range=[0, 1.15], tickformat=".0%", tickfont=FONT))}
+
+
+def self_speedup_spec(measurement: SelfSpeedMeasurement, cases: Mapping[str, str], title: str,
+                      labels: Mapping[str, str] | None = None) -> dict:
+    """The measured speed-up over plain greedy decoding per prompt (``cases``: name → label) and
+    method, plain plotly JSON, with plain decoding's 1× as a dashed line."""
+    w = theme.words(ALL_LABELS, labels)
+    colour = {"prompt-lookup": TARGET_COLOR, "early-exit": DRAFT_COLOR}
+    data = []
+    for method in dict.fromkeys(p.method for p in measurement.points):
+        pts = [p for p in measurement.points if p.method == method]
+        data.append(dict(type="bar", x=[cases.get(p.prompt, p.prompt) for p in pts], y=[p.measured for p in pts],
+                         name=w[method], marker=dict(color=colour.get(method, COLORS["bar"])),
+                         text=[f"{p.measured:.2f}×" for p in pts], textposition="outside", cliponaxis=False,
+                         hovertemplate="%{x}: %{y:.2f}×<extra>" + w[method] + "</extra>"))
+    top = max([p.measured for p in measurement.points] + [1.0])
+    return {"data": data, "layout": theme.layout(
+        title, 340, ticks=False, top=70, legend=theme.LEGEND_ABOVE, barmode="group", bargap=0.3,
+        shapes=[dict(type="line", xref="paper", x0=0, x1=1, yref="y", y0=1, y1=1,
+                     line=dict(color="#666666", dash="dash", width=1))],
+        annotations=[dict(x=1, xref="paper", xanchor="right", y=1, yanchor="bottom", text=w["plain"],
+                          showarrow=False, font=dict(size=13, color="#666666"))],
+        xaxis=dict(type="category", tickfont=FONT),
+        yaxis=dict(title=dict(text=w["speedup"]), range=[0, top * 1.25], tickfont=FONT))}

@@ -55,8 +55,10 @@ def _model(dtype: str) -> SmolLM2:
 
 
 def loaded_model(dtype: str = "float32") -> SmolLM2:
-    """The server's SmolLM2 in ``dtype`` (shared, read-only) for the other pages that run it; raises
-    ModelUnavailable when the weights are missing or not prepared."""
+    """The server's SmolLM2 in ``dtype`` (shared, read-only: never modify it), for every page that
+    runs the real model; ModelUnavailable when the weights are not installed or not prepared."""
+    if smollm2.find_source() is None:
+        raise ModelUnavailable(smollm2.unavailable_message())
     return _model(dtype)
 
 

@@ -4,10 +4,11 @@ expected speed-up, measured on this server, and checked against plain decoding (
 only sets up the frame and calls render).
 
 The settings' address names keep their short prefix ``sd_`` (``?sd_gamma=3``): they are the page's
-deep links (the lecture script, the README), so they stay as they were."""
+deep links (the lecture script, the README), so they stay as they were. ``?sd_draft=prompt-lookup``
+or ``early-exit`` shows the real LLM drafting without a second model instead
+(kvviz/ui/pages/speculative_llm.py)."""
 from __future__ import annotations
 
-import contextvars
 import functools
 import json
 from collections.abc import Callable
@@ -27,10 +28,12 @@ from kvviz.ui.app.i18n import t
 from kvviz.ui.components import sequences, step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.components.picker import LayerHeadPicker
+from kvviz.ui.components.progress import outside_the_cache
 from kvviz.ui.components.prompts import prompt_tokens
 from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
 from kvviz.ui.frames import speculative as frames_speculative
 from kvviz.ui.frames import translator
+from kvviz.ui.pages import speculative_llm
 from kvviz.viz.speculative import speedup_figure
 
 DEFAULT_PROMPT = "It is rainy in London , so we"     # the draft has not learned what "we" do: rejections
@@ -79,13 +82,6 @@ def _payload(ids: tuple[int, ...], new: int, gamma: int, rule_key: RuleKey, seed
     vocab = _pair()[0].tokenizer.vocab
     spec = _speculation(ids, new, gamma, rule_key, seed)
     return frames_speculative.build(spec, vocab, layer, head, translator(lang)).to_json()
-
-
-def _outside_the_cache(fn: Callable) -> Callable:
-    """``fn`` run in the context of the caller: a progress bar drawn from inside a cached function is
-    then not recorded for replay (the bar belongs to this run of the page, not to the cache entry)."""
-    outer = contextvars.copy_context()
-    return lambda *a, **k: outer.run(fn, *a, **k)
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)       # no ttl: kept for the server's lifetime
@@ -217,7 +213,7 @@ def _measure(ids: tuple[int, ...], rule_key: RuleKey, measured: SpeedMeasurement
     if c[1].button(t("speculative.measure_run"), icon=":material/timer:", type="primary",
                    help=t("speculative.measure_run_help")):
         bar = st.progress(0.0, text=t("speculative.measure_progress", what="…"))
-        show = _outside_the_cache(
+        show = outside_the_cache(
             lambda f, what: bar.progress(min(1.0, f), text=t("speculative.measure_progress", what=what)))
         try:
             measured = _measurement(ids, rule_key, int(runs), _progress=show)
@@ -285,11 +281,27 @@ def _exactness(spec: Speculation, ids: tuple[int, ...], rule_key: RuleKey, seed:
 
 # ---- the page ------------------------------------------------------------------------------------
 
+DRAFTS = ("model", "prompt-lookup", "early-exit")     # the tiny GPT's draft model, or SmolLM2 drafting itself
+
+
+def _draft_choice() -> str:
+    """?sd_draft=: the tiny GPT with its draft model (default) or the real LLM without one (drawn
+    with the settings: folded away in presenter mode)."""
+    return st.segmented_control(t("speculative.draft_kind"), DRAFTS, required=True,
+                                format_func=lambda d: t("speculative.draft_" + d.replace("-", "_")), key="sd_draft",
+                                on_change=urlstate.sync, args=("sd_draft", DRAFTS[0]),
+                                help=t("speculative.draft_kind_help"))
+
+
 def render() -> None:
+    st.title(t("speculative.title"))
+    urlstate.choice_param("sd_draft", DRAFTS, DRAFTS[0])
+    if st.session_state["sd_draft"] != "model":
+        speculative_llm.render(st.session_state["sd_draft"], _draft_choice)
+        return
     target, draft = _pair()
     model = GPTModel(target)
     tc, dc = target.model.config, draft.model.config
-    st.title(t("speculative.title"))
     presenter.intro(t("speculative.intro", tl=tc.n_layer, th=tc.n_head, td=tc.n_embd, tp=target.model.n_params(),
                       dl=dc.n_layer, dh=dc.n_head, dd=dc.n_embd, dp=draft.model.n_params()))
     if not draft.trained:
@@ -297,6 +309,7 @@ def render() -> None:
     if not target.trained:
         st.warning(t("speculative.target_random", seed=target.meta.get("fallback_seed", 0)), icon=":material/casino:")
     with presenter.settings():
+        _draft_choice()
         got = _inputs(model)
     if got is None:
         return

@@ -52,7 +52,6 @@ SCRIPT: list[tuple[str, list[tuple[str, dict, str]]]] = [
         (PAGED, {"step": 2}, "paged_boundary"),
         (PAGED, {"pg_blocks": 8, "step": 6}, "paged_preempt"),
         (PAGED, {"pg_policy": "static", "step": 4}, "paged_static"),
-        (PAGED, {"pg_model": "smollm2"}, "paged_chat"),
     ]),
     ("compress", [
         (SMALLER, {"sc_kind": "window", "sc_window": 8, "sc_sinks": 4, "step": 17}, "compress_window"),
@@ -67,7 +66,6 @@ SCRIPT: list[tuple[str, list[tuple[str, dict, str]]]] = [
         (SPECULATIVE, {"step": 17}, "speculative_bonus"),
         (SPECULATIVE, {"sd_rule": "sample", "sd_seed": 1, "step": 6}, "speculative_residual"),
         (SPECULATIVE, {"sd_draft": "prompt-lookup"}, "speculative_lookup"),
-        (SPECULATIVE, {"sd_draft": "prompt-lookup", "sd_case": "open"}, "speculative_lookup_open"),
     ]),
     ("llm", [        # the page's default run: "What is the capital of France?" in the chat template, greedy
         (LLM, {"step": 0}, "llm_prefill"),

@@ -213,7 +213,11 @@ def test_presenter_mode_folds_the_sampling_page(server, browser):
 # the pages without a stepper, each with the keys of its main charts (``chart(key=…)``), which presenter
 # mode shows on one screen: the Sampling page's four stages, the Memory tab's cache against the context
 ONE_SCREEN = {"Sampling": ["stage_0", "stage_1", "stage_2", "stage_3"],
-              "Cost_and_scale?tab=Memory": ["cost_memory_chart"]}
+              "Cost_and_scale?tab=Memory": ["cost_memory_chart"],
+              # SmolLM2 without a second model: a round's verification pass and the cache's rollback
+              "Speculative_decoding?sd_draft=prompt-lookup&sd_round=2": ["specllm_verify", "specllm_cache"]}
+if os.environ.get("KVVIZ_PRESENTER_ALL"):         # the self-drafting variant too (its two cache strips)
+    ONE_SCREEN["Speculative_decoding?sd_draft=early-exit&sd_round=2"] = ["specllm_verify", "specllm_cache"]
 CHART_BOXES = """(keys) => {
   const top = document.querySelector("[data-testid='stHeader']").getBoundingClientRect().bottom;
   return keys.map((k) => {
@@ -228,8 +232,8 @@ CHART_BOXES = """(keys) => {
 
 @pytest.mark.parametrize("path", list(ONE_SCREEN))
 def test_presenter_mode_shows_the_main_charts_of_a_page_without_stepper_on_one_screen(server, browser, path):
-    """The Sampling page and the Cost page's Memory tab opened in presenter mode at 1280×720 in
-    Spanish: their main charts' boxes inside the window (below Streamlit's header, nothing scrolled)
+    """The Sampling page, the Cost page's Memory tab and SmolLM2's prompt-lookup round opened in
+    presenter mode at 1280×720 in Spanish: their main charts' boxes inside the window (below Streamlit's header, nothing scrolled)
     and legible there (one scan of those charts: no text below 11 px, none over another, none cut)."""
     tab = Page(browser, width=SMALL[0], height=SMALL[1])
     try:
@@ -238,7 +242,8 @@ def test_presenter_mode_shows_the_main_charts_of_a_page_without_stepper_on_one_s
         tab.assert_clean()
         keys = ONE_SCREEN[path]
         for k in keys:
-            tab.page.locator(f".st-key-{k} .kvc-chart").wait_for(state="attached", timeout=30_000)
+            tab.page.locator(f".st-key-{k} .kvc-chart").wait_for(state="attached", timeout=90_000)
+        tab.settle()                        # the page's run finished (SmolLM2's round: computed on this visit)
         outside = [(k, box) for k, inside, box in tab.page.evaluate(CHART_BOXES, keys) if not inside]
         assert not outside, f"{path}: charts not inside the {SMALL[0]}x{SMALL[1]} window: {outside}"
         for k in keys:

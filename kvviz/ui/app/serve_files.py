@@ -60,10 +60,23 @@ HOLD_SCRIPT = ("<style>html.kvs-hold [data-testid='stMainBlockContainer']:not(:h
                "[data-testid='stException'])) "
                "{ visibility: hidden; }</style><script>(() => { "
                "const page = location.pathname.replace(/\\/$/, '').split('/').pop(); "
-               "if (/[?&]present=(1|true|on)(&|$)/.test(location.search) && "
-               f"{list(STEPPING_PAGES)!r}.includes(page)) {{ "
-               "document.documentElement.classList.add('kvs-hold'); "
-               "setTimeout(() => document.documentElement.classList.remove('kvs-hold'), 6000); }})()</script>").encode()
+               "if (!/[?&]present=(1|true|on)(&|$)/.test(location.search) || "
+               f"!{list(STEPPING_PAGES)!r}.includes(page)) return; "
+               "const html = document.documentElement; html.classList.add('kvs-hold'); "
+               "let ran = false; "
+               # a view of the page without a stepper (SmolLM2's views, a settings error): shown once
+               # the page's run has finished without one (a stepper, its key kvs_…, shows itself)
+               "const free = () => { html.classList.remove('kvs-hold'); watch.disconnect(); }; "
+               "const watch = new MutationObserver(() => { "
+               "const state = document.querySelector(\"[data-testid='stApp']\")"
+               "?.getAttribute('data-test-script-state'); "
+               "if (state === 'running') ran = true; "
+               "else if (ran && state === 'notRunning' && "
+               "!document.querySelector(\"[class*='st-key-kvs_'], .kvs-root\")) free(); "
+               "if (!html.classList.contains('kvs-hold')) watch.disconnect(); }); "
+               "watch.observe(document, { subtree: true, attributes: true, "
+               "attributeFilter: ['data-test-script-state'] }); "
+               "setTimeout(free, 6000); })()</script>").encode()
 
 
 class Asset(NamedTuple):

@@ -173,18 +173,31 @@ def _figure_words() -> dict[str, str]:
     return {k: t("specllm.w_" + k.replace("-", "_")) for k in keys}
 
 
+def _lower(spec: dict, presenting: bool, by: int, axis_title: bool = True) -> dict:
+    """Presenter mode: a figure ``by`` px lower (its strips' rows keep their labels' room), without
+    its x axis's title where its own title says it, so that the round's two figures share one
+    1280×720 screen."""
+    if presenting:
+        spec["layout"]["height"] -= by
+        if not axis_title:
+            spec["layout"]["xaxis"]["title"] = None
+    return spec
+
+
 def _round_view(run: PromptLookup, model: SmolLM2) -> None:
     n = len(run.rounds)
     urlstate.int_param("sd_round", 1, 1, SMOLLM2_MAX_NEW_TOKENS)
     if st.session_state["sd_round"] > n:          # a shorter run than the address's: its last round
         st.session_state["sd_round"] = n
+    presenting = presenter.presenting()
+    # presenter mode: the round's slider beside what its draft is, so both figures fit one screen
+    top = st.columns([1, 3], vertical_alignment="center") if presenting else (st, st)
     if n > 1:
-        st.slider(t("specllm.round"), 1, n, key="sd_round", on_change=urlstate.sync, args=("sd_round", 1),
-                  help=t("specllm.round_help"))
+        top[0].slider(t("specllm.round"), 1, n, key="sd_round", on_change=urlstate.sync, args=("sd_round", 1),
+                      help=t("specllm.round_help"))
     i = st.session_state["sd_round"] - 1
     r = run.rounds[i]
     words, pretty, vocab = _figure_words(), _pretty(model), model.vocab
-    presenting = presenter.presenting()
     if not presenting:                      # presenter mode: the figures say it
         m = st.columns(4)
         m[0].metric(t("specllm.m_cache_before"), fmt.integer(r.cache.before), help=t("specllm.m_cache_before_help"))
@@ -192,20 +205,22 @@ def _round_view(run: PromptLookup, model: SmolLM2) -> None:
         m[2].metric(t("specllm.m_accepted"), fmt.integer(r.n_accepted))
         m[3].metric(t("specllm.m_emitted"), fmt.integer(len(r.emitted)), help=t("specllm.m_emitted_help"))
     shown = lambda ids: "".join(pretty(vocab[x]) for x in ids)      # noqa: E731
+    said = top[1]
     if r.index == 0:
-        st.markdown(t("specllm.round0", fed=len(r.fed)) + " " + (
+        said.markdown(t("specllm.round0", fed=len(r.fed)) + " " + (
             t("specllm.round0_ee") if run.method == "early-exit" else ""))
     if run.method == "prompt-lookup":
         if r.match is None:
-            st.markdown(t("specllm.no_match"))
+            said.markdown(t("specllm.no_match"))
         else:
-            st.markdown(t("specllm.match", ngram=shown(r.match.ngram), n=r.match.size, pos=r.match.position,
-                          draft=shown(r.draft) or "—", tried=list(r.match.tried)))
+            said.markdown(t("specllm.match", ngram=shown(r.match.ngram), n=r.match.size, pos=r.match.position,
+                            draft=shown(r.draft) or "—", tried=list(r.match.tried)))
     elif r.index:
-        st.markdown(t("specllm.ee_draft", k=run.exit_layer, layers=model.n_layers, d=len(r.draft),
-                      draft=shown(r.draft) or "—", ms=fmt.fixed(r.draft_seconds * 1e3, 0)))
+        said.markdown(t("specllm.ee_draft", k=run.exit_layer, layers=model.n_layers, d=len(r.draft),
+                        draft=shown(r.draft) or "—", ms=fmt.fixed(r.draft_seconds * 1e3, 0)))
     title = t("specllm.verify_title", r=i + 1, n=len(r.fed) + len(r.draft), ms=fmt.fixed(r.seconds * 1e3, 0))
-    chart(go.Figure(verify_spec(r, vocab, title, words, pretty)), t("specllm.verify_alt"), key="specllm_verify")
+    verify = _lower(verify_spec(r, vocab, title, words, pretty), presenting, 66, axis_title=False)
+    chart(go.Figure(verify), t("specllm.verify_alt"), key="specllm_verify")
     if presenting:
         pass                                # the figure's colours and title say it
     elif r.draft and r.n_accepted == len(r.draft):
@@ -220,8 +235,9 @@ def _round_view(run: PromptLookup, model: SmolLM2) -> None:
     rows = run.cache_rows(i, "target")
     ctitle = t("specllm.cache_title", before=r.cache.before, grown=r.cache.grown, after=r.cache.after)
     cwords = {**words, "draft_cache": t("specllm.w_draft_cache_ee", k=run.exit_layer or 0)}
-    chart(go.Figure(cache_spec(rows, draft_rows, _Shown(vocab, pretty), ctitle, labels=cwords)),
-          t("specllm.cache_alt"), key="specllm_cache")
+    cache = _lower(cache_spec(rows, draft_rows, _Shown(vocab, pretty), ctitle, labels=cwords), presenting,
+                   65 if draft_rows else 15, axis_title=not draft_rows)
+    chart(go.Figure(cache), t("specllm.cache_alt"), key="specllm_cache")
     if not presenting:
         st.markdown(t("specllm.rollback", removed=len(r.cache.removed), after=r.cache.after)
                     + (" " + t("specllm.rollback_ee", k=run.exit_layer, d=max(0, r.draft_grown - r.start))

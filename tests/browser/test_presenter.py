@@ -234,7 +234,8 @@ CHART_BOXES = """(keys) => {
 def test_presenter_mode_shows_the_main_charts_of_a_page_without_stepper_on_one_screen(server, browser, path):
     """The Sampling page, the Cost page's Memory tab and SmolLM2's prompt-lookup round opened in
     presenter mode at 1280×720 in Spanish: their main charts' boxes inside the window (below
-    Streamlit's header, nothing scrolled) and legible there (one scan of those charts: no text below 11 px, none over another, none cut)."""
+    Streamlit's header, nothing scrolled) and legible there (one scan of those charts: no text
+    below 11 px, none over another, none cut)."""
     tab = Page(browser, width=SMALL[0], height=SMALL[1])
     try:
         sep = "&" if "?" in path else "?"

@@ -11,7 +11,8 @@ box shown (HTML text and plotly's SVG text) and every plotly figure, and lists w
 - **on bars**: an annotation over a bar (a note printed on the values it explains);
 - **squashed**: a subplot less than ``opts.min_plot`` px high, a category axis showing fewer labels
   than it has rows in view, heatmap rows thinner than the values they print, a colour bar shorter
-  than 60 px;
+  than 60 px (a raster, ``layout.meta.raster``: a map of many rows read as one image and labelled
+  every few rows, has no row checks);
 - **off screen**: (``opts.screen``) a text of the stepper's strip, charts or cache table outside the
   window (below the header).
 
@@ -128,7 +129,10 @@ SCAN = r"""(opts) => {
         const ax = fl[k];
         if (!ax || ax.visible === false || !ax._length) continue;
         if (ax._length < minPlot) say("squashed", name, `${k} plot ${Math.round(ax._length)} px high`);
-        if (ax.type === "category" && ax.showticklabels !== false && ax._categories && ax._categories.length) {
+        // a raster (layout.meta.raster: many rows read as one image, e.g. 192 key channels, labelled
+        // every few rows) is exempt from the row checks, not from the others
+        const raster = !!(fl.meta && fl.meta.raster);
+        if (!raster && ax.type === "category" && ax.showticklabels !== false && ax._categories?.length) {
           const [lo, hi] = [Math.min(...ax.range), Math.max(...ax.range)];
           const rows = ax._categories.filter((_, i) => i >= lo && i <= hi).length;
           const id = "y" + k.slice(5);
@@ -138,7 +142,7 @@ SCAN = r"""(opts) => {
         }
       }
       for (const tr of f._fullData || []) {
-        if (tr.type !== "heatmap" || !tr.visible) continue;
+        if (tr.type !== "heatmap" || !tr.visible || (fl.meta && fl.meta.raster)) continue;
         const ya = fl["yaxis" + (tr.yaxis || "y").slice(1)];
         const rows = Array.isArray(tr.z) ? tr.z.length : 0;
         if (!ya || !rows) continue;

@@ -215,7 +215,9 @@ def test_presenter_mode_folds_the_sampling_page(server, browser):
 ONE_SCREEN = {"Sampling": ["stage_0", "stage_1", "stage_2", "stage_3"],
               "Cost_and_scale?tab=Memory": ["cost_memory_chart"],
               # SmolLM2 without a second model: a round's verification pass and the cache's rollback
-              "Speculative_decoding?sd_draft=prompt-lookup&sd_round=2": ["specllm_verify", "specllm_cache"]}
+              "Speculative_decoding?sd_draft=prompt-lookup&sd_round=2": ["specllm_verify", "specllm_cache"],
+              # SmolLM2's key channels of layer 11 (the lecture's screen): the outlier rows
+              "Smaller_caches?sc_model=smollm2&sc_klayer=11": ["sc_keys_chart"]}
 if os.environ.get("KVVIZ_PRESENTER_ALL"):         # the self-drafting variant too (its two cache strips)
     ONE_SCREEN["Speculative_decoding?sd_draft=early-exit&sd_round=2"] = ["specllm_verify", "specllm_cache"]
 CHART_BOXES = """(keys) => {

@@ -25,7 +25,7 @@ from kvviz.compress.text import HELD_OUT_TEXT, held_out_ids
 from kvviz.limits import LLM_COMPRESS_MAX_TOKENS, LimitError
 from kvviz.models import smollm2
 from kvviz.models.smollm2 import ModelUnavailable, SmolLM2
-from kvviz.ui.app import fmt, presenter, urlstate
+from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import current_lang, t
 from kvviz.ui.app.turns import my_turn
 from kvviz.ui.components.charts import chart
@@ -90,21 +90,37 @@ def keys_csv(kc: KeyChannels) -> bytes:
     return buf.getvalue().encode()
 
 
+PRESENT_KEYS_HEIGHT = 335     # presenter mode: the heatmap below the layer's choice, on one 1280×720 screen
+
+
 def _key_section(model: SmolLM2, tokens: int) -> None:
-    st.header(t("compress.llm_keys_title"))
-    st.markdown(t("compress.llm_keys_intro"))
+    presenting = presenter.presenting()
+    if presenting:              # the title and the reading beside the layer's choice, the heatmap below
+        nav.hidden_heading(t("compress.llm_keys_title"))
+        top = st.columns([1, 3], vertical_alignment="center")
+    else:
+        st.header(t("compress.llm_keys_title"))
+        st.markdown(t("compress.llm_keys_intro"))
+        top = (st, st)
     urlstate.int_param("sc_klayer", DEFAULTS["sc_klayer"], 1, model.n_layers)
-    layer = st.selectbox(t("gpt.layer"), list(range(1, model.n_layers + 1)), help=t("compress.llm_klayer_help"),
-                         **_synced("sc_klayer"))
+    layer = top[0].selectbox(t("gpt.layer"), list(range(1, model.n_layers + 1)),
+                             help=t("compress.llm_klayer_help"), **_synced("sc_klayer"))
     kc = _keys(tokens)[int(layer) - 1]
     tr = translator(current_lang())
-    chart(key_channels_figure(kc, frames_compress.figure_labels(tr)), t("compress.llm_keys_alt", layer=layer),
-          key="sc_keys_chart")
     (h1, d1, m1), (h2, d2, m2) = kc.top_channels(2)
     per_token, per_channel = kc.spread()
-    st.markdown(t("compress.llm_keys_reading", ratio=fmt.num(kc.outlier_ratio(), ".3g"), h1=h1 + 1, d1=d1,
-                  m1=fmt.num(m1, ".3g"), h2=h2 + 1, d2=d2, m2=fmt.num(m2, ".3g"),
-                  tok=fmt.num(per_token, ".3g"), ch=fmt.num(per_channel, ".3g"), layer=layer))
+    reading = t("compress.llm_keys_reading", ratio=fmt.num(kc.outlier_ratio(), ".3g"), h1=h1 + 1, d1=d1,
+                m1=fmt.num(m1, ".3g"), h2=h2 + 1, d2=d2, m2=fmt.num(m2, ".3g"),
+                tok=fmt.num(per_token, ".3g"), ch=fmt.num(per_channel, ".3g"), layer=layer)
+    if presenting:
+        top[1].markdown(reading.split("\n\n")[0])
+    fig = key_channels_figure(kc, frames_compress.figure_labels(tr))
+    if presenting:
+        fig.update_layout(height=PRESENT_KEYS_HEIGHT)
+    chart(fig, t("compress.llm_keys_alt", layer=layer), key="sc_keys_chart")
+    if presenting:
+        return
+    st.markdown(reading)
     st.download_button(t("compress.llm_keys_csv"), keys_csv(kc), file_name=f"smollm2_key_channels_layer{layer}.csv",
                        mime="text/csv", icon=":material/download:", on_click="ignore")
 
@@ -227,10 +243,14 @@ def render() -> None:
                    or smollm2.find_source() is None else t("llm.not_ready", reason=str(e)), icon=":material/download:")
         return
     cfg = model.cost_config
-    presenter.intro(t("compress.llm_intro", layers=cfg.n_layers, heads=cfg.n_heads, kv=cfg.n_kv_heads))
-    with st.expander(t("compress.llm_text_title")):
-        st.markdown(t("compress.llm_text_body"))
-        st.text(HELD_OUT_TEXT)
+    intro = t("compress.llm_intro", layers=cfg.n_layers, heads=cfg.n_heads, kv=cfg.n_kv_heads)
+    if presenter.presenting():      # one folded introduction: the text and the heatmap's key in it
+        presenter.intro(intro + "\n\n" + t("compress.llm_keys_intro") + "\n\n" + t("compress.llm_text_body"))
+    else:
+        presenter.intro(intro)
+        with st.expander(t("compress.llm_text_title")):
+            st.markdown(t("compress.llm_text_body"))
+            st.text(HELD_OUT_TEXT)
     urlstate.int_param("sc_ltokens", DEFAULTS["sc_ltokens"], MIN_TOKENS, LLM_COMPRESS_MAX_TOKENS)
     tokens = int(st.session_state.get("sc_ltokens", DEFAULTS["sc_ltokens"]))
     _key_section(model, tokens)

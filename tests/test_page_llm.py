@@ -164,15 +164,16 @@ def test_one_generation_at_a_time_the_others_wait_then_read_the_store(monkeypatc
 
     from streamlit.testing.v1 import AppTest
 
+    from kvviz.ui.app.turns import RunStore
     from kvviz.ui.pages import llm
     calls = []
     monkeypatch.setattr(llm, "_generate", lambda key: calls.append(key) or "the run")
-    store = llm._Runs()                              # this test's own store: the server's keeps its runs
+    store = RunStore(llm.MAX_RUNS)                   # this test's own store: the server's keeps its runs
     monkeypatch.setattr(llm, "_runs", lambda: store)
-    store.generating.acquire()                       # another visitor's generation is running
+    store.running.acquire()                          # another visitor's generation is running
     at = AppTest.from_function(_get_run_app, default_timeout=30)
     t0 = time.perf_counter()                         # (before the timer starts: the wait is measured from here)
-    threading.Timer(1.0, store.generating.release).start()
+    threading.Timer(1.0, store.running.release).start()
     at.run()
     no_exception(at)
     assert time.perf_counter() - t0 >= 1.0 and at.markdown[-1].value == "the run" and len(calls) == 1

@@ -36,9 +36,9 @@ def my_turn(name: str, busy: str) -> Iterator[bool]:
 
 class RunStore:
     """This server's finished runs of one expensive kind (read-only records, the newest ``size``)
-    and the lock that lets one such run go at a time (a real model's run takes both cores); the
-    pattern of the Real LLM page's ``_Runs``. Hold it in ``st.cache_resource``: shared by every
-    session, its records never changed after ``put``."""
+    and the lock that lets one such run go at a time (a real model's run takes both cores): the
+    Real LLM's generations, the Paged cache's SmolLM2 runs, the Smaller caches' trade-offs. Hold it
+    in ``st.cache_resource``: shared by every session, its records never changed after ``put``."""
 
     def __init__(self, size: int = 3) -> None:
         self.size = size

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import functools
 import io
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +32,7 @@ from kvviz.limits import (
 from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import current_lang, t
+from kvviz.ui.app.turns import RunStore
 from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.components.picker import LayerHeadPicker
@@ -108,29 +107,14 @@ def _payload(tokens: tuple[str, ...], new: int, vkey: VariantSettings, layer: in
                                  translator(lang)).to_json()
 
 
-class _Evaluations:
+@st.cache_resource(show_spinner=False)
+def _evaluations() -> RunStore:
     """Every trade-off computed on this server, by its settings, for the server's lifetime: the one
     object of this page written after it is shared. It only ever gains finished, frozen
-    ``Evaluation`` records (oldest dropped beyond MAX_EVALUATIONS), under its lock, which also keeps
-    to one evaluation at a time: a second visitor with the same settings waits and reads the first
-    one's result."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self._done: OrderedDict[TradeoffSettings, Evaluation] = OrderedDict()
-
-    def get(self, key: TradeoffSettings) -> Evaluation | None:
-        return self._done.get(key)
-
-    def put(self, key: TradeoffSettings, ev: Evaluation) -> None:
-        self._done[key] = ev
-        while len(self._done) > MAX_EVALUATIONS:
-            self._done.popitem(last=False)
-
-
-@st.cache_resource(show_spinner=False)
-def _evaluations() -> _Evaluations:
-    return _Evaluations()
+    ``Evaluation`` records (oldest dropped beyond MAX_EVALUATIONS); its lock keeps to one
+    evaluation at a time: a second visitor with the same settings waits and reads the first one's
+    result."""
+    return RunStore(MAX_EVALUATIONS)
 
 
 def warm() -> None:
@@ -283,7 +267,7 @@ def _tradeoff() -> None:
     if go and store.get(key) is None:
         bar = st.progress(0.0, text=t("compress.progress", done=0, total="…"))
         try:
-            with store.lock:                    # one evaluation at a time; the same one only once
+            with store.running:                 # one evaluation at a time; the same one only once
                 if store.get(key) is None:
                     def show(done: int, total: int) -> None:
                         bar.progress(done / total, text=t("compress.progress", done=done, total=total))

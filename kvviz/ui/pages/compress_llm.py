@@ -6,8 +6,6 @@ page loads (kvviz.ui.pages.llm.loaded_model)."""
 from __future__ import annotations
 
 import io
-import threading
-from collections import OrderedDict
 
 import pandas as pd
 import streamlit as st
@@ -27,7 +25,7 @@ from kvviz.models import smollm2
 from kvviz.models.smollm2 import ModelUnavailable, SmolLM2
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import current_lang, t
-from kvviz.ui.app.turns import my_turn
+from kvviz.ui.app.turns import RunStore, my_turn
 from kvviz.ui.components.charts import chart
 from kvviz.ui.frames import compress as frames_compress
 from kvviz.ui.frames import translator
@@ -54,27 +52,11 @@ def _keys(tokens: int) -> tuple[KeyChannels, ...]:
     return all_key_channels(model, held_out_ids(model.tokenizer, tokens))
 
 
-class _Results:
-    """The trade-offs measured on this server, by text length (finished, frozen ``Evaluation``
-    records only; the oldest dropped beyond MAX_RESULTS), written under its lock."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self._done: OrderedDict[int, Evaluation] = OrderedDict()
-
-    def get(self, tokens: int) -> Evaluation | None:
-        return self._done.get(tokens)
-
-    def put(self, tokens: int, ev: Evaluation) -> None:
-        with self.lock:
-            self._done[tokens] = ev
-            while len(self._done) > MAX_RESULTS:
-                self._done.popitem(last=False)
-
-
 @st.cache_resource(show_spinner=False)
-def _results() -> _Results:
-    return _Results()
+def _results() -> RunStore:
+    """The trade-offs measured on this server, by text length (finished, frozen ``Evaluation``
+    records only; the oldest dropped beyond MAX_RESULTS); ``my_turn`` keeps to one at a time."""
+    return RunStore(MAX_RESULTS)
 
 
 # ---- key outliers --------------------------------------------------------------------------------

@@ -7,14 +7,12 @@ and float32 against bfloat16 measured here. The file in pages/ only sets up the 
 
 The weights are prepared when the server starts (kvviz/ui/app/warmup.py: converted once, or downloaded
 on Streamlit Community Cloud); a visitor's request never converts or downloads. One generation
-runs at a time per server: the others wait with a message (``_Runs``).
+runs at a time per server: the others wait with a message (``_runs``, a ``RunStore``).
 """
 from __future__ import annotations
 
 import functools
 import html
-import threading
-from collections import OrderedDict
 
 import pandas as pd
 import streamlit as st
@@ -27,7 +25,7 @@ from kvviz.models import smollm2
 from kvviz.models.smollm2 import ModelUnavailable, SmolLM2
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
-from kvviz.ui.app.turns import my_turn
+from kvviz.ui.app.turns import RunStore, my_turn
 from kvviz.ui.components import downloads, step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.components.picker import LayerHeadPicker
@@ -62,32 +60,11 @@ def loaded_model(dtype: str = "float32") -> SmolLM2:
     return _model(dtype)
 
 
-class _Runs:
+@st.cache_resource(show_spinner=False)
+def _runs() -> RunStore:
     """This server's finished runs (read-only records, the last MAX_RUNS) and the lock that lets one
     generation run at a time: SmolLM2 takes both cores, and a 64-token run ≈ 10 s."""
-
-    def __init__(self) -> None:
-        self.generating = threading.Lock()
-        self._guard = threading.Lock()
-        self._done: OrderedDict[RunKey, Run] = OrderedDict()
-
-    def get(self, key: RunKey) -> Run | None:
-        with self._guard:
-            run = self._done.get(key)
-            if run is not None:
-                self._done.move_to_end(key)
-            return run
-
-    def put(self, key: RunKey, run: Run) -> None:
-        with self._guard:
-            self._done[key] = run
-            while len(self._done) > MAX_RUNS:
-                self._done.popitem(last=False)
-
-
-@st.cache_resource(show_spinner=False)
-def _runs() -> _Runs:
-    return _Runs()
+    return RunStore(MAX_RUNS)
 
 
 def _generate(key: RunKey) -> Run:
@@ -103,11 +80,11 @@ def get_run(key: RunKey) -> Run:
     run = store.get(key)
     if run is not None:
         return run
-    if not store.generating.acquire(blocking=False):
+    if not store.running.acquire(blocking=False):
         note = st.empty()
         note.info(t("llm.busy"), icon=":material/hourglass_top:")
         with st.spinner(t("llm.waiting")):
-            store.generating.acquire()
+            store.running.acquire()
         note.empty()
     try:
         run = store.get(key)                   # the other generation may have been this one
@@ -117,7 +94,7 @@ def get_run(key: RunKey) -> Run:
             store.put(key, run)
         return run
     finally:
-        store.generating.release()
+        store.running.release()
 
 
 @st.cache_resource(max_entries=48, ttl=3600, show_spinner=False)

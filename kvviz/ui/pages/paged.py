@@ -321,14 +321,24 @@ def _fork_section(s: Settings, run: ServeRun) -> None:
                                     show_tokens=False, title=t("paged.fork_pool_title", i=i))
             chart(fig, t("paged.fork_pool_alt", i=i), key=f"pg_fork_{i}")
             st.caption(", ".join(t("paged.fork_table", r=r, blocks=str(list(tb))) for r, tb in step.block_tables))
+    _fork_copied(fork, len(prompt), block)
+    samples = " · ".join(t("paged.fork_sample", i=i, seed=seed, tokens=" ".join(toks))
+                         for i, (seed, toks) in enumerate(zip(fork.seeds, fork.samples)))
+    st.caption(samples)
+    _fork_check(fork)
+
+
+def _fork_copied(fork: ForkRun, prompt_len: int, block: int) -> None:
+    """Which block the first write into the shared, partly filled block copied (or why none was)."""
     if fork.copies:
         _, src, dst = fork.copies[0]
         st.markdown(t("paged.fork_copied", src=src, dst=dst, n=len(fork.copies)))
     else:
-        st.markdown(t("paged.fork_no_copy", n=len(prompt), bs=block))
-    samples = " · ".join(t("paged.fork_sample", i=i, seed=seed, tokens=" ".join(toks))
-                         for i, (seed, toks) in enumerate(zip(fork.seeds, fork.samples)))
-    st.caption(samples)
+        st.markdown(t("paged.fork_no_copy", n=prompt_len, bs=block))
+
+
+def _fork_check(fork: ForkRun) -> None:
+    """The fork's check: every sample equal to its contiguous run, at every step."""
     if all(fork.identical):
         st.success(t("paged.fork_equal", steps=len(fork.steps)), icon=":material/check_circle:")
     else:
@@ -532,16 +542,8 @@ def _llm_fork(got: LLMRun) -> None:
     if fork is None:
         st.info(t("paged.fork_failed", reason=got.fork_error or ""))
         return
-    if fork.copies:
-        _, src, dst = fork.copies[0]
-        st.markdown(t("paged.fork_copied", src=src, dst=dst, n=len(fork.copies)))
-    else:
-        st.markdown(t("paged.fork_no_copy", n=len(prompt), bs=run.block_size))
-    if all(fork.identical):
-        st.success(t("paged.fork_equal", steps=len(fork.steps)), icon=":material/check_circle:")
-    else:
-        st.error(t("paged.fork_differ", diff=fmt.sci(max(x.max_abs_diff or 0.0 for x in fork.steps), 1)),
-                 icon=":material/error:")
+    _fork_copied(fork, len(prompt), run.block_size)
+    _fork_check(fork)
 
 
 def render_llm() -> None:

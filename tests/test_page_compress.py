@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from kvviz.compress import Variant, compare_steps, evaluate, page_variants, row_errors, sink_mass
+from kvviz.compress import Variant, compare_steps, evaluate_prompts, page_variants, row_errors, sink_mass
 from kvviz.ui.app import fmt
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 
@@ -122,7 +122,7 @@ def test_tradeoff_is_computed_behind_the_button_with_the_engines_numbers_and_a_c
     assert not plotly_specs(at) and any("Compute the trade-off" in i.value for i in at.info)
     next(b for b in at.button if b.label == "Compute the trade-off").click().run()
     no_exception(at)
-    ev = evaluate(page_variants(), 1, 3, 11)
+    ev = evaluate_prompts(page_variants(), 1, 3, 11)
     table = at.dataframe[0].value
     assert len(table) == len(page_variants()) == 18
     assert list(table["Bytes per token"]) == [r.bytes_per_token for r in ev.results]
@@ -149,9 +149,9 @@ def test_presenter_mode_folds_the_settings_and_the_trade_off():
 # --- the real LLM (?sc_model=smollm2) ------------------------------------------------------------
 
 def test_smollm2_key_channels_and_the_trade_off_behind_its_button(smollm2):
-    from kvviz.compress.llm import evaluate_llm, key_channels, llm_variants
+    from kvviz.compress import evaluate_text, key_channels, llm_variants
     from kvviz.compress.text import held_out_ids
-    from kvviz.ui.pages.compress_llm import keys_csv
+    from kvviz.ui.pages.compress import keys_csv
     at = open_page(PAGE, {"sc_model": "smollm2", "sc_ltokens": "18", "sc_klayer": "5"})
     no_exception(at)
     assert at.segmented_control(key="sc_model").value == "smollm2" and at.selectbox(key="sc_klayer").value == 5
@@ -166,7 +166,7 @@ def test_smollm2_key_channels_and_the_trade_off_behind_its_button(smollm2):
     assert any("Not measured yet" in i.value for i in at.info) and not at.dataframe
     next(b for b in at.button if b.label == "Measure on SmolLM2").click().run()
     no_exception(at)
-    ev = evaluate_llm(smollm2, llm_variants(), 18, 16)
+    ev = evaluate_text(smollm2, llm_variants(), 18, 16)
     table = at.dataframe[0].value
     assert list(table["Variant"])[2:4] == ["window 32 + 4 sinks", "window 32 + 4 sinks, cache positions"]
     assert list(table["Mean KL (nats)"]) == [r.kl_mean for r in ev.results]

@@ -97,15 +97,15 @@ def held_out_text(model, tokens: int = DEFAULT_TOKENS) -> HeldOutPrompt:
 
 @torch.inference_mode()
 def run_cache(model, prompt: Sequence[int], new_tokens: int, cache: Cache, forced: Sequence[int] = (),
-              step: Callable[[], None] | None = None) -> tuple[list[int], torch.Tensor]:
-    """Prefill ``prompt`` into ``cache`` with ``model`` (any kvviz model), then decode one token per
-    step: the tokens ``forced`` (teacher forcing) while they last, then greedily. Returns the
-    ``new_tokens`` tokens and the next-token logits [new_tokens, V] (float32) that chose (or would
-    have chosen) each; the last token is never processed, as in generation. ``step`` is called
-    after every decode pass."""
-    logits = _logits(model, prompt, cache, 0)
+              step: Callable[[], None] | None = None, start: int = 0) -> tuple[list[int], torch.Tensor]:
+    """Prefill ``prompt`` (positions ``start``.., after what ``cache`` holds) into ``cache`` with
+    ``model`` (any kvviz model), then decode one token per step: the tokens ``forced`` (teacher
+    forcing) while they last, then greedily. Returns the ``new_tokens`` tokens and the next-token
+    logits [new_tokens, V] (float32) that chose (or would have chosen) each; the last token is never
+    processed, as in generation. ``step`` is called after every decode pass (a benchmark's clock)."""
+    logits = _logits(model, prompt, cache, start)
     rows, tokens = [], []
-    pos = len(prompt)
+    pos = start + len(prompt)
     for i in range(new_tokens):
         rows.append(logits)
         tokens.append(int(forced[i]) if i < len(forced) else int(torch.argmax(logits)))

@@ -411,9 +411,9 @@ def _result(ev: Evaluation, kind: str, **settings):
     return ev.result(Variant.of(kind, **settings))
 
 
-def _findings(ev: Evaluation) -> None:
+def _findings(ev: Evaluation, model: SmolLM2) -> None:
     """What the measurement says, in words, from its own numbers: which window wins, whether keys
-    per channel beat keys per token, what the pooled K/V head costs."""
+    per channel beat keys per token, what the pooled K/V head costs (``model``: its head counts)."""
     own = _result(ev, "window", window=WINDOW, sinks=SINKS, positions="own")
     cache = _result(ev, "window", window=WINDOW, sinks=SINKS, positions="cache")
     bare = _result(ev, "window", window=WINDOW, sinks=0)
@@ -443,7 +443,8 @@ def _findings(ev: Evaluation) -> None:
     if more_bytes:                  # per-channel groups leave the newest rows unquantized until a group fills
         st.caption(t("compress.llm_quant_bytes", g=GROUP))
     g = _result(ev, "gqa", kv_heads=1)
-    st.markdown(t("compress.llm_gqa", kl=kl(g), top=pct(g), kv=3, heads=9))
+    cfg = model.cost_config
+    st.markdown(t("compress.llm_gqa", kl=kl(g), top=pct(g), kv=cfg.n_kv_heads, heads=cfg.n_heads))
 
 
 def _tradeoff_llm(model: SmolLM2) -> int:
@@ -482,7 +483,7 @@ def _tradeoff_llm(model: SmolLM2) -> int:
     _show(ev, "sc_llm_tradeoff_chart", t("compress.llm_caption", tokens=len(ev.prompts[0].ids),
                                          prefill=DEFAULT_PREFILL, positions=ev.results[0].positions),
           f"smaller_caches_smollm2_{tokens}.csv", download_key="sc_llm_csv")
-    _findings(ev)
+    _findings(ev, model)
     return tokens
 
 

@@ -199,30 +199,28 @@ def test_the_full_cache_and_lossless_settings_agree_exactly(small_eval, gpt):
     assert tuple(tokens) == small_eval.generated[0]
 
 
-# each model's lossless windows: the text, its prefill, (window, sinks, key positions) covering it
-LOSSLESS = {"gpt": (19, (1, 7, 19), [(19, 0, "own"), (15, 4, "own")]),
-            "smollm2": (8, (5,), [(6, 2, "own"), (6, 2, "cache")])}
+# each model's text, prefill and windows (window, sinks, key positions) that hold every position
+LOSSLESS = {"gpt": (19, 7, [(19, 0, "own"), (15, 4, "own")]), "smollm2": (8, 5, [(6, 2, "own"), (6, 2, "cache")])}
 
 
-def test_a_window_covering_the_text_gives_exactly_the_full_caches_logits(model):
-    """Prefilled or teacher-forced token by token, through the one run (``run_cache``) and the one
-    evaluation: a window that, with its sinks, holds every position is the full cache, bit for bit
-    (on SmolLM2 with the kept keys at their own and at cache positions)."""
+def test_a_window_covering_the_text_scores_exactly_zero_in_the_one_evaluation(model):
+    """Teacher-forced on a text through the one run and the one evaluation: a window that, with its
+    sinks, holds every position is the full cache, bit for bit (on SmolLM2 with the kept keys at
+    their own and at cache positions; every position's logits: tests/test_cache_compress.py)."""
     name = "gpt" if isinstance(model, GPTModel) else "smollm2"
-    n, prefills, windows = LOSSLESS[name]
+    n, prefill, windows = LOSSLESS[name]
     ids = (model.tokenizer.encode("Today the weather is so nice . It is rainy in London , so we take an umbrella .")
            if name == "gpt" else held_out_ids(model.tokenizer, n))
     assert len(ids) == n
-    for prefill in prefills:
-        full = run_cache(model, ids[:prefill], n - prefill + 1, DynamicCache(model.n_layers), forced=ids[prefill:])[1]
-        for w, s, positions in windows:
-            v = Variant.of("window", window=w, sinks=s, positions=positions)
-            got = run_cache(model, ids[:prefill], n - prefill + 1, variant_cache(model, v), forced=ids[prefill:])[1]
-            assert torch.equal(got, full), (prefill, v)
+    full = run_cache(model, ids[:prefill], n - prefill + 1, DynamicCache(model.n_layers), forced=ids[prefill:])[1]
+    variants = [Variant.of("window", window=w, sinks=s, positions=p) for w, s, p in windows]
+    for v in variants:
+        got = run_cache(model, ids[:prefill], n - prefill + 1, variant_cache(model, v), forced=ids[prefill:])[1]
+        assert torch.equal(got, full), v
     text = HeldOutPrompt(tuple(model.vocab[i] for i in ids), tuple(ids), 0)
-    ev = evaluate(model, [Variant.of("window", window=w, sinks=s, positions=p) for w, s, p in windows], [text],
-                  n - prefills[-1] + 1, prefills[-1])
-    assert all(r.kl_mean == 0.0 and r.top1_agreement == 1.0 for r in ev.results)
+    ev = evaluate(model, variants, [text], n - prefill + 1, prefill)
+    assert all(r.kl_mean == 0.0 and r.top1_agreement == 1.0 and r.positions == n - prefill + 1 for r in ev.results)
+    assert ev.generated[0][:n - prefill] == tuple(ids[prefill:])           # the text, teacher-forced
 
 
 def test_smaller_caches_cost_accuracy_and_save_the_bytes_the_cost_model_says(small_eval, tiny):

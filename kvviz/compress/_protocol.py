@@ -1,14 +1,16 @@
 """The three things the smaller caches need from a model that kvviz's model protocol
 (kvviz/models/base.py) does not say yet; the only module of kvviz.compress that knows the two
-adapters (the tiny GPT's kvviz.models.gpt.adapter.GPTModel and kvviz.models.hf.HFCausalLM).
+adapters (the tiny GPT's kvviz.models.gpt.adapter.GPTModel and kvviz.models.hf.HFCausalLM). A
+module private to kvviz.compress (nothing outside it imports this), a stand-in until the protocol
+says these things itself.
 
-- ``_logits(model, ids, cache, start)``: the next-token logits after ``ids`` at positions
+- ``next_logits(model, ids, cache, start)``: the next-token logits after ``ids`` at positions
   ``start``.., with ``cache`` (no per-head records: the fast path of an evaluation).
   TODO(lead): point this at the protocol's ``logits(token_ids, cache, start_pos)`` once it lands
   (its last row, float32); nothing else here changes.
-- ``_rope_inv_freq(model)``: the rotary frequencies a window at cache positions re-rotates keys
+- ``rope_inv_freq(model)``: the rotary frequencies a window at cache positions re-rotates keys
   with (None without rotary positions: the tiny GPT learns absolute positions).
-- ``_pooled_model(model, kv_heads)``: the same kind of model with its K/V heads mean-pooled
+- ``pooled_model(model, kv_heads)``: the same kind of model with its K/V heads mean-pooled
   (kvviz.models.grouped: one pooling; the per-architecture part is only where the K/V rows live).
 """
 from __future__ import annotations
@@ -25,7 +27,7 @@ from kvviz.models.hf import HFCausalLM
 
 
 @torch.inference_mode()
-def _logits(model, ids: Sequence[int], cache: Cache, start: int) -> torch.Tensor:
+def next_logits(model, ids: Sequence[int], cache: Cache, start: int) -> torch.Tensor:
     """[V] float32: the logits that choose the token after ``ids`` (see the module doc)."""
     idx = torch.tensor([list(ids)], dtype=torch.long)                                   # [1, N]
     if isinstance(model, GPTModel):
@@ -36,7 +38,8 @@ def _logits(model, ids: Sequence[int], cache: Cache, start: int) -> torch.Tensor
     return out.logits[0, -1].float()
 
 
-def _rope_inv_freq(model) -> torch.Tensor | None:
+def rope_inv_freq(model) -> torch.Tensor | None:
+    """[d/2] rotary frequencies, or None for a model without rotary positions."""
     get = getattr(model, "rope_inv_freq", None)
     return get() if get is not None else None
 
@@ -47,7 +50,7 @@ def _pooled_network(network: torch.nn.Module, kv_heads: int) -> torch.nn.Module:
     return to_grouped(network, kv_heads) if isinstance(network, GPT) else pooled_network(network, kv_heads)
 
 
-def _pooled_model(model, kv_heads: int):
+def pooled_model(model, kv_heads: int):
     """``model`` with ``kv_heads`` mean-pooled K/V heads, as a kvviz model of the same kind."""
     if isinstance(model, GPTModel):
         tiny = model.tiny

@@ -29,7 +29,7 @@ from functools import lru_cache
 import torch
 
 from kvviz.cache import Cache, DynamicCache
-from kvviz.compress._protocol import _logits
+from kvviz.compress._protocol import next_logits
 from kvviz.compress.text import held_out_ids
 from kvviz.compress.variants import Variant, variant_cache, variant_model
 from kvviz.limits import (
@@ -103,14 +103,14 @@ def run_cache(model, prompt: Sequence[int], new_tokens: int, cache: Cache, force
     forcing) while they last, then greedily. Returns the ``new_tokens`` tokens and the next-token
     logits [new_tokens, V] (float32) that chose (or would have chosen) each; the last token is never
     processed, as in generation. ``step`` is called after every decode pass (a benchmark's clock)."""
-    logits = _logits(model, prompt, cache, start)
+    logits = next_logits(model, prompt, cache, start)
     rows, tokens = [], []
     pos = start + len(prompt)
     for i in range(new_tokens):
         rows.append(logits)
         tokens.append(int(forced[i]) if i < len(forced) else int(torch.argmax(logits)))
         if i + 1 < new_tokens:
-            logits = _logits(model, [tokens[-1]], cache, pos)
+            logits = next_logits(model, [tokens[-1]], cache, pos)
             pos += 1
             if step:
                 step()

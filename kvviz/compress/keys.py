@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from kvviz.cache import DynamicCache
-from kvviz.compress._protocol import _logits
+from kvviz.compress._protocol import next_logits
 from kvviz.limits import check_int
 
 
@@ -52,7 +52,7 @@ class KeyChannels:
 def all_key_channels(model, ids: Sequence[int]) -> tuple[KeyChannels, ...]:
     """One prefill of ``ids`` with the full cache; every layer's cached keys as |k| per channel."""
     cache = DynamicCache(model.n_layers)
-    _logits(model, ids, cache, 0)
+    next_logits(model, ids, cache, 0)
     tokens = tuple(model.vocab[int(i)] for i in ids)
     out = []
     for layer in range(model.n_layers):

@@ -19,7 +19,7 @@ import torch
 
 from kvviz.cache import Cache, DynamicCache, QuantizedCache, SlidingWindowCache
 from kvviz.cache.window import POSITIONS
-from kvviz.compress._protocol import _pooled_model, _rope_inv_freq
+from kvviz.compress._protocol import pooled_model, rope_inv_freq
 from kvviz.limits import (
     MAX_CACHE_SINKS,
     MAX_CACHE_WINDOW,
@@ -134,14 +134,14 @@ def variant_model(model, variant: Variant):
         return model
     n_kv = model.cost_config.n_kv_heads
     kv_heads = check_kv_heads(variant.kv_heads, n_kv)
-    return model if kv_heads == n_kv else _pooled_model(model, kv_heads)
+    return model if kv_heads == n_kv else pooled_model(model, kv_heads)
 
 
 def variant_cache(model, variant: Variant) -> Cache:
     """An empty cache of ``variant`` for ``model`` (a window at cache positions re-rotates its keys
     with the model's rotary frequencies; a model without them is refused)."""
     rotary = variant.kind == "window" and variant.positions == "cache"
-    return variant.make_cache(model.n_layers, _rope_inv_freq(model) if rotary else None)
+    return variant.make_cache(model.n_layers, rope_inv_freq(model) if rotary else None)
 
 
 def page_variants() -> list[Variant]:

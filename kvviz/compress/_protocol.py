@@ -56,6 +56,12 @@ def pooled_model(model, kv_heads: int):
         tiny = model.tiny
         return GPTModel(TinyGPT(_pooled_network(model.network, kv_heads), tiny.tokenizer, tiny.trained, tiny.meta))
     if isinstance(model, HFCausalLM):
-        return HFCausalLM(_pooled_network(model.model, kv_heads), model.tokenizer, name=model.name,
-                          limits=model.limits)
+        return _pooled_hf(model.model, model.tokenizer, model.name, model.limits, kv_heads)
     raise TypeError(f"cannot pool the K/V heads of {type(model).__name__}")
+
+
+@lru_cache(maxsize=4)
+def _pooled_hf(network: torch.nn.Module, tokenizer, name: str, limits, kv_heads: int) -> HFCausalLM:
+    """The pooled transformers model behind the protocol, once per process (its vocabulary and
+    hooks' lookups take ~0.1 s to build)."""
+    return HFCausalLM(_pooled_network(network, kv_heads), tokenizer, name=name, limits=limits)

@@ -1,46 +1,87 @@
-"""Benchmark: what smaller caches cost in time and accuracy on the trained tiny GPT.
+"""Benchmark: what smaller caches cost in time and accuracy, on either model (``--model gpt``, the
+trained tiny GPT, or ``--model smollm2``, SmolLM2-135M-Instruct), through kvviz.compress's one run
+(``run_cache``) and one evaluation.
 
-1. Decode step time of each cache kind at context 128 and 248 against the full cache (kvviz's
-   DynamicCache, which grows the same way as the window and quantized caches; the preallocated
-   StaticCache of the fast loops is shown too). Each repetition builds a fresh cache, prefills
-   held-out text (untimed) and times the 32 decode steps whose last one reads 128 / 248 cached
-   positions, one by one: their mean per step includes the steps where a quantized cache
-   quantizes a new group (every 32 steps per channel, every step per token). Kinds are interleaved,
-   medians over the repetitions, several runs.
+1. Decode step time of each cache kind at each context against the full cache (kvviz's
+   DynamicCache, which grows the same way as the window and quantized caches; for the tiny GPT the
+   preallocated StaticCache of the fast loops is shown too). Each repetition fills a fresh cache
+   with the model's own K/V of the positions before the timed steps (one untimed prefill with the
+   full cache, then one ``update`` of every layer with those rows: the window keeps its sinks and
+   last window, the quantized cache quantizes what leaves its residual window; the pooled model,
+   fewer K/V heads, prefills itself), runs two untimed decode steps, then times the ``--span``
+   decode steps whose last one reads ``context`` cached positions, one by one: their mean per step
+   includes the steps where a quantized cache quantizes a new group. Kinds are interleaved, medians
+   over the repetitions, several runs.
 2. The page's table: bytes per token, mean KL(full ‖ variant) and top-1 agreement of every variant
-   of ``kvviz.compress.page_variants()`` over the held-out prompts (deterministic for a seed).
+   the page compares (the tiny GPT: ``page_variants()`` over its held-out prompts, deterministic for
+   a seed; SmolLM2: ``llm_variants()`` on the held-out text).
 
-usage: python bench/compress.py [--runs 3] [--reps 10] [--contexts 128 248] [--prompts 8] [--new-tokens 32]
-       [--threads 1] [--skip-timing] [--skip-table]
+usage: python bench/compress.py [--model gpt|smollm2] [--runs N] [--reps N] [--contexts N ...] [--span N]
+       [--threads 1] [--skip-timing] [--skip-table] [--prompts 8] [--new-tokens 32] [--seed 0] [--tokens 96]
+(defaults: gpt: 3 runs × 10 repetitions, contexts 128 248, span 32; smollm2: 1 × 1, contexts 128 512, span 8)
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from kvviz.cache import StaticCache  # noqa: E402
-from kvviz.compress import Variant, evaluate, held_out_stream, page_variants  # noqa: E402
-from kvviz.models.gpt import load_tiny_gpt  # noqa: E402
+from kvviz.cache import DynamicCache, StaticCache  # noqa: E402
+from kvviz.compress import (  # noqa: E402
+    DEFAULT_PREFILL,
+    Variant,
+    evaluate_prompts,
+    evaluate_text,
+    held_out_stream,
+    llm_variants,
+    page_variants,
+    run_cache,
+    variant_cache,
+    variant_model,
+)
+from kvviz.compress.text import HELD_OUT_TEXT  # noqa: E402
 
-CONTEXTS = (128, 248)
-TIMED = [("full (DynamicCache)", Variant.of("full")),
-         ("full (StaticCache)", None),
-         ("window 32 + 4 sinks", Variant.of("window", window=32, sinks=4)),
-         ("int8 K per channel, G 32", Variant.of("quant", bits=8, group_size=32)),
-         ("int4 K per channel, G 32", Variant.of("quant", bits=4, group_size=32)),
-         ("int8 K per token, G 32", Variant.of("quant", bits=8, group_size=32, key_axis="token")),
-         ("int4 K per token, G 32", Variant.of("quant", bits=4, group_size=32, key_axis="token")),
-         ("int4 K per channel, G 32, residual 32", Variant.of("quant", bits=4, group_size=32, residual=32)),
-         ("2 K/V heads", Variant.of("gqa", kv_heads=2)),
-         ("1 K/V head", Variant.of("gqa", kv_heads=1))]
+WARM = 2             # untimed decode steps before the timed ones
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One model's defaults: what is timed (None: the full StaticCache) and at which contexts."""
+
+    timed: tuple[tuple[str, Variant | None], ...]
+    contexts: tuple[int, ...]
+    span: int
+    runs: int
+    reps: int
+
+
+PLANS = {
+    "gpt": Plan((("full (DynamicCache)", Variant.of("full")), ("full (StaticCache)", None),
+                 ("window 32 + 4 sinks", Variant.of("window", window=32, sinks=4)),
+                 ("int8 K per channel, G 32", Variant.of("quant", bits=8, group_size=32)),
+                 ("int4 K per channel, G 32", Variant.of("quant", bits=4, group_size=32)),
+                 ("int8 K per token, G 32", Variant.of("quant", bits=8, group_size=32, key_axis="token")),
+                 ("int4 K per token, G 32", Variant.of("quant", bits=4, group_size=32, key_axis="token")),
+                 ("int4 K per channel, G 32, residual 32", Variant.of("quant", bits=4, group_size=32, residual=32)),
+                 ("2 K/V heads", Variant.of("gqa", kv_heads=2)), ("1 K/V head", Variant.of("gqa", kv_heads=1))),
+                (128, 248), 32, 3, 10),
+    "smollm2": Plan(tuple((v.label(), v) for v in (
+        Variant.of("full"), Variant.of("window", window=32, sinks=4, positions="own"),
+        Variant.of("window", window=32, sinks=4, positions="cache"),
+        Variant.of("quant", bits=4, group_size=32, key_axis="channel", residual=0),
+        Variant.of("quant", bits=4, group_size=32, key_axis="token", residual=0),
+        Variant.of("quant", bits=2, group_size=32, key_axis="channel", residual=0),
+        Variant.of("gqa", kv_heads=1))), (128, 512), 8, 1, 1),
+}
 
 
 def load() -> str:
@@ -48,86 +89,119 @@ def load() -> str:
     return f"load average {one:.2f} / {five:.2f} / {fifteen:.2f}"
 
 
+def load_model(name: str):
+    """The kvviz model ``name`` names (its one difference here: where it comes from)."""
+    if name == "gpt":
+        from kvviz.models.gpt import GPTModel, load_tiny_gpt
+        return GPTModel(load_tiny_gpt())
+    from kvviz.models.smollm2 import SmolLM2
+    return SmolLM2()
+
+
+def text_ids(model, name: str, length: int) -> list[int]:
+    """Held-out ids to time on: the tiny GPT's held-out corpus tail, or the held-out text repeated."""
+    if name == "gpt":
+        index = model.tokenizer.index
+        return [index[t] for t in held_out_stream(30_000, 0)][1000:1000 + length]
+    ids = model.tokenizer.encode((HELD_OUT_TEXT + " ") * (1 + length // 200), add_special_tokens=False)
+    return ids[:length]
+
+
 @torch.inference_mode()
-def time_steps(tiny, variant: Variant | None, ids: list[int], context: int, span: int) -> float:
-    """Mean seconds per decode step over the ``span`` steps whose last one reads ``context`` keys,
-    after an untimed prefill (the steps that quantize a new group of rows are among them, so their
-    cost is spread as in a long generation)."""
-    n_layers = tiny.model.config.n_layer
-    network = tiny.model if variant is None else variant.network(tiny.model)
-    cache = StaticCache(n_layers, context) if variant is None else variant.make_cache(n_layers)
-    start = context - span
-    network(torch.tensor([ids[:start]]), cache, 0, last_only=True)
-    total = 0.0
-    for pos in range(start, context):
-        step = torch.tensor([[ids[pos]]])
-        t0 = time.perf_counter()
-        network(step, cache, pos, last_only=True)
-        total += time.perf_counter() - t0
-    return total / span
+def step_time(model, variant: Variant | None, ids: list[int], context: int, span: int) -> float:
+    """Mean seconds per decode step over the ``span`` steps whose last one reads ``context`` cached
+    positions (see the module doc for the fill and the warm-up)."""
+    start = context - span - WARM - 1                       # the first position after the fill
+    runner = model if variant is None else variant_model(model, variant)
+    if runner is not model:                                 # fewer K/V heads: the pooled model fills itself
+        cache = DynamicCache(model.n_layers)
+        run_cache(runner, ids[:start], 1, cache)
+    else:
+        full = DynamicCache(model.n_layers)
+        run_cache(model, ids[:start], 1, full)
+        cache = StaticCache(model.n_layers, context) if variant is None else variant_cache(model, variant)
+        if variant is None or variant.kind != "full":
+            for i, layer in enumerate(full.layers):
+                cache.update(layer.keys, layer.values, i)
+        else:
+            cache = full
+    stamps: list[float] = []
+    run_cache(runner, ids[start:start + 1], span + WARM + 1, cache, forced=ids[start + 1:context],
+              step=lambda: stamps.append(time.perf_counter()), start=start)
+    return (stamps[-1] - stamps[WARM - 1]) / span           # the last ``span`` passes, back to back
 
 
-def timing(tiny, runs: int, reps: int, contexts: tuple[int, ...] = CONTEXTS, span: int = 32) -> None:
-    stream = [tiny.tokenizer.index[t] for t in held_out_stream(30_000, 0)]
-    ids = stream[1000:1000 + max(contexts)]
+def timing(model, plan: Plan, ids: list[int], runs: int, reps: int, contexts: tuple[int, ...], span: int) -> None:
     print(f"\n## Decode step time (ms per step, the mean of the {span} steps up to the context, median of "
           f"{reps} repetitions per run; ratio to the full DynamicCache)\n")
-    for _name, v in TIMED:                                  # warm-up: grouped networks, first calls
-        time_steps(tiny, v, ids, span + 2, span)
+    for _name, v in plan.timed:                            # warm-up: pooled models, first calls
+        step_time(model, v, ids, span + WARM + 8, span)
     table: dict[tuple[str, int], list[float]] = {}
     for run in range(runs):
         print(f"run {run + 1}: {load()} (before)")
         for context in contexts:
-            samples: dict[str, list[float]] = {name: [] for name, _ in TIMED}
+            samples: dict[str, list[float]] = {name: [] for name, _ in plan.timed}
             for _ in range(reps):
-                for name, v in TIMED:                        # interleaved: load changes hit every kind alike
-                    samples[name].append(time_steps(tiny, v, ids, context, span))
+                for name, v in plan.timed:                 # interleaved: load changes hit every kind alike
+                    samples[name].append(step_time(model, v, ids, context, span))
             for name in samples:
                 table.setdefault((name, context), []).append(statistics.median(samples[name]) * 1e3)
         print(f"run {run + 1}: {load()} (after)")
+    base = plan.timed[0][0]
     head = " | ".join(f"context {c}: ms per run → median (× full)" for c in contexts)
     print(f"\n| cache | {head} |\n|---|" + "---|" * len(contexts))
-    for name, _ in TIMED:
+    for name, _ in plan.timed:
         cells = []
         for c in contexts:
             ms = table[(name, c)]
-            ratio = statistics.median(ms) / statistics.median(table[("full (DynamicCache)", c)])
+            ratio = statistics.median(ms) / statistics.median(table[(base, c)])
             cells.append(" / ".join(f"{x:.2f}" for x in ms) + f" → **{statistics.median(ms):.2f}** ({ratio:.2f}×)")
-        print(f"| {name} | " + " | ".join(cells) + " |")
+        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 
 
-def accuracy(prompts: int, new_tokens: int, seed: int) -> None:
+def accuracy(model, name: str, a: argparse.Namespace) -> None:
     t0 = time.perf_counter()
-    ev = evaluate(page_variants(), prompts=prompts, new_tokens=new_tokens, seed=seed)
-    positions = ev.results[0].positions
-    print(f"\n## Accuracy: {prompts} held-out prompts of 16 tokens, {new_tokens} greedy tokens each "
-          f"({positions} positions), seed {seed}; {time.perf_counter() - t0:.1f} s, {load()}\n")
-    print("| variant | bytes per token | mean KL (nats) | top-1 agreement |\n|---|---|---|---|")
+    if name == "gpt":
+        ev = evaluate_prompts(page_variants(), a.prompts, a.new_tokens, a.seed, model, threads=a.threads)
+        what = (f"{a.prompts} held-out prompts of 16 tokens, {a.new_tokens} greedy tokens each "
+                f"({ev.results[0].positions} positions), seed {a.seed}")
+    else:
+        ev = evaluate_text(model, llm_variants(), a.tokens, DEFAULT_PREFILL, threads=a.threads)
+        what = f"the held-out text's first {a.tokens} tokens ({DEFAULT_PREFILL} prefilled)"
+    print(f"\n## Accuracy: {what}; {time.perf_counter() - t0:.1f} s, {load()}\n")
+    print("| variant | bytes per token | mean KL (nats) | top-1 agreement |\n|---|---:|---:|---:|")
     for r in ev.results:
-        print(f"| {r.variant.label()} | {r.bytes_per_token:,.0f} | {r.kl_mean:.2g} | {r.top1_agreement:.1%} |")
+        print(f"| {r.variant.label()} | {r.bytes_per_token:,.0f} | {r.kl_mean:.4g} | {r.top1_agreement:.1%} |")
+    print(json.dumps([r.as_dict() for r in ev.results]))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--new-tokens", type=int, default=32)
-    ap.add_argument("--seed", type=int, default=0)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", choices=sorted(PLANS), default="gpt")
+    ap.add_argument("--runs", type=int)
+    ap.add_argument("--reps", type=int)
+    ap.add_argument("--span", type=int, help="timed decode steps per repetition")
+    ap.add_argument("--contexts", type=int, nargs="+", help="cached positions the last timed step reads")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--contexts", type=int, nargs="+", default=list(CONTEXTS),
-                    help="cached positions a step reads (≤ 256)")
+    ap.add_argument("--prompts", type=int, default=8, help="gpt: held-out prompts")
+    ap.add_argument("--new-tokens", type=int, default=32, help="gpt: greedy tokens per prompt")
+    ap.add_argument("--seed", type=int, default=0, help="gpt: picks the prompts")
+    ap.add_argument("--tokens", type=int, default=96, help="smollm2: tokens of the held-out text")
     ap.add_argument("--skip-timing", action="store_true")
     ap.add_argument("--skip-table", action="store_true")
     a = ap.parse_args()
+    plan = PLANS[a.model]
     torch.set_num_threads(a.threads)
-    tiny = load_tiny_gpt()
-    print(f"tiny GPT ({tiny.model.config.n_layer} layers, {tiny.model.config.n_head} heads, "
-          f"d {tiny.model.config.n_embd}), fp32, {a.threads} torch thread(s), {os.cpu_count()} cores, {load()}")
+    model = load_model(a.model)
+    cfg = model.cost_config
+    print(f"{a.model} ({cfg.n_layers} layers, {cfg.n_heads} heads, {cfg.n_kv_heads} K/V heads, d {cfg.d_model}), "
+          f"{a.threads} torch thread(s), {os.cpu_count()} cores, {load()}")
     if not a.skip_timing:
-        timing(tiny, a.runs, a.reps, tuple(a.contexts))
+        contexts = tuple(a.contexts or plan.contexts)
+        ids = text_ids(model, a.model, max(contexts))
+        timing(model, plan, ids, a.runs or plan.runs, a.reps or plan.reps, contexts, a.span or plan.span)
     if not a.skip_table:
-        accuracy(a.prompts, a.new_tokens, a.seed)
+        accuracy(model, a.model, a)
 
 
 if __name__ == "__main__":

@@ -128,7 +128,7 @@ COMPRESS_MAX_PROMPTS = 16         # evaluation: held-out prompts per run
 COMPRESS_MAX_NEW_TOKENS = 64      # evaluation: tokens the full cache generates per prompt
 COMPRESS_MAX_VARIANTS = 40        # evaluation: cache variants compared in one call
 COMPRESS_PROMPT_TOKENS = 16       # evaluation: length of every held-out prompt (tokens)
-# Smaller caches on SmolLM2 (kvviz.compress.llm): every variant but the pooled model runs the text one
+# Smaller caches on SmolLM2 (kvviz.compress.evaluate_text): every variant but the pooled model runs the text one
 # position at a time (≈ 60-130 ms a step here), so the text and the set of variants are capped.
 LLM_COMPRESS_MIN_TOKENS = 8       # held-out text: fewest tokens measured
 LLM_COMPRESS_MAX_TOKENS = 192     # held-out text: most tokens measured (kvviz.compress.text)

@@ -1,4 +1,5 @@
-"""The smaller caches of kvviz.cache: a sliding window with attention sinks and KIVI-style quantized K/V.
+"""The smaller caches of kvviz.cache: a sliding window with attention sinks and KIVI-style quantized K/V
+(on the tiny GPT; the exact window on SmolLM2 too, skipped where its weights are not installed).
 
 Checked against what a user would notice: the logits (exact when nothing is evicted or quantized),
 which rows attention reads, the bytes the cache holds (against kvviz.cost) and the error bound."""
@@ -7,6 +8,7 @@ import torch
 
 from kvviz import cost
 from kvviz.cache import DynamicCache, QuantizedCache, SlidingWindowCache, quantize
+from kvviz.compress.text import held_out_ids
 from kvviz.decoding.stepper import run_generation
 from kvviz.limits import LimitError
 from kvviz.models.gpt import GPTModel, cost_config, load_tiny_gpt
@@ -20,15 +22,21 @@ def tiny():
 
 
 @pytest.fixture(scope="module")
+def gpt(tiny):
+    return GPTModel(tiny)
+
+
+@pytest.fixture(scope="module")
 def ids(tiny):
     return tiny.tokenizer.encode(TEXT)
 
 
 @torch.no_grad()
 def _logits(model, ids, cache, prefill: int) -> torch.Tensor:
-    """Logits of every position: a prefill of the first ``prefill`` tokens, then one token per step."""
-    out = [model(torch.tensor([ids[:prefill]]), cache, 0)[0]]
-    out += [model(torch.tensor([[t]]), cache, i)[0] for i, t in enumerate(ids[prefill:], start=prefill)]
+    """Logits of every position: a prefill of the first ``prefill`` tokens, then one token per step
+    (``model``: any kvviz model, through the protocol's ``forward``)."""
+    out = [model.forward(ids[:prefill], cache, 0).logits]
+    out += [model.forward([t], cache, i).logits for i, t in enumerate(ids[prefill:], start=prefill)]
     return torch.cat(out)                                                   # [T, V]
 
 
@@ -44,24 +52,38 @@ def _banded_reference(model, ids, window: int, sinks: int) -> torch.Tensor:
 
 # --- sliding window -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("prefill", [1, 7, 19])
-def test_a_window_as_long_as_the_text_gives_exactly_the_full_caches_logits(tiny, ids, prefill):
-    full = _logits(tiny.model, ids, DynamicCache(4), prefill)
-    assert torch.equal(_logits(tiny.model, ids, SlidingWindowCache(4, len(ids), 0), prefill), full)
-    assert torch.equal(_logits(tiny.model, ids, SlidingWindowCache(4, 15, 4), prefill), full)  # 15 + 4 sinks ≥ 19
+# each model's text (token ids) and the windows (window, sinks, key positions) that cover it
+COVERING = {"gpt": [(19, 0, "own"), (15, 4, "own")],                      # 15 + 4 sinks ≥ 19
+            "smollm2": [(6, 2, "own"), (6, 2, "cache")]}                  # 8 tokens of the held-out text
+
+
+@pytest.mark.parametrize("name,prefill", [("gpt", 1), ("gpt", 7), ("gpt", 19), ("smollm2", 5)])
+def test_a_window_as_long_as_the_text_gives_exactly_the_full_caches_logits(request, gpt, ids, name, prefill):
+    """Every position's logits, bit for bit, on either model (SmolLM2: with the kept keys at their
+    own and at cache positions, re-rotated with its rotary frequencies)."""
+    if name == "gpt":
+        model, text, inv_freq = gpt, ids, None
+    else:
+        model = request.getfixturevalue("smollm2")
+        text, inv_freq = held_out_ids(model.tokenizer, 8), model.rope_inv_freq()
+    n_layers = model.n_layers
+    full = _logits(model, text, DynamicCache(n_layers), prefill)
+    for window, sinks, positions in COVERING[name]:
+        cache = SlidingWindowCache(n_layers, window, sinks, positions, inv_freq if positions == "cache" else None)
+        assert torch.equal(_logits(model, text, cache, prefill), full), (window, sinks, positions)
 
 
 @pytest.mark.parametrize("window,sinks", [(4, 0), (5, 2), (1, 3)])
 @pytest.mark.parametrize("prefill", [1, 12, 19])
-def test_a_window_reads_its_sinks_and_recent_positions_and_a_long_prefill_sees_the_same(tiny, ids, window,
+def test_a_window_reads_its_sinks_and_recent_positions_and_a_long_prefill_sees_the_same(tiny, gpt, ids, window,
                                                                                         sinks, prefill):
     """Prefilled or fed token by token, every position's logits are those of a pass that lets each
     query read only positions < sinks and the last ``window`` (itself included)."""
     ref = _banded_reference(tiny.model, ids, window, sinks)
     cache = SlidingWindowCache(4, window, sinks)
-    got = _logits(tiny.model, ids, cache, prefill)
+    got = _logits(gpt, ids, cache, prefill)
     assert torch.allclose(got, ref, atol=2e-5), float((got - ref).abs().max())
-    full = _logits(tiny.model, ids, DynamicCache(4), 19)
+    full = _logits(gpt, ids, DynamicCache(4), 19)
     assert (got[-1] - full[-1]).abs().max() > 0.1                          # what was evicted mattered
     n = len(ids)
     held = list(range(sinks)) + list(range(n - window, n))
@@ -71,9 +93,9 @@ def test_a_window_reads_its_sinks_and_recent_positions_and_a_long_prefill_sees_t
     assert cache.nbytes() == cost.window_cache_bytes(cfg, n, window, sinks, dtype="fp32")   # evicted rows freed
 
 
-def test_a_window_crops_back_only_while_the_rows_it_needs_are_held(tiny, ids):
+def test_a_window_crops_back_only_while_the_rows_it_needs_are_held(tiny, gpt, ids):
     cache = SlidingWindowCache(4, 4, 2)
-    _logits(tiny.model, ids[:10], cache, 10)                                # holds 0, 1, 6..9
+    _logits(gpt, ids[:10], cache, 10)                                # holds 0, 1, 6..9
     cache.crop(9)
     assert cache.held_positions() == [0, 1, 6, 7, 8] and cache.get_seq_length() == 9
     with pytest.raises(LimitError, match="evicted position 5"):
@@ -137,10 +159,10 @@ def test_nbytes_counts_codes_scales_and_the_residual_as_the_cost_formula_says(ti
 
 
 @pytest.mark.parametrize("bits,axis", SETTINGS)
-def test_a_residual_as_long_as_the_text_gives_exactly_the_full_caches_logits(tiny, ids, bits, axis):
-    full = _logits(tiny.model, ids, DynamicCache(4), 5)
-    assert torch.equal(_logits(tiny.model, ids, QuantizedCache(4, bits, 4, axis, len(ids)), 5), full)
-    lossy = _logits(tiny.model, ids, QuantizedCache(4, bits, 4, axis, 0), 5)
+def test_a_residual_as_long_as_the_text_gives_exactly_the_full_caches_logits(tiny, gpt, ids, bits, axis):
+    full = _logits(gpt, ids, DynamicCache(4), 5)
+    assert torch.equal(_logits(gpt, ids, QuantizedCache(4, bits, 4, axis, len(ids)), 5), full)
+    lossy = _logits(gpt, ids, QuantizedCache(4, bits, 4, axis, 0), 5)
     assert torch.equal(lossy[:5], full[:5])                 # the prefill reads its own K/V unquantized
     assert not torch.equal(lossy[5:], full[5:])             # decode steps read dequantized rows
 

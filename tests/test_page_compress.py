@@ -7,7 +7,18 @@ import pandas as pd
 import pytest
 import torch
 
-from kvviz.compress import Variant, compare_steps, evaluate, page_variants, row_errors, sink_mass
+from kvviz.compress import (
+    Variant,
+    compare_steps,
+    evaluate_prompts,
+    evaluate_text,
+    key_channels,
+    llm_variants,
+    page_variants,
+    row_errors,
+    sink_mass,
+)
+from kvviz.compress.text import held_out_ids
 from kvviz.ui.app import fmt
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 
@@ -116,27 +127,57 @@ def test_bad_prompts_give_a_message_not_a_traceback():
         assert at.button                                       # the trade-off is still there
 
 
-def test_tradeoff_is_computed_behind_the_button_with_the_engines_numbers_and_a_csv():
-    query = {"sc_prompts": "1", "sc_tokens": "3", "sc_seed": "11"}
+# each model's trade-off: the address, the button, the notice before it, the engine's evaluation
+TRADEOFF = {"gpt": ({"sc_prompts": "1", "sc_tokens": "3", "sc_seed": "11"}, "Compute the trade-off",
+                    "Compute the trade-off", lambda m: evaluate_prompts(page_variants(), 1, 3, 11)),
+            "smollm2": ({"sc_model": "smollm2", "sc_ltokens": "18", "sc_klayer": "5"}, "Measure on SmolLM2",
+                        "Not measured yet", lambda m: evaluate_text(m, llm_variants(), 18, 16))}
+
+
+@pytest.mark.parametrize("name", ["gpt", "smollm2"])
+def test_tradeoff_is_computed_behind_the_button_with_the_engines_numbers_and_a_csv(request, name):
+    """Either model: nothing measured until the button, then the engine's numbers in the table, the
+    figure and the CSV, kept on the server for the next visitor (SmolLM2: its key channels above, and
+    what the numbers say in words)."""
+    from kvviz.ui.pages.compress import tradeoff_csv
+    m = request.getfixturevalue("smollm2") if name == "smollm2" else None
+    query, label, none, measure = TRADEOFF[name]
     at = open_page(PAGE, query)
-    assert not plotly_specs(at) and any("Compute the trade-off" in i.value for i in at.info)
-    next(b for b in at.button if b.label == "Compute the trade-off").click().run()
     no_exception(at)
-    ev = evaluate(page_variants(), 1, 3, 11)
+    assert any(none in i.value for i in at.info) and not at.dataframe
+    if name == "gpt":
+        assert not plotly_specs(at)
+    else:
+        _smollm2_key_channels(at, m)
+    next(b for b in at.button if b.label == label).click().run()
+    no_exception(at)
+    ev = measure(m)
     table = at.dataframe[0].value
-    assert len(table) == len(page_variants()) == 18
+    assert len(table) == len(ev.results)
     assert list(table["Bytes per token"]) == [r.bytes_per_token for r in ev.results]
     assert list(table["Mean KL (nats)"]) == [r.kl_mean for r in ev.results]
     assert list(table["Top-1 agreement"]) == [r.top1_agreement for r in ev.results]
     spec = next(s for s in plotly_specs(at) if "costs" in s["layout"]["title"]["text"])
-    assert {t for tr in spec["data"] for t in tr["text"]} >= {"window 8 + 4 sinks", "1 K/V head"}
-    button = at.get("download_button")[0]
-    assert button.proto.label == "Trade-off (CSV)"
-    again = open_page(PAGE, query)                # the server keeps it: a new visitor sees it at once
-    assert again.dataframe and any("earlier on this server" in c.value for c in again.caption)
-    from kvviz.ui.pages.compress import tradeoff_csv
+    labels = [b.proto.label for b in at.get("download_button")]
     csv = pd.read_csv(io.BytesIO(tradeoff_csv(ev)))
-    assert list(csv["kl_mean"]) == [round(r.kl_mean, 8) for r in ev.results] and csv["seed"].iloc[0] == 11
+    assert list(csv["kl_mean"]) == [round(r.kl_mean, 8) for r in ev.results]
+    if name == "gpt":
+        assert len(table) == len(page_variants()) == 18
+        assert {t for tr in spec["data"] for t in tr["text"]} >= {"window 8 + 4 sinks", "1 K/V head"}
+        assert labels == ["Trade-off (CSV)"] and csv["seed"].iloc[0] == 11
+        again = open_page(PAGE, query)            # the server keeps it: a new visitor sees it at once
+        assert again.dataframe and any("earlier on this server" in c.value for c in again.caption)
+    else:
+        assert list(table["Variant"])[2:4] == ["window 32 + 4 sinks", "window 32 + 4 sinks, cache positions"]
+        assert {t for tr in spec["data"] for t in tr["text"]} >= {"window 32 + 4 sinks", "1 K/V head"}
+        body = " ".join(x.value for x in at.markdown)
+        assert "**One K/V head:**" in body and "int2: per channel KL" in body
+        assert list(csv["key_positions"].iloc[1:4]) == ["own", "own", "cache"] and set(csv["positions"]) == {3}
+        assert labels == ["Key channels (CSV)", "Trade-off (CSV)"]
+        es = open_page(PAGE, {"sc_model": "smollm2", "sc_ltokens": "18", "lang": "es"})   # kept on the server
+        no_exception(es)
+        assert es.dataframe and any("Ganan las claves por canal" in x.value or "no ganan" in x.value
+                                    for x in es.markdown)
 
 
 def test_presenter_mode_folds_the_settings_and_the_trade_off():
@@ -148,12 +189,9 @@ def test_presenter_mode_folds_the_settings_and_the_trade_off():
 
 # --- the real LLM (?sc_model=smollm2) ------------------------------------------------------------
 
-def test_smollm2_key_channels_and_the_trade_off_behind_its_button(smollm2):
-    from kvviz.compress.llm import evaluate_llm, key_channels, llm_variants
-    from kvviz.compress.text import held_out_ids
-    from kvviz.ui.pages.compress_llm import keys_csv
-    at = open_page(PAGE, {"sc_model": "smollm2", "sc_ltokens": "18", "sc_klayer": "5"})
-    no_exception(at)
+def _smollm2_key_channels(at, smollm2) -> None:
+    """The key channels of layer 5 over the text's 18 tokens, as the engine gives them."""
+    from kvviz.ui.pages.compress import keys_csv
     assert at.segmented_control(key="sc_model").value == "smollm2" and at.selectbox(key="sc_klayer").value == 5
     assert not stepper(at)                                                    # the tiny GPT's stepper is not run
     kc = key_channels(smollm2, held_out_ids(smollm2.tokenizer, 18), 4)
@@ -163,26 +201,8 @@ def test_smollm2_key_channels_and_the_trade_off_behind_its_button(smollm2):
     assert heat["data"][0]["y"][:2] == ["K/V 1 · 0", "K/V 1 · 1"]
     body = " ".join(m.value for m in at.markdown)
     assert f"**{fmt.num(kc.outlier_ratio(), '.3g', lang='en')} times** the median channel's" in body
-    assert any("Not measured yet" in i.value for i in at.info) and not at.dataframe
-    next(b for b in at.button if b.label == "Measure on SmolLM2").click().run()
-    no_exception(at)
-    ev = evaluate_llm(smollm2, llm_variants(), 18, 16)
-    table = at.dataframe[0].value
-    assert list(table["Variant"])[2:4] == ["window 32 + 4 sinks", "window 32 + 4 sinks, cache positions"]
-    assert list(table["Mean KL (nats)"]) == [r.kl_mean for r in ev.results]
-    assert list(table["Top-1 agreement"]) == [r.top1_agreement for r in ev.results]
-    body = " ".join(m.value for m in at.markdown)
-    assert "**One K/V head:**" in body and "int2: per channel KL" in body
-    from kvviz.ui.pages.compress import tradeoff_csv
-    rows = pd.read_csv(io.BytesIO(tradeoff_csv(ev)))
-    assert list(rows["key_positions"].iloc[1:4]) == ["own", "own", "cache"] and set(rows["positions"]) == {3}
-    labels = [b.proto.label for b in at.get("download_button")]
-    assert labels == ["Key channels (CSV)", "Trade-off (CSV)"]
     csv = pd.read_csv(io.BytesIO(keys_csv(kc)))
     assert len(csv) == 192 and list(csv.columns[:3]) == ["kv_head", "dimension", "0:The"]
-    es = open_page(PAGE, {"sc_model": "smollm2", "sc_ltokens": "18", "lang": "es"})   # kept on the server
-    no_exception(es)
-    assert es.dataframe and any("Ganan las claves por canal" in m.value or "no ganan" in m.value for m in es.markdown)
 
 
 def test_smollm2_without_weights_says_how_to_install_them(monkeypatch):

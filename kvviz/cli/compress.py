@@ -1,6 +1,6 @@
-"""``python -m kvviz compress --kind window …``: a smaller cache against the full one, as JSON: on held-out
-prompts of the tiny GPT (kvviz.compress), or with ``--model smollm2`` on the held-out text with the
-real SmolLM2-135M-Instruct (kvviz.compress.llm; the same JSON)."""
+"""``python -m kvviz compress --kind window …``: a smaller cache against the full one, as JSON, by the
+one evaluation (kvviz.compress.evaluate): on held-out prompts of the tiny GPT, or with ``--model
+smollm2`` on the held-out text with the real SmolLM2-135M-Instruct (the same JSON)."""
 from __future__ import annotations
 
 import argparse
@@ -8,8 +8,7 @@ import json
 import sys
 
 from kvviz.cache.window import POSITIONS
-from kvviz.compress import KEY_AXES, KINDS, Variant, evaluate
-from kvviz.compress.llm import DEFAULT_PREFILL, DEFAULT_TOKENS, evaluate_llm
+from kvviz.compress import DEFAULT_PREFILL, DEFAULT_TOKENS, KEY_AXES, KINDS, Variant, evaluate_prompts, evaluate_text
 from kvviz.limits import (
     COMPRESS_MAX_NEW_TOKENS,
     COMPRESS_MAX_PROMPTS,
@@ -70,12 +69,12 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             if variant.kind == "window" and variant.positions == "cache":
                 raise LimitError("Cache positions re-rotate the kept keys: they need a model with rotary positions "
                                  "(--model smollm2); the tiny GPT learns absolute positions.")
-            result = evaluate([variant], 8 if a.prompts is None else a.prompts,
+            result = evaluate_prompts([variant], 8 if a.prompts is None else a.prompts,
                               32 if a.new_tokens is None else a.new_tokens, 0 if a.seed is None else a.seed).results[0]
         else:
             tokens = DEFAULT_TOKENS if a.tokens is None else a.tokens
             prefill = DEFAULT_PREFILL if a.prefill is None else a.prefill
-            result = evaluate_llm(SmolLM2(), [variant], tokens, prefill).results[0]
+            result = evaluate_text(SmolLM2(), [variant], tokens, prefill).results[0]
     except (LimitError, ValueError) as e:
         parser.error(str(e))
     json.dump(result.as_dict(), sys.stdout, indent=1)

@@ -1,13 +1,23 @@
-"""What a smaller cache costs, measured on held-out prompts (``evaluate``; the CLI and every page
-share it).
+"""What a smaller cache costs, for any kvviz model (``evaluate``; the CLI, the page and the
+benchmark share it).
 
-Held-out prompts (``held_out_prompts``: ``COMPRESS_PROMPT_TOKENS`` tokens from the start of a sentence
-in the tail of the training corpus that no training batch read, picked with a seeded
-``random.Random``); the full-cache model generates greedily; each variant runs teacher-forced on the
-same text, and at every generated position we record KL(full ‖ variant) of the next-token
-distributions and whether the variant's top-1 token is the full model's. Per variant: mean KL, top-1
-agreement and cache bytes per token (``nbytes()`` of the cache object at the end of each run over the
-positions it processed, averaged over the prompts). Same seed, same numbers.
+One run (``run_cache``): a prompt's first ``prefill`` tokens in one pass, then one token per decode
+step: the rest of the prompt (teacher forcing), then the model's greedy choice. The full cache runs
+first; each variant (its model and its cache, kvviz.compress.variants) then runs teacher-forced on
+the full cache's tokens, and at every scored position we record KL(full ‖ variant) of the next-token
+distributions and whether the top-1 tokens agree. Per variant: mean KL, top-1 agreement and cache
+bytes per token (``nbytes()`` of the cache object at the end of each run over the positions it
+processed, averaged over the prompts). A lossless variant scores exactly 0; same input, same numbers.
+
+Two sources of held-out input, each with its caps (kvviz.limits):
+
+- ``evaluate_prompts``: the tiny GPT's held-out prompts (``held_out_prompts``:
+  ``COMPRESS_PROMPT_TOKENS`` tokens from the start of a sentence in the tail of the training corpus
+  that no training batch read, picked with a seeded ``random.Random``), each prefilled whole; the
+  full cache then generates ``new_tokens`` greedily;
+- ``evaluate_text``: a model with a transformers tokenizer on the held-out text
+  (kvviz.compress.text), its first ``prefill`` tokens prefilled, every later token one decode step;
+  the positions from the last prefilled one on are scored.
 """
 from __future__ import annotations
 
@@ -19,16 +29,21 @@ from functools import lru_cache
 import torch
 
 from kvviz.cache import Cache, DynamicCache
-from kvviz.compress.variants import Variant
+from kvviz.compress._protocol import next_logits
+from kvviz.compress.text import held_out_ids
+from kvviz.compress.variants import Variant, variant_cache, variant_model
 from kvviz.limits import (
     COMPRESS_MAX_NEW_TOKENS,
     COMPRESS_MAX_PROMPTS,
     COMPRESS_MAX_VARIANTS,
     COMPRESS_PROMPT_TOKENS,
+    LLM_COMPRESS_MAX_TOKENS,
+    LLM_COMPRESS_MAX_VARIANTS,
     MAX_SEED,
+    LimitError,
     check_int,
 )
-from kvviz.models.gpt import GPT, TinyGPT, load_tiny_gpt
+from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
 from kvviz.models.gpt.corpus import corpus_tokens
 from kvviz.models.gpt.train import split_train_val
 
@@ -36,8 +51,9 @@ from kvviz.models.gpt.train import split_train_val
 
 @dataclass(frozen=True)
 class HeldOutPrompt:
-    """``tokens`` from the held-out tail of the training corpus, starting at ``offset`` in that tail
-    (always the first token of a sentence)."""
+    """Held-out ``tokens`` and their ``ids``: from the tail of the tiny GPT's training corpus,
+    starting at ``offset`` in that tail (always the first token of a sentence), or the start of the
+    held-out text (offset 0)."""
 
     tokens: tuple[str, ...]
     ids: tuple[int, ...]
@@ -66,23 +82,38 @@ def held_out_prompts(n: int, seed: int = 0, tiny: TinyGPT | None = None,
     return [HeldOutPrompt(stream[i:i + length], tuple(index[t] for t in stream[i:i + length]), i) for i in picked]
 
 
+DEFAULT_TOKENS = 96         # the held-out text's length on the page and in the CLI (80 decode steps per variant)
+DEFAULT_PREFILL = 16        # of them, prefilled in one pass before the decode steps
+
+
+def held_out_text(model, tokens: int = DEFAULT_TOKENS) -> HeldOutPrompt:
+    """The held-out text's first ``tokens`` tokens as one prompt (``model.tokenizer``: a
+    transformers tokenizer)."""
+    ids = held_out_ids(model.tokenizer, tokens)
+    return HeldOutPrompt(tuple(model.vocab[i] for i in ids), tuple(ids), 0)
+
+
 # --- the evaluation ---------------------------------------------------------------------------
 
 @torch.inference_mode()
-def run_cache(network: GPT, prompt: Sequence[int], new_tokens: int, cache: Cache,
-              forced: Sequence[int] | None = None) -> tuple[list[int], torch.Tensor]:
-    """Prefill ``prompt`` into ``cache``, then decode one token per step: greedily, or the tokens
-    ``forced`` (teacher forcing). Returns the tokens and the next-token logits [new_tokens, V] that
-    chose (or would have chosen) each; the last token is never processed, as in generation."""
-    logits = network(torch.tensor([list(prompt)]), cache, 0, last_only=True)[0]
+def run_cache(model, prompt: Sequence[int], new_tokens: int, cache: Cache, forced: Sequence[int] = (),
+              step: Callable[[], None] | None = None, start: int = 0) -> tuple[list[int], torch.Tensor]:
+    """Prefill ``prompt`` (positions ``start``.., after what ``cache`` holds) into ``cache`` with
+    ``model`` (any kvviz model), then decode one token per step: the tokens ``forced`` (teacher
+    forcing) while they last, then greedily. Returns the ``new_tokens`` tokens and the next-token
+    logits [new_tokens, V] (float32) that chose (or would have chosen) each; the last token is never
+    processed, as in generation. ``step`` is called after every decode pass (a benchmark's clock)."""
+    logits = next_logits(model, prompt, cache, start)
     rows, tokens = [], []
-    pos = len(prompt)
-    for step in range(new_tokens):
+    pos = start + len(prompt)
+    for i in range(new_tokens):
         rows.append(logits)
-        tokens.append(int(torch.argmax(logits)) if forced is None else int(forced[step]))
-        if step + 1 < new_tokens:
-            logits = network(torch.tensor([[tokens[-1]]]), cache, pos, last_only=True)[0]
+        tokens.append(int(forced[i]) if i < len(forced) else int(torch.argmax(logits)))
+        if i + 1 < new_tokens:
+            logits = next_logits(model, [tokens[-1]], cache, pos)
             pos += 1
+            if step:
+                step()
     return tokens, torch.stack(rows)
 
 
@@ -95,14 +126,14 @@ def kl_divergence(p_logits: torch.Tensor, q_logits: torch.Tensor) -> torch.Tenso
 
 @dataclass(frozen=True)
 class VariantResult:
-    """One variant over every prompt: per prompt and generated position the KL(full ‖ variant) and
+    """One variant over every prompt: per prompt and scored position the KL(full ‖ variant) and
     top-1 agreement, and per prompt the cache's bytes at the end and the positions it processed."""
 
     variant: Variant
     kl: tuple[tuple[float, ...], ...]           # [prompt][position]
     agree: tuple[tuple[bool, ...], ...]         # [prompt][position]
     cache_bytes: tuple[int, ...]                # [prompt] nbytes() of the cache after the run
-    cached_positions: tuple[int, ...]           # [prompt] positions processed (prompt + new − 1)
+    cached_positions: tuple[int, ...]           # [prompt] positions processed (prefill + new − 1)
 
     @property
     def prompts(self) -> int:
@@ -135,11 +166,12 @@ class VariantResult:
 
 @dataclass(frozen=True)
 class Evaluation:
-    """The held-out prompts, what the full cache generated from them, and every variant's result."""
+    """The held-out prompts, the tokens the full cache's runs went on with after each prompt's
+    prefill (teacher-forced, then greedy), and every variant's result."""
 
     prompts: tuple[HeldOutPrompt, ...]
-    generated: tuple[tuple[int, ...], ...]      # [prompt] the full cache's greedy tokens
-    new_tokens: int
+    generated: tuple[tuple[int, ...], ...]      # [prompt] the full cache's run's tokens after the prefill
+    new_tokens: int                             # scored positions per prompt
     seed: int
     results: tuple[VariantResult, ...]
     vocab: tuple[str, ...] = field(repr=False, default=())
@@ -148,56 +180,110 @@ class Evaluation:
         return next(r for r in self.results if r.variant == variant)
 
 
-Progress = Callable[[int, int], None]      # (runs done, runs in all), e.g. a page's progress bar
+Progress = Callable[[int, int], None]      # (done, in all), e.g. a page's progress bar
+UNITS = ("run", "step")                    # what Progress counts: runs of a prompt, or decode steps
 
 
-def evaluate(variants: Sequence[Variant], prompts: int = 8, new_tokens: int = 32, seed: int = 0,
-             tiny: TinyGPT | None = None, progress: Progress | None = None, threads: int = 1) -> Evaluation:
-    """Every variant against the full cache on ``prompts`` held-out prompts (see the module doc).
+def evaluate(model, variants: Sequence[Variant], prompts: Sequence[HeldOutPrompt], new_tokens: int,
+             prefill: int | None = None, *, seed: int = 0, progress: Progress | None = None, unit: str = "run",
+             threads: int = 1) -> Evaluation:
+    """Every variant against the full cache of ``model`` (any kvviz model) on ``prompts`` (see the
+    module doc): ``prefill`` tokens of each prompt in one pass (None: all of it), ``new_tokens``
+    positions scored per prompt. ``progress`` counts runs (one prompt through one cache) or decode
+    steps (``unit``); the full cache runs once, as the reference, also for a "full" variant.
 
     Runs on ``threads`` torch threads (restored afterwards): one by default, since on a shared
     2-core machine two threads waiting for each other made these one-token steps many times slower."""
     variants = list(variants)
     check_int("Variants", len(variants), 1, COMPRESS_MAX_VARIANTS)
-    new_tokens = check_int("New tokens", new_tokens, 1, COMPRESS_MAX_NEW_TOKENS)
+    new_tokens = check_int("New tokens", new_tokens, 1, LLM_COMPRESS_MAX_TOKENS)
     threads = check_int("Threads", threads, 1, 64)
-    tiny = tiny or load_tiny_gpt()
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {UNITS}")
+    if not prompts:
+        raise LimitError("No prompts to evaluate on.")
     for v in variants:
-        v.network(tiny.model)                          # refuse a bad head count before any work
-    chosen = held_out_prompts(prompts, seed, tiny)
+        variant_model(model, v)                       # refuse a bad head count before any work
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(threads)
-        return _evaluate(variants, chosen, new_tokens, seed, tiny, progress)
+        return _evaluate(model, variants, list(prompts), new_tokens, prefill, seed, progress, unit)
     finally:
         torch.set_num_threads(before)
 
 
-def _evaluate(variants: list[Variant], chosen: list[HeldOutPrompt], new_tokens: int, seed: int,
-              tiny: TinyGPT, progress: Progress | None) -> Evaluation:
-    base = tiny.model
-    n_layers = base.config.n_layer
-    total, done = len(chosen) * (len(variants) + 1), 0
-    reference = []
-    for p in chosen:                                   # the full cache generates greedily
-        reference.append(run_cache(base, p.ids, new_tokens, DynamicCache(n_layers)))
+def _evaluate(model, variants: list[Variant], prompts: list[HeldOutPrompt], new_tokens: int, prefill: int | None,
+              seed: int, progress: Progress | None, unit: str) -> Evaluation:
+    runs = len(prompts) * (sum(v.kind != "full" for v in variants) + 1)
+    total, done = runs * (new_tokens - 1 if unit == "step" else 1), 0
+
+    def tick() -> None:
+        nonlocal done
         done += 1
         if progress:
             progress(done, total)
+
+    step, run_done = (tick, None) if unit == "step" else (None, tick)
+    splits = [(p.ids[:prefill or len(p.ids)], p.ids[prefill or len(p.ids):]) for p in prompts]
+    reference = []                                     # the full cache: the text, then greedy
+    for head, rest in splits:
+        cache = DynamicCache(model.n_layers)
+        tokens, logits = run_cache(model, head, new_tokens, cache, forced=rest, step=step)
+        reference.append((tokens, logits, cache.nbytes()))
+        if run_done:
+            run_done()
     results = []
     for v in variants:
-        network = v.network(base)
+        net = variant_model(model, v)
         kl, agree, nbytes, cached = [], [], [], []
-        for p, (tokens, full_logits) in zip(chosen, reference):
-            cache = v.make_cache(n_layers)
-            _, logits = run_cache(network, p.ids, new_tokens, cache, forced=tokens)
+        for (head, _), (tokens, full_logits, full_bytes) in zip(splits, reference):
+            if v.kind == "full":
+                logits, held = full_logits, full_bytes
+            else:
+                cache = variant_cache(model, v)
+                _, logits = run_cache(net, head, new_tokens, cache, forced=tokens, step=step)
+                held = cache.nbytes()
+                if run_done:
+                    run_done()
             kl.append(tuple(kl_divergence(full_logits, logits).tolist()))
-            agree.append(tuple(bool(a) for a in (logits.argmax(-1) == torch.tensor(tokens)).tolist()))
-            nbytes.append(cache.nbytes())
-            cached.append(len(p.ids) + new_tokens - 1)
-            done += 1
-            if progress:
-                progress(done, total)
+            agree.append(tuple(bool(a) for a in (logits.argmax(-1) == full_logits.argmax(-1)).tolist()))
+            nbytes.append(held)
+            cached.append(len(head) + new_tokens - 1)
         results.append(VariantResult(v, tuple(kl), tuple(agree), tuple(nbytes), tuple(cached)))
-    return Evaluation(tuple(chosen), tuple(tuple(t) for t, _ in reference), new_tokens, seed, tuple(results),
-                      tuple(tiny.tokenizer.vocab))
+    return Evaluation(tuple(prompts), tuple(tuple(t) for t, _, _ in reference), new_tokens, seed, tuple(results),
+                      tuple(model.vocab))
+
+
+# --- the two held-out inputs ------------------------------------------------------------------
+
+def evaluate_prompts(variants: Sequence[Variant], prompts: int = 8, new_tokens: int = 32, seed: int = 0,
+                     model: GPTModel | None = None, progress: Progress | None = None,
+                     threads: int = 1) -> Evaluation:
+    """``evaluate`` on the tiny GPT's (``model``, the shipped one by default) ``prompts`` held-out
+    prompts picked with ``seed``, ``new_tokens`` greedy tokens each; ``progress`` counts runs."""
+    variants = list(variants)
+    check_int("Variants", len(variants), 1, COMPRESS_MAX_VARIANTS)
+    new_tokens = check_int("New tokens", new_tokens, 1, COMPRESS_MAX_NEW_TOKENS)
+    model = model or GPTModel(load_tiny_gpt())
+    for v in variants:
+        variant_model(model, v)                       # refuse a bad head count before picking prompts
+    chosen = held_out_prompts(prompts, seed, model.tiny)
+    return evaluate(model, variants, chosen, new_tokens, seed=seed, progress=progress, threads=threads)
+
+
+def evaluate_text(model, variants: Sequence[Variant], tokens: int = DEFAULT_TOKENS, prefill: int = DEFAULT_PREFILL,
+                  progress: Progress | None = None, threads: int = 1) -> Evaluation:
+    """``evaluate`` on the held-out text's first ``tokens`` tokens (``held_out_text``), ``prefill``
+    of them in one pass: one prompt, its ``new_tokens`` the positions scored per variant (tokens −
+    prefill + 1: the next token after the text is scored too); ``progress`` counts decode steps.
+    A window must hold the prefill (a transformers forward reads every key of its own pass)."""
+    variants = list(variants)
+    check_int("Variants", len(variants), 1, LLM_COMPRESS_MAX_VARIANTS)
+    text = held_out_text(model, tokens)
+    prefill = check_int("Prefill tokens", prefill, 1, len(text.ids))
+    for v in variants:
+        variant_model(model, v)
+        if v.kind == "window" and prefill > v.window + v.sinks:            # type: ignore[operator]
+            raise LimitError(f"The prefill of {prefill} tokens must fit the window ({v.window} + {v.sinks} sinks).")
+    return evaluate(model, variants, [text], len(text.ids) - prefill + 1, prefill, progress=progress, unit="step",
+                    threads=threads)

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 import torch
 
 from kvviz.compress.evaluation import kl_divergence
-from kvviz.compress.variants import Variant
+from kvviz.compress.variants import Variant, variant_cache, variant_model
 from kvviz.decoding.sampling import Choice
 from kvviz.decoding.stepper import Event, Run, run_generation
 from kvviz.limits import LimitError
-from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
+from kvviz.models.gpt import GPTModel, load_tiny_gpt
 
 
 class Forced:
@@ -99,25 +99,16 @@ class StepComparison:
         return self.full.events[-1].cache_len
 
 
-def variant_model(variant: Variant, tiny: TinyGPT | None = None) -> GPTModel:
-    """The Model-protocol GPT a variant runs through the stepper (its own network for gqa)."""
-    tiny = tiny or load_tiny_gpt()
-    if variant.kind != "gqa":
-        return GPTModel(tiny)
-    return GPTModel(TinyGPT(variant.network(tiny.model), tiny.tokenizer, tiny.trained, tiny.meta))
-
-
-def compare_steps(variant: Variant, prompt: Sequence[str], new_tokens: int,
-                  tiny: TinyGPT | None = None) -> StepComparison:
-    """Step ``prompt`` (tokens of the tiny GPT) with the full cache and with ``variant``; the
-    stepper's caps apply (kvviz.models.gpt.adapter.LIMITS)."""
-    tiny = tiny or load_tiny_gpt()
-    full_model = GPTModel(tiny)
+def compare_steps(variant: Variant, prompt: Sequence[str], new_tokens: int, model=None) -> StepComparison:
+    """Step ``prompt`` (tokens of ``model``, any kvviz model: the shipped tiny GPT by default) with
+    the full cache and with ``variant`` (its model and its cache, kvviz.compress.variants); the
+    model's stepper caps apply (``model.limits``)."""
+    full_model = model or GPTModel(load_tiny_gpt())
     full = run_generation(full_model, prompt, new_tokens)
-    model = variant_model(variant, tiny)
+    model = variant_model(full_model, variant)
     chosen = [model.vocab.index(e.chosen) for e in full.events if e.phase == "choose"]  # type: ignore[arg-type]
     compressed = run_generation(model, prompt, new_tokens, rule=Forced(chosen),
-                                cache=variant.make_cache(model.n_layers))
+                                cache=variant_cache(full_model, variant))
     vocab = model.logit_tokens
     scores = []
     for a, b in zip(full.events, compressed.events):

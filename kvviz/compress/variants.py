@@ -1,22 +1,25 @@
-"""Smaller caches (docs/design.md §5), each a ``Variant`` of the full cache of the trained tiny GPT:
+"""Smaller caches (docs/design.md §5), each a ``Variant`` of the full cache of any kvviz model (the
+trained tiny GPT, a transformers causal LM such as SmolLM2):
 
 - ``window``: attention sinks plus a sliding window (kvviz.cache.SlidingWindowCache), the kept keys
   at their own positions or re-rotated to their positions in the cache (``positions``, rotary models);
 - ``quant``: KIVI-style int8 / int4 / int2 codes with a full-precision residual (kvviz.cache.QuantizedCache);
-- ``gqa``: K/V heads mean-pooled in groups (kvviz.models.gpt.to_grouped), with the full cache.
+- ``gqa``: K/V heads mean-pooled in groups (kvviz.models.grouped), with the full cache.
 
-What they cost is measured in kvviz.compress.evaluation (held-out prompts) and
-kvviz.compress.steps (one prompt, event by event).
+``variant_model(model, variant)`` and ``variant_cache(model, variant)`` are what a variant runs: the
+model or its pooled conversion, and an empty cache of its kind. What they cost is measured in
+kvviz.compress.evaluation (held-out prompts or text) and kvviz.compress.steps (one prompt, event by
+event).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import torch
 
 from kvviz.cache import Cache, DynamicCache, QuantizedCache, SlidingWindowCache
 from kvviz.cache.window import POSITIONS
+from kvviz.compress._protocol import pooled_model, rope_inv_freq
 from kvviz.limits import (
     MAX_CACHE_SINKS,
     MAX_CACHE_WINDOW,
@@ -26,7 +29,7 @@ from kvviz.limits import (
     LimitError,
     check_int,
 )
-from kvviz.models.gpt import GPT, to_grouped
+from kvviz.models.grouped import check_kv_heads
 
 KINDS = ("full", "window", "quant", "gqa")
 KEY_AXES = ("channel", "token")
@@ -112,10 +115,6 @@ class Variant:
             return self.kv_heads == n_kv_heads
         return True
 
-    def network(self, base: GPT) -> GPT:
-        """The network this variant runs: ``base``, or its grouped conversion."""
-        return base if self.kind != "gqa" else grouped_network(base, self.kv_heads)  # type: ignore[arg-type]
-
     def make_cache(self, n_layers: int, inv_freq: torch.Tensor | None = None) -> Cache:
         """An empty cache of this kind (``inv_freq``: the model's rotary frequencies, which a
         window with cache positions needs to re-rotate its keys)."""
@@ -127,18 +126,43 @@ class Variant:
         return DynamicCache(n_layers)
 
 
-@lru_cache(maxsize=8)
-def grouped_network(base: GPT, kv_heads: int) -> GPT:
-    """``to_grouped(base, kv_heads)``, built once per process (read-only, like the base model)."""
-    return to_grouped(base, kv_heads)
+def variant_model(model, variant: Variant):
+    """The kvviz model ``variant`` runs: ``model`` itself, or for fewer K/V heads than it has its
+    mean-pooled conversion (built once per process). A count that does not divide the model's K/V
+    heads is refused here, before any work."""
+    if variant.kind != "gqa":
+        return model
+    n_kv = model.cost_config.n_kv_heads
+    kv_heads = check_kv_heads(variant.kv_heads, n_kv)
+    return model if kv_heads == n_kv else pooled_model(model, kv_heads)
+
+
+def variant_cache(model, variant: Variant) -> Cache:
+    """An empty cache of ``variant`` for ``model`` (a window at cache positions re-rotates its keys
+    with the model's rotary frequencies; a model without them is refused)."""
+    rotary = variant.kind == "window" and variant.positions == "cache"
+    return variant.make_cache(model.n_layers, rope_inv_freq(model) if rotary else None)
 
 
 def page_variants() -> list[Variant]:
-    """The variants the page's trade-off plot and the benchmark compare: windows with and without
+    """The variants the tiny GPT's trade-off plot and the benchmark compare: windows with and without
     sinks, int8/int4 × both key axes × without/with a residual window, and 1/2/4 K/V heads."""
     out = [Variant.of("full")]
     out += [Variant.of("window", window=w, sinks=s) for w in (8, 16, 32) for s in (0, 4)]
     out += [Variant.of("quant", bits=b, group_size=16, key_axis=a, residual=r)
             for b in (8, 4) for a in KEY_AXES for r in (0, 16)]
     out += [Variant.of("gqa", kv_heads=h) for h in (4, 2, 1)]
+    return out
+
+
+def llm_variants(window: int = 32, sinks: int = 4, group_size: int = 32) -> list[Variant]:
+    """What the trade-off compares on a real model (SmolLM2: rotary positions, 3 K/V heads): the
+    window with sinks at their own positions and at cache positions (and without sinks), int4 and
+    int2 keys per channel and per token (no residual: every row but the newest group is codes), and
+    one pooled K/V head."""
+    out = [Variant.of("full"), Variant.of("window", window=window, sinks=0)]
+    out += [Variant.of("window", window=window, sinks=sinks, positions=p) for p in ("own", "cache")]
+    out += [Variant.of("quant", bits=b, group_size=group_size, key_axis=a, residual=0)
+            for b in (4, 2) for a in ("channel", "token")]
+    out += [Variant.of("gqa", kv_heads=1)]
     return out

@@ -1,11 +1,16 @@
-"""Fewer K/V heads for a transformers Llama-family model by mean pooling (Ainslie et al., GQA 2023:
-the checkpoint conversion before uptraining), the real model's twin of kvviz.models.gpt.to_grouped.
+"""Fewer K/V heads by mean pooling (Ainslie et al., "GQA", EMNLP 2023: the conversion of a
+checkpoint before uptraining), one implementation for every model:
 
-``pooled_network(net, kv_heads)`` returns a new model whose ``k_proj`` / ``v_proj`` of every layer
-are the means of the original K/V heads' rows in groups of ``n_kv_heads / kv_heads`` (SmolLM2: its 3
-K/V heads → 1, so all 9 query heads read one K/V head). No uptraining: what it costs is the honest
-price of the conversion alone. Every other weight is the original tensor, shared (read-only), so
-the copy costs only the new projections; the original model is never modified.
+- ``pool_heads(rows, n_kv, kv_heads, head_dim)``: a K or V projection's rows (weight or bias) → the
+  mean of each group of ``n_kv / kv_heads`` consecutive K/V heads (the heads the query heads of a
+  group then share, as transformers' ``repeat_kv`` and kvviz.models.gpt.model order them);
+- ``check_kv_heads(kv_heads, n_kv)``: the one refusal of a count that does not divide the model's;
+- ``pooled_network(net, kv_heads)``: a transformers Llama-family model (``k_proj`` / ``v_proj`` of
+  every layer) with its K/V heads pooled. The tiny GPT's fused ``c_attn`` goes through the same
+  ``pool_heads`` in kvviz.models.gpt.grouped.to_grouped.
+
+No uptraining: what it costs is the honest price of the conversion alone. SmolLM2's 3 K/V heads → 1
+means all 9 query heads read one K/V head; the cache shrinks by n_kv / kv_heads.
 """
 from __future__ import annotations
 
@@ -21,6 +26,25 @@ def kv_head_options(n_kv_heads: int) -> list[int]:
     return [h for h in range(n_kv_heads, 0, -1) if n_kv_heads % h == 0]
 
 
+def check_kv_heads(kv_heads: object, n_kv_heads: int) -> int:
+    """``kv_heads`` as an int if it divides the model's ``n_kv_heads`` (every new K/V head is the
+    mean of the same number of old ones), else a LimitError that names the choices."""
+    n = check_int("K/V heads", kv_heads, 1, n_kv_heads)
+    if n_kv_heads % n:
+        raise LimitError(f"K/V heads ({n}) must divide the model's {n_kv_heads} K/V heads: every new K/V head is "
+                         f"the mean of the same number of old ones; choose one of "
+                         f"{', '.join(map(str, kv_head_options(n_kv_heads)))}.")
+    return n
+
+
+def pool_heads(rows: torch.Tensor, n_kv: int, kv_heads: int, head_dim: int) -> torch.Tensor:
+    """A K or V projection's weight ``[n_kv · d, in]`` (or bias ``[n_kv · d]``) → ``[kv_heads · d, …]``:
+    the mean of each group of ``n_kv / kv_heads`` consecutive heads (a group of one is copied)."""
+    group = n_kv // kv_heads
+    out = rows.reshape(kv_heads, group, head_dim, *rows.shape[1:])       # [kv_heads, group, d, …]
+    return out.mean(dim=1).reshape(kv_heads * head_dim, *rows.shape[1:]).contiguous()
+
+
 def _attention_modules(net: torch.nn.Module) -> list:
     layers = getattr(getattr(net, "model", None), "layers", None)
     mods = [getattr(layer, "self_attn", None) for layer in layers or []]
@@ -29,26 +53,15 @@ def _attention_modules(net: torch.nn.Module) -> list:
     return mods
 
 
-def pool_rows(weight: torch.Tensor, n_kv: int, kv_heads: int, head_dim: int) -> torch.Tensor:
-    """A K or V projection's weight ``[n_kv · d, in]`` (or bias ``[n_kv · d]``) → ``[kv_heads · d, …]``:
-    the mean of each group of ``n_kv / kv_heads`` consecutive heads (the heads the query groups of
-    transformers' ``repeat_kv`` would then share)."""
-    group = n_kv // kv_heads
-    rows = weight.reshape(kv_heads, group, head_dim, *weight.shape[1:])
-    return rows.mean(dim=1).reshape(kv_heads * head_dim, *weight.shape[1:]).contiguous()
-
-
 @torch.no_grad()
 def pooled_network(net: torch.nn.Module, kv_heads: int) -> torch.nn.Module:
     """``net`` (a LlamaForCausalLM, eval mode) with its K/V heads mean-pooled to ``kv_heads`` (a
-    divisor of its K/V heads). Shares every weight but the K/V projections with ``net``."""
+    divisor of its K/V heads). Shares every weight but the K/V projections with ``net``, which is
+    never modified."""
     cfg = net.config
     n_heads = cfg.num_attention_heads
     n_kv = getattr(cfg, "num_key_value_heads", None) or n_heads
-    kv_heads = check_int("K/V heads", kv_heads, 1, n_kv)
-    if n_kv % kv_heads:
-        raise LimitError(f"K/V heads must divide the model's {n_kv}; choose one of "
-                         f"{', '.join(map(str, kv_head_options(n_kv)))}.")
+    kv_heads = check_kv_heads(kv_heads, n_kv)
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_heads
     mods = _attention_modules(net)
     projections = {id(p) for m in mods for lin in (m.k_proj, m.v_proj) for p in lin.parameters()}
@@ -61,9 +74,9 @@ def pooled_network(net: torch.nn.Module, kv_heads: int) -> torch.nn.Module:
             old = getattr(m, name)
             new = torch.nn.Linear(old.in_features, kv_heads * head_dim, bias=old.bias is not None,
                                   dtype=old.weight.dtype)
-            new.weight.copy_(pool_rows(old.weight, n_kv, kv_heads, head_dim))
+            new.weight.copy_(pool_heads(old.weight, n_kv, kv_heads, head_dim))
             if old.bias is not None:
-                new.bias.copy_(pool_rows(old.bias, n_kv, kv_heads, head_dim))
+                new.bias.copy_(pool_heads(old.bias, n_kv, kv_heads, head_dim))
             setattr(m, name, new)
         m.num_key_value_groups = n_heads // kv_heads
         if hasattr(m.config, "num_key_value_heads"):

@@ -7,7 +7,7 @@
 - ``attention_sinks_figure``: one head's attention over the cached positions (cividis), the sink
   columns outlined and the weight on them written per query;
 - ``key_channels_figure``: |k| of every key channel of one layer at every position of a text
-  (kvviz.compress.llm.KeyChannels), where outlier channels show as bright rows.
+  (kvviz.compress.KeyChannels), where outlier channels show as bright rows.
 
 Colours are the project's (kvviz.viz.theme: COLORS, cividis for attention); every visible word can be
 replaced through ``labels`` so a page can translate it. The three a stepper draws at every event have
@@ -18,17 +18,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 import torch
 
-from kvviz.compress import RowErrors, StepComparison, VariantResult, key_positions, pass_event, sink_mass
+from kvviz.compress import KeyChannels, RowErrors, StepComparison, VariantResult, key_positions, pass_event, sink_mass
 from kvviz.viz import theme
 from kvviz.viz.theme import ATTENTION_SCALE, COLORS, FONT
-
-if TYPE_CHECKING:
-    from kvviz.compress.llm import KeyChannels
 
 KIND_COLORS = {"full": COLORS["chosen"], "window": COLORS["prompt"], "quant": COLORS["pending"],
                "gqa": COLORS["processed"]}

@@ -1,5 +1,6 @@
 """Grouped K/V heads for a trained GPT (Ainslie et al., "GQA", EMNLP 2023): the conversion of a
-multi-head checkpoint by mean-pooling the K and V projections of each group of heads.
+multi-head checkpoint by mean-pooling the K and V projections of each group of heads, with the one
+pooling every model uses (kvviz.models.grouped.pool_heads) applied to the GPT's fused ``c_attn``.
 
 ``to_grouped(model, n_kv_heads)`` keeps every query head and the rest of the weights, and replaces the
 K/V heads of each group by their mean (no uptraining here: the paper then trains ≈ 5 % more; without
@@ -13,9 +14,9 @@ from dataclasses import replace
 
 import torch
 
-from kvviz.limits import LimitError, check_int
 from kvviz.models.gpt.model import GPT
 from kvviz.models.gpt.weights import load_gpt, plain_state_dict
+from kvviz.models.grouped import check_kv_heads, pool_heads
 
 
 def to_grouped(model: GPT, n_kv_heads: int) -> GPT:
@@ -23,11 +24,7 @@ def to_grouped(model: GPT, n_kv_heads: int) -> GPT:
 
     ``n_kv_heads`` must divide the model's K/V heads (1 = multi-query). With ``n_kv_heads`` equal to
     them the weights are copied unchanged, so the logits are exactly the model's."""
-    old = model.config.kv_heads
-    n = check_int("K/V heads", n_kv_heads, 1, old)
-    if old % n:
-        raise LimitError(f"K/V heads ({n}) must divide the model's {old} K/V heads: every new K/V head is "
-                         f"the mean of the same number of old ones.")
+    n = check_kv_heads(n_kv_heads, model.config.kv_heads)
     with torch.inference_mode(False), torch.no_grad():   # ordinary tensors even when called under inference_mode
         return _pooled(model, n)
 
@@ -36,16 +33,13 @@ def _pooled(model: GPT, n: int) -> GPT:
     cfg = model.config
     old, hs = cfg.kv_heads, cfg.head_dim
     sd = plain_state_dict(model)                      # copies
-    per = old // n                                    # old K/V heads pooled into each new one
     q_rows = cfg.n_head * hs
     for i in range(cfg.n_layer):
         for kind in ("weight", "bias"):
             name = f"transformer.h.{i}.attn.c_attn.{kind}"
             w = sd[name]                                          # [(H + 2·KV_old)·hs, C] or [(H + 2·KV_old)·hs]
             q, k, v = w.split([q_rows, old * hs, old * hs], dim=0)
-            if per > 1:                                           # [KV_old·hs, …] → [n, per, hs, …] → mean over per
-                k, v = (t.reshape(n, per, hs, *t.shape[1:]).mean(dim=1).reshape(n * hs, *t.shape[1:]) for t in (k, v))
-            sd[name] = torch.cat([q, k, v], dim=0)
+            sd[name] = torch.cat([q, pool_heads(k, old, n, hs), pool_heads(v, old, n, hs)], dim=0)
     grouped = load_gpt(sd, replace(cfg, n_kv_head=n))
     grouped.requires_grad_(model.transformer.wte.weight.requires_grad)
     grouped.head()                     # the readout copy, built before the model is shared

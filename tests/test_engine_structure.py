@@ -285,3 +285,16 @@ def test_the_scheduler_reaches_the_paged_cache_only_through_its_manager():
     builders = [name for name, path in modules.items() for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                 if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "StepRecord"]
     assert builders == []          # StepRecord.of calls cls(...): no module calls StepRecord(...) itself
+
+
+def test_benches_and_tools_import_no_test_code():
+    """The browser driver, the server starter and the websocket session that tests and benches share
+    live in tools/ (tools/browser.py, tools/st_session.py): a bench runs without the test suite."""
+    root = ENGINE.parent
+    found = []
+    for path in [*(root / "bench").glob("*.py"), *(root / "tools").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            found += [f"{path.relative_to(root)}: {n}" for n in names if n == "tests" or n.startswith("tests.")]
+    assert not found

@@ -1,4 +1,4 @@
-"""The Cost and scale page in AppTest: the seed's memory figures on screen, presets filling every
+"""The Cost and scale page in AppTest: the lesson's memory figures (docs/design.md §4) on screen, presets filling every
 field, bad inputs getting a message (never a traceback), the counted FLOPs agreeing, batching
 stepped event by event, the serving numbers, and a measurement behind its button."""
 import pytest

@@ -18,7 +18,7 @@ import pytest
 
 from tests.browser.axe_check import assert_accessible
 from tests.browser.legibility import AFTER_STEP, SCAN
-from tests.conftest import Page
+from tools.browser import Page
 
 pytestmark = pytest.mark.browser
 

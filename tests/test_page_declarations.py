@@ -9,7 +9,7 @@ from kvviz.ui.app import nav, serve_files, warmup
 from kvviz.ui.app.i18n import strings
 from kvviz.ui.app.pages import PAGE, PAGES, url_path
 from kvviz.ui.pages.lecture import SCRIPT
-from tests.conftest import ROOT, no_exception, open_page, plotly_specs
+from tests.conftest import ROOT, no_exception, open_page, plotly_specs, stepper
 
 
 def _setup_and_body(path) -> tuple[str | None, str | None]:
@@ -54,7 +54,7 @@ def test_the_declared_strings_exist(page):
 def test_navigation_warm_up_stepping_and_lecture_read_the_declaration():
     assert nav.PAGES is PAGES
     assert [m for m in warmup.MODULES if m.startswith("kvviz.")] == [p.body for p in PAGES if p.body]
-    assert set(serve_files.STEPPING_PAGES) == {p.url[1:] for p in PAGES if p.steps}
+    assert set(serve_files.STEPPING_PAGES) == {p.url[1:] for p in PAGES if p.opens_on_stepper}
     assert set(serve_files.STEPPING_PAGES) <= serve_files.page_names()       # Streamlit's own names
     assert [section for section, _ in SCRIPT] == [p.key for p in PAGES if p.lecture]
     assert sum(len(steps) for _, steps in SCRIPT) == sum(len(p.lecture) for p in PAGES)
@@ -74,3 +74,16 @@ def test_a_page_declared_without_charts_draws_none(page):
     at = open_page(None if page.script == "app.py" else page.script)
     no_exception(at)
     assert not plotly_specs(at)
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.key)
+def test_the_declared_stepper_is_where_the_page_shows_it(page):
+    """Presenter mode holds the first paint of exactly the pages that open on a stepper
+    (serve_files.HOLD_SCRIPT): one held without would stay blank for 6 s, one not held flickers."""
+    at = open_page(None if page.script == "app.py" else page.script)
+    no_exception(at)
+    assert (stepper(at) is not None) == page.opens_on_stepper
+    if page.stepper:                                # a view of the page with a stepper of its own
+        query = dict(q.split("=", 1) for q in page.stepper.split("&"))
+        assert stepper(open_page(page.script, query)) is not None

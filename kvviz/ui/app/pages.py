@@ -27,7 +27,9 @@ class PageSpec:
     icon: str                       # the sidebar's icon
     body: str | None = None         # the module of its body: imported and warmed before the first visitor
     charts: bool = True             # draws plotly charts: the page starts loading plotly.js first
-    steps: bool = False             # opens on a stepper: presenter mode keeps the first paint blank until it is drawn
+    # where it shows the stepper: "" at its own address (presenter mode then keeps the first paint blank
+    # until the step is drawn, serve_files.HOLD_SCRIPT), a query for a view with one ("tab=Batching"), None
+    stepper: str | None = None
     lecture: tuple[Screen, ...] = field(default=())     # its screens in the lecture script, in order
 
     @property
@@ -41,6 +43,18 @@ class PageSpec:
     @property
     def blurb_key(self) -> str:
         return f"home.blurb_{self.key}"
+
+    @property
+    def opens_on_stepper(self) -> bool:
+        return self.stepper == ""
+
+    @property
+    def stepper_view(self) -> str | None:
+        """The address of its stepper's view below the app's base, without the slash
+        (``Cost_and_scale?tab=Batching``); None for a page without a stepper."""
+        if self.stepper is None:
+            return None
+        return self.url[1:] + (f"?{self.stepper}" if self.stepper else "")
 
     @property
     def url(self) -> str:
@@ -62,14 +76,14 @@ def _screens(*screens: tuple[dict[str, object], str]) -> tuple[Screen, ...]:
 # in teaching order: the sidebar, the home page's list, the warm-up and the lecture script follow it
 PAGES: tuple[PageSpec, ...] = (
     PageSpec("home", "app.py", ":material/home:", charts=False),
-    PageSpec("abc", "pages/1_ABC_miniature.py", ":material/looks_one:", "kvviz.ui.pages.abc", steps=True,
+    PageSpec("abc", "pages/1_ABC_miniature.py", ":material/looks_one:", "kvviz.ui.pages.abc", stepper="",
              lecture=_screens(
                  ({"step": 0}, "abc_prefill"),
                  ({"step": 1}, "abc_chosen"),
                  ({"step": 2}, "abc_decode"),
                  ({"step": 8}, "abc_counters"),
                  ({"abc_rule": "sample", "abc_tau": 1.5, "abc_seed": 3, "step": 1}, "abc_sampling"))),
-    PageSpec("weather", "pages/2_Weather_heads.py", ":material/looks_two:", "kvviz.ui.pages.weather", steps=True,
+    PageSpec("weather", "pages/2_Weather_heads.py", ":material/looks_two:", "kvviz.ui.pages.weather", stepper="",
              lecture=_screens(
                  ({"step": 0}, "weather_prefill"),
                  ({"step": 1}, "weather_logits"),
@@ -80,12 +94,12 @@ PAGES: tuple[PageSpec, ...] = (
                  ({"sampling_top_p": 0.8}, "sampling_quiz"),
                  ({"sampling_tau": 0.3}, "sampling_sharp"),
                  ({"sampling_tau": 2.0, "sampling_top_k": 2}, "sampling_flat"))),
-    PageSpec("gpt", "pages/4_Tiny_GPT.py", ":material/smart_toy:", "kvviz.ui.pages.gpt", steps=True,
+    PageSpec("gpt", "pages/4_Tiny_GPT.py", ":material/smart_toy:", "kvviz.ui.pages.gpt", stepper="",
              lecture=_screens(
                  ({"step": 0}, "gpt_prefill"),
                  ({"step": 2}, "gpt_decode"),
                  ({"gpt_rule": "sample", "gpt_tau": 0.8, "gpt_seed": 7, "step": 1}, "gpt_sampled"))),
-    PageSpec("cost", "pages/5_Cost_and_scale.py", ":material/speed:", "kvviz.ui.pages.cost",
+    PageSpec("cost", "pages/5_Cost_and_scale.py", ":material/speed:", "kvviz.ui.pages.cost", stepper="tab=Batching",
              lecture=_screens(
                  ({"tab": "Memory"}, "cost_memory"),
                  ({"tab": "Memory", "mem_preset": "llama3-8b", "mem_tokens": 8192, "mem_batch": 8}, "cost_memory_gqa"),
@@ -94,13 +108,13 @@ PAGES: tuple[PageSpec, ...] = (
                  ({"tab": "Batching", "bt_model": "gpt", "step": 2}, "cost_batching_gpt"),
                  ({"tab": "Measured here"}, "cost_measured"),
                  ({"tab": "Disaggregated serving"}, "cost_serving"))),
-    PageSpec("paged", "pages/6_Paged_cache.py", ":material/view_module:", "kvviz.ui.pages.paged", steps=True,
+    PageSpec("paged", "pages/6_Paged_cache.py", ":material/view_module:", "kvviz.ui.pages.paged", stepper="",
              lecture=_screens(
                  ({"step": 1}, "paged_shared"),
                  ({"step": 2}, "paged_boundary"),
                  ({"pg_blocks": 8, "step": 6}, "paged_preempt"),
                  ({"pg_policy": "static", "step": 4}, "paged_static"))),
-    PageSpec("compress", "pages/7_Smaller_caches.py", ":material/compress:", "kvviz.ui.pages.compress", steps=True,
+    PageSpec("compress", "pages/7_Smaller_caches.py", ":material/compress:", "kvviz.ui.pages.compress", stepper="",
              lecture=_screens(
                  ({"sc_kind": "window", "sc_window": 8, "sc_sinks": 4, "step": 17}, "compress_window"),
                  ({"sc_kind": "window", "sc_window": 16, "sc_sinks": 4, "step": 31}, "compress_exact"),
@@ -109,7 +123,7 @@ PAGES: tuple[PageSpec, ...] = (
                  ({"sc_model": "smollm2", "sc_klayer": 11}, "compress_llm_keys"))),
     # the default run: "It is rainy in London , so we", 12 tokens, γ = 4, greedy
     PageSpec("speculative", "pages/8_Speculative_decoding.py", ":material/fast_forward:", "kvviz.ui.pages.speculative",
-             steps=True,
+             stepper="",
              lecture=_screens(
                  ({"step": 4}, "speculative_verify"),
                  ({"step": 7}, "speculative_rollback"),
@@ -117,7 +131,7 @@ PAGES: tuple[PageSpec, ...] = (
                  ({"sd_rule": "sample", "sd_seed": 1, "step": 6}, "speculative_residual"),
                  ({"sd_draft": "prompt-lookup"}, "speculative_lookup"))),
     # the default run: "What is the capital of France?" in the chat template, greedy
-    PageSpec("llm", "pages/9_Real_LLM.py", ":material/forum:", "kvviz.ui.pages.llm", steps=True,
+    PageSpec("llm", "pages/9_Real_LLM.py", ":material/forum:", "kvviz.ui.pages.llm", stepper="",
              lecture=_screens(
                  ({"step": 0}, "llm_prefill"),
                  ({"llm_layer": 4, "llm_head": 2, "step": 2}, "llm_gqa"),

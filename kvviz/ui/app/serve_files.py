@@ -54,7 +54,7 @@ BASE_URL_SCRIPT = (b"<script>window.__streamlit = Object.assign({BACKEND_BASE_UR
 # the main column stays blank from the first paint until the stepper has fitted the step to the
 # screen (step_view.js removes the class), an error or a warning came instead (the Real LLM's weights
 # missing, say), or 6 s passed.
-STEPPING_PAGES = tuple(page.url.lstrip("/") for page in PAGES if page.steps)     # kvviz/ui/app/pages.py
+STEPPING_PAGES = tuple(page.url[1:] for page in PAGES if page.opens_on_stepper)      # kvviz/ui/app/pages.py
 HOLD_SCRIPT = ("<style>html.kvs-hold [data-testid='stMainBlockContainer']:not(:has("
                "[data-testid='stAlertContentError'], [data-testid='stAlertContentWarning'], "
                "[data-testid='stException'])) "

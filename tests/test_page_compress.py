@@ -9,11 +9,12 @@ import torch
 
 from kvviz.compress import Variant, compare_steps, evaluate, page_variants, row_errors, sink_mass
 from kvviz.ui.app import fmt
+from kvviz.ui.app.pages import script
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
-PAGE = "pages/7_Smaller_caches.py"
+PAGE = script("compress")
 PROMPT = "Today the weather is so".split()
 
 

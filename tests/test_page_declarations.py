@@ -2,6 +2,7 @@
 its script in pages/, the body that script renders, its strings, its lecture screens."""
 import ast
 import re
+from pathlib import PurePosixPath
 
 import pytest
 
@@ -87,3 +88,22 @@ def test_the_declared_stepper_is_where_the_page_shows_it(page):
     if page.stepper:                                # a view of the page with a stepper of its own
         query = dict(q.split("=", 1) for q in page.stepper.split("&"))
         assert stepper(open_page(page.script, query)) is not None
+
+
+def _strings_in_code(path) -> list[str]:
+    """The string constants of a module, its docstrings left out (they may show a script as an example)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [n.value for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+def test_no_other_code_names_a_page_script():
+    """The declaration is the one place: code asks it for a script (``script("gpt")``)."""
+    names = [PurePosixPath(p.script).name for p in PAGES[1:]]
+    found = [f"{path.relative_to(ROOT)}: {name}" for d in ("kvviz", "tests", "bench", "tools")
+             for path in (ROOT / d).rglob("*.py") if path.name != "pages.py"
+             for text in _strings_in_code(path) for name in names if name in text]
+    assert not found

@@ -18,7 +18,8 @@ if __name__ != "__main__":                  # imported by `streamlit run` to be 
 else:                                        # the home page
     from kvviz.ui.app.i18n import t
     from kvviz.ui.app.links import deep_link, show_links
-    from kvviz.ui.app.nav import PAGES, page_setup
+    from kvviz.ui.app.nav import page_setup
+    from kvviz.ui.app.pages import PAGES
 
     page_setup("home.title")
 
@@ -26,5 +27,4 @@ else:                                        # the home page
     st.markdown(t("home.intro"))
     st.header(t("home.pages"))
     # plain links with their addresses (the sidebar has the same pages as in-app links)
-    show_links([(t(label), deep_link(path), t(label.replace("nav.", "home.blurb_")))
-                for path, label, _ in PAGES[1:]])
+    show_links([(t(page.label_key), deep_link(page.script), t(page.blurb_key)) for page in PAGES[1:]])

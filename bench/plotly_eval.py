@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 from kvviz.ui.components.plotly_js import PLOTLY_BUNDLE, STATIC  # noqa: E402
-from tests.conftest import CHROME_ARGS, CHROMIUM  # noqa: E402
+from tools.browser import CHROME_ARGS, CHROMIUM  # noqa: E402
 
 PAGE = ("<!doctype html><html><body><script>window.t0 = performance.now()</script>"
         "<script src='/{i}.js' onload='window.t1 = performance.now()'></script></body></html>")

@@ -7,7 +7,7 @@
 Starts ``streamlit run`` inside a profiling wrapper: every script run (the page, in Streamlit's
 script thread) and the server's event loop (its main thread, where new sessions are set up) run
 under cProfile. One warm-up visit, then the visitors one after another (each a new session, over
-tests/st_session.py); prints the functions that took the most time over the visitors' runs, and
+tools/st_session.py); prints the functions that took the most time over the visitors' runs, and
 in the event loop, with the server CPU seconds per visitor.
 """
 from __future__ import annotations
@@ -74,8 +74,8 @@ def main() -> None:
         serve(sys.argv[2], sys.argv[3], sys.argv[4:])
         return
     from bench.room import cpu_seconds
-    from tests.conftest import _free_port
-    from tests.st_session import Session
+    from tools.browser import free_port
+    from tools.st_session import Session
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--link", default="/ABC_miniature?step=4")
@@ -84,7 +84,7 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.OPTION=VALUE")
     a = ap.parse_args()
     out = Path(tempfile.mkdtemp(prefix="kvviz-profile-"))
-    port = str(_free_port())
+    port = str(free_port())
     url = f"http://127.0.0.1:{port}"
     flags = [f"--{s.split('=', 1)[0]}={s.split('=', 1)[1]}" for s in a.set]
     proc = subprocess.Popen([sys.executable, __file__, "--serve", port, str(out), *flags], cwd=ROOT,

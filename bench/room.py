@@ -7,7 +7,7 @@
     python bench/room.py --assets --visitors 100 300       # each visitor fetches the page's files first, as a browser
     python bench/room.py --assets --replicas 2 --visitors 300   # two replicas behind nginx (tools/replicas.py)
 
-Each visitor is its own Streamlit session on the websocket protocol (tests/st_session.py, no
+Each visitor is its own Streamlit session on the websocket protocol (tools/st_session.py, no
 browser). For each N, a fresh ``streamlit run`` (unless ``--url``) is warmed by one visit to the
 link, then N visitors open it, spread evenly over ``--spread`` seconds, each waiting until its page
 has finished running; all stay connected until the last one is done. Reported per N: visitors with
@@ -44,9 +44,9 @@ from urllib.parse import urljoin, urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import _free_port  # noqa: E402
-from tests.st_session import Connection, Session  # noqa: E402
+from tools.browser import free_port  # noqa: E402
 from tools.replicas import COOKIE, Replicas  # noqa: E402
+from tools.st_session import Connection, Session  # noqa: E402
 
 CONNECTIONS = 6              # a browser's parallel connections per host (HTTP/1.1)
 _FILES = re.compile(r"<(?:script|link)\b[^>]*?\b(?:src|href)=\"([^\"]+)\"[^>]*>")
@@ -71,7 +71,7 @@ class Server:
     """A fresh ``streamlit run app.py`` on a free port, with extra ``--section.option=value`` flags."""
 
     def __init__(self, settings: list[str]):
-        port = _free_port()
+        port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         flags = [f"--{s.split('=', 1)[0]}={s.split('=', 1)[1]}" for s in settings]
         self.proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
@@ -251,7 +251,7 @@ def main() -> None:
             if a.url:
                 url, pids, warm_urls = a.url, [], [a.url]
             elif a.replicas:
-                replicas = Replicas(a.replicas, _free_port(), "127.0.0.1", settings=a.set).start()
+                replicas = Replicas(a.replicas, free_port(), "127.0.0.1", settings=a.set).start()
                 url, pids = replicas.url, [p.pid for p in replicas.procs]
                 warm_urls = [f"http://127.0.0.1:{p}" for p in replicas.ports]
             else:

@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.step_clicks import app_in_browser, server_times, time_press  # noqa: E402
-from tests.conftest import Page  # noqa: E402
+from tools.browser import Page  # noqa: E402
 
 # (slider label, key, query string)
 CASES = [("Top-p", "ArrowLeft", "sampling_top_p=0.9"), ("Temperature τ", "ArrowRight", "sampling_tau=0.5")]

@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from kvviz.ui.app.nav import PAGES  # noqa: E402
-from tests.conftest import CHROME_ARGS, CHROMIUM, Page, _free_port  # noqa: E402
+from kvviz.ui.app.pages import PAGES  # noqa: E402
+from tools.browser import CHROME_ARGS, CHROMIUM, Page, free_port  # noqa: E402
 
 STEPPING = ["ABC_miniature", "Weather_heads", "Tiny_GPT", "Cost_and_scale?tab=Batching", "Paged_cache",
             "Smaller_caches", "Speculative_decoding"]   # pages stepped with Right
@@ -46,14 +46,9 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def url_path(script: str) -> str:
-    name = Path(script).stem
-    return "" if script == "app.py" else name.split("_", 1)[1]
-
-
 def start_server() -> tuple[subprocess.Popen, str, float]:
     """A fresh ``streamlit run``: (process, base URL, seconds until it answered its health check)."""
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
@@ -160,7 +155,7 @@ def main() -> None:
                   f"(server answered {healthy:.2f} s after start; browser started in {settled:.2f} s)", flush=True)
     if a.first_visit_only:
         return
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
@@ -182,9 +177,9 @@ def main() -> None:
             first = time.perf_counter() - t0
             print(f"start-up: server healthy after {health:.2f} s, home page drawn after {first:.2f} s")
             print(f"RSS after home page: {rss_mb(proc.pid):.0f} MB")
-            for script, _, _ in PAGES[1:]:
-                tab.goto(f"{base}/{url_path(script)}")
-                print(f"RSS after {url_path(script):20s}: {rss_mb(proc.pid):.0f} MB")
+            for page in PAGES[1:]:
+                tab.goto(f"{base}{page.url}")
+                print(f"RSS after {page.url[1:]:20s}: {rss_mb(proc.pid):.0f} MB")
             samples = []
             pages = [f"{base}/{name}" for name in STEPPING]
             for i in range(a.soak):

@@ -193,7 +193,7 @@ def page(runs: int) -> None:
 def browser_visits(runs: int, clicks: int) -> None:
     import step_clicks  # bench/step_clicks.py: its server, clock and presses
 
-    from tests.conftest import Page
+    from tools.browser import Page
     with step_clicks.app_in_browser() as (browser, base):
         times = []
         for _ in range(runs):

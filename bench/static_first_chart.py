@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import CHROME_ARGS, CHROMIUM, _free_port  # noqa: E402
+from tools.browser import CHROME_ARGS, CHROMIUM, free_port  # noqa: E402
 
 # marks, on the page's own clock, the first chart and the stepper's first complete event
 MARKS = """(() => {
@@ -54,7 +54,7 @@ def main() -> None:
 
     pages = a.only or sorted(p.name for p in a.site.glob("[0-9][0-9]_*.html"))
     if a.http:
-        port = _free_port()
+        port = free_port()
         handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(a.site))
         handler.log_message = lambda *args: None
         httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)

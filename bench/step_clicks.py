@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playwright.sync_api import Browser, sync_playwright  # noqa: E402
 
-from tests.conftest import CHROME_ARGS, CHROMIUM, Page, server  # noqa: E402
+from tools.browser import CHROME_ARGS, CHROMIUM, Page, streamlit_server  # noqa: E402
 
 # (URL path, timing label of its stepper fragment) for every page that steps
 PAGES = [("ABC_miniature", "abc.step"),
@@ -99,19 +99,14 @@ def server_times(log: Path, label: str) -> list[float]:
 
 @contextmanager
 def app_in_browser() -> Iterator[tuple[Browser, str]]:
-    """A fresh ``streamlit run`` (the browser tests' own fixture) and Debian's chromium: yields
+    """A fresh ``streamlit run`` (tools/browser.py, as the browser tests' fixture) and Debian's chromium: yields
     (browser, base URL); stops both afterwards."""
-    gen = server.__wrapped__()
-    base = next(gen)
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
-            try:
-                yield browser, base
-            finally:
-                browser.close()
-    finally:
-        next(gen, None)
+    with streamlit_server() as base, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+        try:
+            yield browser, base
+        finally:
+            browser.close()
 
 
 def pct(xs: list[float], q: float) -> float:

@@ -1,4 +1,4 @@
-"""Lecture script: deep links to every screen of a full walkthrough of the seeds, in order."""
+"""Lecture script: deep links to every screen of a full walkthrough of the pages, in teaching order."""
 from kvviz.ui.app.nav import page_setup
 
 page_setup("lecture.title")

@@ -1,4 +1,4 @@
-"""A/B/C miniature: the seeds' three-token model, stepped event by event (docs/design.md §1)."""
+"""A/B/C miniature: the three-token model, stepped event by event (docs/design.md §1)."""
 
 from kvviz.ui.app.nav import page_setup
 

@@ -2,7 +2,7 @@
 each names one rule, the element it excuses by selector and markup, and says why."""
 from pathlib import Path
 
-from kvviz.ui.app.nav import PAGES as NAV
+from kvviz.ui.app.pages import PAGES as NAV
 from tests.browser.axe_check import KNOWN
 from tests.browser.test_accessibility import ELSEWHERE, PAGES
 
@@ -20,6 +20,5 @@ def test_every_page_is_scanned():
     for url in ELSEWHERE:
         assert any(f'assert_accessible(tab.page, "{url}"' in f.read_text() for f in browser_dir.glob("test_*.py")), url
     scanned = {u.split("?")[0] for u in PAGES + ELSEWHERE} | {"/Cost_and_scale"}      # its own test, every tab
-    for script, _, _ in NAV:
-        path = "/" if script == "app.py" else "/" + Path(script).stem.split("_", 1)[1]
-        assert path in scanned, f"{path} is not scanned by axe-core"
+    for page in NAV:
+        assert page.url in scanned, f"{page.url} is not scanned by axe-core"

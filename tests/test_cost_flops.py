@@ -1,4 +1,4 @@
-"""docs/design.md §4, FLOPs: the seed's table in closed form, the same counted over the passes the
+"""docs/design.md §4, FLOPs: the lesson's table in closed form, the same counted over the passes the
 stepper ran, and both checked against torch's own FLOP counter on real forward passes."""
 import functools
 

@@ -1,4 +1,4 @@
-"""docs/design.md §4, cache memory: the seed's GPT-2 figures, every preset against an independent
+"""docs/design.md §4, cache memory: the lesson's GPT-2 figures, every preset against an independent
 calculation (real tensors in a real DynamicCache), parameter counts against the published ones, and the
 validation messages a user sees."""
 import math
@@ -19,7 +19,7 @@ TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.flo
 def test_gpt2_small_fp16_seed_figures():
     assert cost.cache_bytes_per_token(cost.GPT2_SMALL, "fp16") == 36_864
     assert cost.cache_bytes(cost.GPT2_SMALL, 1024, 1, "fp16") == 37_748_736
-    # the seed's own arithmetic: 2 · L · d · bytes with d = n_embd = 768
+    # the lesson's own arithmetic: 2 · L · d · bytes with d = n_embd = 768
     assert 2 * 12 * 768 * 2 == 36_864
     assert round(cost.cache_bytes(cost.GPT2_SMALL, 1024, 1, "fp16") / 1e6, 1) == 37.7
 

@@ -5,6 +5,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
+from kvviz.ui.app.pages import script
 from kvviz.ui.pages.lecture import SCRIPT
 from tests.conftest import frame, no_exception, open_page
 
@@ -38,7 +39,7 @@ def test_lecture_link_opens_the_named_state(page, params, key):
 
 
 def test_abc_state_restored_from_the_address():
-    at = open_page("pages/1_ABC_miniature.py",
+    at = open_page(script("abc"),
                    {"prompt": "C A B", "new": "4", "abc_rule": "sample", "abc_tau": "0.7", "abc_seed": "9",
                     "step": "3", "lang": "es"})
     no_exception(at)
@@ -49,13 +50,13 @@ def test_abc_state_restored_from_the_address():
 
 
 def test_weather_state_restored_from_the_address():
-    at = open_page("pages/2_Weather_heads.py", {"prompt": "Today weather is", "new": "2", "repair": "true",
+    at = open_page(script("weather"), {"prompt": "Today weather is", "new": "2", "repair": "true",
                                                  "values": "is:3", "step": "2"})
     no_exception(at)
     assert at.text_input(key="prompt").value == "Today weather is"
     assert at.toggle(key="repair").value is True
     assert at.number_input(key="weather_value_0_is").value == 3                  # ?values=is:3
-    assert at.number_input(key="weather_value_0_so").value == 5                  # the seed's, not in the address
+    assert at.number_input(key="weather_value_0_so").value == 5                  # the default, not in the address
     assert frame(at)["heading"].startswith("Event 2 of 3")
 
 
@@ -71,18 +72,18 @@ def test_home_links_carry_language_and_presenter_mode():
 
 
 def test_gpt_layer_and_head_restored_from_the_address():
-    at = open_page("pages/4_Tiny_GPT.py", {"step": "2", "gpt_layer": "4", "gpt_head": "2"})
+    at = open_page(script("gpt"), {"step": "2", "gpt_layer": "4", "gpt_head": "2"})
     no_exception(at)
     assert at.selectbox(key="gpt_layer").value == 4 and at.selectbox(key="gpt_head").value == 2
     titles = _chart_titles(at)
     assert any("4" in x and "2" in x for x in titles), titles
-    bad = open_page("pages/4_Tiny_GPT.py", {"gpt_layer": "99"})
+    bad = open_page(script("gpt"), {"gpt_layer": "99"})
     no_exception(bad)
     assert bad.selectbox(key="gpt_layer").value == 1 and any("gpt_layer" in w.value for w in bad.warning)
 
 
 def test_smaller_caches_state_restored_from_the_address():
-    at = open_page("pages/7_Smaller_caches.py",
+    at = open_page(script("compress"),
                    {"sc_prompt": "It was", "sc_new": "6", "sc_kind": "quant", "sc_bits": "8", "sc_group": "16",
                     "sc_axis": "token", "sc_residual": "4", "sc_layer": "2", "sc_head": "3", "sc_prompts": "4",
                     "sc_tokens": "10", "sc_seed": "5", "step": "5", "lang": "es"})
@@ -99,7 +100,7 @@ def test_smaller_caches_state_restored_from_the_address():
 
 
 def test_spec_state_restored_from_the_address():
-    at = open_page("pages/8_Speculative_decoding.py",
+    at = open_page(script("speculative"),
                    {"sd_prompt": "Today the weather is so", "sd_new": "8", "sd_gamma": "3", "sd_rule": "sample",
                     "sd_tau": "0.8", "sd_seed": "4", "sd_head": "2", "sd_c": "0.3", "step": "5", "lang": "de"})
     no_exception(at)
@@ -116,7 +117,7 @@ def _chart_titles(at) -> list[str]:
     return [str(s["layout"].get("title", {}).get("text", "")) for s in plotly_specs(at) + frame(at)["figs"]]
 
 
-COST = "pages/5_Cost_and_scale.py"
+COST = script("cost")
 
 
 def _warnings(at) -> str:

@@ -55,6 +55,8 @@ def test_limits_are_enforced_by_the_stepper(name, request):
 def _imports(path: Path) -> tuple[set[str], list[str]]:
     """kvviz modules ``path`` imports at its top level, and those it imports inside a function."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
+    in_function = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   for n in ast.walk(f) if n is not f}
     top, nested = set(), []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("kvviz"):
@@ -63,9 +65,7 @@ def _imports(path: Path) -> tuple[set[str], list[str]]:
             names = [a.name for a in node.names if a.name.startswith("kvviz")]
         else:
             continue
-        inside = any(isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef))
-                     for p in ast.walk(tree) if p is not node and node in ast.walk(p))
-        (nested.extend(names) if inside else top.update(names))
+        (nested.extend(names) if id(node) in in_function else top.update(names))
     return top, nested
 
 
@@ -105,17 +105,45 @@ def test_the_engine_has_no_import_circles_and_no_function_level_imports():
         visit(m, [])
 
 
-def test_no_import_circles_anywhere_in_kvviz():
-    """The pages too: a page body imports components and app infrastructure, never the other way."""
+def _all_modules() -> dict[str, Path]:
+    """Every module of kvviz, the pages' bodies included, by dotted name."""
     modules = {}
     for path in ENGINE.rglob("*.py"):
         rel = path.relative_to(ENGINE.parent).with_suffix("")
         modules[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = path
-    graph = {name: {m for m in _imports(path)[0] if m in modules and m != name} for name, path in modules.items()}
+    return modules
+
+
+def _import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """module -> the kvviz modules it imports anywhere in its file: at the top and inside functions
+    (an import put into a function still makes the two modules depend on each other)."""
+    graph = {}
+    for name, path in modules.items():
+        top, nested = _imports(path)
+        graph[name] = {m for m in top | set(nested) if m in modules and m != name}
+    return graph
+
+
+# Import edges that close a circle today and are on their way out. Each entry names who removes it;
+# delete the entry when that branch is merged (the test then holds the line).
+KNOWN_CIRCLE_EDGES = {
+    # removed by the compress merge: one Smaller-caches page body for both models (issue 36);
+    # compress imports compress_llm and compress_llm imports compress back, both inside functions
+    ("kvviz.ui.pages.compress_llm", "kvviz.ui.pages.compress"),
+}
+
+
+def test_no_import_circles_anywhere_in_kvviz():
+    """The pages too: a page body imports components and app infrastructure, never the other way.
+    Imports inside functions count: hiding one there does not break the circle, it only delays it."""
+    modules = _all_modules()
+    graph = _import_graph(modules)
+    for a, b in KNOWN_CIRCLE_EDGES:
+        graph.get(a, set()).discard(b)
     done: set[str] = set()
 
     def visit(m: str, path: list[str]) -> None:
-        assert m not in path, f"import circle: {' -> '.join(path + [m])}"
+        assert m not in path, f"import circle: {' -> '.join(path[path.index(m):] + [m])}"
         if m not in done:
             for dep in sorted(graph[m]):
                 visit(dep, path + [m])
@@ -124,6 +152,53 @@ def test_no_import_circles_anywhere_in_kvviz():
     for m in sorted(graph):
         visit(m, [])
     assert any(m.startswith("kvviz.ui.pages.") for m in done)
+
+
+def test_the_circle_check_sees_imports_inside_functions(tmp_path):
+    """The check above would catch the fmt <-> i18n circle that an import inside a function hid."""
+    (tmp_path / "a.py").write_text("from kvviz.b import x\n", encoding="utf-8")
+    (tmp_path / "b.py").write_text("def f():\n    from kvviz.a import y\n    return y\n", encoding="utf-8")
+    graph = _import_graph({"kvviz.a": tmp_path / "a.py", "kvviz.b": tmp_path / "b.py"})
+    assert graph == {"kvviz.a": {"kvviz.b"}, "kvviz.b": {"kvviz.a"}}
+
+
+# The floors of the house, lowest first: a module imports only from its own floor or below.
+# (cost: formulas only; measurements run models, so they sit above decoding.)
+FLOORS = [
+    {"kvviz", "limits"},
+    {"cost"},
+    {"cache"},
+    {"models"},
+    {"decoding"},
+    {"measure", "serving", "compress", "speculative"},
+    {"viz"},
+    {"ui"},
+    {"cli"},
+    {"__main__", "train_gpt"},
+]
+# Upward imports on their way out: delete an entry when its branch is merged.
+KNOWN_UPWARD = {
+    # moved into kvviz/measure/ by the measurement merge (issue 36): timing runs the decoding loops
+    "kvviz.cost.timing",
+    # moved into kvviz/measure/ by the measurement merge (issue 36): it builds and runs GPTs
+    "kvviz.cost.measure",
+}
+
+
+def _floor(module: str) -> int:
+    parts = module.split(".")
+    package = parts[1] if len(parts) > 1 else "kvviz"
+    found = [i for i, floor in enumerate(FLOORS) if package in floor]
+    assert found, f"{module}: put its package on a floor in FLOORS (tests/test_engine_structure.py)"
+    return found[0]
+
+
+def test_no_module_imports_from_a_floor_above_its_own():
+    modules = _all_modules()
+    upward = sorted(f"{name} (floor {_floor(name)}) imports {dep} (floor {_floor(dep)})"
+                    for name, deps in _import_graph(modules).items() if name not in KNOWN_UPWARD
+                    for dep in deps if _floor(dep) > _floor(name))
+    assert not upward
 
 
 def test_models_import_nothing_from_loops_batching_or_pages():
@@ -210,3 +285,16 @@ def test_the_scheduler_reaches_the_paged_cache_only_through_its_manager():
     builders = [name for name, path in modules.items() for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                 if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "StepRecord"]
     assert builders == []          # StepRecord.of calls cls(...): no module calls StepRecord(...) itself
+
+
+def test_benches_and_tools_import_no_test_code():
+    """The browser driver, the server starter and the websocket session that tests and benches share
+    live in tools/ (tools/browser.py, tools/st_session.py): a bench runs without the test suite."""
+    root = ENGINE.parent
+    found = []
+    for path in [*(root / "bench").glob("*.py"), *(root / "tools").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            found += [f"{path.relative_to(root)}: {n}" for n in names if n == "tests" or n.startswith("tests.")]
+    assert not found

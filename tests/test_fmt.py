@@ -111,10 +111,10 @@ def test_relocalize_turns_english_labels_into_the_page_language(lang):
 
 
 def test_without_lang_the_page_language_is_used(monkeypatch):
-    import kvviz.ui.app.i18n as i18n
-    monkeypatch.setattr(i18n, "current_lang", lambda: "de")
+    import kvviz.ui.app.lang as page_lang
+    monkeypatch.setattr(page_lang, "current_lang", lambda: "de")
     assert fmt.fixed(0.33) == "0,330" and fmt.plotly_separators() == ",."
-    monkeypatch.setattr(i18n, "current_lang", lambda: "en")
+    monkeypatch.setattr(page_lang, "current_lang", lambda: "en")
     assert fmt.fixed(0.33) == "0.330"
 
 

@@ -21,7 +21,7 @@ from kvviz.models.registry import get_model
 from kvviz.models.weather import MAX_ABS_TOKEN_VALUE, values_from_text
 from kvviz.ui.app import i18n, presenter, urlstate
 from kvviz.ui.app.i18n import strings
-from kvviz.ui.app.nav import PAGES
+from kvviz.ui.app.pages import PAGES, script
 from kvviz.ui.components import step_view
 from kvviz.ui.pages.cost import TAB_KEYS
 from kvviz.ui.pages.sampling import SOURCES
@@ -185,7 +185,7 @@ def _views():
     the model pages also with sampling on (greedy disables the top-k and seed fields), the Sampling
     page with each source of logits (each has its own fields)."""
     cost_tabs = [strings("en")["cost." + k] for k in TAB_KEYS]
-    for page, _, _ in PAGES[1:]:
+    for page in (p.script for p in PAGES[1:]):
         if "Cost" in page:
             yield from ((page, {"tab": tab}) for tab in cost_tabs)
         elif "Sampling" in page:
@@ -201,7 +201,7 @@ def _views():
 VIEWS = list(_views())
 VIEW_IDS = [p.split("_", 1)[1].removesuffix(".py") + "".join(f"-{v}" for v in q.values()) for p, q in VIEWS]
 # reads only ?lang= and ?present=, which fall back silently (English, presenter mode off)
-NO_SETTINGS_OF_ITS_OWN = {"pages/10_Lecture_script.py"}
+NO_SETTINGS_OF_ITS_OWN = {script("lecture")}
 
 
 def _fields(at):

@@ -3,6 +3,7 @@
 import pytest
 
 from kvviz.ui.app.i18n import LANGS, placeholders, strings
+from kvviz.ui.app.pages import script
 
 
 @pytest.mark.parametrize("lang", [lang for lang in LANGS if lang != "en"])
@@ -19,6 +20,6 @@ def test_every_key_translated_with_same_placeholders(lang):
 def test_pages_render_in_every_language():
     from tests.conftest import no_exception, open_page
     for lang in LANGS:
-        at = open_page("pages/1_ABC_miniature.py", {"lang": lang})
+        at = open_page(script("abc"), {"lang": lang})
         no_exception(at)
         assert at.title[0].value == strings(lang)["abc.title"]

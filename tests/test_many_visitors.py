@@ -1,5 +1,5 @@
 """Many visitors at once, without a browser: 24 sessions on one ``streamlit run`` through Streamlit's
-own websocket protocol (tests/st_session.py), spread over the A/B/C, weather and tiny GPT pages.
+own websocket protocol (tools/st_session.py), spread over the A/B/C, weather and tiny GPT pages.
 Each opens its own deep link (prompt, new tokens, ``?step=``), all loading together; a quarter of
 them press Next while the others still load. Each must see exactly its own event and tokens, as
 the engine computes them, and none may see an exception. (What only a browser shows, keys in two
@@ -11,7 +11,7 @@ import pytest
 
 from kvviz.decoding.stepper import run_generation
 from kvviz.models.registry import get_model
-from tests.st_session import Session, run
+from tools.st_session import Session, run
 
 pytestmark = pytest.mark.app
 

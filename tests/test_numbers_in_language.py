@@ -12,15 +12,16 @@ import pytest
 
 from kvviz import cost
 from kvviz.ui.app import fmt
+from kvviz.ui.app.pages import script
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
-COST = "pages/5_Cost_and_scale.py"
-SAMPLING = "pages/3_Sampling.py"
-WEATHER = "pages/2_Weather_heads.py"
-GPT = "pages/4_Tiny_GPT.py"
-ABC = "pages/1_ABC_miniature.py"
+COST = script("cost")
+SAMPLING = script("sampling")
+WEATHER = script("weather")
+GPT = script("gpt")
+ABC = script("abc")
 
 
 def _metrics(at) -> dict[str, str]:

@@ -3,11 +3,12 @@ the engine), the URL step, a bad prompt's message, no exception. Pressing keys n
 (tests/browser)."""
 import pytest
 
+from kvviz.ui.app.pages import script
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
-PAGE = "pages/1_ABC_miniature.py"
+PAGE = script("abc")
 
 
 def test_home_links_every_page():

@@ -20,11 +20,12 @@ from kvviz.compress import (
 )
 from kvviz.compress.text import held_out_ids
 from kvviz.ui.app import fmt
+from kvviz.ui.app.pages import script
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
-PAGE = "pages/7_Smaller_caches.py"
+PAGE = script("compress")
 PROMPT = "Today the weather is so".split()
 
 

@@ -1,14 +1,15 @@
-"""The Cost and scale page in AppTest: the seed's memory figures on screen, presets filling every
+"""The Cost and scale page in AppTest: the lesson's memory figures (docs/design.md §4) on screen, presets filling every
 field, bad inputs getting a message (never a traceback), the counted FLOPs agreeing, batching
 stepped event by event, the serving numbers, and a measurement behind its button."""
 import pytest
 
 from kvviz import cost
+from kvviz.ui.app.pages import script
 from tests.conftest import frame, frame_table, no_exception, open_page, plotly_specs
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
-PAGE = "pages/5_Cost_and_scale.py"
+PAGE = script("cost")
 
 
 def metric(at, label: str) -> str:

@@ -3,11 +3,12 @@ import pytest
 
 from kvviz.models.gpt.corpus import WEATHER
 from kvviz.ui.app.i18n import LANGS, strings
+from kvviz.ui.app.pages import script
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
-PAGE = "pages/4_Tiny_GPT.py"
+PAGE = script("gpt")
 WEATHER_WORDS = {w for ws in WEATHER.values() for w in ws}
 
 

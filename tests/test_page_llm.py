@@ -5,11 +5,12 @@ import re
 import pytest
 
 from kvviz import cost
+from kvviz.ui.app.pages import script
 from tests.conftest import frame, frame_text, no_exception, open_page, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
-PAGE = "pages/9_Real_LLM.py"
+PAGE = script("llm")
 
 
 @pytest.fixture(autouse=True)

@@ -5,12 +5,13 @@ import pytest
 from kvviz.models.gpt import GPTModel
 from kvviz.serving import compare_policies, fork_run, request_stream, serve
 from kvviz.ui.app import fmt
+from kvviz.ui.app.pages import script
 from kvviz.ui.frames.paged import PRESENT_STRIP_TAIL, STRIP_TAIL
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
-PAGE = "pages/6_Paged_cache.py"
+PAGE = script("paged")
 M = GPTModel()
 
 

@@ -8,11 +8,12 @@ from kvviz.decoding.sampling import Sampler, draw_counts
 from kvviz.decoding.stepper import run_generation
 from kvviz.models.abc import ABCModel
 from kvviz.ui.app.i18n import strings
+from kvviz.ui.app.pages import script
 from tests.conftest import frame, frame_text, no_exception, open_page, plotly_specs
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
-PAGE = "pages/3_Sampling.py"
+PAGE = script("sampling")
 QUIZ = quiz_distribution()
 
 
@@ -179,7 +180,7 @@ def stage_charts_any(at):
 # ---------------------------------------------------------------- the A/B/C page with a sampling rule
 
 def test_abc_page_switches_to_sampling_and_says_so():
-    at = open_page("pages/1_ABC_miniature.py", {"step": "1"})
+    at = open_page(script("abc"), {"step": "1"})
     assert "Greedy chose A," in frame_text(frame(at))
     at.button_group(key="abc_rule").set_value("sample").run()
     at.slider(key="abc_tau").set_value(2.0).run()

@@ -10,12 +10,13 @@ from kvviz.models.gpt import load_draft_gpt, load_tiny_gpt
 from kvviz.speculative.decoding import speculative_generate
 from kvviz.ui.app import fmt
 from kvviz.ui.app.i18n import LANGS, strings
+from kvviz.ui.app.pages import script
 from kvviz.ui.frames import speculative as frames_speculative
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
-PAGE = "pages/8_Speculative_decoding.py"
+PAGE = script("speculative")
 TARGET, DRAFT = load_tiny_gpt(), load_draft_gpt()
 VOCAB = TARGET.tokenizer.vocab
 PROMPT = TARGET.tokenizer.encode("It is rainy in London , so we")

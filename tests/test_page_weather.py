@@ -3,11 +3,12 @@ invalid values and prompts get a message, every language renders."""
 import pytest
 
 from kvviz.ui.app.i18n import LANGS, strings
+from kvviz.ui.app.pages import script
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
-PAGE = "pages/2_Weather_heads.py"
+PAGE = script("weather")
 
 
 def heading(at) -> str:
@@ -64,7 +65,7 @@ def test_prefill_then_step_to_the_stale_decode():
     contexts = frame_with(at, "4:so")
     assert contexts.round(4).values.tolist() == [[10, 20, 20, 12.5], [10, 15, 10.3333, 5],
                                                   [10, 10, 10, 10], [10, 15, 10.3333, 9]]
-    note = alerts(at, "warn")[0]                     # the seed's prose vs its tensor, with the true numbers
+    note = alerts(at, "warn")[0]                     # the lesson's prose vs its tensor, with the true numbers
     assert "no even token" in note and "10.0000" in note and "15.0000" in note and "10.3333" in note
     specs = frame(at)["figs"]
     heads = next(s for s in specs if len(s["data"]) == 4)
@@ -119,7 +120,7 @@ def test_invalid_values_and_prompts_get_a_message_then_edits_take_effect():
         errors = [e.value for e in at.error]
         assert any("between" in e and "'weather'" in e for e in errors), (bad, errors)
         assert stepper(at) is None                    # nothing runs on bad values
-    click(at, "Seed values")                          # fresh inputs with the seed's values
+    click(at, "Seed values")                          # fresh inputs with the default values
     assert not at.error and frame_with(at, "4:so").round(4).values.tolist()[0] == [10, 20, 20, 12.5]
     assert "values" not in at.query_params
     edit_value(at, "weather", 40, version=1)          # the reset gave the inputs new keys

@@ -1,5 +1,5 @@
 """Two ``streamlit run`` replicas behind nginx (tools/replicas.py), through Streamlit's own websocket
-protocol (tests/st_session.py, no browser): a visitor's first request gets a cookie and one replica,
+protocol (tools/st_session.py, no browser): a visitor's first request gets a cookie and one replica,
 the page's files and its websocket reach that same replica, the page runs there (the A/B/C page at
 event 4, no exception), and new visitors are spread over both replicas."""
 import asyncio
@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from tests.st_session import Connection, Session
 from tools.replicas import COOKIE, Replicas, free_port
+from tools.st_session import Connection, Session
 
 pytestmark = pytest.mark.app
 

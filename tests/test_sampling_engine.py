@@ -1,4 +1,4 @@
-"""docs/design.md §3 (seed 003): greedy, temperature, top-k, top-p and seeded draws, against the engine."""
+"""docs/design.md §3: greedy, temperature, top-k, top-p and seeded draws, against the engine."""
 import math
 
 import pytest
@@ -15,7 +15,7 @@ def kept_tokens(stage, tokens):
     return {tokens[i] for i in stage.kept}
 
 
-# ---------------------------------------------------------------- the seed's quiz
+# -------------------------------------------------------------- the lesson's quiz
 
 @pytest.mark.parametrize("rest", [["D"], ["D", "E"], ["D", "E", "F", "G", "H"], [f"R{i}" for i in range(10)]])
 def test_quiz_top_p_08_keeps_exactly_a_and_b(rest):

@@ -1,4 +1,4 @@
-"""The browser-free session client (tests/st_session.py): first on scripted server messages (no
+"""The browser-free session client (tools/st_session.py): first on scripted server messages (no
 server, so these are engine-speed tests), then once against a real ``streamlit run``."""
 import re
 
@@ -7,7 +7,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.Slider_pb2 import Slider
 
-from tests.st_session import ProtocolError, Session, run, visit
+from tools.st_session import ProtocolError, Session, run, visit
 
 NEXT_ID = "$$ID-0f1e-kv_step_next"
 

@@ -11,6 +11,7 @@ from kvviz.decoding.stepper import run_generation
 from kvviz.decoding.trace import cache_table
 from kvviz.models.abc import ABCModel
 from kvviz.models.weather import DEFAULT_VALUES, WeatherModel
+from kvviz.ui.app.pages import script
 from kvviz.ui.frames import Payload, md, translator
 from kvviz.ui.frames import abc as frames_abc
 from kvviz.ui.frames import weather as frames_weather
@@ -176,7 +177,7 @@ def test_a_browser_s_first_page_waits_below_its_stepper_and_a_button_shows_the_r
     from kvviz.ui.components import step_view
     from tests.conftest import no_exception, open_page
     monkeypatch.setattr(step_view, "_is_browser", lambda: True)
-    at = open_page("pages/6_Paged_cache.py")
+    at = open_page(script("paged"))
     no_exception(at)
     assert _data(at)["payload"] and at.button(key=step_view.REST_KEY).label.startswith("The rest of the page")
     assert [h.value for h in at.header] == []                 # no section below the stepper yet
@@ -185,5 +186,5 @@ def test_a_browser_s_first_page_waits_below_its_stepper_and_a_button_shows_the_r
     no_exception(at)
     assert "Memory: paging against contiguous reservation" in [h.value for h in at.header]
     assert not [b for b in at.button if b.key == step_view.REST_KEY]
-    at.switch_page("pages/4_Tiny_GPT.py").run()                # the rest of the session: whole pages
+    at.switch_page(script("gpt")).run()                # the rest of the session: whole pages
     assert not [b for b in at.button if b.key == step_view.REST_KEY] and at.header

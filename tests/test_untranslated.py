@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from kvviz.ui.app.nav import PAGES
+from kvviz.ui.app.pages import PAGES
 from tests.conftest import frame, frame_text, no_exception, open_page, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
@@ -89,7 +89,7 @@ SAME_WORDS = {"logit", "logits", "prefill", "decode", "cache", "token", "tokens"
 
 
 @pytest.mark.parametrize("lang", ["es", "de"])
-@pytest.mark.parametrize("page", [p for p, _, _ in PAGES], ids=lambda p: p.split("/")[-1])
+@pytest.mark.parametrize("page", [p.script for p in PAGES], ids=lambda p: p.split("/")[-1])
 def test_no_english_prose_left(page, lang):
     target = None if page == "app.py" else page
     en = open_page(target, {"step": "2"})                 # a decode event on the stepping pages

@@ -1,5 +1,5 @@
 """docs/design.md §2: every number of "Today weather is so" against the engine, the stale head-2 key,
-the seed's repair, and edited values."""
+the lesson's repair, and edited values."""
 import json
 
 import pytest

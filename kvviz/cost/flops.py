@@ -19,7 +19,7 @@ from kvviz.limits import MAX_COST_GEN_TOKENS, check_int
 
 @dataclass(frozen=True)
 class Flops:
-    """FLOPs split as in the seed's table: projections + MLP (incl. readout) and attention."""
+    """FLOPs split as in the table of docs/design.md §4: projections + MLP (incl. readout) and attention."""
 
     linear: int
     attention: int

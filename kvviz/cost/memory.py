@@ -1,7 +1,7 @@
 """KV-cache memory and weights, in bytes (docs/design.md §4).
 
 cache memory = 2 (K and V) · layers · KV heads · head size · bytes per value · tokens · batch; with
-one KV head per query head (multi-head attention) KV heads · head size = d, the seeds' 2·L·T·d.
+one KV head per query head (multi-head attention) KV heads · head size = d, the 2·L·T·d of §4.
 The smaller caches (a window with sinks, quantized codes) and grouped-query sharing have their
 formulas here too, each equal to what kvviz.cache's objects measure.
 """

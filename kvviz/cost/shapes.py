@@ -51,7 +51,7 @@ class ModelConfig:
     mlp_bias: bool = False
     tied_embeddings: bool = False
     source: str = ""
-    # V when it differs from K (the weather seed: one scalar value per token, shared by the heads);
+    # V when it differs from K (the weather model, docs/design.md §2: one scalar value per token, shared by the heads);
     # None = as many V heads as K/V heads, each head_dim wide
     v_heads: int | None = None
     v_head_dim: int | None = None

@@ -1,4 +1,4 @@
-"""Logits for the sampling page that do not come from a model: the seed's quiz distribution and
+"""Logits for the sampling page that do not come from a model: the lesson's quiz distribution (docs/design.md §3) and
 logits (or probabilities) a user types.
 
 Typed text is checked here, in the engine, so a URL or a script gets the same messages as the page.
@@ -13,7 +13,7 @@ import torch
 
 from kvviz.limits import MAX_TYPED_CHARS, MAX_TYPED_TOKENS, LimitError
 
-# Seed 003's quiz: A = 0.6, B = 0.25, C = 0.1 and the remaining 0.05 spread over the rest.
+# The lesson's quiz (docs/design.md §3): A = 0.6, B = 0.25, C = 0.1 and the remaining 0.05 spread over the rest.
 QUIZ_PROBS = {"A": 0.6, "B": 0.25, "C": 0.1}
 QUIZ_REST = 0.05
 QUIZ_REST_TOKENS = ["D", "E", "F", "G", "H"]     # 0.01 each

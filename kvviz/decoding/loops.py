@@ -1,7 +1,7 @@
 """The fast generation loops of a GPT: without a cache (``generate``) and with one (``generate_cached``);
 speculative decoding with a draft model builds on them (kvviz.speculative.decoding).
 
-``generate`` is the seed's loop: at every step it runs the whole text, cropped to the last
+``generate`` is the lesson's loop (docs/design.md §3): at every step it runs the whole text, cropped to the last
 ``block_size`` tokens, through the model and keeps only the last position's logits.
 ``generate_cached`` runs the prompt once (prefill) into a preallocated cache (kvviz.cache.StaticCache),
 then one token per step at ``start_pos`` (decode); past ``block_size`` it stops with a LimitError,

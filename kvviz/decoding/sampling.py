@@ -94,13 +94,13 @@ def check_top_p(p: object) -> float:
     return float(p)
 
 
-# ---------------------------------------------------------------- the filters (public, seed names)
+# ------------------------------------------------------- the filters (public, the lesson's names)
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     """Keep the k largest logits along the last axis; set the rest to -inf.
 
-    Ties at the k-th value are all kept (the seed's ``logits < v[..., -1]``), so a tie is never split
-    by index; k ≥ V keeps everything. logits: [..., V] (any leading batch dimensions).
+    Ties at the k-th value are all kept (the lesson's ``logits < v[..., -1]``, docs/design.md §3), so a
+    tie is never split by index; k ≥ V keeps everything. logits: [..., V] (any leading batch dimensions).
     """
     k = check_top_k(k)
     check_logits(logits)
@@ -131,7 +131,7 @@ def top_p_mass_before(logits: torch.Tensor) -> torch.Tensor:
 def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     """Nucleus filter: keep the smallest top set whose probability reaches p; the rest → -inf.
 
-    The seed's rule: a token is dropped when the mass *before* it already reached p, so the token that
+    The rule of docs/design.md §3: a token is dropped when the mass *before* it already reached p, so the token that
     crosses p is kept and the most likely token is never dropped. p = 1 keeps every token. Ties are
     kept or dropped together (see ``top_p_mass_before``). logits: [..., V].
     """

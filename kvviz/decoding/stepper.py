@@ -125,7 +125,7 @@ class Run:
     seed: int = 0                  # the draws' torch.Generator seed (same seed, same tokens)
 
 
-# A hook a model may provide to fix its cache before a decode pass (the weather seed's repair):
+# A hook a model may provide to fix its cache before a decode pass (the weather lesson's repair, docs/design.md §2):
 # (cache, start_pos of the pass) -> the positions whose cached rows it rewrote.
 RepairHook = Callable[[Cache, int], list[int]]
 

@@ -110,7 +110,7 @@ def cache_table(cache: CacheSnapshot, head_labels: list[str] | None = None, laye
     sliding window evicted shows "—" for K and V; evicted and quantized rows say so in the phase.
 
     K and V may have different head counts (V shared by all heads gives one "v" column).
-    ``position_base`` = 1 numbers positions from 1, as the weather seed does.
+    ``position_base`` = 1 numbers positions from 1, as docs/design.md §2 does.
     """
     k, v = cache.keys[layer], cache.values[layer]     # [B, H_k, T, D_k], [B, H_v, T, D_v]
     shown = {"k": _shown(k), "v": _shown(v)}

@@ -1,4 +1,4 @@
-"""The A/B/C miniature model of the seeds (docs/design.md §1).
+"""The A/B/C miniature model (docs/design.md §1).
 
 Three tokens with 2-d vectors; Q = K = V = the token's vector; one layer, one head, no positions,
 attention scale 1/sqrt(2). From h = (h0, h1) the logits over [A, B, C] are [h1, h0, -h0-h1].

@@ -1,4 +1,4 @@
-"""The "Today weather is so" model of the seeds (docs/design.md §2): four hand-made attention heads.
+"""The "Today weather is so" model of docs/design.md §2: four hand-made attention heads.
 
 Every token carries one scalar value (editable). All heads share the query Q = ones(d_k), d_k = 64;
 each head's key row is +1 or -1 in every dimension, so a score is ±64/sqrt(64) = ±8 and softmax
@@ -15,7 +15,7 @@ Head 2 is the point of the example: "the last position" is the last one of the p
 the key. In the prefill that is the prompt's last position; in a cached decode it is the new token;
 in a full recompute it is the last token of the whole prefix. So the key of the old last position
 depends on whether a later token exists, and an append-only KV cache keeps a stale +1 for it.
-``WeatherModel.repair`` is the seed's manual fix: it rewrites that stale key before the next pass.
+``WeatherModel.repair`` is the lesson's manual fix (docs/design.md §2): it rewrites that stale key before the next pass.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from kvviz.models.base import ModelLimits, PassRecord, causal_softmax, tokenize_
 D_K = 64
 VOCAB = ["Today", "weather", "is", "so", "nice", "warm", "delicious"]
 LOGIT_TOKENS = ["nice", "warm", "delicious"]
-# The seed gives the first five. warm and delicious are ours: warm 8 (close to nice, a weather word),
+# docs/design.md §2 gives the first five. warm and delicious are ours: warm 8 (close to nice, a weather word),
 # delicious 2 (a weak, off-topic word). They only matter once they are chosen or typed into a prompt.
 DEFAULT_VALUES: dict[str, float] = {"Today": 10.0, "weather": 20.0, "is": 1.0, "so": 5.0,
                                     "nice": 7.0, "warm": 8.0, "delicious": 2.0}
@@ -78,7 +78,7 @@ def check_values(values: Mapping[str, object] | Iterable[tuple[str, object]] | N
 
 
 def values_to_text(values: Mapping[str, float]) -> str:
-    """The entries that differ from the seed's defaults, as ``so:4,nice:9`` (empty when none do)."""
+    """The entries that differ from the defaults (docs/design.md §2), as ``so:4,nice:9`` (empty when none do)."""
     return ",".join(f"{tok}:{values[tok]:g}" for tok in VOCAB if values[tok] != DEFAULT_VALUES[tok])
 
 
@@ -139,7 +139,7 @@ class WeatherModel:
         )
 
     def repair(self, cache: Cache, start_pos: int) -> list[int]:
-        """The seed's manual fix, as a ``run_generation(repair=...)`` hook.
+        """The lesson's manual fix (docs/design.md §2), as a ``run_generation(repair=...)`` hook.
 
         Before the decode pass of position ``start_pos`` (0-based), rewrite every cached key that
         a recompute would now compute differently (head 2: the old last position is no longer last).

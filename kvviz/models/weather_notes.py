@@ -1,5 +1,5 @@
-"""Plain data the weather page puts into words: what each head reads, and where the seed's prose
-and its tensor disagree. Pure functions of engine records (no streamlit)."""
+"""Plain data the weather page puts into words: what each head reads, and where the lesson's prose
+and its tensor disagree (docs/design.md §2). Pure functions of engine records (no streamlit)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -31,7 +31,7 @@ def plus_one_positions(keys: torch.Tensor) -> list[list[int]]:
 
 @dataclass(frozen=True)
 class ProseNote:
-    """A cell of the prefill contexts where the seed's prose and its tensor disagree."""
+    """A cell of the prefill contexts where the lesson's prose and its tensor disagree."""
 
     head: int                 # 0-based head index
     position: int             # 0-based position
@@ -42,7 +42,7 @@ class ProseNote:
 
 def prose_vs_tensor(prompt: Sequence[str], contexts: torch.Tensor, values: dict[str, float],
                     tol: float = 1e-6) -> list[ProseNote]:
-    """The seed's two disagreements, computed for any prompt.
+    """The lesson's two disagreements (docs/design.md §2), computed for any prompt.
 
     contexts: [N, H] prefill contexts. Head 1 at position 1: the prose says "no even token", the
     tensor gives the first token's value (the only visible key gets weight 1 even though it says

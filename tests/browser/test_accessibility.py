@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.axe_check import axe_problems
-from tests.conftest import Page
+from tools.browser import Page
 
 pytestmark = pytest.mark.browser
 

@@ -5,7 +5,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import Page
+from tools.browser import Page
 
 pytestmark = pytest.mark.browser
 

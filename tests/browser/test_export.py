@@ -27,7 +27,8 @@ from kvviz.ui.export.site import export
 from kvviz.ui.frames import translator
 from kvviz.ui.pages.lecture import SCRIPT
 from tests.browser.axe_check import COLOUR_RULES, FAIL_IMPACTS, KEEP_FIXED, KNOWN
-from tests.conftest import ROOT, shared_context
+from tests.conftest import ROOT
+from tools.browser import shared_context
 
 pytestmark = pytest.mark.browser
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import CHROME_ARGS, CHROMIUM, Page
+from tools.browser import CHROME_ARGS, CHROMIUM, Page
 
 pytestmark = pytest.mark.browser
 

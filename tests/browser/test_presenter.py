@@ -16,15 +16,15 @@ import os
 
 import pytest
 
+from kvviz.ui.app.pages import PAGES
 from tests.browser.axe_check import assert_accessible
 from tests.browser.legibility import AFTER_STEP, SCAN
-from tests.conftest import Page
+from tools.browser import Page
 
 pytestmark = pytest.mark.browser
 
-# every page that steps, its default run (the Cost page's stepper is its Batching tab)
-STEPPING = ["ABC_miniature", "Weather_heads", "Tiny_GPT", "Cost_and_scale?tab=Batching", "Paged_cache",
-            "Smaller_caches", "Speculative_decoding", "Real_LLM"]
+# every page that steps, its default run (the Cost page's stepper is its Batching tab): kvviz/ui/app/pages.py
+STEPPING = [p.stepper_view for p in PAGES if p.stepper is not None]
 # Spanish's labels are the longest (English's are shorter still: its layout is the Spanish one with room
 # to spare): every event of it; German's words, at the first and last event (the CI's budget: one walk
 # per page, not three)

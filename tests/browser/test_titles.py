@@ -8,7 +8,7 @@ import os
 import pytest
 
 from tests.browser.legibility import SCAN
-from tests.conftest import Page
+from tools.browser import Page
 
 pytestmark = pytest.mark.browser
 

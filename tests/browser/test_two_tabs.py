@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 
 from kvviz.decoding.stepper import run_generation
 from kvviz.models.abc import ABCModel
-from tests.conftest import Page
+from tools.browser import Page
 
 
 def _press(tab: Page, key: str, heading: str) -> None:

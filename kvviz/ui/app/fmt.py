@@ -34,14 +34,15 @@ from __future__ import annotations
 import re
 from functools import cache
 
+from kvviz.ui.app import lang as page_lang  # the page's language (kvviz/ui/app/lang.py), not i18n: no circle
+
 REFERENCE = "en"        # the language whose output is Python's own formatting
 
 
 def _lang(lang: str | None) -> str:
     if lang is not None:
         return lang
-    from kvviz.ui.app.i18n import current_lang  # here: the formatting itself needs no Streamlit
-    return current_lang()
+    return page_lang.current_lang()
 
 
 @cache

@@ -25,7 +25,10 @@ from collections.abc import Sequence
 from functools import cache, lru_cache
 from pathlib import Path
 
-LANGS = {"en": "English", "es": "Español", "de": "Deutsch"}
+from kvviz.ui.app import fmt
+from kvviz.ui.app.lang import LANGS as LANGS  # re-exported: pages import the languages from here
+from kvviz.ui.app.lang import current_lang as current_lang
+
 LOCALES = Path(__file__).parents[1] / "locales"
 PLURAL_START = re.compile(r"\{(\w+),\s*plural,\s*")
 _SELECTOR = re.compile(r"\s*(=\d+|zero|one|two|few|many|other)\s*\{")
@@ -107,7 +110,6 @@ def join(items: Sequence[object], lang: str) -> str:
 
 
 def _count_and_text(name: str, value: object, lang: str) -> tuple[float, str]:
-    from kvviz.ui.app import fmt
     if isinstance(value, (list, tuple)):
         return len(value), join(value, lang)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -143,13 +145,6 @@ def render(template: str, lang: str, /, **args: object) -> str:
     parts = parse(template)
     text = _resolve(parts, lang, args) if len(parts) > 1 else template
     return text.format(**{k: join(v, lang) if isinstance(v, (list, tuple)) else v for k, v in args.items()})
-
-
-def current_lang() -> str:
-    import streamlit as st  # here: the text functions above are used without Streamlit too
-    # The selector's state exists only once the widget ran; before that (page title) read the URL.
-    lang = st.session_state.get("lang") or st.query_params.get("lang", "en")
-    return lang if lang in LANGS else "en"
 
 
 def lookup(key: str, lang: str) -> str:

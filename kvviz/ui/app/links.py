@@ -6,20 +6,13 @@ a deep link is exactly what a student gets when a lecturer shares the address.
 from __future__ import annotations
 
 import html
-from pathlib import Path
 from urllib.parse import urlencode
 
 import streamlit as st
 
 from kvviz.ui.app import presenter
 from kvviz.ui.app.i18n import current_lang
-
-
-def url_path(script: str) -> str:
-    """``pages/1_ABC_miniature.py`` -> ``/ABC_miniature`` (Streamlit's classic multipage URLs)."""
-    if script == "app.py":
-        return "/"
-    return "/" + Path(script).stem.split("_", 1)[1]
+from kvviz.ui.app.pages import url_path
 
 
 def address(script: str, params: dict[str, object] | None = None, lang: str = "en", present: bool = False) -> str:

@@ -12,23 +12,9 @@ import streamlit as st
 
 from kvviz.ui.app import presenter, urlstate
 from kvviz.ui.app.i18n import LANGS, t
+from kvviz.ui.app.pages import BY_TITLE, PAGES
 from kvviz.ui.app.share import copy_link
 from kvviz.ui.components import charts, plotly_js
-
-# (script path, i18n key of its label, icon) in teaching order
-PAGES = [
-    ("app.py", "nav.home", ":material/home:"),
-    ("pages/1_ABC_miniature.py", "nav.abc", ":material/looks_one:"),
-    ("pages/2_Weather_heads.py", "nav.weather", ":material/looks_two:"),
-    ("pages/3_Sampling.py", "nav.sampling", ":material/casino:"),
-    ("pages/4_Tiny_GPT.py", "nav.gpt", ":material/smart_toy:"),
-    ("pages/5_Cost_and_scale.py", "nav.cost", ":material/speed:"),
-    ("pages/6_Paged_cache.py", "nav.paged", ":material/view_module:"),
-    ("pages/7_Smaller_caches.py", "nav.compress", ":material/compress:"),
-    ("pages/8_Speculative_decoding.py", "nav.speculative", ":material/fast_forward:"),
-    ("pages/9_Real_LLM.py", "nav.llm", ":material/forum:"),
-    ("pages/10_Lecture_script.py", "nav.lecture", ":material/school:"),
-]
 
 # app-wide CSS: contrast where the theme has no setting (st.html puts a style-only body in
 # the event container, so it takes no room on the page)
@@ -54,7 +40,6 @@ def _pick_lang() -> None:
 # Streamlit keeps a key's state across a page switch when the next page has a widget with the same
 # key, so "A B" from the A/B/C page would land in the weather prompt: clear them on a switch.
 PAGE_LOCAL_KEYS = ("step", "prompt", "new", "repair")
-NO_CHARTS = ("home.title", "lecture.title")     # pages that draw no chart: no plotly to preload
 
 
 def _forget_other_page(page: str) -> None:
@@ -65,12 +50,13 @@ def _forget_other_page(page: str) -> None:
 
 
 def page_setup(title_key: str) -> None:
-    """Call first on every page: config, sidebar navigation, language."""
+    """Call first on every page (``title_key``: its declaration's, kvviz/ui/app/pages.py): config, sidebar
+    navigation, language."""
     _forget_other_page(title_key)
     presenter.init_from_url()
     st.set_page_config(page_title=f"kvviz · {t(title_key)}", page_icon=ICON, layout="wide",
                        initial_sidebar_state="collapsed" if presenter.presenting() else "auto")
-    if title_key not in NO_CHARTS:
+    if BY_TITLE[title_key].charts:
         plotly_js.preload()          # first, so the browser evaluates plotly while the page builds
     st.html(STYLE)
     # ?lang=es in the URL (a bound selectbox would put "Español" there); the URL wins on first load
@@ -86,8 +72,8 @@ def page_setup(title_key: str) -> None:
         copy_link()
         charts.format_picker()
         st.markdown(f"**{t('nav.title')}**")
-        for path, label, icon in PAGES:
-            st.page_link(path, label=t(label), icon=icon)
+        for page in PAGES:                      # kvviz/ui/app/pages.py: every page, in teaching order
+            st.page_link(page.script, label=t(page.label_key), icon=page.icon)
     urlstate.notice_slot()
 
 

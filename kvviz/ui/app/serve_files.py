@@ -35,6 +35,7 @@ from typing import NamedTuple
 from streamlit import file_util
 from streamlit.source_util import page_icon_and_name
 
+from kvviz.ui.app.pages import PAGES
 from kvviz.ui.components.plotly_js import PLOTLY_BUNDLE, STATIC
 
 MAX_FILE = 1_000_000                    # bytes; larger frontend files are left to Streamlit
@@ -53,8 +54,7 @@ BASE_URL_SCRIPT = (b"<script>window.__streamlit = Object.assign({BACKEND_BASE_UR
 # the main column stays blank from the first paint until the stepper has fitted the step to the
 # screen (step_view.js removes the class), an error or a warning came instead (the Real LLM's weights
 # missing, say), or 6 s passed.
-STEPPING_PAGES = ("ABC_miniature", "Weather_heads", "Tiny_GPT", "Paged_cache", "Smaller_caches",
-                  "Speculative_decoding", "Real_LLM")
+STEPPING_PAGES = tuple(page.url[1:] for page in PAGES if page.opens_on_stepper)      # kvviz/ui/app/pages.py
 HOLD_SCRIPT = ("<style>html.kvs-hold [data-testid='stMainBlockContainer']:not(:has("
                "[data-testid='stAlertContentError'], [data-testid='stAlertContentWarning'], "
                "[data-testid='stException'])) "

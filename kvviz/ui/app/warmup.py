@@ -25,10 +25,10 @@ from contextlib import asynccontextmanager
 
 from streamlit.logger import get_logger
 
-# the engine and every page's module (each imports what its page draws with), in visiting order
-MODULES = ("torch", "pandas", "plotly.graph_objects", "kvviz.ui.pages.abc", "kvviz.ui.pages.weather",
-           "kvviz.ui.pages.gpt", "kvviz.ui.pages.sampling", "kvviz.ui.pages.cost", "kvviz.ui.pages.paged",
-           "kvviz.ui.pages.compress", "kvviz.ui.pages.speculative", "kvviz.ui.pages.llm", "kvviz.ui.pages.lecture")
+from kvviz.ui.app.pages import PAGES
+
+# the engine and every page's body (each imports what its page draws with), in teaching order
+MODULES = ("torch", "pandas", "plotly.graph_objects", *(page.body for page in PAGES if page.body))
 
 log = get_logger(__name__)
 

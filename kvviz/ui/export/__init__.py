@@ -11,8 +11,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-LANGS = ("en", "es", "de")                   # kvviz.ui.app.i18n.LANGS (tests/test_export.py keeps them equal)
-DEFAULT_LIVE_URL = "http://localhost:8501"   # `streamlit run app.py`'s own address
+from kvviz.ui.export.defaults import DEFAULT_LIVE_URL, LANGS
+
+__all__ = ["DEFAULT_LIVE_URL", "LANGS", "run"]
 
 
 def run(out: Path, lang: str = "en", present: bool = False, live_url: str = DEFAULT_LIVE_URL,

@@ -39,17 +39,18 @@ from kvviz.models.gpt import GPTModel, load_tiny_gpt
 from kvviz.ui.app import presenter
 from kvviz.ui.app.i18n import LANGS
 from kvviz.ui.app.links import address
+from kvviz.ui.app.pages import script
 from kvviz.ui.components import charts, plotly_js
-from kvviz.ui.export import DEFAULT_LIVE_URL
 from kvviz.ui.export.capture import Captured, capture, markdown_html
+from kvviz.ui.export.defaults import DEFAULT_LIVE_URL
 from kvviz.ui.frames import translator
 from kvviz.ui.pages import gpt as gpt_page
-from kvviz.ui.pages.lecture import GPT, SCRIPT
+from kvviz.ui.pages.lecture import SCRIPT
 
 HERE = Path(__file__).parent
 COMPONENTS = Path(plotly_js.__file__).parent      # the live components' own files
 ROOT = HERE.parents[2]
-LECTURE_PAGE = "pages/9_Lecture_script.py"
+LECTURE_PAGE = script("lecture")
 # Streamlit's own fonts (its frontend's static/media), as the live page loads them
 FONTS = {"SourceSans-Upright.woff2": "SourceSansVF-Upright*.woff2",
          "SourceSans-Italic.woff2": "SourceSansVF-Italic*.woff2",
@@ -288,7 +289,7 @@ def _nav(s: Screen, prev: Screen | None, nxt: Screen | None, total: int, tr) -> 
 def _pick_keys(page: str) -> tuple[str, ...]:
     """The address parameters of the layer and head a model-view tile chooses (only the Tiny GPT's
     stepper has tiles)."""
-    return gpt_page.picker(GPTModel(load_tiny_gpt())).keys if page == GPT else ()
+    return gpt_page.picker(GPTModel(load_tiny_gpt())).keys if page == script("gpt") else ()
 
 
 def _screen_page(s: Screen, prev: Screen | None, nxt: Screen | None, total: int, lang: str, present: bool,

@@ -30,7 +30,7 @@ from kvviz.ui.frames.steps import (
     source,
 )
 
-BASE = 1                       # the seed numbers positions 1..n; so does this page
+BASE = 1                       # docs/design.md §2 numbers positions 1..n; so does this page
 
 
 def head_title(h: int, tr: Tr) -> str:
@@ -90,7 +90,8 @@ def reads_block(src: Event, tr: Tr) -> dict:
 
 
 def prefill_blocks(src: Event, values: dict[str, float], tr: Tr) -> list[dict]:
-    """Contexts heads × positions; the cells where the seed's prose disagrees marked, with notes."""
+    """Contexts heads × positions; the cells where the lesson's prose and its tensor disagree
+    (docs/design.md §2) marked, with notes."""
     out = src.record.output                                     # [N, H]
     n = out.shape[0]
     cols = [f"{p + BASE}:{w}" for p, w in enumerate(src.sequence[:n])]

@@ -50,6 +50,7 @@ from kvviz.serving import (
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.links import deep_link
+from kvviz.ui.app.pages import script
 from kvviz.ui.app.turns import RunStore
 from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
@@ -57,7 +58,7 @@ from kvviz.ui.frames import paged as frames_paged
 from kvviz.ui.frames import translator
 from kvviz.viz.paged import block_pool_figure, block_size_figure, latency_figure, memory_figure, timeline_figure
 
-PAGE = "pages/6_Paged_cache.py"
+PAGE = script("paged")                   # kvviz/ui/app/pages.py
 # (URL key, default, low, high): the defaults share an 8-word prefix (two full blocks of 4) from step 1
 # and cross a block boundary at step 2; 16 blocks keep the tokens readable in the pool grid
 NUMBERS = [("pg_requests", 6, 1, MAX_SERVE_REQUESTS), ("pg_block", 4, 1, MAX_SERVE_BLOCK_SIZE),

@@ -26,7 +26,7 @@ SOURCES = ("quiz", "model", "typed")
 KINDS = ("logits", "probs")
 MODEL_PROMPTS = {"abc": "A B"}      # models offered as a logits source, with a default prompt
 TYPED_DEFAULTS = {"logits": "A 2.0, B 1.0, C 0.5, D -1.0", "probs": "A 0.5, B 0.3, C 0.15, D 0.05"}
-QUIZ_P = 0.8                        # the seed's question: top-p 0.8 on the quiz distribution
+QUIZ_P = 0.8                        # the lesson's quiz (docs/design.md §3): top-p 0.8 on its distribution
 # presenter mode's stage charts, four a row: lower, two digits above the bars (three would run into each
 # other in a quarter of the screen), the y axis's title on the first only (one scale for all)
 PRESENT_STAGE = {"height": 260, "digits": 2}

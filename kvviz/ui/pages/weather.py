@@ -30,7 +30,7 @@ from kvviz.ui.frames import translator
 from kvviz.ui.frames import weather as frames_weather
 from kvviz.viz.attention import causal_mask_figure
 
-BASE = frames_weather.BASE     # the seed numbers positions 1..n; so does this page
+BASE = frames_weather.BASE     # docs/design.md §2 numbers positions 1..n; so does this page
 DEFAULT_NEW = 3
 VALUES_VERSION = "weather_values_version"
 VALUES_BASE = "weather_values_base"
@@ -39,7 +39,7 @@ VALUES_BASE = "weather_values_base"
 # ---------------------------------------------------------------- inputs
 
 def _reset_values() -> None:
-    """Back to the seed's values: fresh inputs over the defaults, and none in the address."""
+    """Back to the lesson's values (docs/design.md §2): fresh inputs over the defaults, and none in the address."""
     st.session_state[VALUES_VERSION] = st.session_state.get(VALUES_VERSION, 0) + 1
     st.session_state[VALUES_BASE] = dict(DEFAULT_VALUES)
     st.query_params.pop("values", None)
@@ -80,7 +80,7 @@ def _values_inputs(columns: int) -> tuple[dict[str, float] | None, str | None]:
         values = check_values(entered)
     except LimitError as e:
         return None, t("weather.bad_value", reason=str(e))
-    text = values_to_text(values)       # keep a shareable address: only what differs from the seed
+    text = values_to_text(values)       # keep a shareable address: only what differs from the defaults
     if text:
         st.query_params["values"] = text
     else:

@@ -1,0 +1,147 @@
+"""Every page of the app, declared once: navigation, warm-up, the lecture script and the export read it.
+
+A page is a thin script in ``pages/`` (Streamlit's classic multipage mode: its file name makes its
+address, ``pages/4_Tiny_GPT.py`` -> ``/Tiny_GPT``), a body in ``kvviz/ui/pages/``, its strings in
+``kvviz/ui/locales/<lang>/<key>.json`` and one ``PageSpec`` below. The checklist for a new page is
+docs/adding-a-page.md. This module imports nothing of kvviz or Streamlit: the server's middleware
+(serve_files) and the command line read it too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+
+@dataclass(frozen=True)
+class Screen:
+    """One screen of the lecture script (docs/lecture.md), exported as one static page too."""
+    params: dict[str, object]       # its address parameters (``?step=2``), in the order the link writes them
+    key: str                        # ``lecture.<key>`` says it, ``lecture.<key>_why`` why it is worth showing
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    """A page: where it lives, how the sidebar shows it, what the server prepares for it."""
+    key: str                        # its strings' section: <key>.title, nav.<key>, home.blurb_<key>
+    script: str                     # Streamlit's script, relative to the repository
+    icon: str                       # the sidebar's icon
+    body: str | None = None         # the module of its body: imported and warmed before the first visitor
+    charts: bool = True             # draws plotly charts: the page starts loading plotly.js first
+    # where it shows the stepper: "" at its own address (presenter mode then keeps the first paint blank
+    # until the step is drawn, serve_files.HOLD_SCRIPT), a query for a view with one ("tab=Batching"), None
+    stepper: str | None = None
+    lecture: tuple[Screen, ...] = field(default=())     # its screens in the lecture script, in order
+
+    @property
+    def title_key(self) -> str:
+        return f"{self.key}.title"
+
+    @property
+    def label_key(self) -> str:
+        return f"nav.{self.key}"
+
+    @property
+    def blurb_key(self) -> str:
+        return f"home.blurb_{self.key}"
+
+    @property
+    def opens_on_stepper(self) -> bool:
+        return self.stepper == ""
+
+    @property
+    def stepper_view(self) -> str | None:
+        """The address of its stepper's view below the app's base, without the slash
+        (``Cost_and_scale?tab=Batching``); None for a page without a stepper."""
+        if self.stepper is None:
+            return None
+        return self.url[1:] + (f"?{self.stepper}" if self.stepper else "")
+
+    @property
+    def url(self) -> str:
+        """Its address below the app's base: ``/Tiny_GPT`` (``/`` for the home page)."""
+        return url_path(self.script)
+
+
+def url_path(script: str) -> str:
+    """``pages/1_ABC_miniature.py`` -> ``/ABC_miniature`` (Streamlit's classic multipage URLs)."""
+    if script == "app.py":
+        return "/"
+    return "/" + PurePosixPath(script).stem.split("_", 1)[1]
+
+
+def _screens(*screens: tuple[dict[str, object], str]) -> tuple[Screen, ...]:
+    return tuple(Screen(params, key) for params, key in screens)
+
+
+# in teaching order: the sidebar, the home page's list, the warm-up and the lecture script follow it
+PAGES: tuple[PageSpec, ...] = (
+    PageSpec("home", "app.py", ":material/home:", charts=False),
+    PageSpec("abc", "pages/1_ABC_miniature.py", ":material/looks_one:", "kvviz.ui.pages.abc", stepper="",
+             lecture=_screens(
+                 ({"step": 0}, "abc_prefill"),
+                 ({"step": 1}, "abc_chosen"),
+                 ({"step": 2}, "abc_decode"),
+                 ({"step": 8}, "abc_counters"),
+                 ({"abc_rule": "sample", "abc_tau": 1.5, "abc_seed": 3, "step": 1}, "abc_sampling"))),
+    PageSpec("weather", "pages/2_Weather_heads.py", ":material/looks_two:", "kvviz.ui.pages.weather", stepper="",
+             lecture=_screens(
+                 ({"step": 0}, "weather_prefill"),
+                 ({"step": 1}, "weather_logits"),
+                 ({"step": 2}, "weather_stale"),
+                 ({"step": 2, "repair": "true"}, "weather_repair"))),
+    PageSpec("sampling", "pages/3_Sampling.py", ":material/casino:", "kvviz.ui.pages.sampling",
+             lecture=_screens(
+                 ({"sampling_top_p": 0.8}, "sampling_quiz"),
+                 ({"sampling_tau": 0.3}, "sampling_sharp"),
+                 ({"sampling_tau": 2.0, "sampling_top_k": 2}, "sampling_flat"))),
+    PageSpec("gpt", "pages/4_Tiny_GPT.py", ":material/smart_toy:", "kvviz.ui.pages.gpt", stepper="",
+             lecture=_screens(
+                 ({"step": 0}, "gpt_prefill"),
+                 ({"step": 2}, "gpt_decode"),
+                 ({"gpt_rule": "sample", "gpt_tau": 0.8, "gpt_seed": 7, "step": 1}, "gpt_sampled"))),
+    PageSpec("cost", "pages/5_Cost_and_scale.py", ":material/speed:", "kvviz.ui.pages.cost", stepper="tab=Batching",
+             lecture=_screens(
+                 ({"tab": "Memory"}, "cost_memory"),
+                 ({"tab": "Memory", "mem_preset": "llama3-8b", "mem_tokens": 8192, "mem_batch": 8}, "cost_memory_gqa"),
+                 ({"tab": "Compute (FLOPs)"}, "cost_compute"),
+                 ({"tab": "Batching", "step": 2}, "cost_batching"),
+                 ({"tab": "Batching", "bt_model": "gpt", "step": 2}, "cost_batching_gpt"),
+                 ({"tab": "Measured here"}, "cost_measured"),
+                 ({"tab": "Disaggregated serving"}, "cost_serving"))),
+    PageSpec("paged", "pages/6_Paged_cache.py", ":material/view_module:", "kvviz.ui.pages.paged", stepper="",
+             lecture=_screens(
+                 ({"step": 1}, "paged_shared"),
+                 ({"step": 2}, "paged_boundary"),
+                 ({"pg_blocks": 8, "step": 6}, "paged_preempt"),
+                 ({"pg_policy": "static", "step": 4}, "paged_static"))),
+    PageSpec("compress", "pages/7_Smaller_caches.py", ":material/compress:", "kvviz.ui.pages.compress", stepper="",
+             lecture=_screens(
+                 ({"sc_kind": "window", "sc_window": 8, "sc_sinks": 4, "step": 17}, "compress_window"),
+                 ({"sc_kind": "window", "sc_window": 16, "sc_sinks": 4, "step": 31}, "compress_exact"),
+                 ({"sc_kind": "quant", "sc_bits": 4, "sc_axis": "token", "step": 12}, "compress_quant"),
+                 ({"sc_kind": "gqa", "sc_kv_heads": 1, "step": 3}, "compress_gqa"),
+                 ({"sc_model": "smollm2", "sc_klayer": 11}, "compress_llm_keys"))),
+    # the default run: "It is rainy in London , so we", 12 tokens, γ = 4, greedy
+    PageSpec("speculative", "pages/8_Speculative_decoding.py", ":material/fast_forward:", "kvviz.ui.pages.speculative",
+             stepper="",
+             lecture=_screens(
+                 ({"step": 4}, "speculative_verify"),
+                 ({"step": 7}, "speculative_rollback"),
+                 ({"step": 17}, "speculative_bonus"),
+                 ({"sd_rule": "sample", "sd_seed": 1, "step": 6}, "speculative_residual"),
+                 ({"sd_draft": "prompt-lookup"}, "speculative_lookup"))),
+    # the default run: "What is the capital of France?" in the chat template, greedy
+    PageSpec("llm", "pages/9_Real_LLM.py", ":material/forum:", "kvviz.ui.pages.llm", stepper="",
+             lecture=_screens(
+                 ({"step": 0}, "llm_prefill"),
+                 ({"llm_layer": 4, "llm_head": 2, "step": 2}, "llm_gqa"),
+                 ({"llm_dtype": "bfloat16", "step": 3}, "llm_bf16"))),
+    PageSpec("lecture", "pages/10_Lecture_script.py", ":material/school:", "kvviz.ui.pages.lecture", charts=False),
+)
+PAGE: dict[str, PageSpec] = {p.key: p for p in PAGES}
+BY_TITLE: dict[str, PageSpec] = {p.title_key: p for p in PAGES}
+
+
+def script(key: str) -> str:
+    """The script of the page ``key`` (``"gpt"`` -> ``pages/4_Tiny_GPT.py``)."""
+    return PAGE[key].script

@@ -126,11 +126,7 @@ def _import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
 
 # Import edges that close a circle today and are on their way out. Each entry names who removes it;
 # delete the entry when that branch is merged (the test then holds the line).
-KNOWN_CIRCLE_EDGES = {
-    # removed by the compress merge: one Smaller-caches page body for both models (issue 36);
-    # compress imports compress_llm and compress_llm imports compress back, both inside functions
-    ("kvviz.ui.pages.compress_llm", "kvviz.ui.pages.compress"),
-}
+KNOWN_CIRCLE_EDGES: set[tuple[str, str]] = set()
 
 
 def test_no_import_circles_anywhere_in_kvviz():

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kvviz.cache import DynamicCache
-from kvviz.decoding.loops import hf_generate
+from kvviz.decoding.loops import generate_cached
 from kvviz.decoding.sampling import Sampler
 from kvviz.limits import EARLY_EXIT_MAX_TOKENS, LimitError
 from kvviz.speculative import early_exit_generate, early_exit_round
@@ -22,7 +22,7 @@ from tests.test_prompt_lookup import REPEAT, TINY_PROMPTS
 @pytest.mark.parametrize("prompt", TINY_PROMPTS[:2])
 def test_tiny_tokens_are_greedy_for_every_exit_layer(tiny_hf, prompt):
     ids = tiny_hf.ids(tiny_hf.tokenize(prompt))
-    greedy = hf_generate(tiny_hf, ids, 16, cached=True).tokens
+    greedy = generate_cached(tiny_hf, ids, 16, cached=True).tokens
     for k in range(1, tiny_hf.n_layers):
         for d in (1, 3):
             run = early_exit_generate(tiny_hf, ids, 16, k, d)

@@ -1,11 +1,14 @@
 """The one model interface (kvviz.models.base.CausalLM) on both kinds of network: the tiny GPT's adapter
 and a transformers causal LM (a tiny random Llama, tests/tiny_llama.py). The fast ``logits`` runs the
-arithmetic ``forward`` records, every cache kind comes from ``new_cache``, and ``layout`` says what the
-config says."""
+arithmetic ``forward`` records, every cache kind comes from ``new_cache``, ``layout`` says what the
+config says, and the one generation loop chooses what the stepper chooses."""
 import pytest
 import torch
 
 from kvviz.cache import DynamicCache, QuantizedCache, SlidingWindowCache, StaticCache
+from kvviz.decoding.loops import generate_cached
+from kvviz.decoding.sampling import Sampler
+from kvviz.decoding.stepper import run_generation
 from kvviz.models.base import LayerLayout
 from kvviz.models.gpt import GPTModel, random_gpt
 from kvviz.models.gpt.config import GPTConfig
@@ -25,7 +28,7 @@ def test_logits_are_forwards_logits_with_and_without_a_cache(model):
     for cache in (None, model.new_cache(), model.new_cache("static", max_length=len(ids) + 1)):
         fast = model.logits(ids, cache, 0)
         assert fast.shape == recorded.shape and fast.dtype == torch.float32
-        assert torch.allclose(fast, recorded, atol=1e-4), float((fast - recorded).abs().max())
+        assert torch.allclose(fast, recorded, atol=1e-5), float((fast - recorded).abs().max())
     # a decode step on a cache holding the prompt: the same logits as one pass over the whole text
     cache = model.new_cache()
     model.logits(ids, cache, 0)
@@ -34,6 +37,27 @@ def test_logits_are_forwards_logits_with_and_without_a_cache(model):
     assert cache.get_seq_length() == len(ids) + 1
     assert torch.allclose(step, whole, atol=1e-4)
     assert torch.equal(model.logits(ids, None, 0, keep=2), model.logits(ids, None, 0)[-2:])
+
+
+def test_the_one_loop_chooses_what_the_stepper_chooses_with_and_without_the_cache(model):
+    """generate_cached (kvviz.decoding.loops) on either network: the stepper's tokens, greedy and
+    sampled with a seed; recomputing the whole text at every step (cached=False) gives the same
+    tokens and logits."""
+    tokens = model.tokenize(PROMPT)
+    ids = [model.vocab.index(t) for t in tokens]
+    run = run_generation(model, tokens, 6, recheck=False)
+    chosen = [e.chosen for e in run.events if e.phase == "choose"]
+    cached, recomputed = generate_cached(model, ids, 6), generate_cached(model, ids, 6, cached=False)
+    assert [model.vocab[i] for i in cached.tokens] == [model.vocab[i] for i in recomputed.tokens] == chosen
+    assert float((cached.logits - recomputed.logits).abs().max()) < 1e-4
+    assert cached.cached and cached.cache_bytes and len(cached.step_seconds) == 6
+    rule = Sampler(1.0)
+    a, b = (run_generation(model, tokens, 6, rule, seed=11, recheck=False) for _ in range(2))
+    sampled = [e.chosen for e in a.events if e.phase == "choose"]
+    assert sampled == [e.chosen for e in b.events if e.phase == "choose"]
+    assert sampled == [model.vocab[i] for i in generate_cached(model, ids, 6, rule, seed=11).tokens]
+    assert sampled != [e.chosen for e in run_generation(model, tokens, 6, rule, seed=12, recheck=False).events
+                       if e.phase == "choose"]
 
 
 def test_new_cache_makes_every_kind(model):

@@ -6,7 +6,7 @@ import pytest
 from kvviz.decoding.loops import generate_cached
 from kvviz.decoding.sampling import Greedy, Sampler
 from kvviz.limits import SPECULATIVE_MAX_GAMMA
-from kvviz.models.gpt import load_draft_gpt, load_tiny_gpt
+from kvviz.models.gpt import GPTModel, load_draft_gpt, load_tiny_gpt
 from kvviz.speculative.decoding import speculative_generate
 from kvviz.ui.app import fmt
 from kvviz.ui.app.i18n import LANGS, strings
@@ -118,7 +118,7 @@ def test_sampled_tests_show_p_q_u_and_the_residual_the_correction_is_drawn_from(
 
 def test_exactness_greedy_tokens_equal_plain_greedy_and_sampling_says_what_is_exact():
     at = open_page(PAGE)
-    plain = generate_cached(TARGET.model, PROMPT, 12).tokens
+    plain = generate_cached(GPTModel(TARGET.model), PROMPT, 12).tokens
     shown = [c.value for c in at.text]
     assert shown[:2] == [" ".join(VOCAB[i] for i in plain)] * 2
     assert any(s.value.startswith("Identical: all 12 tokens are the target's own greedy tokens") for s in at.success)

@@ -17,6 +17,7 @@ from kvviz.limits import SPECULATIVE_MAX_ATTENTION_TOKENS, SPECULATIVE_MAX_GAMMA
 from kvviz.models.gpt import (
     DRAFT_CHECKPOINT,
     GPTConfig,
+    GPTModel,
     draft_config,
     load_draft_gpt,
     load_tiny_gpt,
@@ -30,6 +31,7 @@ from tests.test_cli import cli
 
 TINY, DRAFT = load_tiny_gpt(), load_draft_gpt()
 T, D, TOK = TINY.model, DRAFT.model, TINY.tokenizer
+PLAIN = GPTModel(TINY)          # the target behind the model protocol (the plain loop's)
 PROMPTS = ["Today the weather is so", "It is rainy in London , so we", "In Oslo the sky", "Tomorrow",
            "The weather in Dublin will be so"]
 SAMPLERS = [Sampler(1.0), Sampler(0.8, top_k=5), Sampler(1.3, top_p=0.9), Sampler(0.7, 10, 0.8)]
@@ -68,7 +70,7 @@ def test_missing_draft_checkpoint_falls_back_to_seeded_random_weights(tmp_path):
     assert torch.equal(a.model.transformer.wte.weight, b.model.transformer.wte.weight)
     # a random draft still gives the target's greedy tokens: it only proposes
     ids = TOK.encode("Today the weather is so")
-    assert speculative_generate(T, a.model, ids, 10, 3).tokens == generate_cached(T, ids, 10).tokens
+    assert speculative_generate(T, a.model, ids, 10, 3).tokens == generate_cached(PLAIN, ids, 10).tokens
 
 
 def test_the_draft_disagrees_with_the_target_sometimes_yet_is_useful():
@@ -99,7 +101,7 @@ def test_p_and_q_are_the_distributions_the_rule_draws_from_row_by_row():
 
 # ---- exactness ---------------------------------------------------------------------------------------
 
-GREEDY = {prompt: generate_cached(T, TOK.encode(prompt), 23).tokens for prompt in PROMPTS}   # the target alone
+GREEDY = {prompt: generate_cached(PLAIN, TOK.encode(prompt), 23).tokens for prompt in PROMPTS}   # the target alone
 
 
 @pytest.mark.parametrize("gamma", range(1, 7))
@@ -294,7 +296,7 @@ def test_round_records_carry_what_a_page_shows():
     rejected = [r for r in spec.rounds if r.rejected_at is not None]
     assert rejected and all(r.residual.shape == (V,) for r in rejected)
     # keeping the attention runs the same network: greedy tokens unchanged
-    assert speculative_generate(T, D, ids, 12, 3, keep_attention=True).tokens == generate_cached(T, ids, 12).tokens
+    assert speculative_generate(T, D, ids, 12, 3, keep_attention=True).tokens == generate_cached(PLAIN, ids, 12).tokens
 
 
 def test_limits_are_enforced_by_the_engine():
@@ -391,7 +393,8 @@ def test_speculate_prints_the_documented_json(capsys):
     assert code == 0, err
     d = json.loads(out)
     assert list(d) == ["tokens", "rounds", "acceptance_rate", "target_passes", "draft_passes"]
-    assert d["tokens"] == [TOK.vocab[i] for i in generate_cached(T, TOK.encode("Today the weather is so"), 24).tokens]
+    plain = generate_cached(PLAIN, TOK.encode("Today the weather is so"), 24).tokens
+    assert d["tokens"] == [TOK.vocab[i] for i in plain]
     assert all(list(r) == ["draft", "accepted", "emitted", "target_cache_len", "draft_cache_len"] for r in d["rounds"])
     assert sum(len(r["emitted"]) for r in d["rounds"]) == 24
     assert d["rounds"][-1]["target_cache_len"] == 5 + 24 - 1

@@ -14,7 +14,7 @@ import json
 import sys
 
 from kvviz.cli.args import add_rule_arguments, rule_from
-from kvviz.decoding.loops import hf_generate
+from kvviz.decoding.loops import generate_cached
 from kvviz.limits import (
     EARLY_EXIT_MAX_TOKENS,
     PROMPT_LOOKUP_MAX_NGRAM,
@@ -131,7 +131,7 @@ def run_prompt_lookup(a: argparse.Namespace, parser: argparse.ArgumentParser) ->
             run = prompt_lookup_generate(model, ids, new_tokens, k, n, rule)
     except (LimitError, ValueError) as e:
         parser.error(str(e))
-    plain = hf_generate(model, ids, new_tokens, cached=True, keep_logits=False)     # the same greedy, one step a token
+    plain = generate_cached(model, ids, new_tokens, keep_logits=False)     # the same greedy, one step a token
     out = {"model": model.name, "draft": a.draft, "rule": {"name": "greedy"},
            **prompt_lookup_dict(run, model.vocab), "text": model.decode(run.tokens),
            "same_as_greedy": run.tokens == plain.tokens, "greedy_passes": len(plain.tokens)}

@@ -26,10 +26,10 @@ import torch
 
 from kvviz.cache import StaticCache
 from kvviz.cost import ModelConfig, loop_flops, pass_flops, weight_bytes
-from kvviz.decoding.loops import generate, generate_cached, hf_generate, max_cached_new_tokens
+from kvviz.decoding.loops import generate, generate_cached, max_cached_new_tokens
 from kvviz.decoding.sampling import SelectionRule
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError, check_int
-from kvviz.models.gpt import GPT, cost_config
+from kvviz.models.gpt import GPT, GPTModel, cost_config
 from kvviz.models.hf import HFCausalLM
 
 
@@ -118,8 +118,9 @@ def time_loops(model: GPT, prompt_ids: Sequence[int], n: int, rule: SelectionRul
                repeats: int = VERIFY_REPEATS, clock: Callable[[], float] = time.perf_counter) -> LoopTimes:
     """``generate`` and ``generate_cached`` for ``n`` new tokens, warmed and timed ``repeats`` times
     each, interleaved (no logits kept: only the loops' own work is timed)."""
+    cached = GPTModel(model)
     times = interleaved({"uncached": lambda: generate(model, prompt_ids, n, rule, seed, keep_logits=False),
-                         "cached": lambda: generate_cached(model, prompt_ids, n, rule, seed, keep_logits=False)},
+                         "cached": lambda: generate_cached(cached, prompt_ids, n, rule, seed, keep_logits=False)},
                         repeats, clock=clock)
     return LoopTimes(n, times["uncached"], times["cached"])
 
@@ -200,7 +201,7 @@ class Sweep:
 def sweep_sizes(model: GPT, prompt_len: int, max_n: int) -> list[int]:
     """Doubling token counts from 8 up to ``max_n``, capped by GPT_MAX_SWEEP_TOKENS and by what the
     cached loop can hold after this prompt."""
-    top = min(max_n, max_cached_new_tokens(model, prompt_len), GPT_MAX_SWEEP_TOKENS)
+    top = min(max_n, max_cached_new_tokens(GPTModel(model), prompt_len), GPT_MAX_SWEEP_TOKENS)
     ns, n = [], 8
     while n < top:
         ns.append(n)
@@ -238,10 +239,11 @@ def measure_point(model: GPT, prompt_ids: Sequence[int], n: int, rule: Selection
     """Best of ``repeats`` runs of each loop, interleaved so both meet the same load. Noise on a
     shared machine only ever adds time, so the fastest run is the best estimate of the cost."""
     shape = cost_config(model.config)
+    fast = GPTModel(model)
     uncached, cached = [], []
     for _ in range(repeats):
         uncached.append(generate(model, prompt_ids, n, rule, seed, keep_logits=False))
-        cached.append(generate_cached(model, prompt_ids, n, rule, seed, keep_logits=False))
+        cached.append(generate_cached(fast, prompt_ids, n, rule, seed, keep_logits=False))
     p = len(prompt_ids)
     spread = max(max(g.seconds for g in runs) / min(g.seconds for g in runs) for runs in (uncached, cached))
     return SweepPoint(n, min(g.seconds for g in uncached), min(g.seconds for g in cached),
@@ -256,13 +258,13 @@ def measure_sweep(model: GPT, prompt_ids: Sequence[int], ns: Sequence[int], rule
     repeats = check_int("Repeats", repeats, 1, 5)
     if not ns:
         raise LimitError("Give at least one token count to measure.")
-    top = max_cached_new_tokens(model, len(prompt_ids))
+    top = max_cached_new_tokens(GPTModel(model), len(prompt_ids))
     for n in ns:
         check_int("Tokens to time", n, 1, min(GPT_MAX_SWEEP_TOKENS, top))
     # work grows ~ with N² without the cache: weight the progress bar by it
     weights = [n * n + 8 * n for n in ns]
     done, total = 0.0, sum(weights) * 1.1
-    generate_cached(model, prompt_ids, 4, keep_logits=False)       # warm-up (first-call allocations)
+    generate_cached(GPTModel(model), prompt_ids, 4, keep_logits=False)       # warm-up (first-call allocations)
     points = []
     for n, w in zip(ns, weights):
         if progress:
@@ -320,7 +322,7 @@ def measure_dtypes(models: Sequence[tuple[str, HFCausalLM]], prompt_ids: Sequenc
     steps = check_int("Decode steps", steps, 2, 64)
     out = []
     for dtype, model in models:
-        hf_generate(model, prompt_ids, warmup + 1, stop=False, keep_logits=False)
-        gen = hf_generate(model, prompt_ids, steps + 1, stop=False, keep_logits=False)
+        generate_cached(model, prompt_ids, warmup + 1, stop=False, keep_logits=False)
+        gen = generate_cached(model, prompt_ids, steps + 1, stop=False, keep_logits=False)
         out.append(DtypeRun(dtype, gen.tokens, gen.step_seconds[1:], model.weight_bytes(), gen.cache_bytes or 0))
     return DtypeComparison(tuple(out))

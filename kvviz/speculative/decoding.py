@@ -367,7 +367,7 @@ def speculative_generate(target: GPT, draft: GPT, idx: Sequence[int] | torch.Ten
     (same seed ⇒ same run; the tokens differ from generate_cached's for the same seed, their
     distribution does not). ``keep_attention`` keeps every verification pass's attention weights.
     """
-    ids = prompt_tensor(idx, target, max_new_tokens)
+    ids = prompt_tensor(idx, target.config.vocab_size, max_new_tokens)
     prompt_len = ids.shape[1]
     n, gamma = check_speculation(target, draft, prompt_len, max_new_tokens, gamma, keep_attention)
     seed = check_int("Seed", seed, 0, MAX_SEED)

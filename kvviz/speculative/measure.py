@@ -20,7 +20,7 @@ import torch
 from kvviz.cache import StaticCache
 from kvviz.cost import pass_flops, speculative_speedup, speculative_tokens_per_pass
 from kvviz.cost.measure import run_locked
-from kvviz.decoding.loops import generate_cached, hf_generate
+from kvviz.decoding.loops import generate_cached
 from kvviz.decoding.sampling import SelectionRule, make_rule
 from kvviz.limits import (
     SELF_SPEC_MEASURE_MAX_PROMPTS,
@@ -32,7 +32,7 @@ from kvviz.limits import (
     LimitError,
     check_int,
 )
-from kvviz.models.gpt import GPT, cost_config
+from kvviz.models.gpt import GPT, GPTModel, cost_config
 from kvviz.models.hf import HFCausalLM
 from kvviz.speculative.decoding import Speculation, check_speculation, speculative_generate
 from kvviz.speculative.early_exit import check_early_exit, early_exit_generate
@@ -165,7 +165,8 @@ def measure_speedup(target: GPT, draft: GPT, prompt_ids: Sequence[int], gammas: 
         if progress:
             progress(0.0, "warm-up")
         speculative_generate(target, draft, ids, 4, 2, rule)          # first-call allocations, both loops
-        generate_cached(target, ids, 4, rule, keep_logits=False)
+        plain_model = GPTModel(target)
+        generate_cached(plain_model, ids, 4, rule, keep_logits=False)
         target_ms = _pass_ms(target, 1, context, 30, now)
         draft_ms = _pass_ms(draft, 1, context, 30, now)
         points = []
@@ -180,7 +181,7 @@ def measure_speedup(target: GPT, draft: GPT, prompt_ids: Sequence[int], gammas: 
                 spec.append(speculative_generate(target, draft, ids, n, g, rule, seed))
                 spec_s.append(now() - t)
                 t = now()
-                generate_cached(target, ids, n, rule, seed, keep_logits=False)
+                generate_cached(plain_model, ids, n, rule, seed, keep_logits=False)
                 plain.append(now() - t)
             fastest = spec[spec_s.index(min(spec_s))]
             d_s, v_s = fastest.pass_seconds()
@@ -266,7 +267,7 @@ def measure_self_speedup(model: HFCausalLM, prompts: Sequence[tuple[str, Sequenc
                          draft_tokens: int = 4, runs: int = 1, progress: Progress | None = None,
                          threads: int = 1) -> SelfSpeedMeasurement:
     """For each prompt (name, ids) and method: ``runs`` speculative runs interleaved with as many
-    plain ``hf_generate`` runs (greedy, the same stop), after one untimed warm-up of each. Capped
+    plain ``generate_cached`` runs (greedy, the same stop), after one untimed warm-up of each. Capped
     (kvviz.limits SELF_SPEC_MEASURE_*); one measurement at a time per process (``run_locked``, the
     lock every measurement shares), on ``threads`` torch threads."""
     n = check_int("New tokens", new_tokens, 2, min(SELF_SPEC_MEASURE_MAX_TOKENS, model.limits.max_new_tokens))
@@ -293,14 +294,14 @@ def measure_self_speedup(model: HFCausalLM, prompts: Sequence[tuple[str, Sequenc
             if progress:
                 progress(i / len(todo), f"{name}: {method}")
             run_of[method](ids)                                  # warm-up, untimed
-            hf_generate(model, ids, 2, keep_logits=False)
+            generate_cached(model, ids, 2, keep_logits=False)
             spec_s, plain_s, specs, plain_tokens = [], [], [], None
             for _ in range(runs):
                 t = time.perf_counter()
                 specs.append(run_of[method](ids))
                 spec_s.append(time.perf_counter() - t)
                 t = time.perf_counter()
-                plain_tokens = hf_generate(model, ids, n, keep_logits=False).tokens
+                plain_tokens = generate_cached(model, ids, n, keep_logits=False).tokens
                 plain_s.append(time.perf_counter() - t)
             fastest = specs[spec_s.index(min(spec_s))]
             points.append(SelfSpeedPoint(

@@ -216,7 +216,7 @@ def prompt_lookup_generate(model: HFCausalLM, ids: Sequence[int], max_new_tokens
                            cache: Cache | None = None) -> PromptLookup:
     """Prompt-lookup decoding of ``model`` (greedy): rounds of ``prompt_lookup_round`` until
     ``max_new_tokens`` tokens are out, or (``stop``) an end token (``model.end_tokens``) is chosen,
-    as ``kvviz.decoding.loops.hf_generate`` stops. The tokens equal plain cached greedy decoding's
+    as ``kvviz.decoding.loops.generate_cached`` stops. The tokens equal plain cached greedy decoding's
     and transformers' ``generate(do_sample=False, prompt_lookup_num_tokens=k,
     max_matching_ngram_size=n)``'s (tests/test_prompt_lookup.py). ``cache``: an empty kvviz cache
     (default a DynamicCache); after every round it holds the text except its last token."""

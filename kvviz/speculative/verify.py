@@ -84,7 +84,7 @@ Round = Callable[[HFCausalLM, Cache, list[int], int, frozenset[int], int], objec
 def self_speculate(model: HFCausalLM, prompt: list[int], n_new: int, one_round: Round, stop: bool = True,
                    cache: Cache | None = None) -> tuple[list[int], list, float]:
     """Rounds of ``one_round`` until ``n_new`` tokens are out, or (``stop``) the target chose an end
-    token (``model.end_tokens``), as ``kvviz.decoding.loops.hf_generate`` stops. A round drafts at
+    token (``model.end_tokens``), as ``kvviz.decoding.loops.generate_cached`` stops. A round drafts at
     most the tokens still missing minus one (the target's token comes on top), so no position is
     verified only to be dropped. Returns the new tokens, the rounds and the wall time."""
     end_ids = frozenset(model.vocab.index(t) for t in model.end_tokens) if stop else frozenset()

@@ -186,7 +186,7 @@ def _timing(tokens: list[str], rule_key: RuleKey, seed: int, model: GPTModel) ->
     st.header(t("gpt.timing_title"))
     st.markdown(t("gpt.timing_intro"))
     ids = [model.tokenizer.index[w] for w in tokens]
-    limit = min(GPT_MAX_SWEEP_TOKENS, max_cached_new_tokens(model.network, len(ids)))
+    limit = min(GPT_MAX_SWEEP_TOKENS, max_cached_new_tokens(model, len(ids)))
     if limit < 1:
         st.warning(t("gpt.timing_no_room", n=len(ids), block=model.config.block_size))
         return

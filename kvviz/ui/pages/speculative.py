@@ -66,13 +66,13 @@ def _greedy_pair(ids: tuple[int, ...], new: int, gamma: int) -> tuple[Speculatio
     """Greedy speculation and the target's own greedy generate_cached: the exactness check."""
     target, draft = _pair()
     return (speculative_generate(target.model, draft.model, list(ids), new, gamma, Greedy()),
-            generate_cached(target.model, list(ids), new, Greedy()))
+            generate_cached(GPTModel(target.model), list(ids), new, Greedy()))
 
 
 @st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
 def _plain(ids: tuple[int, ...], new: int, rule_key: RuleKey, seed: int) -> Generation:
     """The target alone with the same rule and seed (sampling: other draws, the same distribution)."""
-    return generate_cached(_pair()[0].model, list(ids), new, make_rule(*rule_key), seed)
+    return generate_cached(GPTModel(_pair()[0].model), list(ids), new, make_rule(*rule_key), seed)
 
 
 @st.cache_resource(max_entries=64, ttl=3600, show_spinner=False)

@@ -19,7 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from kvviz.decoding.loops import hf_generate
+from kvviz.decoding.loops import generate_cached
 from kvviz.limits import (
     EARLY_EXIT_MAX_TOKENS,
     PROMPT_LOOKUP_MAX_NGRAM,
@@ -78,7 +78,7 @@ def cached_run(key: RunKey) -> PromptLookup:
 def cached_greedy(ids: tuple[int, ...], new: int) -> tuple[int, ...]:
     """Plain cached greedy decoding of the same prompt: the exactness check."""
     with server_lock("speculative_llm_run"):
-        return tuple(hf_generate(llm.loaded_model(), list(ids), new, keep_logits=False).tokens)
+        return tuple(generate_cached(llm.loaded_model(), list(ids), new, keep_logits=False).tokens)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)       # kept for the server's lifetime

@@ -8,7 +8,7 @@ docs/measured-smollm2.md).
 - **decode**: kvviz's cached decode loop (kvviz.decoding.loops.generate_cached with kvviz's
   DynamicCache) against transformers' ``generate(use_cache=True)`` on the same weights in the same
   process, alternating, several runs: tokens per second and their ratio;
-- **dtypes**: a float32 decode step against a bfloat16 one (kvviz.cost.timing.measure_dtypes);
+- **dtypes**: a float32 decode step against a bfloat16 one (kvviz.measure.timing.measure_dtypes);
 - **page**: the page's default run (generation with its recompute check, then its frames), as the
   server's warm-up makes it; with ``--browser`` also first visits of the page on a fresh, warmed
   ``streamlit run`` (until its stepper has drawn event 0) and step presses there
@@ -159,7 +159,7 @@ def decode(runs: int, steps: int) -> None:
 
 
 def dtypes(runs: int, steps: int) -> None:
-    from kvviz.cost.timing import measure_dtypes
+    from kvviz.measure.timing import measure_dtypes
     from kvviz.models.smollm2 import SmolLM2
     models = [(d, SmolLM2(d)) for d in ("float32", "bfloat16")]
     ids = models[0][1].ids(models[0][1].chat("What is the capital of France?")[0])

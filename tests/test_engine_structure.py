@@ -127,8 +127,8 @@ def test_no_import_circles_anywhere_in_kvviz():
 
 
 def test_models_import_nothing_from_loops_batching_or_pages():
-    below = ("kvviz.decoding", "kvviz.serving", "kvviz.compress", "kvviz.speculative", "kvviz.cost.timing",
-             "kvviz.cost.measure", "kvviz.viz", "kvviz.cli", "kvviz.ui")
+    below = ("kvviz.decoding", "kvviz.serving", "kvviz.compress", "kvviz.speculative", "kvviz.measure",
+             "kvviz.viz", "kvviz.cli", "kvviz.ui")
     checked = 0
     for name, path in _engine_modules().items():
         if name.startswith("kvviz.models"):
@@ -137,6 +137,22 @@ def test_models_import_nothing_from_loops_batching_or_pages():
             assert not bad, (name, bad)
             checked += 1
     assert checked >= 10                     # the models package and the tiny GPT's modules
+
+
+def test_cost_is_formulas_and_measurements_sit_above_decoding():
+    """kvviz.cost holds formulas only: no torch, no kvviz package but itself and kvviz.limits; what
+    this machine measures (kvviz.measure) imports the loops, and nothing below the loops imports it."""
+    modules = _engine_modules()
+    cost = {n: p for n, p in modules.items() if n == "kvviz.cost" or n.startswith("kvviz.cost.")}
+    assert len(cost) >= 6
+    for name, path in cost.items():
+        assert not _third_party(path) & {"torch", "transformers", "numpy"}, name
+        assert all(m.startswith(("kvviz.cost", "kvviz.limits")) for m in _imports(path)[0]), name
+    lower = ("kvviz.cache", "kvviz.cost", "kvviz.models", "kvviz.decoding", "kvviz.limits")
+    for name, path in modules.items():
+        if name.startswith(lower):
+            assert not {m for m in _imports(path)[0] if m.startswith("kvviz.measure")}, name
+    assert any(m.startswith("kvviz.decoding") for m in _imports(modules["kvviz.measure.timing"])[0])
 
 
 def _third_party(path: Path) -> set[str]:

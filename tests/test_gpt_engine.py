@@ -7,11 +7,11 @@ import torch
 
 from kvviz import cost
 from kvviz.cache import DynamicCache, StaticCache
-from kvviz.cost.timing import measure_sweep, sweep_sizes
 from kvviz.decoding.loops import compare, generate, generate_cached, max_cached_new_tokens
 from kvviz.decoding.sampling import Greedy, Sampler
 from kvviz.decoding.stepper import run_generation
 from kvviz.limits import LimitError
+from kvviz.measure.timing import measure_sweep, sweep_sizes
 from kvviz.models.gpt import (
     CHECKPOINT,
     CHECKPOINT_META,

@@ -5,12 +5,12 @@
 the acceptance rate α, the cost ratio c = draft pass / target pass and the cost of the verification
 pass over γ + 1 positions measured in the same run, and puts the expected improvement of
 kvviz.cost.speculative (Leviathan et al.'s formula, and the same with the verification pass's
-measured cost) beside the measured one. Like kvviz.cost.measure: capped (kvviz.limits) and one at a
-time per process (the same lock).
+measured cost) beside the measured one. Like kvviz.measure: capped (kvviz.limits), one at a time per
+process (the same lock), and timed by kvviz.measure.clock: every time shown is the median of the
+repeated runs, the fastest run beside it as the low end of their range.
 """
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,7 +19,6 @@ import torch
 
 from kvviz.cache import StaticCache
 from kvviz.cost import pass_flops, speculative_speedup, speculative_tokens_per_pass
-from kvviz.cost.measure import run_locked
 from kvviz.decoding.loops import generate_cached
 from kvviz.decoding.sampling import SelectionRule, make_rule
 from kvviz.limits import (
@@ -32,6 +31,7 @@ from kvviz.limits import (
     LimitError,
     check_int,
 )
+from kvviz.measure.clock import Timing, run_locked, time_runs
 from kvviz.models.gpt import GPT, GPTModel, cost_config
 from kvviz.models.hf import HFCausalLM
 from kvviz.speculative.decoding import Speculation, check_speculation, speculative_generate
@@ -53,7 +53,7 @@ class SpeedPoint:
     plain_best_s: float
     acceptance_rate: float          # α: accepted / tested over all runs
     tokens_per_target_pass: float   # new tokens per verification pass, over all runs
-    verify_ms: float                # the target's pass over γ + 1 positions (the verification pass), fastest
+    verify_ms: float                # the target's pass over γ + 1 positions (the verification pass), median
     expected: float                 # kvviz.cost.speculative_speedup(α, γ, c): the paper's formula (v = 1)
     expected_with_verify: float     # the same with v = verify_ms / target_ms measured
     # inside the fastest speculative run: where a round's time goes
@@ -90,8 +90,8 @@ class SpeedMeasurement:
     """One measurement: every γ, and the single-pass times the formula needs."""
 
     points: list[SpeedPoint]
-    target_ms: float        # one target decode pass (one position), fastest of 30
-    draft_ms: float         # one draft decode pass, fastest of 30
+    target_ms: float        # one target decode pass (one position), median of 30
+    draft_ms: float         # one draft decode pass, median of 30
     context: int            # cached positions those passes read (mid-run)
     c_flops: float          # the same ratio in FLOPs (kvviz.cost.pass_flops): what c would be if time were arithmetic
     rule: dict
@@ -114,20 +114,17 @@ CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time
 
 
 def _pass_ms(model: GPT, n: int, context: int, repeats: int, clock: Callable[[], float] = time.perf_counter) -> float:
-    """Fastest of ``repeats`` passes over ``n`` new positions after ``context`` cached ones, in ms, as the
-    loops call it (one position: logits of the last only; more: every position's logits, as a
-    verification). The fastest, not the median: other jobs on a shared machine only ever add time."""
+    """The median of ``repeats`` passes over ``n`` new positions after ``context`` cached ones, in ms,
+    as the loops call it (one position: logits of the last only; more: every position's logits, as a
+    verification), after two warm-ups (kvviz.measure.clock)."""
     cache = StaticCache(model.config.n_layer, context + n)
     model(torch.zeros(1, context, dtype=torch.long), cache, 0, last_only=True)      # untimed fill
     ids = torch.zeros(1, n, dtype=torch.long)
-    best = float("inf")
-    for i in range(repeats + 2):                                                      # two warm-ups
+
+    def one() -> None:
         cache.crop(context)
-        t0 = clock()
         model(ids, cache, context, last_only=n == 1)
-        if i >= 2:
-            best = min(best, clock() - t0)
-    return best * 1e3
+    return time_runs(one, repeats, warmups=2, clock=clock).median * 1e3
 
 
 def _gammas(gammas: Sequence[int]) -> list[int]:
@@ -147,7 +144,7 @@ def measure_speedup(target: GPT, draft: GPT, prompt_ids: Sequence[int], gammas: 
     the per-round breakdown stays in wall time, inside the fastest run).
 
     Capped: γ ≤ SPECULATIVE_MAX_GAMMA, N ≤ SPECULATIVE_MEASURE_MAX_TOKENS, runs ≤ SPECULATIVE_MEASURE_MAX_RUNS; one
-    measurement at a time per process (kvviz.cost.measure.run_locked), one torch thread by default.
+    measurement at a time per process (kvviz.measure.scaling.run_locked), one torch thread by default.
     """
     gammas = _gammas(gammas)
     n = check_int("New tokens", new_tokens, 2, SPECULATIVE_MEASURE_MAX_TOKENS)
@@ -190,8 +187,9 @@ def measure_speedup(target: GPT, draft: GPT, prompt_ids: Sequence[int], gammas: 
             alpha = accepted / tested
             verify_ms = _pass_ms(target, g + 1, context, 30, now)
             c = draft_ms / target_ms
+            spec_t, plain_t = Timing(tuple(spec_s)), Timing(tuple(plain))
             points.append(SpeedPoint(
-                g, n, statistics.median(spec_s), statistics.median(plain), min(spec_s), min(plain), alpha,
+                g, n, spec_t.median, plain_t.median, spec_t.low, plain_t.low, alpha,
                 sum(len(s.tokens) for s in spec) / sum(len(s.rounds) for s in spec), verify_ms,
                 speculative_speedup(alpha, g, c), speculative_speedup(alpha, g, c, verify_ms / target_ms),
                 rounds, d_s * 1e3 / max(1, fastest.proposed), v_s * 1e3 / rounds,
@@ -304,9 +302,10 @@ def measure_self_speedup(model: HFCausalLM, prompts: Sequence[tuple[str, Sequenc
                 plain_tokens = generate_cached(model, ids, n, keep_logits=False).tokens
                 plain_s.append(time.perf_counter() - t)
             fastest = specs[spec_s.index(min(spec_s))]
+            spec_t, plain_t = Timing(tuple(spec_s)), Timing(tuple(plain_s))
             points.append(SelfSpeedPoint(
-                name, method, len(fastest.tokens), statistics.median(spec_s), statistics.median(plain_s),
-                min(spec_s), min(plain_s), fastest.proposed, fastest.accepted, fastest.target_passes,
+                name, method, len(fastest.tokens), spec_t.median, plain_t.median, spec_t.low, plain_t.low,
+                fastest.proposed, fastest.accepted, fastest.target_passes,
                 fastest.tokens == plain_tokens, sum(r.draft_seconds for r in fastest.rounds),
                 sum(r.seconds for r in fastest.rounds)))
         if progress:

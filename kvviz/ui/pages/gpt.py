@@ -8,10 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from kvviz import cost
-from kvviz.cost.timing import LoopTimes, Sweep, measure_sweep, sweep_sizes, time_loops
 from kvviz.decoding.loops import Comparison, compare, max_cached_new_tokens
 from kvviz.decoding.stepper import Run, run_generation
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError
+from kvviz.measure.timing import LoopTimes, Sweep, measure_sweep, sweep_sizes, time_loops
 from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t

@@ -87,7 +87,7 @@ def _payload(ids: tuple[int, ...], new: int, gamma: int, rule_key: RuleKey, seed
 @st.cache_resource(max_entries=16, show_spinner=False)       # no ttl: kept for the server's lifetime
 def _measurement(ids: tuple[int, ...], rule_key: RuleKey, runs: int,
                  _progress: Callable[[float, str], None] | None = None) -> SpeedMeasurement:
-    """γ = 1..6 timed on this server (one measurement at a time per process: kvviz.cost.measure's lock)."""
+    """γ = 1..6 timed on this server (one measurement at a time per process: kvviz.measure.clock's lock)."""
     target, draft = _pair()
     return measure_speedup(target.model, draft.model, list(ids), MEASURE_GAMMAS, MEASURE_TOKENS,
                            make_rule(*rule_key), runs, progress=_progress)

@@ -55,9 +55,9 @@ def check_rounds_against_transformers(model, run, k: int, n: int) -> None:
         theirs = transformers_candidates(seq, k, n, len(run.prompt) + run.max_new_tokens, end_id(model))
         assert r.draft == theirs[:missing - 1], (r.index, r.draft, theirs)
         assert r.start == (0 if r.index == 0 else len(seq) - 1) and r.fed == tuple(seq[r.start:])
-        assert r.cache.grown == r.start + len(r.fed) + len(r.draft)
+        assert r.target_cache.grown == r.start + len(r.fed) + len(r.draft)
         seq += r.emitted
-        assert r.cache.after == len(seq) - 1                       # the text except its new last token
+        assert r.target_cache.after == len(seq) - 1                       # the text except its new last token
     assert seq[len(run.prompt):] == run.tokens
 
 
@@ -156,8 +156,8 @@ def test_smollm2_copies_are_accepted_more_often_than_answers(smollm2, real_runs)
     repeat, _, _ = real_runs["repeat"]
     answer, _, _ = real_runs["open"]
     assert smollm2.decode(repeat.tokens).startswith("The quick brown fox jumps over the lazy dog")
-    assert repeat.acceptance_rate > answer.acceptance_rate
-    assert repeat.tokens_per_pass > answer.tokens_per_pass
+    assert repeat.accepted_fraction > answer.accepted_fraction
+    assert repeat.tokens_per_target_pass > answer.tokens_per_target_pass
     assert repeat.target_passes < len(repeat.tokens)             # fewer passes than plain greedy's one per token
 
 

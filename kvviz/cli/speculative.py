@@ -23,7 +23,6 @@ from kvviz.limits import (
     SPECULATIVE_MAX_NEW_TOKENS,
     LimitError,
 )
-from kvviz.models.gpt import GPTModel
 from kvviz.models.hf import HFCausalLM
 from kvviz.models.registry import get_model, limits_before_loading
 from kvviz.speculative import (
@@ -86,10 +85,10 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     target, draft = load_pair()
     try:
         rule = rule_from(a)
-        prompt = GPTModel(target).tokenize(a.prompt)
+        prompt = target.tokenize(a.prompt)
         ids = [target.tokenizer.index[w] for w in prompt]
         gamma = DEFAULT_GAMMA if a.gamma is None else a.gamma
-        spec = speculative_generate(target.model, draft.model, ids, a.new_tokens, gamma, rule, a.seed)
+        spec = speculative_generate(target, draft, ids, a.new_tokens, gamma, rule, a.seed)
     except (LimitError, ValueError) as e:
         parser.error(str(e))
     json.dump(speculation_dict(spec, target.tokenizer.vocab), sys.stdout, indent=1)

@@ -215,6 +215,11 @@ class CausalLM(Model, Protocol):
         """A fresh, empty cache of ``kind`` for this network (``new_cache`` in kvviz.models.base)."""
         ...
 
+    # Optional, for early exit (kvviz.speculative.early_exit): the network cut after its first layers.
+    # def exit_logits(self, token_ids: Sequence[int], cache: Cache, exit_layer: int) -> torch.Tensor:
+    #     """``token_ids`` after the cache's positions through the first ``exit_layer`` layers (their
+    #     rows appended to those layers of ``cache``), the final norm and the readout → logits [V]."""
+
 
 # --- masks ------------------------------------------------------------------------------------
 

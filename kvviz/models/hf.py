@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
+from transformers.masking_utils import create_causal_mask
 
 from kvviz.cache import Cache, PagedCache
 from kvviz.cost.shapes import ModelConfig
@@ -284,6 +285,26 @@ class HFCausalLM:
     def new_cache(self, kind: str = "dense", **options) -> Cache:
         """A fresh cache of ``kind`` for this network (kvviz.models.base.new_cache)."""
         return new_cache(self.layout, kind, **options)
+
+    @torch.inference_mode()
+    def exit_logits(self, token_ids: Sequence[int], cache: Cache, exit_layer: int) -> torch.Tensor:
+        """The network cut after its first ``exit_layer`` decoder layers (early exit,
+        kvviz.speculative.early_exit): ``token_ids`` at the positions after the cache's, through those
+        layers (appending their rows to those layers of ``cache``), the final norm and the vocabulary
+        projection → the logits of the last position [V] float32. The same calls as the decoder's own
+        forward (the Llama family's ``model.embed_tokens``, ``rotary_emb``, ``layers``, ``norm``), stopped
+        early."""
+        net = self.model.model                                   # the decoder stack
+        start = cache.get_seq_length()
+        x = net.embed_tokens(torch.tensor([list(token_ids)]))                               # [1, N, C]
+        positions = torch.arange(start, start + len(token_ids)).unsqueeze(0)
+        mask = create_causal_mask(config=net.config, inputs_embeds=x, attention_mask=None, past_key_values=cache,
+                                  position_ids=positions)
+        rope = net.rotary_emb(x, position_ids=positions)
+        for layer in net.layers[:exit_layer]:
+            x = layer(x, attention_mask=mask, position_embeddings=rope, position_ids=positions,
+                      past_key_values=cache, use_cache=True)
+        return self.model.get_output_embeddings()(net.norm(x[:, -1:]))[0, -1].float()
 
     @torch.no_grad()
     def forward_batch(self, token_ids: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor,

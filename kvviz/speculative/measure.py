@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 import torch
 
-from kvviz.cache import StaticCache
 from kvviz.cost import pass_flops, speculative_speedup, speculative_tokens_per_pass
 from kvviz.decoding.loops import generate_cached
 from kvviz.decoding.sampling import SelectionRule, make_rule
@@ -32,11 +31,11 @@ from kvviz.limits import (
     check_int,
 )
 from kvviz.measure.clock import Timing, run_locked, time_runs
-from kvviz.models.gpt import GPT, GPTModel, cost_config
-from kvviz.models.hf import HFCausalLM
-from kvviz.speculative.decoding import Speculation, check_speculation, speculative_generate
+from kvviz.models.base import CausalLM
+from kvviz.speculative.decoding import check_speculation, speculative_generate
 from kvviz.speculative.early_exit import check_early_exit, early_exit_generate
 from kvviz.speculative.prompt_lookup import check_prompt_lookup, prompt_lookup_generate
+from kvviz.speculative.records import Speculation
 
 Progress = Callable[[float, str], None]
 
@@ -113,17 +112,18 @@ class SpeedMeasurement:
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-def _pass_ms(model: GPT, n: int, context: int, repeats: int, clock: Callable[[], float] = time.perf_counter) -> float:
+def _pass_ms(model: CausalLM, n: int, context: int, repeats: int,
+             clock: Callable[[], float] = time.perf_counter) -> float:
     """The median of ``repeats`` passes over ``n`` new positions after ``context`` cached ones, in ms,
     as the loops call it (one position: logits of the last only; more: every position's logits, as a
     verification), after two warm-ups (kvviz.measure.clock)."""
-    cache = StaticCache(model.config.n_layer, context + n)
-    model(torch.zeros(1, context, dtype=torch.long), cache, 0, last_only=True)      # untimed fill
-    ids = torch.zeros(1, n, dtype=torch.long)
+    cache = model.new_cache("static", max_length=context + n)
+    model.logits([0] * context, cache, 0, keep=1)                                    # untimed fill
+    ids = [0] * n
 
     def one() -> None:
         cache.crop(context)
-        model(ids, cache, context, last_only=n == 1)
+        model.logits(ids, cache, context, keep=1 if n == 1 else 0)
     return time_runs(one, repeats, warmups=2, clock=clock).median * 1e3
 
 
@@ -135,7 +135,7 @@ def _gammas(gammas: Sequence[int]) -> list[int]:
 
 
 @torch.inference_mode()
-def measure_speedup(target: GPT, draft: GPT, prompt_ids: Sequence[int], gammas: Sequence[int] = range(1, 7),
+def measure_speedup(target: CausalLM, draft: CausalLM, prompt_ids: Sequence[int], gammas: Sequence[int] = range(1, 7),
                     new_tokens: int = 48, rule: SelectionRule | None = None, runs: int = 3,
                     progress: Progress | None = None, threads: int = 1, clock: str = "wall") -> SpeedMeasurement:
     """For each γ: ``runs`` speculative runs (seeds 0..runs−1) interleaved with as many plain
@@ -162,8 +162,7 @@ def measure_speedup(target: GPT, draft: GPT, prompt_ids: Sequence[int], gammas: 
         if progress:
             progress(0.0, "warm-up")
         speculative_generate(target, draft, ids, 4, 2, rule)          # first-call allocations, both loops
-        plain_model = GPTModel(target)
-        generate_cached(plain_model, ids, 4, rule, keep_logits=False)
+        generate_cached(target, ids, 4, rule, keep_logits=False)
         target_ms = _pass_ms(target, 1, context, 30, now)
         draft_ms = _pass_ms(draft, 1, context, 30, now)
         points = []
@@ -178,7 +177,7 @@ def measure_speedup(target: GPT, draft: GPT, prompt_ids: Sequence[int], gammas: 
                 spec.append(speculative_generate(target, draft, ids, n, g, rule, seed))
                 spec_s.append(now() - t)
                 t = now()
-                generate_cached(plain_model, ids, n, rule, seed, keep_logits=False)
+                generate_cached(target, ids, n, rule, seed, keep_logits=False)
                 plain.append(now() - t)
             fastest = spec[spec_s.index(min(spec_s))]
             d_s, v_s = fastest.pass_seconds()
@@ -196,7 +195,7 @@ def measure_speedup(target: GPT, draft: GPT, prompt_ids: Sequence[int], gammas: 
                 (fastest.seconds - d_s - v_s) * 1e3 / rounds))
         if progress:
             progress(1.0, "done")
-        flops = [pass_flops(cost_config(m.config), 1, context, last_only=True).total for m in (draft, target)]
+        flops = [pass_flops(m.cost_config, 1, context, last_only=True).total for m in (draft, target)]
         return SpeedMeasurement(points, target_ms, draft_ms, context, flops[0] / flops[1],
                                 (rule or make_rule()).describe(), len(ids), n, runs, threads,
                                 time.perf_counter() - t0, clock)
@@ -259,7 +258,7 @@ class SelfSpeedMeasurement:
 
 
 @torch.inference_mode()
-def measure_self_speedup(model: HFCausalLM, prompts: Sequence[tuple[str, Sequence[int]]],
+def measure_self_speedup(model: CausalLM, prompts: Sequence[tuple[str, Sequence[int]]],
                          methods: Sequence[str] = SELF_METHODS, new_tokens: int = 32, lookup_tokens: int = 10,
                          max_ngram: int = 2, exit_layer: int = 24,
                          draft_tokens: int = 4, runs: int = 1, progress: Progress | None = None,
@@ -307,7 +306,7 @@ def measure_self_speedup(model: HFCausalLM, prompts: Sequence[tuple[str, Sequenc
                 name, method, len(fastest.tokens), spec_t.median, plain_t.median, spec_t.low, plain_t.low,
                 fastest.proposed, fastest.accepted, fastest.target_passes,
                 fastest.tokens == plain_tokens, sum(r.draft_seconds for r in fastest.rounds),
-                sum(r.seconds for r in fastest.rounds)))
+                sum(r.verify_seconds for r in fastest.rounds)))
         if progress:
             progress(1.0, "done")
         return SelfSpeedMeasurement(points, k, ng, ee, d, n, runs, threads, time.perf_counter() - t0)

@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 
 from kvviz.cache import Cache
 from kvviz.limits import GPT_MAX_NEW_TOKENS, GPT_MAX_PROMPT_TOKENS, MAX_PROMPT_CHARS, LimitError
 from kvviz.models.base import BatchPassRecord, LayerLayout, ModelLimits, PassRecord, allowed_keys, new_cache
-from kvviz.models.gpt.config import GPTConfig, cost_config
+from kvviz.models.gpt.config import GPTConfig, check_positions, cost_config
 from kvviz.models.gpt.model import GPT, LayerTrace
 from kvviz.models.gpt.weights import TinyGPT, load_tiny_gpt
 
@@ -47,6 +48,7 @@ class GPTModel:
             self.vocab = self.tokenizer.vocab
         cfg = self.network.config
         self.config = cfg
+        self.model = self.network                 # the nn.Module, under HFCausalLM's name for it
         self.logit_tokens = self.vocab
         self.n_layers, self.n_heads = cfg.n_layer, cfg.n_head
         self.output_labels = [f"x{i}" for i in range(cfg.n_embd)]   # final hidden state (after ln_f)
@@ -75,6 +77,22 @@ class GPTModel:
     def new_cache(self, kind: str = "dense", **options) -> Cache:
         """A fresh cache of ``kind`` for this network (kvviz.models.base.new_cache)."""
         return new_cache(self.layout, kind, **options)
+
+    @torch.inference_mode()
+    def exit_logits(self, token_ids: Sequence[int], cache: Cache, exit_layer: int) -> torch.Tensor:
+        """The network cut after its first ``exit_layer`` blocks (early exit, kvviz.speculative.early_exit):
+        ``token_ids`` at the positions after the cache's, through those blocks (their rows appended to
+        those layers of ``cache``), ln_f and the readout → the logits of the last position [V]."""
+        net = self.network
+        start = cache.get_seq_length()
+        idx = torch.as_tensor(list(token_ids), dtype=torch.long).unsqueeze(0)          # [1, N]
+        check_positions(self.config, start, idx.shape[1])
+        wpe = net.transformer.wpe.weight[start:start + idx.shape[1]]
+        x = F.embedding(idx, net.transformer.wte.weight) + wpe                           # [1, N, C]
+        for block in net.transformer.h[:exit_layer]:
+            x = block.forward(x, cache, start)
+        ln_f = net.transformer.ln_f
+        return net.readout(F.layer_norm(x[0, -1], (x.shape[-1],), ln_f.weight, ln_f.bias, ln_f.eps))
 
     @torch.no_grad()
     def forward(self, token_ids: Sequence[int], cache: Cache | None, start_pos: int) -> PassRecord:

@@ -87,10 +87,12 @@ def test_cache_figure_strikes_out_the_rows_the_rollback_removes():
 
 
 def test_speedup_figure_puts_formula_and_measurement_side_by_side():
-    pts = [SpeedPoint(g, 48, 0.02, 0.03, 0.018, 0.028, 0.8, 2.5, 0.5 + 0.1 * g,
-                      cost.speculative_speedup(0.8, g, 0.3), cost.speculative_speedup(0.8, g, 0.3, 1 + 0.2 * g))
+    pts = [SpeedPoint(48, 0.02, 0.03, 0.018, 0.028, gamma=g, acceptance_rate=0.8, tokens_per_target_pass=2.5,
+                      verify_ms=0.5 + 0.1 * g, expected=cost.speculative_speedup(0.8, g, 0.3),
+                      expected_with_verify=cost.speculative_speedup(0.8, g, 0.3, 1 + 0.2 * g))
            for g in (1, 2, 3)]
-    m = SpeedMeasurement(pts, 0.5, 0.15, 30, 0.06, {"name": "greedy"}, 5, 48, 3, 1, 2.0)
+    m = SpeedMeasurement(pts, 48, 3, 1, 2.0, target_ms=0.5, draft_ms=0.15, context=30, c_flops=0.06,
+                         rule={"name": "greedy"}, prompt_len=5)
     d = _spec(speedup_figure([1, 2, 3, 4], "Speed-up", alpha=0.8, c=0.3, measurement=m,
                              labels={"measured": "gemessen"}))
     names = [t["name"] for t in d["data"]]

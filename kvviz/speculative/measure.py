@@ -41,15 +41,39 @@ Progress = Callable[[float, str], None]
 
 
 @dataclass(frozen=True)
-class SpeedPoint:
-    """Speculative vs plain cached decoding of ``new_tokens`` tokens at one γ (medians over the runs)."""
+class SpeedRuns:
+    """Speculative against plain cached decoding of the same tokens, timed by kvviz.measure.clock: the
+    median of the runs of each, and the fastest run of each (the low end of their range)."""
+
+    new_tokens: int
+    speculative_s: float            # median time of the speculative runs (prefill included; the measurement's clock)
+    plain_s: float                  # median time of generate_cached, same prompt, rule and N
+    speculative_best_s: float       # fastest run of each
+    plain_best_s: float
+
+    @property
+    def speculative_tps(self) -> float:
+        return self.new_tokens / self.speculative_s
+
+    @property
+    def plain_tps(self) -> float:
+        return self.new_tokens / self.plain_s
+
+    @property
+    def measured(self) -> float:
+        """Measured improvement: plain time / speculative time (medians); above 1 is faster."""
+        return self.plain_s / self.speculative_s
+
+    @property
+    def measured_best(self) -> float:
+        return self.plain_best_s / self.speculative_best_s
+
+
+@dataclass(frozen=True)
+class SpeedPoint(SpeedRuns):
+    """A draft model at one γ (``measure_speedup``)."""
 
     gamma: int
-    new_tokens: int
-    speculative_s: float            # median time of speculative_generate (prefill included; the measurement's clock)
-    plain_s: float                  # median time of generate_cached, same prompt, rule and N
-    speculative_best_s: float       # fastest run of each (noise on a shared machine only adds time)
-    plain_best_s: float
     acceptance_rate: float          # α: accepted / tested over all runs
     tokens_per_target_pass: float   # new tokens per verification pass, over all runs
     verify_ms: float                # the target's pass over γ + 1 positions (the verification pass), median
@@ -62,43 +86,33 @@ class SpeedPoint:
     run_other_ms: float = 0.0       # per round, the rest: draws, the acceptance test, records (and the prefill)
 
     @property
-    def speculative_tps(self) -> float:
-        return self.new_tokens / self.speculative_s
-
-    @property
-    def plain_tps(self) -> float:
-        return self.new_tokens / self.plain_s
-
-    @property
-    def measured(self) -> float:
-        """Measured improvement: plain time / speculative time (medians)."""
-        return self.plain_s / self.speculative_s
-
-    @property
-    def measured_best(self) -> float:
-        return self.plain_best_s / self.speculative_best_s
-
-    @property
     def expected_tokens_per_pass(self) -> float:
         """(1 − α^(γ+1)) / (1 − α) with the measured α, beside ``tokens_per_target_pass``."""
         return speculative_tokens_per_pass(self.acceptance_rate, self.gamma)
 
 
 @dataclass(frozen=True)
-class SpeedMeasurement:
-    """One measurement: every γ, and the single-pass times the formula needs."""
+class SpeedMeasurements:
+    """What every speed-up measurement holds: its points, the tokens asked for, runs per point,
+    torch threads, and how long it took."""
 
-    points: list[SpeedPoint]
+    points: list
+    new_tokens: int                 # asked for (a self-drafted run stops earlier at an end token)
+    runs: int
+    threads: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class SpeedMeasurement(SpeedMeasurements):
+    """A draft model's measurement: every γ, and the single-pass times the formula needs."""
+
     target_ms: float        # one target decode pass (one position), median of 30
     draft_ms: float         # one draft decode pass, median of 30
     context: int            # cached positions those passes read (mid-run)
     c_flops: float          # the same ratio in FLOPs (kvviz.cost.pass_flops): what c would be if time were arithmetic
     rule: dict
     prompt_len: int
-    new_tokens: int
-    runs: int
-    threads: int
-    seconds: float
     clock: str = "wall"     # what the times are: "wall" or "cpu" (process time)
 
     @property
@@ -188,17 +202,18 @@ def measure_speedup(target: CausalLM, draft: CausalLM, prompt_ids: Sequence[int]
             c = draft_ms / target_ms
             spec_t, plain_t = Timing(tuple(spec_s)), Timing(tuple(plain))
             points.append(SpeedPoint(
-                g, n, spec_t.median, plain_t.median, spec_t.low, plain_t.low, alpha,
-                sum(len(s.tokens) for s in spec) / sum(len(s.rounds) for s in spec), verify_ms,
-                speculative_speedup(alpha, g, c), speculative_speedup(alpha, g, c, verify_ms / target_ms),
-                rounds, d_s * 1e3 / max(1, fastest.proposed), v_s * 1e3 / rounds,
-                (fastest.seconds - d_s - v_s) * 1e3 / rounds))
+                n, spec_t.median, plain_t.median, spec_t.low, plain_t.low, gamma=g, acceptance_rate=alpha,
+                tokens_per_target_pass=sum(len(s.tokens) for s in spec) / sum(len(s.rounds) for s in spec),
+                verify_ms=verify_ms, expected=speculative_speedup(alpha, g, c),
+                expected_with_verify=speculative_speedup(alpha, g, c, verify_ms / target_ms),
+                rounds=rounds, run_draft_ms=d_s * 1e3 / max(1, fastest.proposed), run_verify_ms=v_s * 1e3 / rounds,
+                run_other_ms=(fastest.seconds - d_s - v_s) * 1e3 / rounds))
         if progress:
             progress(1.0, "done")
         flops = [pass_flops(m.cost_config, 1, context, last_only=True).total for m in (draft, target)]
-        return SpeedMeasurement(points, target_ms, draft_ms, context, flops[0] / flops[1],
-                                (rule or make_rule()).describe(), len(ids), n, runs, threads,
-                                time.perf_counter() - t0, clock)
+        return SpeedMeasurement(points, n, runs, threads, time.perf_counter() - t0, target_ms=target_ms,
+                                draft_ms=draft_ms, context=context, c_flops=flops[0] / flops[1],
+                                rule=(rule or make_rule()).describe(), prompt_len=len(ids), clock=clock)
     return run_locked(go, threads)
 
 
@@ -208,17 +223,12 @@ SELF_METHODS = ("prompt-lookup", "early-exit")
 
 
 @dataclass(frozen=True)
-class SelfSpeedPoint:
-    """One prompt and one drafting method against plain cached greedy decoding of the same tokens
-    (medians over the runs; the fastest too, since other jobs on a shared machine only add time)."""
+class SelfSpeedPoint(SpeedRuns):
+    """One prompt and one self-drafting method (prompt lookup, early exit) against plain cached greedy
+    decoding of the same tokens (``new_tokens``: the ones both made, greedy, stopped at an end token)."""
 
     prompt: str                     # the prompt's name (e.g. "repeat", "open")
-    method: str                     # "prompt-lookup" or "early-exit"
-    new_tokens: int                 # tokens both made (the same ones: greedy, stopped at an end token)
-    speculative_s: float
-    plain_s: float
-    speculative_best_s: float
-    plain_best_s: float
+    method: str                     # the draft source: "prompt-lookup" or "early-exit"
     proposed: int                   # draft tokens of one run
     accepted: int
     target_passes: int              # verification passes of one run (plain: one per token)
@@ -234,27 +244,15 @@ class SelfSpeedPoint:
     def tokens_per_pass(self) -> float:
         return self.new_tokens / self.target_passes
 
-    @property
-    def measured(self) -> float:
-        """plain time / speculative time (medians): above 1 is faster than plain decoding."""
-        return self.plain_s / self.speculative_s
-
-    @property
-    def measured_best(self) -> float:
-        return self.plain_best_s / self.speculative_best_s
-
 
 @dataclass(frozen=True)
-class SelfSpeedMeasurement:
-    points: list[SelfSpeedPoint]
+class SelfSpeedMeasurement(SpeedMeasurements):
+    """A self-drafting measurement: every prompt and method."""
+
     lookup_tokens: int
     max_ngram: int
     exit_layer: int
     draft_tokens: int
-    new_tokens: int                 # asked for (a run stops earlier at an end token)
-    runs: int
-    threads: int
-    seconds: float
 
 
 @torch.inference_mode()
@@ -303,11 +301,13 @@ def measure_self_speedup(model: CausalLM, prompts: Sequence[tuple[str, Sequence[
             fastest = specs[spec_s.index(min(spec_s))]
             spec_t, plain_t = Timing(tuple(spec_s)), Timing(tuple(plain_s))
             points.append(SelfSpeedPoint(
-                name, method, len(fastest.tokens), spec_t.median, plain_t.median, spec_t.low, plain_t.low,
-                fastest.proposed, fastest.accepted, fastest.target_passes,
-                fastest.tokens == plain_tokens, sum(r.draft_seconds for r in fastest.rounds),
-                sum(r.verify_seconds for r in fastest.rounds)))
+                len(fastest.tokens), spec_t.median, plain_t.median, spec_t.low, plain_t.low, prompt=name,
+                method=method, proposed=fastest.proposed, accepted=fastest.accepted,
+                target_passes=fastest.target_passes, same_tokens=fastest.tokens == plain_tokens,
+                draft_s=sum(r.draft_seconds for r in fastest.rounds),
+                verify_s=sum(r.verify_seconds for r in fastest.rounds)))
         if progress:
             progress(1.0, "done")
-        return SelfSpeedMeasurement(points, k, ng, ee, d, n, runs, threads, time.perf_counter() - t0)
+        return SelfSpeedMeasurement(points, n, runs, threads, time.perf_counter() - t0, lookup_tokens=k,
+                                    max_ngram=ng, exit_layer=ee, draft_tokens=d)
     return run_locked(go, threads)

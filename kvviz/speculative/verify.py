@@ -149,8 +149,7 @@ def make_round(index: int, source: str, drafted: Drafted, v: Verification, keep:
 def check_prompt_ids(model: CausalLM, ids: Sequence[int] | torch.Tensor) -> list[int]:
     """The prompt as a list of ints, or a LimitError: empty, longer than the model's cap, an id
     outside the vocabulary."""
-    prompt = [int(i) for i in torch.as_tensor(ids).reshape(-1).tolist()] if isinstance(ids, torch.Tensor) \
-        else [int(i) for i in ids]
+    prompt = [int(i) for i in torch.as_tensor(ids, dtype=torch.long).reshape(-1).tolist()]
     if not prompt:
         raise LimitError("The prompt is empty: give at least one token.")
     check_int("Prompt length", len(prompt), 1, model.limits.max_prompt_tokens)

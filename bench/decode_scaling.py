@@ -1,6 +1,6 @@
 """Benchmark: decode step time against batch size and context, and TTFT vs TPOT, on this machine.
 
-The same measurement as the "Measured here" tab of the Cost and scale page (kvviz.cost.measure:
+The same measurement as the "Measured here" tab of the Cost and scale page (kvviz.measure.scaling:
 kvviz's GPT built in the tiny or GPT-2-small shape with random weights, fp32, a preallocated
 cache), printed as tables.
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kvviz.cost.measure import SHAPES, measure_all  # noqa: E402
+from kvviz.measure.scaling import SHAPES, measure_all  # noqa: E402
 
 # the page's defaults: (batch sizes, context of the batch sweep, prompt lengths)
 DEFAULTS = {"tiny": ([1, 2, 4, 8, 16, 32], 128, [8, 32, 128, 512]), "gpt2": ([1, 2, 4, 8], 128, [8, 32, 128])}

@@ -25,12 +25,12 @@ import torch  # noqa: E402
 
 from kvviz import cost  # noqa: E402
 from kvviz.decoding.loops import generate, generate_cached  # noqa: E402
-from kvviz.models.gpt import gpt_config, load_tiny_gpt, random_gpt, to_transformers  # noqa: E402
+from kvviz.models.gpt import GPTModel, gpt_config, load_tiny_gpt, random_gpt, to_transformers  # noqa: E402
 
 PROMPT = "Today the weather is so nice . It"     # 8 tokens: 8 + 248 − 1 fits in 256 positions
 
 
-def hf_generate(hf, ids: list[int], n: int) -> tuple[list[int], float]:
+def transformers_generate(hf, ids: list[int], n: int) -> tuple[list[int], float]:
     x = torch.tensor([ids])
     mask = torch.ones_like(x)       # explicit: otherwise generate masks every prompt token equal to pad_token_id
     t0 = time.perf_counter()
@@ -42,12 +42,13 @@ def hf_generate(hf, ids: list[int], n: int) -> tuple[list[int], float]:
 
 def ours_vs_hf(model, ids: list[int], n: int, runs: int) -> dict:
     hf = to_transformers(model)
-    generate_cached(model, ids, min(n, 4), keep_logits=False)    # warm-up both
-    hf_generate(hf, ids, min(n, 4))
+    fast = GPTModel(model)
+    generate_cached(fast, ids, min(n, 4), keep_logits=False)    # warm-up both
+    transformers_generate(hf, ids, min(n, 4))
     ours_s, hf_s, same = [], [], True
     for _ in range(runs):
-        g = generate_cached(model, ids, n, keep_logits=False)
-        toks, s = hf_generate(hf, ids, n)
+        g = generate_cached(fast, ids, n, keep_logits=False)
+        toks, s = transformers_generate(hf, ids, n)
         ours_s.append(g.seconds)
         hf_s.append(s)
         same &= toks == g.tokens
@@ -57,9 +58,10 @@ def ours_vs_hf(model, ids: list[int], n: int, runs: int) -> dict:
 
 def cached_vs_uncached(model, ids: list[int], n: int, runs: int) -> dict:
     generate(model, ids, 4, keep_logits=False)
+    fast = GPTModel(model)
     c_s, u_s, same = [], [], True
     for _ in range(runs):
-        c = generate_cached(model, ids, n, keep_logits=False)
+        c = generate_cached(fast, ids, n, keep_logits=False)
         u = generate(model, ids, n, keep_logits=False)
         c_s.append(c.seconds)
         u_s.append(u.seconds)

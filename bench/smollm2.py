@@ -5,10 +5,10 @@ docs/measured-smollm2.md).
   into a fresh cache directory, its peak memory, then later loads of the converted directory, and
   whether the reloaded model's logits equal the GGUF-loaded model's (``torch.equal``);
 - **memory**: resident memory of a process with the float32 weights loaded, and with both dtypes;
-- **decode**: kvviz's cached decode loop (kvviz.decoding.loops.hf_generate with kvviz's
+- **decode**: kvviz's cached decode loop (kvviz.decoding.loops.generate_cached with kvviz's
   DynamicCache) against transformers' ``generate(use_cache=True)`` on the same weights in the same
   process, alternating, several runs: tokens per second and their ratio;
-- **dtypes**: a float32 decode step against a bfloat16 one (kvviz.cost.timing.measure_dtypes);
+- **dtypes**: a float32 decode step against a bfloat16 one (kvviz.measure.timing.measure_dtypes);
 - **page**: the page's default run (generation with its recompute check, then its frames), as the
   server's warm-up makes it; with ``--browser`` also first visits of the page on a fresh, warmed
   ``streamlit run`` (until its stepper has drawn event 0) and step presses there
@@ -112,7 +112,7 @@ def decode(runs: int, steps: int) -> None:
     from transformers import StoppingCriteria, StoppingCriteriaList
 
     from kvviz.cache import DynamicCache
-    from kvviz.decoding.loops import hf_generate
+    from kvviz.decoding.loops import generate_cached
     from kvviz.models.smollm2 import SmolLM2
 
     class Clock(StoppingCriteria):
@@ -129,12 +129,12 @@ def decode(runs: int, steps: int) -> None:
     n = steps + 1                                    # the prefill's token, then `steps` decode steps
     ours, theirs = [], []
     with torch.inference_mode():
-        hf_generate(m, ids, 4, stop=False)           # warm-up of both paths
+        generate_cached(m, ids, 4, stop=False)           # warm-up of both paths
         m.model.generate(x, max_new_tokens=4, min_new_tokens=4, do_sample=False)
         for r in range(runs):
             for who in (("kvviz", "hf") if r % 2 == 0 else ("hf", "kvviz")):
                 if who == "kvviz":
-                    g = hf_generate(m, ids, n, cache=DynamicCache(m.n_layers), stop=False, keep_logits=False)
+                    g = generate_cached(m, ids, n, cache=DynamicCache(m.n_layers), stop=False, keep_logits=False)
                     ours.append(1e3 * statistics.median(g.step_seconds[1:]))
                     kv_tokens = g.tokens
                 else:
@@ -146,7 +146,7 @@ def decode(runs: int, steps: int) -> None:
                     hf_tokens = out[0, len(ids):].tolist()
     print(f"decode, {steps} steps after the 37-token chat prompt, {torch.get_num_threads()} threads, {runs} runs "
           f"(median step of each run, ms):")
-    print(f"  kvviz hf_generate (kvviz DynamicCache): {', '.join(f'{v:.1f}' for v in ours)}")
+    print(f"  kvviz generate_cached (kvviz DynamicCache): {', '.join(f'{v:.1f}' for v in ours)}")
     print(f"  transformers generate(use_cache=True):  {', '.join(f'{v:.1f}' for v in theirs)}")
     best_ours, best_theirs = min(ours), min(theirs)
     print(f"  best run: kvviz {best_ours:.1f} ms = {1e3 / best_ours:.1f} tok/s, transformers {best_theirs:.1f} ms = "
@@ -159,7 +159,7 @@ def decode(runs: int, steps: int) -> None:
 
 
 def dtypes(runs: int, steps: int) -> None:
-    from kvviz.cost.timing import measure_dtypes
+    from kvviz.measure.timing import measure_dtypes
     from kvviz.models.smollm2 import SmolLM2
     models = [(d, SmolLM2(d)) for d in ("float32", "bfloat16")]
     ids = models[0][1].ids(models[0][1].chat("What is the capital of France?")[0])

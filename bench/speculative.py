@@ -77,7 +77,7 @@ def main() -> None:
     for rep in range(a.repeat):
         print(f"\n## run {rep + 1} (load average {load()}), {a.clock} clock")
         for name, rule in RULES.items():
-            summary[name].append(table(name, measure_speedup(target.model, draft.model, ids, range(1, 7), a.n, rule,
+            summary[name].append(table(name, measure_speedup(target, draft, ids, range(1, 7), a.n, rule,
                                                              a.runs, threads=a.threads, clock=a.clock)))
     print(f"\n## medians over {a.repeat} runs, {a.clock} clock (load average after: {load()})")
     for name, runs in summary.items():

@@ -3,7 +3,7 @@
 
 Both prompts of the page (a text to repeat, an open question; chat template), each method with the
 page's defaults (prompt lookup k = 10, n = 2; early exit γ = 4 at --exit-layer), --runs timed runs
-of each against as many plain ``hf_generate`` runs of the same tokens (greedy, stopped at the end
+of each against as many plain ``generate_cached`` runs of the same tokens (greedy, stopped at the end
 token), after an untimed warm-up; medians and the fastest. Prints the load average before and
 after, and a JSON line per point.
 

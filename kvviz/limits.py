@@ -90,7 +90,7 @@ MAX_COST_GEN_TOKENS = 1_000_000   # N in the FLOP formulas
 # Batched A/B/C stepper (kvviz/decoding/batching.py)
 MAX_BATCH_PROMPTS = 3
 
-# Timing on this machine (kvviz/cost/measure.py): keep one visitor from hogging a shared server.
+# Timing on this machine (kvviz/measure/scaling.py): keep one visitor from hogging a shared server.
 MAX_MEASURE_BATCH = 32
 MAX_MEASURE_CONTEXT = 1_024
 MAX_MEASURE_STEPS = 32

@@ -8,8 +8,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from kvviz import cost
 from kvviz.cache import DynamicCache
-from kvviz.cost.measure import MeasuredGPT
 from kvviz.decoding.stepper import run_generation
+from kvviz.measure.scaling import MeasuredGPT
 from kvviz.models.abc import ABCModel
 
 

@@ -1,11 +1,11 @@
-"""The timing helpers (kvviz.cost.measure): they run on the tiny shape, return consistent numbers,
+"""The timing helpers (kvviz.measure.scaling): they run on the tiny shape, return consistent numbers,
 and refuse sizes beyond the caps before allocating anything."""
 import pytest
 
 from kvviz import cost
 from kvviz.cache import StaticCache
-from kvviz.cost.measure import build_stack, measure_all, measure_batch_sweep, stack_cache_bytes
 from kvviz.limits import MAX_MEASURE_BATCH, LimitError
+from kvviz.measure.scaling import build_stack, measure_all, measure_batch_sweep, stack_cache_bytes
 from kvviz.models.gpt import GPT
 
 

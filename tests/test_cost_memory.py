@@ -8,8 +8,8 @@ import torch
 
 from kvviz import cost
 from kvviz.cache import DynamicCache
-from kvviz.cost.measure import MeasuredGPT
 from kvviz.limits import LimitError
+from kvviz.measure.scaling import MeasuredGPT
 
 # torch dtypes that store one value per element; int4 is packed two per byte (uint8)
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,

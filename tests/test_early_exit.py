@@ -10,11 +10,10 @@ import pytest
 import torch
 
 from kvviz.cache import DynamicCache
-from kvviz.decoding.loops import hf_generate
+from kvviz.decoding.loops import generate_cached
 from kvviz.decoding.sampling import Sampler
 from kvviz.limits import EARLY_EXIT_MAX_TOKENS, LimitError
-from kvviz.speculative import early_exit_generate, early_exit_round
-from kvviz.speculative.early_exit import early_exit_logits
+from kvviz.speculative import early_exit_generate, early_exit_round, prompt_lookup_generate
 from tests.test_cli import cli, one_line_error
 from tests.test_prompt_lookup import REPEAT, TINY_PROMPTS
 
@@ -22,12 +21,12 @@ from tests.test_prompt_lookup import REPEAT, TINY_PROMPTS
 @pytest.mark.parametrize("prompt", TINY_PROMPTS[:2])
 def test_tiny_tokens_are_greedy_for_every_exit_layer(tiny_hf, prompt):
     ids = tiny_hf.ids(tiny_hf.tokenize(prompt))
-    greedy = hf_generate(tiny_hf, ids, 16, cached=True).tokens
+    greedy = generate_cached(tiny_hf, ids, 16, cached=True).tokens
     for k in range(1, tiny_hf.n_layers):
         for d in (1, 3):
             run = early_exit_generate(tiny_hf, ids, 16, k, d)
             assert run.tokens == greedy, (k, d)
-            assert run.method == "early-exit" and run.exit_layer == k and run.lookup_tokens == d
+            assert run.source == "early-exit" and run.exit_layer == k and run.gamma == d
             assert run.rounds[0].draft == () and run.rounds[0].fed == tuple(ids)      # round 0: the prefill
             assert all(len(r.draft) <= d for r in run.rounds)
 
@@ -41,14 +40,14 @@ def test_the_draft_is_the_first_k_layers_and_its_rows_are_cropped(tiny_hf):
     with torch.inference_mode():
         out = tiny_hf.model(input_ids=torch.tensor([ids]), output_hidden_states=True)
         want = tiny_hf.model.lm_head(tiny_hf.model.model.norm(out.hidden_states[k][:, -1]))[0]
-        got = early_exit_logits(tiny_hf, ids, DynamicCache(tiny_hf.n_layers), k)
+        got = tiny_hf.exit_logits(ids, DynamicCache(tiny_hf.n_layers), k)
     assert torch.allclose(got, want.float(), atol=1e-5)
     cache, seq, proposed = DynamicCache(tiny_hf.n_layers), list(ids), 0
     for i in range(8):
         r = early_exit_round(tiny_hf, cache, seq, k, 3, max_draft=3, index=i)
         seq += r.emitted
         proposed += len(r.draft)
-        assert r.cache.grown == r.start + len(r.fed) + len(r.draft)
+        assert r.target_cache.grown == r.start + len(r.fed) + len(r.draft)
         assert [layer.get_seq_length() for layer in cache.layers] == [len(seq) - 1] * tiny_hf.n_layers
     assert proposed > 0
     fresh = DynamicCache(tiny_hf.n_layers)
@@ -87,3 +86,27 @@ def test_smollm2_early_exit_is_greedy_and_the_cli_says_so(smollm2, capsys, monke
         assert err
     assert "needs --draft early-exit" in one_line_error(
         capsys, "speculate", "--model", "smollm2", "--draft", "prompt-lookup", "--prompt", "hi", "--exit-layer", "3")
+
+
+@pytest.fixture(params=["gpt", "hf"])
+def either(request):
+    """Both kinds of network behind the model protocol: the tiny GPT and the tiny random Llama."""
+    from kvviz.models.gpt import GPTModel
+    return GPTModel() if request.param == "gpt" else request.getfixturevalue("tiny_hf")
+
+
+def test_every_model_drafts_with_its_own_first_layers_and_speculation_stays_greedy(either):
+    """Early exit and prompt lookup need only the protocol (``exit_logits`` for the first layers):
+    cut after all its layers the network is the whole network, and on either model both drafts give
+    plain greedy decoding's tokens."""
+    m = either
+    ids = [m.vocab.index(t) for t in m.tokenize("Today the weather is so nice that we")]
+    whole = m.logits(ids, None, 0)[-1]
+    assert torch.allclose(m.exit_logits(ids, m.new_cache(), m.n_layers), whole, atol=1e-5)
+    assert not torch.allclose(m.exit_logits(ids, m.new_cache(), 1), whole, atol=1e-3)
+    greedy = generate_cached(m, ids, 12).tokens
+    for k in range(1, m.n_layers):
+        run = early_exit_generate(m, ids, 12, k, 3)
+        assert run.tokens == greedy and run.source == "early-exit", k
+    looked = prompt_lookup_generate(m, ids, 12, 4, 2)
+    assert looked.tokens == greedy and looked.source == "prompt-lookup" and looked.prefill_len == 0

@@ -173,12 +173,7 @@ FLOORS = [
     {"__main__", "train_gpt"},
 ]
 # Upward imports on their way out: delete an entry when its branch is merged.
-KNOWN_UPWARD = {
-    # moved into kvviz/measure/ by the measurement merge (issue 36): timing runs the decoding loops
-    "kvviz.cost.timing",
-    # moved into kvviz/measure/ by the measurement merge (issue 36): it builds and runs GPTs
-    "kvviz.cost.measure",
-}
+KNOWN_UPWARD: set[str] = set()
 
 
 def _floor(module: str) -> int:
@@ -198,8 +193,8 @@ def test_no_module_imports_from_a_floor_above_its_own():
 
 
 def test_models_import_nothing_from_loops_batching_or_pages():
-    below = ("kvviz.decoding", "kvviz.serving", "kvviz.compress", "kvviz.speculative", "kvviz.cost.timing",
-             "kvviz.cost.measure", "kvviz.viz", "kvviz.cli", "kvviz.ui")
+    below = ("kvviz.decoding", "kvviz.serving", "kvviz.compress", "kvviz.speculative", "kvviz.measure",
+             "kvviz.viz", "kvviz.cli", "kvviz.ui")
     checked = 0
     for name, path in _engine_modules().items():
         if name.startswith("kvviz.models"):
@@ -208,6 +203,22 @@ def test_models_import_nothing_from_loops_batching_or_pages():
             assert not bad, (name, bad)
             checked += 1
     assert checked >= 10                     # the models package and the tiny GPT's modules
+
+
+def test_cost_is_formulas_and_measurements_sit_above_decoding():
+    """kvviz.cost holds formulas only: no torch, no kvviz package but itself and kvviz.limits; what
+    this machine measures (kvviz.measure) imports the loops, and nothing below the loops imports it."""
+    modules = _engine_modules()
+    cost = {n: p for n, p in modules.items() if n == "kvviz.cost" or n.startswith("kvviz.cost.")}
+    assert len(cost) >= 6
+    for name, path in cost.items():
+        assert not _third_party(path) & {"torch", "transformers", "numpy"}, name
+        assert all(m.startswith(("kvviz.cost", "kvviz.limits")) for m in _imports(path)[0]), name
+    lower = ("kvviz.cache", "kvviz.cost", "kvviz.models", "kvviz.decoding", "kvviz.limits")
+    for name, path in modules.items():
+        if name.startswith(lower):
+            assert not {m for m in _imports(path)[0] if m.startswith("kvviz.measure")}, name
+    assert any(m.startswith("kvviz.decoding") for m in _imports(modules["kvviz.measure.timing"])[0])
 
 
 def _third_party(path: Path) -> set[str]:

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from kvviz.decoding.loops import generate, generate_cached
-from kvviz.models.gpt import from_hf_state_dict, load_tiny_gpt, plain_state_dict, to_transformers
+from kvviz.models.gpt import GPTModel, from_hf_state_dict, load_tiny_gpt, plain_state_dict, to_transformers
 
 TINY = load_tiny_gpt()
 M, TOK = TINY.model, TINY.tokenizer
@@ -64,4 +64,4 @@ def test_same_greedy_continuation(hf, use_cache):
             out = hf.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=n, min_new_tokens=n,
                               do_sample=False, use_cache=use_cache, pad_token_id=0)
         theirs = out[0, len(ids):].tolist()
-        assert theirs == generate_cached(M, ids, n).tokens == generate(M, ids, n).tokens
+        assert theirs == generate_cached(GPTModel(M), ids, n).tokens == generate(M, ids, n).tokens

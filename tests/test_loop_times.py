@@ -1,11 +1,11 @@
-"""The Tiny GPT's verification times (kvviz.cost.timing.time_loops): warmed, repeated, interleaved,
+"""The Tiny GPT's verification times (kvviz.measure.timing.time_loops): warmed, repeated, interleaved,
 reported as a median with its range, and called noise when the ranges overlap. A fake clock makes
 the arithmetic exact; one short real run checks the record a page and the CLI read."""
 from __future__ import annotations
 
 import pytest
 
-from kvviz.cost.timing import VERIFY_REPEATS, LoopTimes, Timing, interleaved, time_loops
+from kvviz.measure.timing import VERIFY_REPEATS, LoopTimes, Timing, interleaved, time_loops
 
 
 class FakeClock:

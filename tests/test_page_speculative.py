@@ -6,7 +6,7 @@ import pytest
 from kvviz.decoding.loops import generate_cached
 from kvviz.decoding.sampling import Greedy, Sampler
 from kvviz.limits import SPECULATIVE_MAX_GAMMA
-from kvviz.models.gpt import load_draft_gpt, load_tiny_gpt
+from kvviz.models.gpt import GPTModel, load_draft_gpt, load_tiny_gpt
 from kvviz.speculative.decoding import speculative_generate
 from kvviz.ui.app import fmt
 from kvviz.ui.app.i18n import LANGS, strings
@@ -23,7 +23,7 @@ PROMPT = TARGET.tokenizer.encode("It is rainy in London , so we")
 
 
 def engine(new=12, gamma=4, rule=None, seed=0):
-    return speculative_generate(TARGET.model, DRAFT.model, PROMPT, new, gamma, rule or Greedy(), seed,
+    return speculative_generate(GPTModel(TARGET), GPTModel(DRAFT), PROMPT, new, gamma, rule or Greedy(), seed,
                                 keep_attention=True)
 
 
@@ -119,7 +119,7 @@ def test_sampled_tests_show_p_q_u_and_the_residual_the_correction_is_drawn_from(
 
 def test_exactness_greedy_tokens_equal_plain_greedy_and_sampling_says_what_is_exact():
     at = open_page(PAGE)
-    plain = generate_cached(TARGET.model, PROMPT, 12).tokens
+    plain = generate_cached(GPTModel(TARGET), PROMPT, 12).tokens
     shown = [c.value for c in at.text]
     assert shown[:2] == [" ".join(VOCAB[i] for i in plain)] * 2
     assert any(s.value.startswith("Identical: all 12 tokens are the target's own greedy tokens") for s in at.success)
@@ -171,7 +171,8 @@ def test_settings_and_step_come_from_the_address_in_every_language():
                               "sd_layer": "3", "step": "2"})
         no_exception(at)
         assert at.title[0].value == strings(lang)["speculative.title"]
-        spec = speculative_generate(TARGET.model, DRAFT.model, TARGET.tokenizer.encode("Today the weather is so"), 6, 2,
+        spec = speculative_generate(GPTModel(TARGET), GPTModel(DRAFT),
+                                    TARGET.tokenizer.encode("Today the weather is so"), 6, 2,
                                     keep_attention=True)
         assert len(stepper(at)["payload"]["frames"]) == len(frames_speculative.plan(spec))
         assert stepper(at)["start"] == 2 and at.selectbox(key="sd_layer").value == 3
@@ -216,14 +217,14 @@ def test_prompt_lookup_on_smollm2_shows_the_draft_the_verification_and_the_rollb
                                               for i, x in enumerate(r.draft)]
     # the target's cache: rows before, written and kept, written for rejected draft tokens (removed)
     strip = cache["data"][0]
-    assert strip["y"] == ["model's cache"] and len(strip["x"]) == min(14, r.cache.grown)
-    after = f"{r.cache.grown} after the pass, {r.cache.after} after the rollback"
+    assert strip["y"] == ["model's cache"] and len(strip["x"]) == min(14, r.target_cache.grown)
+    after = f"{r.target_cache.grown} after the pass, {r.target_cache.after} after the rollback"
     assert cache["layout"]["title"]["text"].endswith(after)
-    assert sum(z == 2 for z in strip["z"][0]) == len(r.cache.removed)
+    assert sum(z == 2 for z in strip["z"][0]) == len(r.target_cache.removed)
     assert [d["y"] for d in rounds["data"][:1]] == [[x.n_accepted for x in run.rounds]]
     metric = {m.label: m.value for m in at.metric}
     assert metric["Draft tokens"] == str(len(r.draft)) and metric["Accepted"] == str(r.n_accepted)
-    assert metric["Acceptance rate"] == fmt.percent(run.acceptance_rate, 1)
+    assert metric["Acceptance rate"] == fmt.percent(run.accepted_fraction, 1)
     assert metric["Passes of the model"] == str(run.target_passes) < str(LLM_NEW)
     # the exactness check: the same tokens as plain greedy, visible
     assert run.tokens == list(cached_greedy(tuple(run.prompt), LLM_NEW))
@@ -235,8 +236,8 @@ def test_prompt_lookup_on_smollm2_shows_the_draft_the_verification_and_the_rollb
     table = at.dataframe[0].value
     open_run = page_run(smollm2, case="open")
     assert list(table["proposed"]) == [run.proposed, open_run.proposed]
-    assert cases["data"][0]["y"] == pytest.approx([run.acceptance_rate, open_run.acceptance_rate or 0.0])
-    assert run.acceptance_rate > (open_run.acceptance_rate or 0.0)
+    assert cases["data"][0]["y"] == pytest.approx([run.accepted_fraction, open_run.accepted_fraction or 0.0])
+    assert run.accepted_fraction > (open_run.accepted_fraction or 0.0)
     assert any("Not measured yet" in i.value for i in at.info)
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels == ["Download the run (JSON)", "Download the acceptance rates (CSV)"]
@@ -248,7 +249,7 @@ def test_early_exit_on_smollm2_is_greedy_and_says_it_is_slower(smollm2):
                           "sd_ee_k": "2", "sd_round": "2"}, timeout=120)
     no_exception(at)
     run = page_run(smollm2, "early-exit", "open", 4, 2, 20)
-    assert run.method == "early-exit" and run.tokens == list(cached_greedy(tuple(run.prompt), 4))
+    assert run.source == "early-exit" and run.tokens == list(cached_greedy(tuple(run.prompt), 4))
     r = run.rounds[1]
     assert {m.label: m.value for m in at.metric}["Draft tokens"] == str(len(r.draft))
     assert at.text_area(key="sd_text").value == PRESETS["open"] and at.number_input(key="sd_exit").value == 20

@@ -62,9 +62,9 @@ def test_abc_stepper_through_blocks_is_bit_identical():
 @pytest.mark.parametrize("block_size, rule", [(1, None), (7, None), (4, SAMPLER)])
 def test_fast_loop_through_blocks_is_bit_identical(block_size, rule):
     ids = _ids("Yesterday it was so cold in Oslo that we")                # 9 words
-    a = generate_cached(M.network, ids, 12, rule, seed=2)
+    a = generate_cached(M, ids, 12, rule, seed=2)
     cache = PagedCache(M.n_layers, block_size, 32)
-    b = generate_cached(M.network, ids, 12, rule, seed=2, cache=cache)
+    b = generate_cached(M, ids, 12, rule, seed=2, cache=cache)
     assert a.tokens == b.tokens and torch.equal(a.logits, b.logits)
     assert cache.block_table(0) == tuple(range(-(-20 // block_size)))    # 9 + 12 − 1 positions, in order
     assert b.cache_bytes == cache.nbytes()

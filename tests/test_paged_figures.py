@@ -66,7 +66,8 @@ def test_pool_grid_shows_owners_filled_and_free_slots_and_shared_counts(runs):
 
 def test_pool_grid_outlines_blocks_taken_copied_and_freed():
     run = compare_policies(M, STREAM[:2], block_size=4, num_blocks=8)["continuous"]
-    step = dataclasses.replace(run.steps[1], taken=(3, 5), copied=((2, 5),), freed=(6,))
+    step = dataclasses.replace(run.steps[1], blocks=dataclasses.replace(run.steps[1].blocks, taken=(3, 5),
+                                                                        copied=((2, 5),), freed=(6,)))
     shapes = block_pool_figure(step, 4).layout.shapes
     assert sorted((s.name, s.line.color) for s in shapes) == sorted(
         [("taken", "#000000"), ("copied", COLORS["chosen"]), ("freed", "#777777")])

@@ -12,7 +12,7 @@ import torch
 from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
 from kvviz.cache import DynamicCache
-from kvviz.decoding.loops import hf_generate
+from kvviz.decoding.loops import generate_cached
 from kvviz.decoding.sampling import Greedy, Sampler
 from kvviz.limits import PROMPT_LOOKUP_MAX_NGRAM, PROMPT_LOOKUP_MAX_TOKENS, LimitError
 from kvviz.speculative import find_draft, prompt_lookup_dict, prompt_lookup_generate, prompt_lookup_round
@@ -55,9 +55,9 @@ def check_rounds_against_transformers(model, run, k: int, n: int) -> None:
         theirs = transformers_candidates(seq, k, n, len(run.prompt) + run.max_new_tokens, end_id(model))
         assert r.draft == theirs[:missing - 1], (r.index, r.draft, theirs)
         assert r.start == (0 if r.index == 0 else len(seq) - 1) and r.fed == tuple(seq[r.start:])
-        assert r.cache.grown == r.start + len(r.fed) + len(r.draft)
+        assert r.target_cache.grown == r.start + len(r.fed) + len(r.draft)
         seq += r.emitted
-        assert r.cache.after == len(seq) - 1                       # the text except its new last token
+        assert r.target_cache.after == len(seq) - 1                       # the text except its new last token
     assert seq[len(run.prompt):] == run.tokens
 
 
@@ -90,7 +90,7 @@ def test_the_draft_rule_is_transformers_prompt_lookup_on_random_texts():
 def test_tiny_tokens_are_greedy_and_transformers_prompt_lookup(tiny_hf, prompt, k, n):
     ids = tiny_hf.ids(tiny_hf.tokenize(prompt))
     run = prompt_lookup_generate(tiny_hf, ids, 24, k, n)
-    assert run.tokens == hf_generate(tiny_hf, ids, 24, cached=True).tokens
+    assert run.tokens == generate_cached(tiny_hf, ids, 24, cached=True).tokens
     assert run.tokens == transformers_prompt_lookup(tiny_hf, ids, 24, k, n)
     check_rounds_against_transformers(tiny_hf, run, k, n)
 
@@ -111,7 +111,7 @@ def test_tiny_cache_holds_exactly_the_accepted_text_after_every_round(tiny_hf):
         tiny_hf.model(input_ids=torch.tensor([seq[:-1]]), past_key_values=fresh, use_cache=True)
     for got, want in zip(cache.layers, fresh.layers):
         assert torch.allclose(got.keys, want.keys, atol=1e-5) and torch.allclose(got.values, want.values, atol=1e-5)
-    assert seq[len(ids):] == hf_generate(tiny_hf, ids, len(seq) - len(ids), stop=False).tokens
+    assert seq[len(ids):] == generate_cached(tiny_hf, ids, len(seq) - len(ids), stop=False).tokens
 
 
 def test_bad_requests_are_refused(tiny_hf):
@@ -140,7 +140,7 @@ def real_runs(smollm2):
     out = {}
     for name, text in (("repeat", REPEAT), ("open", OPEN)):
         ids = smollm2.ids(smollm2.prompt(text, chat=True))
-        out[name] = (prompt_lookup_generate(smollm2, ids, NEW, K, NGRAM), hf_generate(smollm2, ids, NEW).tokens,
+        out[name] = (prompt_lookup_generate(smollm2, ids, NEW, K, NGRAM), generate_cached(smollm2, ids, NEW).tokens,
                      transformers_prompt_lookup(smollm2, ids, NEW, K, NGRAM))
     return out
 
@@ -156,8 +156,8 @@ def test_smollm2_copies_are_accepted_more_often_than_answers(smollm2, real_runs)
     repeat, _, _ = real_runs["repeat"]
     answer, _, _ = real_runs["open"]
     assert smollm2.decode(repeat.tokens).startswith("The quick brown fox jumps over the lazy dog")
-    assert repeat.acceptance_rate > answer.acceptance_rate
-    assert repeat.tokens_per_pass > answer.tokens_per_pass
+    assert repeat.accepted_fraction > answer.accepted_fraction
+    assert repeat.tokens_per_target_pass > answer.tokens_per_target_pass
     assert repeat.target_passes < len(repeat.tokens)             # fewer passes than plain greedy's one per token
 
 

@@ -25,7 +25,7 @@ SHARED = request_stream(5, seed=1, max_new_tokens=6, shared_prefix=8)
 
 def _solo_tokens(req: Request) -> tuple[str, ...]:
     """The request alone through the fast loop (a contiguous StaticCache): an independent path."""
-    gen = generate_cached(M.network, [M.vocab.index(w) for w in req.prompt], req.max_new_tokens)
+    gen = generate_cached(M, [M.vocab.index(w) for w in req.prompt], req.max_new_tokens)
     return tuple(M.vocab[i] for i in gen.tokens)
 
 

@@ -8,7 +8,7 @@ from transformers import DynamicCache as HFDynamicCache
 
 from kvviz import cost
 from kvviz.cache import DynamicCache
-from kvviz.decoding.loops import hf_generate
+from kvviz.decoding.loops import generate_cached
 from kvviz.decoding.sampling import Sampler
 from kvviz.decoding.stepper import run_generation
 from kvviz.models import smollm2 as s
@@ -122,7 +122,7 @@ def test_chat_answer_through_the_stepper_with_the_recompute_check(smollm2):
     T = len(tokens) + len(chosen) - 1
     assert last.keys[29].shape == (1, 3, T, 64) and last.nbytes() == 46_080 * T       # 2·30·3·64·4 per token
     ids = m.ids(tokens)
-    cached, recomputed = hf_generate(m, ids, len(chosen)), hf_generate(m, ids, len(chosen), cached=False)
+    cached, recomputed = generate_cached(m, ids, len(chosen)), generate_cached(m, ids, len(chosen), cached=False)
     assert m.tokens(cached.tokens) == m.tokens(recomputed.tokens) == chosen
     assert float((cached.logits - recomputed.logits).abs().max()) < 1e-4
 
@@ -130,11 +130,12 @@ def test_chat_answer_through_the_stepper_with_the_recompute_check(smollm2):
 def test_plain_text_and_sampling_with_a_seed(smollm2):
     m = smollm2
     ids = m.ids(m.tokenize("Today the weather is so"))
-    assert m.decode(hf_generate(m, ids, 13).tokens) == " bad that it's affecting the way people think about the world."
+    assert m.decode(generate_cached(m, ids, 13).tokens) == \
+        " bad that it's affecting the way people think about the world."
     rule = Sampler(1.0, top_k=50)
     run = run_generation(m, m.tokenize("Today the weather is so"), 4, rule, seed=3, recheck=False)
     stepped = [e.chosen for e in run.events if e.phase == "choose"]
-    assert m.tokens(hf_generate(m, ids, 4, rule, seed=3).tokens) == stepped
+    assert m.tokens(generate_cached(m, ids, 4, rule, seed=3).tokens) == stepped
 
 
 def test_cli_trace_and_no_cache_on_smollm2(smollm2, capsys, monkeypatch):

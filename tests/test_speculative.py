@@ -17,6 +17,7 @@ from kvviz.limits import SPECULATIVE_MAX_ATTENTION_TOKENS, SPECULATIVE_MAX_GAMMA
 from kvviz.models.gpt import (
     DRAFT_CHECKPOINT,
     GPTConfig,
+    GPTModel,
     draft_config,
     load_draft_gpt,
     load_tiny_gpt,
@@ -30,6 +31,7 @@ from tests.test_cli import cli
 
 TINY, DRAFT = load_tiny_gpt(), load_draft_gpt()
 T, D, TOK = TINY.model, DRAFT.model, TINY.tokenizer
+TM, DM = GPTModel(TINY), GPTModel(DRAFT)     # the pair behind the model protocol (what the engine runs)
 PROMPTS = ["Today the weather is so", "It is rainy in London , so we", "In Oslo the sky", "Tomorrow",
            "The weather in Dublin will be so"]
 SAMPLERS = [Sampler(1.0), Sampler(0.8, top_k=5), Sampler(1.3, top_p=0.9), Sampler(0.7, 10, 0.8)]
@@ -68,11 +70,11 @@ def test_missing_draft_checkpoint_falls_back_to_seeded_random_weights(tmp_path):
     assert torch.equal(a.model.transformer.wte.weight, b.model.transformer.wte.weight)
     # a random draft still gives the target's greedy tokens: it only proposes
     ids = TOK.encode("Today the weather is so")
-    assert speculative_generate(T, a.model, ids, 10, 3).tokens == generate_cached(T, ids, 10).tokens
+    assert speculative_generate(TM, GPTModel(a), ids, 10, 3).tokens == generate_cached(TM, ids, 10).tokens
 
 
 def test_the_draft_disagrees_with_the_target_sometimes_yet_is_useful():
-    runs = [speculative_generate(T, D, TOK.encode(p), 40, 4, Sampler(1.0), seed=1) for p in PROMPTS[:3]]
+    runs = [speculative_generate(TM, DM, TOK.encode(p), 40, 4, Sampler(1.0), seed=1) for p in PROMPTS[:3]]
     alpha = sum(r.accepted for r in runs) / sum(r.tested for r in runs)
     assert 0.5 < alpha < 0.95, alpha
     assert sum(r.tokens_per_target_pass for r in runs) / len(runs) > 2.0
@@ -99,7 +101,7 @@ def test_p_and_q_are_the_distributions_the_rule_draws_from_row_by_row():
 
 # ---- exactness ---------------------------------------------------------------------------------------
 
-GREEDY = {prompt: generate_cached(T, TOK.encode(prompt), 23).tokens for prompt in PROMPTS}   # the target alone
+GREEDY = {prompt: generate_cached(TM, TOK.encode(prompt), 23).tokens for prompt in PROMPTS}   # the target alone
 
 
 @pytest.mark.parametrize("gamma", range(1, 7))
@@ -107,8 +109,8 @@ def test_greedy_speculation_gives_exactly_the_targets_greedy_tokens(gamma):
     for prompt in PROMPTS:
         ids = TOK.encode(prompt)
         for n in (1, 2, 23):        # greedy: the first n of 23 tokens are the n-token run's
-            assert speculative_generate(T, D, ids, n, gamma).tokens == GREEDY[prompt][:n], (prompt, gamma, n)
-    assert speculative_generate(T, D, ids, 9, gamma, Sampler(0.0)).tokens == GREEDY[prompt][:9]
+            assert speculative_generate(TM, DM, ids, n, gamma).tokens == GREEDY[prompt][:n], (prompt, gamma, n)
+    assert speculative_generate(TM, DM, ids, 9, gamma, Sampler(0.0)).tokens == GREEDY[prompt][:9]
 
 
 def _invariant_holds(spec, prompt_len):
@@ -131,7 +133,7 @@ def test_cache_lengths_follow_the_invariant_after_every_round(rule):
     for prompt in PROMPTS[:3]:
         ids = TOK.encode(prompt)
         for gamma, n in ((1, 7), (4, 30), (6, 13)):
-            spec = speculative_generate(T, D, ids, n, gamma, rule, seed=gamma)
+            spec = speculative_generate(TM, DM, ids, n, gamma, rule, seed=gamma)
             assert len(spec.tokens) == n
             _invariant_holds(spec, len(ids))
             # a round never proposes more than the tokens still missing minus one: nothing is thrown away
@@ -153,7 +155,7 @@ def test_rollback_leaves_exactly_the_cache_a_fresh_prefill_of_the_accepted_text_
         D(torch.tensor([seq[:-1]]), dc, 0)
         rejected = 0
         for i in range(8):
-            r = speculative_round(T, D, tc, dc, seq, 4, Sampler(1.2), g, i)
+            r = speculative_round(TM, DM, tc, dc, seq, 4, Sampler(1.2), g, i)
             seq += r.emitted
             rejected += r.rejected_at is not None
             assert tc.get_seq_length() == len(seq) - 1 and dc.get_seq_length() <= len(seq) - 1
@@ -177,7 +179,7 @@ def _first_tokens(prompt: str, rule, n: int, gamma: int) -> list[int]:
         T(torch.tensor([ids[:-1]]), tc, 0)
         D(torch.tensor([ids[:-1]]), dc, 0)
         for seed in range(n):
-            r = speculative_round(T, D, tc, dc, ids, gamma, rule, torch.Generator().manual_seed(seed))
+            r = speculative_round(TM, DM, tc, dc, ids, gamma, rule, torch.Generator().manual_seed(seed))
             out.append(r.emitted[0])
             tc.crop(len(ids) - 1)
             dc.crop(len(ids) - 1)
@@ -225,7 +227,7 @@ def test_sampled_first_token_is_distributed_as_the_target_alone_chi_square(rule,
 
 def test_every_round_applies_the_acceptance_rule_and_the_residual():
     for rule in SAMPLERS:
-        spec = speculative_generate(T, D, TOK.encode(DISAGREE), 40, 5, rule, seed=11)
+        spec = speculative_generate(TM, DM, TOK.encode(DISAGREE), 40, 5, rule, seed=11)
         for r in spec.rounds:
             assert torch.allclose(r.p.sum(-1), torch.ones(r.gamma + 1, dtype=torch.float64))
             for i, pr in enumerate(r.proposals):
@@ -254,11 +256,11 @@ def test_every_round_applies_the_acceptance_rule_and_the_residual():
 
 def test_same_seed_same_run_and_greedy_draws_nothing():
     ids = TOK.encode("Today the weather is so")
-    a = speculative_generate(T, D, ids, 30, 4, Sampler(1.1), seed=5)
-    b = speculative_generate(T, D, ids, 30, 4, Sampler(1.1), seed=5)
+    a = speculative_generate(TM, DM, ids, 30, 4, Sampler(1.1), seed=5)
+    b = speculative_generate(TM, DM, ids, 30, 4, Sampler(1.1), seed=5)
     assert a.tokens == b.tokens and [r.emitted for r in a.rounds] == [r.emitted for r in b.rounds]
-    assert len({tuple(speculative_generate(T, D, ids, 30, 4, Sampler(1.1), seed=s).tokens) for s in range(4)}) > 1
-    g = speculative_generate(T, D, ids, 30, 4)
+    assert len({tuple(speculative_generate(TM, DM, ids, 30, 4, Sampler(1.1), seed=s).tokens) for s in range(4)}) > 1
+    g = speculative_generate(TM, DM, ids, 30, 4)
     assert all(pr.u is None for r in g.rounds for pr in r.proposals)
     assert all(pr.accepted == (pr.p == 1.0) for r in g.rounds for pr in r.proposals if pr.accepted is not None)
 
@@ -267,7 +269,7 @@ def test_same_seed_same_run_and_greedy_draws_nothing():
 
 def test_round_records_carry_what_a_page_shows():
     ids = TOK.encode(DISAGREE)
-    spec = speculative_generate(T, D, ids, 20, 4, Sampler(1.0), seed=2, keep_attention=True)
+    spec = speculative_generate(TM, DM, ids, 20, 4, Sampler(1.0), seed=2, keep_attention=True)
     V = T.config.vocab_size
     assert spec.prefill_len == len(ids) - 1
     assert spec.target_passes == 1 + len(spec.rounds) and spec.draft_passes == 1 + spec.proposed
@@ -294,32 +296,32 @@ def test_round_records_carry_what_a_page_shows():
     rejected = [r for r in spec.rounds if r.rejected_at is not None]
     assert rejected and all(r.residual.shape == (V,) for r in rejected)
     # keeping the attention runs the same network: greedy tokens unchanged
-    assert speculative_generate(T, D, ids, 12, 3, keep_attention=True).tokens == generate_cached(T, ids, 12).tokens
+    assert speculative_generate(TM, DM, ids, 12, 3, keep_attention=True).tokens == generate_cached(TM, ids, 12).tokens
 
 
 def test_limits_are_enforced_by_the_engine():
     ids = TOK.encode("Today")
     with pytest.raises(LimitError, match="Gamma"):
-        speculative_generate(T, D, ids, 5, 0)
+        speculative_generate(TM, DM, ids, 5, 0)
     with pytest.raises(LimitError, match="Gamma"):
-        speculative_generate(T, D, ids, 5, SPECULATIVE_MAX_GAMMA + 1)
+        speculative_generate(TM, DM, ids, 5, SPECULATIVE_MAX_GAMMA + 1)
     with pytest.raises(LimitError, match="New tokens"):
-        speculative_generate(T, D, ids, SPECULATIVE_MAX_NEW_TOKENS + 1, 2)
+        speculative_generate(TM, DM, ids, SPECULATIVE_MAX_NEW_TOKENS + 1, 2)
     with pytest.raises(LimitError, match="New tokens"):
-        speculative_generate(T, D, ids, SPECULATIVE_MAX_ATTENTION_TOKENS + 1, 2, keep_attention=True)
+        speculative_generate(TM, DM, ids, SPECULATIVE_MAX_ATTENTION_TOKENS + 1, 2, keep_attention=True)
     with pytest.raises(LimitError, match="Prompt length"):
-        speculative_generate(T, D, ids * 65, 5, 2)
+        speculative_generate(TM, DM, ids * 65, 5, 2)
     short = random_gpt(draft_config(T.config.vocab_size, block_size=32))     # a draft that knows 32 positions
-    speculative_generate(T, short, ids * 5, 28, 2)                          # 5 + 28 − 1 = 32 fit
+    speculative_generate(TM, GPTModel(short), ids * 5, 28, 2)              # 5 + 28 − 1 = 32 fit
     with pytest.raises(LimitError, match="32 positions"):
-        speculative_generate(T, short, ids * 5, 29, 2)
+        speculative_generate(TM, GPTModel(short), ids * 5, 29, 2)
     with pytest.raises(LimitError, match="Seed"):
-        speculative_generate(T, D, ids, 5, 2, Sampler(1.0), seed=-1)
+        speculative_generate(TM, DM, ids, 5, 2, Sampler(1.0), seed=-1)
     with pytest.raises(LimitError, match="empty"):
-        speculative_generate(T, D, [], 5, 2)
+        speculative_generate(TM, DM, [], 5, 2)
     other = random_gpt(GPTConfig(vocab_size=90, n_layer=1, n_head=2, n_embd=32))
     with pytest.raises(LimitError, match="vocabulary"):
-        speculative_generate(T, other, ids, 5, 2)
+        speculative_generate(TM, GPTModel(other), ids, 5, 2)
 
 
 # ---- the expected speed-up (kvviz.cost) -----------------------------------------------------------
@@ -365,7 +367,7 @@ def test_expected_speedup_is_theorem_3_8_with_its_corollary_and_limits():
 def test_measure_speedup_times_both_loops_and_puts_the_formula_beside_it():
     ids = TOK.encode("Today the weather is so")
     steps = []
-    m = measure_speedup(T, D, ids, gammas=[2, 1], new_tokens=8, runs=1, progress=lambda f, s: steps.append(f))
+    m = measure_speedup(TM, DM, ids, gammas=[2, 1], new_tokens=8, runs=1, progress=lambda f, s: steps.append(f))
     assert [p.gamma for p in m.points] == [1, 2] and steps[-1] == 1.0
     assert 0 < m.c < 1 and 0 < m.c_flops < 0.2 and m.target_ms > 0
     for p in m.points:
@@ -375,12 +377,12 @@ def test_measure_speedup_times_both_loops_and_puts_the_formula_beside_it():
             cost.speculative_speedup(p.acceptance_rate, p.gamma, m.c, p.verify_ms / m.target_ms))
         assert 1 <= p.tokens_per_target_pass <= p.gamma + 1
         assert p.rounds >= 8 / (p.gamma + 1) and p.run_draft_ms > 0 and p.run_verify_ms > 0 and p.run_other_ms > 0
-    cpu = measure_speedup(T, D, ids, gammas=[1], new_tokens=4, runs=1, clock="cpu")
+    cpu = measure_speedup(TM, DM, ids, gammas=[1], new_tokens=4, runs=1, clock="cpu")
     assert cpu.clock == "cpu" and cpu.points[0].plain_s > 0
     for kw in (dict(gammas=[9]), dict(gammas=[]), dict(new_tokens=65), dict(new_tokens=1), dict(runs=11),
                dict(clock="sundial")):
         with pytest.raises(LimitError):
-            measure_speedup(T, D, ids, **kw)
+            measure_speedup(TM, DM, ids, **kw)
 
 
 # ---- the command line --------------------------------------------------------------------------------
@@ -391,7 +393,8 @@ def test_speculate_prints_the_documented_json(capsys):
     assert code == 0, err
     d = json.loads(out)
     assert list(d) == ["tokens", "rounds", "acceptance_rate", "target_passes", "draft_passes"]
-    assert d["tokens"] == [TOK.vocab[i] for i in generate_cached(T, TOK.encode("Today the weather is so"), 24).tokens]
+    plain = generate_cached(TM, TOK.encode("Today the weather is so"), 24).tokens
+    assert d["tokens"] == [TOK.vocab[i] for i in plain]
     assert all(list(r) == ["draft", "accepted", "emitted", "target_cache_len", "draft_cache_len"] for r in d["rounds"])
     assert sum(len(r["emitted"]) for r in d["rounds"]) == 24
     assert d["rounds"][-1]["target_cache_len"] == 5 + 24 - 1
@@ -403,7 +406,7 @@ def test_speculate_samples_with_a_seed_and_refuses_bad_arguments_in_one_line(cap
             "--temperature", "0.9", "--top-k", "8", "--seed", "4"]
     assert cli_main(args) == 0
     out = json.loads(capsys.readouterr().out)
-    spec = speculative_generate(T, D, TOK.encode("Today the weather is so"), 12, 3, Sampler(0.9, top_k=8), seed=4)
+    spec = speculative_generate(TM, DM, TOK.encode("Today the weather is so"), 12, 3, Sampler(0.9, top_k=8), seed=4)
     assert out == speculation_dict(spec, TOK.vocab)
     for bad in (["--gamma", "0"], ["--gamma", "9"], ["--new-tokens", "0"], ["--new-tokens", "500"],
                 ["--prompt", "Today the weather is hello"], ["--prompt", "  "], ["--top-p", "1.5"],
@@ -417,7 +420,7 @@ def test_speculate_samples_with_a_seed_and_refuses_bad_arguments_in_one_line(cap
 
 
 def test_the_pages_json_adds_every_proposals_numbers_to_the_commands():
-    spec = speculative_generate(T, D, TOK.encode(DISAGREE), 10, 3, Sampler(1.0), seed=5)
+    spec = speculative_generate(TM, DM, TOK.encode(DISAGREE), 10, 3, Sampler(1.0), seed=5)
     d = speculation_dict(spec, TOK.vocab, detail=True)
     plain = speculation_dict(spec, TOK.vocab)
     assert {k: d[k] for k in plain} == {k: v for k, v in plain.items() if k != "rounds"} | {"rounds": d["rounds"]}

@@ -5,7 +5,7 @@ import pytest
 
 from kvviz import cost
 from kvviz.decoding.sampling import Sampler
-from kvviz.models.gpt import load_draft_gpt, load_tiny_gpt
+from kvviz.models.gpt import GPTModel, load_draft_gpt, load_tiny_gpt
 from kvviz.speculative import SpeedMeasurement, SpeedPoint
 from kvviz.speculative.decoding import speculative_generate
 from kvviz.viz.speculative import cache_figure, position_figure, proposals_figure, residual_figure, speedup_figure
@@ -13,7 +13,8 @@ from kvviz.viz.theme import COLORS
 
 TINY, DRAFT = load_tiny_gpt(), load_draft_gpt()
 VOCAB = TINY.tokenizer.vocab
-SPEC = speculative_generate(TINY.model, DRAFT.model, TINY.tokenizer.encode("It is rainy in London , so we"), 24, 4,
+SPEC = speculative_generate(GPTModel(TINY), GPTModel(DRAFT), TINY.tokenizer.encode("It is rainy in London , so we"),
+                            24, 4,
                             Sampler(1.0), seed=2)
 REJECTED = next(r for r in SPEC.rounds if r.rejected_at is not None and r.rejected_at < r.gamma - 1)
 ALL_IN = next((r for r in SPEC.rounds if r.bonus and r.gamma), None)
@@ -40,7 +41,7 @@ def test_proposals_figure_shows_q_p_acceptance_and_u_per_proposal():
 
 
 def test_greedy_round_has_no_u_and_an_empty_round_says_so():
-    g = speculative_generate(TINY.model, DRAFT.model, TINY.tokenizer.encode("Today the weather is so"), 10, 3)
+    g = speculative_generate(GPTModel(TINY), GPTModel(DRAFT), TINY.tokenizer.encode("Today the weather is so"), 10, 3)
     d = _spec(proposals_figure(g.rounds[0], VOCAB, "Greedy"))
     assert len(d["data"]) == 3 and set(d["data"][2]["y"]) <= {0.0, 1.0}
     last = g.rounds[-1] if g.rounds[-1].gamma == 0 else None
@@ -86,10 +87,12 @@ def test_cache_figure_strikes_out_the_rows_the_rollback_removes():
 
 
 def test_speedup_figure_puts_formula_and_measurement_side_by_side():
-    pts = [SpeedPoint(g, 48, 0.02, 0.03, 0.018, 0.028, 0.8, 2.5, 0.5 + 0.1 * g,
-                      cost.speculative_speedup(0.8, g, 0.3), cost.speculative_speedup(0.8, g, 0.3, 1 + 0.2 * g))
+    pts = [SpeedPoint(48, 0.02, 0.03, 0.018, 0.028, gamma=g, acceptance_rate=0.8, tokens_per_target_pass=2.5,
+                      verify_ms=0.5 + 0.1 * g, expected=cost.speculative_speedup(0.8, g, 0.3),
+                      expected_with_verify=cost.speculative_speedup(0.8, g, 0.3, 1 + 0.2 * g))
            for g in (1, 2, 3)]
-    m = SpeedMeasurement(pts, 0.5, 0.15, 30, 0.06, {"name": "greedy"}, 5, 48, 3, 1, 2.0)
+    m = SpeedMeasurement(pts, 48, 3, 1, 2.0, target_ms=0.5, draft_ms=0.15, context=30, c_flops=0.06,
+                         rule={"name": "greedy"}, prompt_len=5)
     d = _spec(speedup_figure([1, 2, 3, 4], "Speed-up", alpha=0.8, c=0.3, measurement=m,
                              labels={"measured": "gemessen"}))
     names = [t["name"] for t in d["data"]]

@@ -14,7 +14,7 @@ import json
 import sys
 
 from kvviz.cli.args import add_rule_arguments, rule_from
-from kvviz.decoding.loops import hf_generate
+from kvviz.decoding.loops import generate_cached
 from kvviz.limits import (
     EARLY_EXIT_MAX_TOKENS,
     PROMPT_LOOKUP_MAX_NGRAM,
@@ -23,7 +23,6 @@ from kvviz.limits import (
     SPECULATIVE_MAX_NEW_TOKENS,
     LimitError,
 )
-from kvviz.models.gpt import GPTModel
 from kvviz.models.hf import HFCausalLM
 from kvviz.models.registry import get_model, limits_before_loading
 from kvviz.speculative import (
@@ -86,10 +85,10 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     target, draft = load_pair()
     try:
         rule = rule_from(a)
-        prompt = GPTModel(target).tokenize(a.prompt)
+        prompt = target.tokenize(a.prompt)
         ids = [target.tokenizer.index[w] for w in prompt]
         gamma = DEFAULT_GAMMA if a.gamma is None else a.gamma
-        spec = speculative_generate(target.model, draft.model, ids, a.new_tokens, gamma, rule, a.seed)
+        spec = speculative_generate(target, draft, ids, a.new_tokens, gamma, rule, a.seed)
     except (LimitError, ValueError) as e:
         parser.error(str(e))
     json.dump(speculation_dict(spec, target.tokenizer.vocab), sys.stdout, indent=1)
@@ -131,7 +130,7 @@ def run_prompt_lookup(a: argparse.Namespace, parser: argparse.ArgumentParser) ->
             run = prompt_lookup_generate(model, ids, new_tokens, k, n, rule)
     except (LimitError, ValueError) as e:
         parser.error(str(e))
-    plain = hf_generate(model, ids, new_tokens, cached=True, keep_logits=False)     # the same greedy, one step a token
+    plain = generate_cached(model, ids, new_tokens, keep_logits=False)     # the same greedy, one step a token
     out = {"model": model.name, "draft": a.draft, "rule": {"name": "greedy"},
            **prompt_lookup_dict(run, model.vocab), "text": model.decode(run.tokens),
            "same_as_greedy": run.tokens == plain.tokens, "greedy_passes": len(plain.tokens)}

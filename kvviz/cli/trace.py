@@ -10,7 +10,7 @@ import json
 import sys
 
 from kvviz.cli.args import add_rule_arguments, rule_from
-from kvviz.decoding.loops import generate, hf_generate
+from kvviz.decoding.loops import generate, generate_cached
 from kvviz.decoding.stepper import run_generation
 from kvviz.decoding.trace import run_dict
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, MAX_NEW_TOKENS, LimitError, check_int
@@ -52,7 +52,7 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             out = {"model": model.name, "prompt": prompt, "cache": False, "rule": rule.describe(), "seed": a.seed}
             if by_id:                                     # transformers' forward, the whole text every step
                 n = check_int("New tokens", a.new_tokens, 1, model.limits.max_new_tokens)
-                gen = hf_generate(model, model.ids(prompt), n, rule, a.seed, cached=False)
+                gen = generate_cached(model, model.ids(prompt), n, rule, a.seed, cached=False)
                 out.update(tokens=model.tokens(gen.tokens), prompt_ids=gen.prompt, new_ids=gen.tokens)
             else:
                 network = getattr(model, "network", None)     # models with a GPT network have the fast loops

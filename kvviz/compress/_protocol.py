@@ -1,13 +1,9 @@
-"""The three things the smaller caches need from a model that kvviz's model protocol
-(kvviz/models/base.py) does not say yet; the only module of kvviz.compress that knows the two
-adapters (the tiny GPT's kvviz.models.gpt.adapter.GPTModel and kvviz.models.hf.HFCausalLM). A
-module private to kvviz.compress (nothing outside it imports this), a stand-in until the protocol
-says these things itself.
+"""What the smaller caches need from a model beyond the protocol's fast path; the only module of
+kvviz.compress that knows the two adapters (the tiny GPT's kvviz.models.gpt.adapter.GPTModel and
+kvviz.models.hf.HFCausalLM). Private to kvviz.compress (nothing outside it imports this).
 
 - ``next_logits(model, ids, cache, start)``: the next-token logits after ``ids`` at positions
-  ``start``.., with ``cache`` (no per-head records: the fast path of an evaluation).
-  TODO(lead): point this at the protocol's ``logits(token_ids, cache, start_pos)`` once it lands
-  (its last row, float32); nothing else here changes.
+  ``start``.., with ``cache``: the protocol's fast path (``CausalLM.logits``, no per-head records).
 - ``rope_inv_freq(model)``: the rotary frequencies a window at cache positions re-rotates keys
   with (None without rotary positions: the tiny GPT learns absolute positions).
 - ``pooled_model(model, kv_heads)``: the same kind of model with its K/V heads mean-pooled
@@ -29,13 +25,7 @@ from kvviz.models.hf import HFCausalLM
 @torch.inference_mode()
 def next_logits(model, ids: Sequence[int], cache: Cache, start: int) -> torch.Tensor:
     """[V] float32: the logits that choose the token after ``ids`` (see the module doc)."""
-    idx = torch.tensor([list(ids)], dtype=torch.long)                                   # [1, N]
-    if isinstance(model, GPTModel):
-        return model.network(idx, cache, start, last_only=True)[0]
-    positions = torch.arange(start, start + idx.shape[1]).unsqueeze(0)                  # [1, N]
-    out = model.model(input_ids=idx, position_ids=positions, past_key_values=cache, use_cache=True,
-                      logits_to_keep=1)
-    return out.logits[0, -1].float()
+    return model.logits(list(ids), cache, start, keep=1)[-1].float()
 
 
 def rope_inv_freq(model) -> torch.Tensor | None:

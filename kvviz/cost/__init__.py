@@ -6,9 +6,8 @@
 - ``bandwidth``: arithmetic intensity, cache transfers, the memory-bound decode floor;
 - ``speculative``: speculative decoding's expected tokens per pass and speed-up.
 
-Everything is exact arithmetic on a model's shape, without torch. What this machine measures lives
-beside them (``kvviz.cost.measure``, ``kvviz.cost.timing``); those import torch and are not
-re-exported here.
+Everything is exact arithmetic on a model's shape, without torch and without a model. What this
+machine measures lives above the loops, in kvviz.measure.
 """
 from kvviz.cost.bandwidth import (
                                Intensity,

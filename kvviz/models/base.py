@@ -4,6 +4,12 @@ A model is anything with ``forward(token_ids, cache, start_pos) -> PassRecord`` 
 pages and the CLI need to use it without knowing which model it is: ``tokenize(text)``, its
 ``limits`` and its ``cost_config`` (the shape kvviz.cost computes with). Models that can run
 several sequences in one pass add ``forward_batch`` (kvviz.decoding.batching).
+
+A network that generates (the tiny GPT, any transformers causal LM) also has the fast path the
+loops, speculative decoding and the measurements run (``logits``: the same arithmetic as
+``forward``, nothing recorded), ``new_cache(kind)`` for a fresh cache of each kind, its per-layer
+``layout`` (``LayerLayout``: full or sliding attention, heads, head size, positions), its end tokens
+and the positions it can address. The hand-made A/B/C and weather models have ``forward`` only.
 """
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ from typing import Protocol
 
 import torch
 
-from kvviz.cache import Cache
+from kvviz.cache import Cache, DynamicCache, QuantizedCache, SlidingWindowCache, StaticCache
 from kvviz.cost import ModelConfig
 from kvviz.limits import (
     MAX_NEW_TOKENS,
@@ -112,8 +118,61 @@ class UnknownTokenError(LimitError):
         super().__init__(f"Unknown token(s) {', '.join(repr(u) for u in self.tokens)}; the vocabulary is {shown}.")
 
 
+@dataclass(frozen=True)
+class LayerLayout:
+    """What one attention layer looks like, as the caches and the cost pages need it.
+
+    ``attention`` is "full" (every earlier position) or "sliding" (the last ``window`` positions,
+    the query's own included); ``positions`` is "learned" (an embedding per position, added once
+    before the first layer), "rotary" (queries and keys rotated by position, base ``rope_theta``)
+    or "none"."""
+
+    n_heads: int                      # query heads
+    n_kv_heads: int                   # K/V heads (fewer: grouped-query attention)
+    head_dim: int
+    attention: str = "full"           # "full" or "sliding"
+    window: int | None = None         # sliding: positions a query reads
+    positions: str = "learned"        # "learned", "rotary" or "none"
+    rope_theta: float | None = None   # rotary: the base θ of the frequencies θ^(−2i/d)
+
+    def __post_init__(self) -> None:
+        if self.attention not in ("full", "sliding"):
+            raise ValueError(f"attention must be 'full' or 'sliding', not {self.attention!r}")
+        if (self.attention == "sliding") != (self.window is not None):
+            raise ValueError("a sliding layer has a window, a full layer none")
+        if self.positions not in ("learned", "rotary", "none"):
+            raise ValueError(f"positions must be 'learned', 'rotary' or 'none', not {self.positions!r}")
+
+
+CACHE_KINDS = ("dense", "static", "window", "quantized")
+
+
+def new_cache(layout: Sequence[LayerLayout], kind: str = "dense", **options) -> Cache:
+    """A fresh, empty cache of ``kind`` for a network of ``layout`` (one entry per layer):
+
+    - "dense": kvviz.cache.DynamicCache (grows; the stepper's);
+    - "static": StaticCache, preallocated, ``max_length`` positions (the fast loops');
+    - "window": SlidingWindowCache, ``window`` and optional ``sinks``, ``positions`` (its options);
+    - "quantized": QuantizedCache, ``bits``, ``group_size``, ``key_axis``, ``residual``.
+
+    The paged cache is made by kvviz.serving (it shares one pool between sequences)."""
+    n = len(layout)
+    if kind == "dense":
+        return DynamicCache(n, **options)
+    if kind == "static":
+        return StaticCache(n, **options)
+    if kind == "window":
+        return SlidingWindowCache(n, **options)
+    if kind == "quantized":
+        return QuantizedCache(n, **options)
+    raise ValueError(f"unknown cache kind {kind!r}; kinds: {', '.join(CACHE_KINDS)}")
+
+
 class Model(Protocol):
-    """One protocol for the toy models and the tiny GPT."""
+    """One protocol for every kvviz model: the toy models, the tiny GPT and transformers causal LMs.
+
+    The toy models have the members down to ``forward``; a network that generates has them all
+    (the tiny GPT's adapter kvviz.models.gpt.GPTModel, kvviz.models.hf.HFCausalLM)."""
 
     name: str
     vocab: list[str]          # tokens that may appear in the input
@@ -131,6 +190,35 @@ class Model(Protocol):
     def forward(self, token_ids: Sequence[int], cache: Cache | None, start_pos: int) -> PassRecord:
         """Run ``token_ids`` (positions start_pos..) against ``cache``; store their K/V in it."""
         ...
+
+
+class CausalLM(Model, Protocol):
+    """A network that generates: the Model protocol plus the fast path every loop runs.
+
+    ``tokenizer`` and ``chat_template`` are None when the model has none (the tiny GPT has no chat
+    template); ``end_tokens`` are the tokens that end a text (none for the tiny GPT);
+    ``max_positions`` the positions it can address at all (learned positions), None when unbounded."""
+
+    layout: tuple[LayerLayout, ...]
+    tokenizer: object | None
+    chat_template: str | None
+    end_tokens: frozenset[str]
+    max_positions: int | None
+
+    def logits(self, token_ids: Sequence[int] | torch.Tensor, cache: Cache | None, start_pos: int,
+               keep: int = 0) -> torch.Tensor:
+        """``forward``'s logits without its records: [N, V] float32 of the N new positions (the last
+        ``keep`` of them when keep > 0), their K/V stored in ``cache`` (None: no cache)."""
+        ...
+
+    def new_cache(self, kind: str = "dense", **options) -> Cache:
+        """A fresh, empty cache of ``kind`` for this network (``new_cache`` in kvviz.models.base)."""
+        ...
+
+    # Optional, for early exit (kvviz.speculative.early_exit): the network cut after its first layers.
+    # def exit_logits(self, token_ids: Sequence[int], cache: Cache, exit_layer: int) -> torch.Tensor:
+    #     """``token_ids`` after the cache's positions through the first ``exit_layer`` layers (their
+    #     rows appended to those layers of ``cache``), the final norm and the readout → logits [V]."""
 
 
 # --- masks ------------------------------------------------------------------------------------

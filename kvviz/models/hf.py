@@ -17,7 +17,7 @@ caches, kvviz.cache) or without one (``use_cache=False``: the recompute check), 
 
 The hooks exist only during a recording forward and ignore other threads. The fast loop (no
 attention weights, no snapshots), to be timed against transformers' ``generate``, is
-kvviz.decoding.loops.hf_generate.
+kvviz.decoding.loops.generate_cached (``logits`` below).
 """
 from __future__ import annotations
 
@@ -28,11 +28,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
+from transformers.masking_utils import create_causal_mask
 
 from kvviz.cache import Cache, PagedCache
 from kvviz.cost.shapes import ModelConfig
 from kvviz.limits import LimitError
-from kvviz.models.base import BatchPassRecord, ModelLimits, PassRecord, allowed_keys
+from kvviz.models.base import BatchPassRecord, LayerLayout, ModelLimits, PassRecord, allowed_keys, new_cache
 
 
 class Vocab(list):
@@ -81,6 +82,37 @@ def cost_config(config, name: str = "", source: str = "") -> ModelConfig:
         tied_embeddings=bool(getattr(config, "tie_word_embeddings", False)), source=source)
 
 
+def _rope_theta(config, layer_type: str) -> float | None:
+    """The rotary base of a layer of ``layer_type``: transformers 5 keeps it in ``rope_parameters``,
+    one dict, or one per layer type (``{"full_attention": {...}, "sliding_attention": {...}}``);
+    older configs in ``rope_theta``."""
+    params = getattr(config, "rope_parameters", None) or {}
+    if isinstance(params, dict) and isinstance(params.get(layer_type), dict):
+        params = params[layer_type]
+    theta = params.get("rope_theta") if isinstance(params, dict) else None
+    theta = theta if theta is not None else getattr(config, "rope_theta", None)
+    return None if theta is None else float(theta)
+
+
+def layout(config) -> tuple[LayerLayout, ...]:
+    """Each decoder layer's attention as the config says it: ``layer_types`` ("full_attention" or
+    "sliding_attention", every layer full without it) with ``sliding_window``, the heads, the head
+    size, rotary positions with their base."""
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
+    window = getattr(config, "sliding_window", None)
+    layers = []
+    for kind in types:
+        sliding = kind == "sliding_attention" and window is not None
+        theta = _rope_theta(config, kind)
+        layers.append(LayerLayout(heads, kv_heads, head_dim, "sliding" if sliding else "full",
+                                  int(window) if sliding else None, "rotary" if theta is not None else "none",
+                                  theta))
+    return tuple(layers)
+
+
 class HFCausalLM:
     """A transformers causal LM and its tokenizer as a kvviz model (see the module docstring).
 
@@ -105,6 +137,9 @@ class HFCausalLM:
         self.cost_config = cost or cost_config(cfg, name)
         self.dtype = next(model.parameters()).dtype
         self.end_tokens = frozenset(self.vocab[i] for i in self._end_ids())
+        self.layout = layout(cfg)
+        self.chat_template = getattr(tokenizer, "chat_template", None)
+        self.max_positions: int | None = None    # rotary positions: no table to run out of
         self._layers = self._attention_modules()
 
     def _end_ids(self) -> set[int]:
@@ -233,6 +268,43 @@ class HFCausalLM:
         hidden = got["hidden"][0].float() if got["hidden"] is not None else torch.empty(n, 0)
         return HFPassRecord(positions=list(range(start_pos, start_pos + n)), q=q, k=k, v=v, attention=att,
                             output=hidden, logits=out.logits[0].float(), q_unrotated=q_raw, k_unrotated=k_raw)
+
+    @torch.inference_mode()
+    def logits(self, token_ids: Sequence[int] | torch.Tensor, cache: Cache | None, start_pos: int,
+               keep: int = 0) -> torch.Tensor:
+        """The fast path: transformers' own forward at positions start_pos.., no hooks, no attention
+        weights → logits [N, V] float32 (the last ``keep`` positions when keep > 0: ``logits_to_keep``).
+        Without a cache the pass runs with ``use_cache=False`` (the recompute check)."""
+        ids = torch.as_tensor(token_ids, dtype=torch.long).reshape(1, -1)              # [1, N]
+        n = ids.shape[1]
+        positions = torch.arange(start_pos, start_pos + n).unsqueeze(0)                # [1, N]
+        out = self.model(input_ids=ids, position_ids=positions, past_key_values=cache,
+                         use_cache=cache is not None, logits_to_keep=keep)
+        return out.logits[0].float()
+
+    def new_cache(self, kind: str = "dense", **options) -> Cache:
+        """A fresh cache of ``kind`` for this network (kvviz.models.base.new_cache)."""
+        return new_cache(self.layout, kind, **options)
+
+    @torch.inference_mode()
+    def exit_logits(self, token_ids: Sequence[int], cache: Cache, exit_layer: int) -> torch.Tensor:
+        """The network cut after its first ``exit_layer`` decoder layers (early exit,
+        kvviz.speculative.early_exit): ``token_ids`` at the positions after the cache's, through those
+        layers (appending their rows to those layers of ``cache``), the final norm and the vocabulary
+        projection → the logits of the last position [V] float32. The same calls as the decoder's own
+        forward (the Llama family's ``model.embed_tokens``, ``rotary_emb``, ``layers``, ``norm``), stopped
+        early."""
+        net = self.model.model                                   # the decoder stack
+        start = cache.get_seq_length()
+        x = net.embed_tokens(torch.tensor([list(token_ids)]))                               # [1, N, C]
+        positions = torch.arange(start, start + len(token_ids)).unsqueeze(0)
+        mask = create_causal_mask(config=net.config, inputs_embeds=x, attention_mask=None, past_key_values=cache,
+                                  position_ids=positions)
+        rope = net.rotary_emb(x, position_ids=positions)
+        for layer in net.layers[:exit_layer]:
+            x = layer(x, attention_mask=mask, position_embeddings=rope, position_ids=positions,
+                      past_key_values=cache, use_cache=True)
+        return self.model.get_output_embeddings()(net.norm(x[:, -1:]))[0, -1].float()
 
     @torch.no_grad()
     def forward_batch(self, token_ids: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor,

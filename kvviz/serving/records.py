@@ -67,16 +67,13 @@ class BlockState:
 
 @dataclass(frozen=True)
 class StepRecord:
-    """One step of a run (built with ``StepRecord.of``); the block state (tables, refcounts, filled,
-    cached, free) is after the step (finished requests' blocks already freed), ``memory`` during its
-    pass.
-
-    Per block (index = block id): ``refcounts`` holders, ``filled`` slots holding a position,
-    ``cached`` named for prefix caching (a free cached block can still be shared).
-    ``taken`` / ``freed``: blocks taken from / returned to the free list this step; ``copied``:
-    (source, copy) pairs of copy-on-write; ``shared``: blocks attached by prefix hits this step.
-    ``chosen``: (request, token) picked this step; ``contexts``: (request, tokens in its cache
-    after the pass). ``pool_keys``: layer 0's K pool after the pass when the run keeps it.
+    """One step of a run (built with ``StepRecord.of``): who prefilled, decoded, waited, finished or was
+    preempted, ``blocks`` (a ``BlockState``: tables, refcounts, filled, cached, free, and what the pool
+    did this step) after the step (finished requests' blocks already freed), ``memory`` during its
+    pass. The block state's fields read through the record too (``step.refcounts``, ``step.taken``,
+    …; ``block_tables`` is ``blocks.tables``). ``chosen``: (request, token) picked this step;
+    ``contexts``: (request, tokens in its cache after the pass). ``pool_keys``: layer 0's K pool after
+    the pass when the run keeps it.
     """
 
     step: int
@@ -86,15 +83,7 @@ class StepRecord:
     finished: tuple[int, ...]
     preempted: tuple[int, ...]         # preempted at the start of this step (blocks released)
     recomputed: tuple[int, ...]        # prefilled again after a preemption (prompt + tokens so far)
-    block_tables: tuple[tuple[int, tuple[int, ...]], ...]
-    refcounts: tuple[int, ...]
-    filled: tuple[int, ...]
-    cached: tuple[bool, ...]
-    free_blocks: tuple[int, ...]
-    taken: tuple[int, ...]
-    freed: tuple[int, ...]
-    copied: tuple[tuple[int, int], ...]
-    shared: tuple[int, ...]
+    blocks: BlockState                 # the paged cache's blocks after the step
     chosen: tuple[tuple[int, str], ...]
     contexts: tuple[tuple[int, tuple[str, ...]], ...]
     memory: Memory
@@ -111,10 +100,45 @@ class StepRecord:
         """The one way a step record is made: who did what this step, and the blocks after it."""
         return cls(step=step, prefill=tuple(prefill), decode=tuple(decode), waiting=tuple(waiting),
                    finished=tuple(finished), preempted=tuple(preempted), recomputed=tuple(recomputed),
-                   block_tables=blocks.tables, refcounts=blocks.refcounts, filled=blocks.filled,
-                   cached=blocks.cached, free_blocks=blocks.free_blocks, taken=blocks.taken, freed=blocks.freed,
-                   copied=blocks.copied, shared=blocks.shared, chosen=tuple(chosen), contexts=tuple(contexts),
-                   memory=memory, prefill_saved=prefill_saved, max_abs_diff=max_abs_diff, pool_keys=pool_keys)
+                   blocks=blocks, chosen=tuple(chosen), contexts=tuple(contexts), memory=memory,
+                   prefill_saved=prefill_saved, max_abs_diff=max_abs_diff, pool_keys=pool_keys)
+
+    # the block state's fields, read through the step (one copy of them: ``blocks``)
+    @property
+    def block_tables(self) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        return self.blocks.tables
+
+    @property
+    def refcounts(self) -> tuple[int, ...]:
+        return self.blocks.refcounts
+
+    @property
+    def filled(self) -> tuple[int, ...]:
+        return self.blocks.filled
+
+    @property
+    def cached(self) -> tuple[bool, ...]:
+        return self.blocks.cached
+
+    @property
+    def free_blocks(self) -> tuple[int, ...]:
+        return self.blocks.free_blocks
+
+    @property
+    def taken(self) -> tuple[int, ...]:
+        return self.blocks.taken
+
+    @property
+    def freed(self) -> tuple[int, ...]:
+        return self.blocks.freed
+
+    @property
+    def copied(self) -> tuple[tuple[int, int], ...]:
+        return self.blocks.copied
+
+    @property
+    def shared(self) -> tuple[int, ...]:
+        return self.blocks.shared
 
     @property
     def tables(self) -> dict[int, tuple[int, ...]]:

@@ -1,11 +1,11 @@
-"""A speculative run as plain data: the ``speculate`` command's JSON and the page's download; a
-prompt-lookup run as ``speculate --draft prompt-lookup``'s JSON."""
+"""A speculative run as plain data: a draft model's run as the ``speculate`` command's JSON and the
+page's download; a self-drafted run (prompt lookup, early exit) as ``speculate --draft
+prompt-lookup``'s JSON."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kvviz.speculative.decoding import Speculation
-from kvviz.speculative.prompt_lookup import PromptLookup
+from kvviz.speculative.records import Speculation
 
 
 def speculation_dict(spec: Speculation, vocab: Sequence[str], detail: bool = False) -> dict:
@@ -35,7 +35,7 @@ def speculation_dict(spec: Speculation, vocab: Sequence[str], detail: bool = Fal
     }
 
 
-def prompt_lookup_dict(run: PromptLookup, vocab: Sequence[str]) -> dict:
+def prompt_lookup_dict(run: Speculation, vocab: Sequence[str]) -> dict:
     """A prompt-lookup run (kvviz.speculative.prompt_lookup) as the ``speculate --draft prompt-lookup``
     command's JSON (an early-exit run adds its method and exit layer). The prompt and new tokens as
     strings and ids; per round the cache's length before, how many text tokens the pass fed, the
@@ -43,17 +43,18 @@ def prompt_lookup_dict(run: PromptLookup, vocab: Sequence[str]) -> dict:
     target's own token, and the cache's length after the verification pass and after the rollback;
     the totals."""
     words = lambda ids: [vocab[i] for i in ids]     # noqa: E731
-    rate = run.acceptance_rate
+    rate = run.accepted_fraction
     return {
         "prompt": words(run.prompt), "prompt_ids": list(run.prompt),
         "tokens": words(run.tokens), "new_ids": list(run.tokens),
-        "lookup_tokens": run.lookup_tokens, "ngram": run.max_ngram,
-        **({"method": run.method, "exit_layer": run.exit_layer} if run.method != "prompt-lookup" else {}),
-        "rounds": [{"cache_before": r.cache.before, "fed": len(r.fed),
+        "lookup_tokens": run.gamma, "ngram": run.max_ngram,
+        **({"method": run.source, "exit_layer": run.exit_layer} if run.source != "prompt-lookup" else {}),
+        "rounds": [{"cache_before": r.target_cache.before, "fed": len(r.fed),
                     "ngram": None if r.match is None else words(r.match.ngram),
                     "match_position": None if r.match is None else r.match.position,
                     "draft": words(r.draft), "accepted": r.n_accepted, "target_token": vocab[r.target_token],
-                    "emitted": words(r.emitted), "cache_grown": r.cache.grown, "cache_after": r.cache.after}
+                    "emitted": words(r.emitted), "cache_grown": r.target_cache.grown,
+                    "cache_after": r.target_cache.after}
                    for r in run.rounds],
         "proposed": run.proposed, "accepted": run.accepted,
         "acceptance_rate": None if rate is None else round(rate, 4),

@@ -5,22 +5,20 @@
 the acceptance rate α, the cost ratio c = draft pass / target pass and the cost of the verification
 pass over γ + 1 positions measured in the same run, and puts the expected improvement of
 kvviz.cost.speculative (Leviathan et al.'s formula, and the same with the verification pass's
-measured cost) beside the measured one. Like kvviz.cost.measure: capped (kvviz.limits) and one at a
-time per process (the same lock).
+measured cost) beside the measured one. Like kvviz.measure: capped (kvviz.limits), one at a time per
+process (the same lock), and timed by kvviz.measure.clock: every time shown is the median of the
+repeated runs, the fastest run beside it as the low end of their range.
 """
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
-from kvviz.cache import StaticCache
 from kvviz.cost import pass_flops, speculative_speedup, speculative_tokens_per_pass
-from kvviz.cost.measure import run_locked
-from kvviz.decoding.loops import generate_cached, hf_generate
+from kvviz.decoding.loops import generate_cached
 from kvviz.decoding.sampling import SelectionRule, make_rule
 from kvviz.limits import (
     SELF_SPEC_MEASURE_MAX_PROMPTS,
@@ -32,35 +30,26 @@ from kvviz.limits import (
     LimitError,
     check_int,
 )
-from kvviz.models.gpt import GPT, cost_config
-from kvviz.models.hf import HFCausalLM
-from kvviz.speculative.decoding import Speculation, check_speculation, speculative_generate
+from kvviz.measure.clock import Timing, run_locked, time_runs
+from kvviz.models.base import CausalLM
+from kvviz.speculative.decoding import check_speculation, speculative_generate
 from kvviz.speculative.early_exit import check_early_exit, early_exit_generate
 from kvviz.speculative.prompt_lookup import check_prompt_lookup, prompt_lookup_generate
+from kvviz.speculative.records import Speculation
 
 Progress = Callable[[float, str], None]
 
 
 @dataclass(frozen=True)
-class SpeedPoint:
-    """Speculative vs plain cached decoding of ``new_tokens`` tokens at one γ (medians over the runs)."""
+class SpeedRuns:
+    """Speculative against plain cached decoding of the same tokens, timed by kvviz.measure.clock: the
+    median of the runs of each, and the fastest run of each (the low end of their range)."""
 
-    gamma: int
     new_tokens: int
-    speculative_s: float            # median time of speculative_generate (prefill included; the measurement's clock)
+    speculative_s: float            # median time of the speculative runs (prefill included; the measurement's clock)
     plain_s: float                  # median time of generate_cached, same prompt, rule and N
-    speculative_best_s: float       # fastest run of each (noise on a shared machine only adds time)
+    speculative_best_s: float       # fastest run of each
     plain_best_s: float
-    acceptance_rate: float          # α: accepted / tested over all runs
-    tokens_per_target_pass: float   # new tokens per verification pass, over all runs
-    verify_ms: float                # the target's pass over γ + 1 positions (the verification pass), fastest
-    expected: float                 # kvviz.cost.speculative_speedup(α, γ, c): the paper's formula (v = 1)
-    expected_with_verify: float     # the same with v = verify_ms / target_ms measured
-    # inside the fastest speculative run: where a round's time goes
-    rounds: int = 0
-    run_draft_ms: float = 0.0       # mean draft pass
-    run_verify_ms: float = 0.0      # mean verification pass
-    run_other_ms: float = 0.0       # per round, the rest: draws, the acceptance test, records (and the prefill)
 
     @property
     def speculative_tps(self) -> float:
@@ -72,12 +61,29 @@ class SpeedPoint:
 
     @property
     def measured(self) -> float:
-        """Measured improvement: plain time / speculative time (medians)."""
+        """Measured improvement: plain time / speculative time (medians); above 1 is faster."""
         return self.plain_s / self.speculative_s
 
     @property
     def measured_best(self) -> float:
         return self.plain_best_s / self.speculative_best_s
+
+
+@dataclass(frozen=True)
+class SpeedPoint(SpeedRuns):
+    """A draft model at one γ (``measure_speedup``)."""
+
+    gamma: int
+    acceptance_rate: float          # α: accepted / tested over all runs
+    tokens_per_target_pass: float   # new tokens per verification pass, over all runs
+    verify_ms: float                # the target's pass over γ + 1 positions (the verification pass), median
+    expected: float                 # kvviz.cost.speculative_speedup(α, γ, c): the paper's formula (v = 1)
+    expected_with_verify: float     # the same with v = verify_ms / target_ms measured
+    # inside the fastest speculative run: where a round's time goes
+    rounds: int = 0
+    run_draft_ms: float = 0.0       # mean draft pass
+    run_verify_ms: float = 0.0      # mean verification pass
+    run_other_ms: float = 0.0       # per round, the rest: draws, the acceptance test, records (and the prefill)
 
     @property
     def expected_tokens_per_pass(self) -> float:
@@ -86,20 +92,27 @@ class SpeedPoint:
 
 
 @dataclass(frozen=True)
-class SpeedMeasurement:
-    """One measurement: every γ, and the single-pass times the formula needs."""
+class SpeedMeasurements:
+    """What every speed-up measurement holds: its points, the tokens asked for, runs per point,
+    torch threads, and how long it took."""
 
-    points: list[SpeedPoint]
-    target_ms: float        # one target decode pass (one position), fastest of 30
-    draft_ms: float         # one draft decode pass, fastest of 30
+    points: list
+    new_tokens: int                 # asked for (a self-drafted run stops earlier at an end token)
+    runs: int
+    threads: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class SpeedMeasurement(SpeedMeasurements):
+    """A draft model's measurement: every γ, and the single-pass times the formula needs."""
+
+    target_ms: float        # one target decode pass (one position), median of 30
+    draft_ms: float         # one draft decode pass, median of 30
     context: int            # cached positions those passes read (mid-run)
     c_flops: float          # the same ratio in FLOPs (kvviz.cost.pass_flops): what c would be if time were arithmetic
     rule: dict
     prompt_len: int
-    new_tokens: int
-    runs: int
-    threads: int
-    seconds: float
     clock: str = "wall"     # what the times are: "wall" or "cpu" (process time)
 
     @property
@@ -113,21 +126,19 @@ class SpeedMeasurement:
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-def _pass_ms(model: GPT, n: int, context: int, repeats: int, clock: Callable[[], float] = time.perf_counter) -> float:
-    """Fastest of ``repeats`` passes over ``n`` new positions after ``context`` cached ones, in ms, as the
-    loops call it (one position: logits of the last only; more: every position's logits, as a
-    verification). The fastest, not the median: other jobs on a shared machine only ever add time."""
-    cache = StaticCache(model.config.n_layer, context + n)
-    model(torch.zeros(1, context, dtype=torch.long), cache, 0, last_only=True)      # untimed fill
-    ids = torch.zeros(1, n, dtype=torch.long)
-    best = float("inf")
-    for i in range(repeats + 2):                                                      # two warm-ups
+def _pass_ms(model: CausalLM, n: int, context: int, repeats: int,
+             clock: Callable[[], float] = time.perf_counter) -> float:
+    """The median of ``repeats`` passes over ``n`` new positions after ``context`` cached ones, in ms,
+    as the loops call it (one position: logits of the last only; more: every position's logits, as a
+    verification), after two warm-ups (kvviz.measure.clock)."""
+    cache = model.new_cache("static", max_length=context + n)
+    model.logits([0] * context, cache, 0, keep=1)                                    # untimed fill
+    ids = [0] * n
+
+    def one() -> None:
         cache.crop(context)
-        t0 = clock()
-        model(ids, cache, context, last_only=n == 1)
-        if i >= 2:
-            best = min(best, clock() - t0)
-    return best * 1e3
+        model.logits(ids, cache, context, keep=1 if n == 1 else 0)
+    return time_runs(one, repeats, warmups=2, clock=clock).median * 1e3
 
 
 def _gammas(gammas: Sequence[int]) -> list[int]:
@@ -138,7 +149,7 @@ def _gammas(gammas: Sequence[int]) -> list[int]:
 
 
 @torch.inference_mode()
-def measure_speedup(target: GPT, draft: GPT, prompt_ids: Sequence[int], gammas: Sequence[int] = range(1, 7),
+def measure_speedup(target: CausalLM, draft: CausalLM, prompt_ids: Sequence[int], gammas: Sequence[int] = range(1, 7),
                     new_tokens: int = 48, rule: SelectionRule | None = None, runs: int = 3,
                     progress: Progress | None = None, threads: int = 1, clock: str = "wall") -> SpeedMeasurement:
     """For each γ: ``runs`` speculative runs (seeds 0..runs−1) interleaved with as many plain
@@ -147,7 +158,7 @@ def measure_speedup(target: GPT, draft: GPT, prompt_ids: Sequence[int], gammas: 
     the per-round breakdown stays in wall time, inside the fastest run).
 
     Capped: γ ≤ SPECULATIVE_MAX_GAMMA, N ≤ SPECULATIVE_MEASURE_MAX_TOKENS, runs ≤ SPECULATIVE_MEASURE_MAX_RUNS; one
-    measurement at a time per process (kvviz.cost.measure.run_locked), one torch thread by default.
+    measurement at a time per process (kvviz.measure.scaling.run_locked), one torch thread by default.
     """
     gammas = _gammas(gammas)
     n = check_int("New tokens", new_tokens, 2, SPECULATIVE_MEASURE_MAX_TOKENS)
@@ -189,18 +200,20 @@ def measure_speedup(target: GPT, draft: GPT, prompt_ids: Sequence[int], gammas: 
             alpha = accepted / tested
             verify_ms = _pass_ms(target, g + 1, context, 30, now)
             c = draft_ms / target_ms
+            spec_t, plain_t = Timing(tuple(spec_s)), Timing(tuple(plain))
             points.append(SpeedPoint(
-                g, n, statistics.median(spec_s), statistics.median(plain), min(spec_s), min(plain), alpha,
-                sum(len(s.tokens) for s in spec) / sum(len(s.rounds) for s in spec), verify_ms,
-                speculative_speedup(alpha, g, c), speculative_speedup(alpha, g, c, verify_ms / target_ms),
-                rounds, d_s * 1e3 / max(1, fastest.proposed), v_s * 1e3 / rounds,
-                (fastest.seconds - d_s - v_s) * 1e3 / rounds))
+                n, spec_t.median, plain_t.median, spec_t.low, plain_t.low, gamma=g, acceptance_rate=alpha,
+                tokens_per_target_pass=sum(len(s.tokens) for s in spec) / sum(len(s.rounds) for s in spec),
+                verify_ms=verify_ms, expected=speculative_speedup(alpha, g, c),
+                expected_with_verify=speculative_speedup(alpha, g, c, verify_ms / target_ms),
+                rounds=rounds, run_draft_ms=d_s * 1e3 / max(1, fastest.proposed), run_verify_ms=v_s * 1e3 / rounds,
+                run_other_ms=(fastest.seconds - d_s - v_s) * 1e3 / rounds))
         if progress:
             progress(1.0, "done")
-        flops = [pass_flops(cost_config(m.config), 1, context, last_only=True).total for m in (draft, target)]
-        return SpeedMeasurement(points, target_ms, draft_ms, context, flops[0] / flops[1],
-                                (rule or make_rule()).describe(), len(ids), n, runs, threads,
-                                time.perf_counter() - t0, clock)
+        flops = [pass_flops(m.cost_config, 1, context, last_only=True).total for m in (draft, target)]
+        return SpeedMeasurement(points, n, runs, threads, time.perf_counter() - t0, target_ms=target_ms,
+                                draft_ms=draft_ms, context=context, c_flops=flops[0] / flops[1],
+                                rule=(rule or make_rule()).describe(), prompt_len=len(ids), clock=clock)
     return run_locked(go, threads)
 
 
@@ -210,17 +223,12 @@ SELF_METHODS = ("prompt-lookup", "early-exit")
 
 
 @dataclass(frozen=True)
-class SelfSpeedPoint:
-    """One prompt and one drafting method against plain cached greedy decoding of the same tokens
-    (medians over the runs; the fastest too, since other jobs on a shared machine only add time)."""
+class SelfSpeedPoint(SpeedRuns):
+    """One prompt and one self-drafting method (prompt lookup, early exit) against plain cached greedy
+    decoding of the same tokens (``new_tokens``: the ones both made, greedy, stopped at an end token)."""
 
     prompt: str                     # the prompt's name (e.g. "repeat", "open")
-    method: str                     # "prompt-lookup" or "early-exit"
-    new_tokens: int                 # tokens both made (the same ones: greedy, stopped at an end token)
-    speculative_s: float
-    plain_s: float
-    speculative_best_s: float
-    plain_best_s: float
+    method: str                     # the draft source: "prompt-lookup" or "early-exit"
     proposed: int                   # draft tokens of one run
     accepted: int
     target_passes: int              # verification passes of one run (plain: one per token)
@@ -236,37 +244,25 @@ class SelfSpeedPoint:
     def tokens_per_pass(self) -> float:
         return self.new_tokens / self.target_passes
 
-    @property
-    def measured(self) -> float:
-        """plain time / speculative time (medians): above 1 is faster than plain decoding."""
-        return self.plain_s / self.speculative_s
-
-    @property
-    def measured_best(self) -> float:
-        return self.plain_best_s / self.speculative_best_s
-
 
 @dataclass(frozen=True)
-class SelfSpeedMeasurement:
-    points: list[SelfSpeedPoint]
+class SelfSpeedMeasurement(SpeedMeasurements):
+    """A self-drafting measurement: every prompt and method."""
+
     lookup_tokens: int
     max_ngram: int
     exit_layer: int
     draft_tokens: int
-    new_tokens: int                 # asked for (a run stops earlier at an end token)
-    runs: int
-    threads: int
-    seconds: float
 
 
 @torch.inference_mode()
-def measure_self_speedup(model: HFCausalLM, prompts: Sequence[tuple[str, Sequence[int]]],
+def measure_self_speedup(model: CausalLM, prompts: Sequence[tuple[str, Sequence[int]]],
                          methods: Sequence[str] = SELF_METHODS, new_tokens: int = 32, lookup_tokens: int = 10,
                          max_ngram: int = 2, exit_layer: int = 24,
                          draft_tokens: int = 4, runs: int = 1, progress: Progress | None = None,
                          threads: int = 1) -> SelfSpeedMeasurement:
     """For each prompt (name, ids) and method: ``runs`` speculative runs interleaved with as many
-    plain ``hf_generate`` runs (greedy, the same stop), after one untimed warm-up of each. Capped
+    plain ``generate_cached`` runs (greedy, the same stop), after one untimed warm-up of each. Capped
     (kvviz.limits SELF_SPEC_MEASURE_*); one measurement at a time per process (``run_locked``, the
     lock every measurement shares), on ``threads`` torch threads."""
     n = check_int("New tokens", new_tokens, 2, min(SELF_SPEC_MEASURE_MAX_TOKENS, model.limits.max_new_tokens))
@@ -293,22 +289,25 @@ def measure_self_speedup(model: HFCausalLM, prompts: Sequence[tuple[str, Sequenc
             if progress:
                 progress(i / len(todo), f"{name}: {method}")
             run_of[method](ids)                                  # warm-up, untimed
-            hf_generate(model, ids, 2, keep_logits=False)
+            generate_cached(model, ids, 2, keep_logits=False)
             spec_s, plain_s, specs, plain_tokens = [], [], [], None
             for _ in range(runs):
                 t = time.perf_counter()
                 specs.append(run_of[method](ids))
                 spec_s.append(time.perf_counter() - t)
                 t = time.perf_counter()
-                plain_tokens = hf_generate(model, ids, n, keep_logits=False).tokens
+                plain_tokens = generate_cached(model, ids, n, keep_logits=False).tokens
                 plain_s.append(time.perf_counter() - t)
             fastest = specs[spec_s.index(min(spec_s))]
+            spec_t, plain_t = Timing(tuple(spec_s)), Timing(tuple(plain_s))
             points.append(SelfSpeedPoint(
-                name, method, len(fastest.tokens), statistics.median(spec_s), statistics.median(plain_s),
-                min(spec_s), min(plain_s), fastest.proposed, fastest.accepted, fastest.target_passes,
-                fastest.tokens == plain_tokens, sum(r.draft_seconds for r in fastest.rounds),
-                sum(r.seconds for r in fastest.rounds)))
+                len(fastest.tokens), spec_t.median, plain_t.median, spec_t.low, plain_t.low, prompt=name,
+                method=method, proposed=fastest.proposed, accepted=fastest.accepted,
+                target_passes=fastest.target_passes, same_tokens=fastest.tokens == plain_tokens,
+                draft_s=sum(r.draft_seconds for r in fastest.rounds),
+                verify_s=sum(r.verify_seconds for r in fastest.rounds)))
         if progress:
             progress(1.0, "done")
-        return SelfSpeedMeasurement(points, k, ng, ee, d, n, runs, threads, time.perf_counter() - t0)
+        return SelfSpeedMeasurement(points, n, runs, threads, time.perf_counter() - t0, lookup_tokens=k,
+                                    max_ngram=ng, exit_layer=ee, draft_tokens=d)
     return run_locked(go, threads)

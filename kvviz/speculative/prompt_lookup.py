@@ -1,5 +1,5 @@
 """Prompt-lookup decoding (Saxena 2023, transformers' ``generate(prompt_lookup_num_tokens=k)``):
-speculation without a second model, on a transformers causal LM (kvviz.models.hf, SmolLM2 first).
+speculation without a second model, on any model of the protocol (SmolLM2 first).
 
 The draft is what followed an earlier occurrence of the text's last n-gram, at most k tokens; the
 target verifies it in one forward pass over its kvviz cache, greedy acceptance keeps the longest
@@ -20,133 +20,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 
 import torch
 
 from kvviz.cache import Cache
-from kvviz.decoding.sampling import SelectionRule, is_greedy
+from kvviz.decoding.sampling import Greedy, SelectionRule, is_greedy
 from kvviz.limits import PROMPT_LOOKUP_MAX_NGRAM, PROMPT_LOOKUP_MAX_TOKENS, LimitError, check_int
-from kvviz.models.hf import HFCausalLM
-from kvviz.speculative.decoding import CacheLengths, CacheRowState
-from kvviz.speculative.verify import check_prompt_ids, self_speculate, verify_draft
+from kvviz.models.base import CausalLM
+from kvviz.speculative.records import LookupMatch, Speculation, SpeculativeRound
+from kvviz.speculative.verify import Drafted, check_prompt_ids, make_round, speculate, verify
 
 DEFAULT_LOOKUP_TOKENS = 10       # transformers' PromptLookupCandidateGenerator default
 DEFAULT_MAX_NGRAM = 2            # transformers' default when max_matching_ngram_size is not set
-
-
-@dataclass(frozen=True)
-class LookupMatch:
-    """The n-gram a round looked up and the earlier occurrence it took the draft from."""
-
-    ngram: tuple[int, ...]      # the text's last n tokens
-    position: int               # where the earlier occurrence starts in the text (its continuation: position + n)
-    tried: tuple[int, ...]      # the n-gram sizes tried, largest first (the last one matched)
-
-    @property
-    def size(self) -> int:
-        return len(self.ngram)
-
-
-@dataclass(frozen=True)
-class LookupRound:
-    """One round: look the draft up, verify it in one target pass, keep what the target agrees with.
-    (Early exit's rounds, kvviz.speculative.early_exit, are these records too, with ``match`` None.)
-
-    Before the round the cache holds the text's first ``start`` positions; the pass processes ``fed``
-    (the text the cache lacks: the whole prompt in round 0, afterwards the pending last token) and
-    the draft. ``argmax`` is the target's choice after each fed-and-drafted position from the last
-    fed one on (len(draft) + 1 tokens): draft i is accepted while it equals argmax[i].
-    """
-
-    index: int
-    start: int                          # the cache's length before the round
-    fed: tuple[int, ...]
-    match: LookupMatch | None           # None: nothing matched, the round is one plain decode step
-    draft: tuple[int, ...]              # the proposed tokens (empty without a match, or cut to nothing)
-    argmax: tuple[int, ...]             # the target's greedy token at each verified position
-    n_accepted: int
-    cache: CacheLengths                 # before, after the verification pass, after the rollback (crop)
-    seconds: float                      # wall time of the verification pass
-    draft_seconds: float = 0.0          # wall time of making the draft (the lookup; early exit: its passes)
-    draft_grown: int = 0                # early exit: the shared first layers' length after the draft's passes
-
-    @property
-    def target_token(self) -> int:
-        """The target's own token after the accepted draft (the correction, or a bonus when all passed)."""
-        return self.argmax[self.n_accepted]
-
-    @property
-    def emitted(self) -> tuple[int, ...]:
-        return self.draft[:self.n_accepted] + (self.target_token,)
-
-    @property
-    def rejected_at(self) -> int | None:
-        """Index of the first rejected draft token; None when all were accepted (or there was none)."""
-        return None if self.n_accepted == len(self.draft) else self.n_accepted
-
-
-@dataclass(frozen=True)
-class PromptLookup:
-    """A prompt-lookup run: rounds until ``max_new_tokens`` tokens are out or an end token is chosen.
-    An early-exit run (kvviz.speculative.early_exit) is one too: ``method`` says which, ``lookup_tokens``
-    is then its most draft tokens per round."""
-
-    prompt: list[int]
-    tokens: list[int]                   # the new tokens, in order
-    rounds: tuple[LookupRound, ...]
-    lookup_tokens: int                  # k: the most tokens a draft has
-    max_ngram: int                      # n: the largest n-gram looked up
-    max_new_tokens: int
-    seconds: float
-    method: str = "prompt-lookup"       # where the drafts came from: "prompt-lookup" or "early-exit"
-    exit_layer: int | None = None       # early exit: the layers the draft runs (max_ngram is then 0)
-
-    @property
-    def proposed(self) -> int:
-        return sum(len(r.draft) for r in self.rounds)
-
-    @property
-    def accepted(self) -> int:
-        return sum(r.n_accepted for r in self.rounds)
-
-    @property
-    def acceptance_rate(self) -> float | None:
-        """Accepted draft tokens / proposed draft tokens (None when nothing was proposed)."""
-        return self.accepted / self.proposed if self.proposed else None
-
-    @property
-    def matched_rounds(self) -> int:
-        return sum(bool(r.draft) for r in self.rounds)
-
-    @property
-    def target_passes(self) -> int:
-        """Forward passes of the target: one per round (round 0 is the prefill too). Plain cached
-        greedy decoding makes one per new token."""
-        return len(self.rounds)
-
-    @property
-    def tokens_per_pass(self) -> float:
-        return len(self.tokens) / len(self.rounds)
-
-    def cache_rows(self, index: int, which: str = "target") -> tuple[CacheRowState, ...]:
-        """The rows of the target's cache in round ``index`` at its largest (after the verification
-        pass), each "cached" (there before the round), "kept" (written this round and accepted) or
-        "removed" (a rejected draft token's, dropped by ``crop``). ``which="draft"`` (early exit): the
-        rows the draft's passes wrote into the shared first layers (the text it was fed and its drafts
-        but the last), all "removed" before the verification pass."""
-        r = self.rounds[index]
-        text = (self.prompt + self.tokens)[:r.start + len(r.fed)] + list(r.draft)
-        if which == "target":
-            return tuple(CacheRowState(pos, text[pos], "cached" if pos < r.cache.before else
-                                       "kept" if pos < r.cache.after else "removed")
-                         for pos in range(r.cache.grown))
-        if which != "draft":
-            raise ValueError(f"which must be 'target' or 'draft', not {which!r}")
-        if self.method != "early-exit":
-            return ()
-        return tuple(CacheRowState(pos, text[pos], "cached" if pos < r.start else "removed")
-                     for pos in range(max(r.draft_grown, r.start)))
 
 
 def find_draft(text: Sequence[int], lookup_tokens: int, max_ngram: int,
@@ -185,12 +70,12 @@ def check_prompt_lookup(max_new_tokens: object, lookup_tokens: object, max_ngram
 
 
 @torch.inference_mode()
-def prompt_lookup_round(model: HFCausalLM, cache: Cache, sequence: Sequence[int], lookup_tokens: int,
+def prompt_lookup_round(model: CausalLM, cache: Cache, sequence: Sequence[int], lookup_tokens: int,
                         max_ngram: int, max_draft: int, end_ids: Collection[int] = (),
-                        index: int = 0) -> LookupRound:
+                        index: int = 0) -> SpeculativeRound:
     """One round on a cache holding a prefix of ``sequence`` (round 0: nothing; later: all but the last
     token). Drafts at most min(k, ``max_draft``) tokens, verifies them in one pass
-    (kvviz.speculative.verify.verify_draft) and crops the cache to the accepted text, so it then holds
+    (kvviz.speculative.verify.verify, greedy) and crops the cache to the accepted text, so it then holds
     the new sequence except its new last token. ``sequence`` is not changed: append ``round.emitted``."""
     start = cache.get_seq_length()
     if not 0 <= start < len(sequence):
@@ -204,26 +89,29 @@ def prompt_lookup_round(model: HFCausalLM, cache: Cache, sequence: Sequence[int]
         lookup_s = time.perf_counter() - t0
     else:
         lookup_s = 0.0
-    v = verify_draft(model, cache, sequence, draft)
-    return LookupRound(index=index, start=start, fed=v.fed, match=match, draft=tuple(draft), argmax=v.argmax,
-                       n_accepted=v.n_accepted, cache=v.cache, seconds=v.seconds, draft_seconds=lookup_s)
+    drafted = Drafted(tuple(draft), seconds=lookup_s, match=match)
+    return make_round(index, "prompt-lookup", drafted, verify(model, cache, sequence, drafted, Greedy()), keep=False)
 
 
 @torch.inference_mode()
-def prompt_lookup_generate(model: HFCausalLM, ids: Sequence[int], max_new_tokens: int,
+def prompt_lookup_generate(model: CausalLM, ids: Sequence[int], max_new_tokens: int,
                            lookup_tokens: int = DEFAULT_LOOKUP_TOKENS, max_ngram: int = DEFAULT_MAX_NGRAM,
                            rule: SelectionRule | None = None, stop: bool = True,
-                           cache: Cache | None = None) -> PromptLookup:
+                           cache: Cache | None = None) -> Speculation:
     """Prompt-lookup decoding of ``model`` (greedy): rounds of ``prompt_lookup_round`` until
     ``max_new_tokens`` tokens are out, or (``stop``) an end token (``model.end_tokens``) is chosen,
-    as ``kvviz.decoding.loops.hf_generate`` stops. The tokens equal plain cached greedy decoding's
+    as ``kvviz.decoding.loops.generate_cached`` stops. The tokens equal plain cached greedy decoding's
     and transformers' ``generate(do_sample=False, prompt_lookup_num_tokens=k,
     max_matching_ngram_size=n)``'s (tests/test_prompt_lookup.py). ``cache``: an empty kvviz cache
-    (default a DynamicCache); after every round it holds the text except its last token."""
+    (default a static one of the positions needed); after every round it holds the text except its
+    last token. The record's ``gamma`` is k."""
     prompt = check_prompt_ids(model, ids)
     n_new, k, n = check_prompt_lookup(max_new_tokens, lookup_tokens, max_ngram, rule, model.limits.max_new_tokens)
+    if cache is not None and cache.get_seq_length():
+        raise ValueError("the cache must be empty")
 
-    def one(m: HFCausalLM, c: Cache, seq: list[int], max_draft: int, end_ids: frozenset[int], i: int) -> LookupRound:
-        return prompt_lookup_round(m, c, seq, k, n, max_draft, end_ids, i)
-    tokens, rounds, seconds = self_speculate(model, prompt, n_new, one, stop, cache)
-    return PromptLookup(prompt, tokens, tuple(rounds), k, n, n_new, seconds)
+    def one(c: Cache, seq: list[int], max_draft: int, end_ids: frozenset[int], i: int) -> SpeculativeRound:
+        return prompt_lookup_round(model, c, seq, k, n, max_draft, end_ids, i)
+    tokens, rounds, seconds = speculate(model, prompt, n_new, one, stop, cache)
+    return Speculation(prompt, tokens, tuple(rounds), k, Greedy().describe(), 0, seconds, 0,
+                       source="prompt-lookup", max_new_tokens=n_new, max_ngram=n)

@@ -1,4 +1,4 @@
-"""Plotly builders for speculative decoding: a round record (kvviz.speculative.decoding.SpeculativeRound) or a speed-up
+"""Plotly builders for speculative decoding: a round record (kvviz.speculative.records.SpeculativeRound) or a speed-up
 measurement (kvviz.speculative.SpeedMeasurement) in, a figure out (no streamlit). The builders a
 stepping page calls for every event (``proposals_spec``, ``position_spec``, ``cache_spec``) return
 plain plotly JSON, which is fast; their ``*_figure`` twins wrap it in a ``go.Figure``.
@@ -15,9 +15,8 @@ import plotly.graph_objects as go
 
 from kvviz.cost import speculative_speedup
 from kvviz.speculative import SpeedMeasurement
-from kvviz.speculative.decoding import CacheRowState, SpeculativeRound
 from kvviz.speculative.measure import SelfSpeedMeasurement
-from kvviz.speculative.prompt_lookup import LookupRound, PromptLookup
+from kvviz.speculative.records import CacheRowState, Speculation, SpeculativeRound
 from kvviz.viz import theme
 from kvviz.viz.theme import COLORS, FONT
 
@@ -261,7 +260,7 @@ def speedup_figure(gammas: Sequence[int], title: str, alpha: float | None = None
 
 # ---- self-drafting on a transformers model: prompt lookup and early exit --------------------------------
 
-def verify_spec(round_: LookupRound, vocab: Sequence[str], title: str, labels: Mapping[str, str] | None = None,
+def verify_spec(round_: SpeculativeRound, vocab: Sequence[str], title: str, labels: Mapping[str, str] | None = None,
                 pretty: Callable[[str], str] | None = None) -> dict:
     """The one verification pass of a self-drafted round as plain plotly JSON: one column per verified
     position (the last fed one and every draft position), the draft's token above the target's greedy
@@ -309,7 +308,7 @@ def verify_spec(round_: LookupRound, vocab: Sequence[str], title: str, labels: M
         yaxis=dict(tickfont=FONT, autorange="reversed"), plot_bgcolor="white")}
 
 
-def lookup_rounds_spec(run: PromptLookup, title: str, labels: Mapping[str, str] | None = None,
+def lookup_rounds_spec(run: Speculation, title: str, labels: Mapping[str, str] | None = None,
                        current: int | None = None) -> dict:
     """Every round of a self-drafted run as plain plotly JSON: stacked bars of the draft tokens the
     target accepted, the target's own token (one a round) and the rejected draft tokens; the round

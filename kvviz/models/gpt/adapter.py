@@ -1,45 +1,98 @@
-"""The tiny GPT behind kvviz's Model protocol, so the stepper, batching, the recompute check and
-the counters run on it like on the toy models."""
+"""The tiny GPT behind kvviz's model protocol (kvviz.models.base.CausalLM), so the stepper, batching,
+the recompute check, the counters, the fast loops and speculative decoding run on it like on any
+model."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 
 from kvviz.cache import Cache
 from kvviz.limits import GPT_MAX_NEW_TOKENS, GPT_MAX_PROMPT_TOKENS, MAX_PROMPT_CHARS, LimitError
-from kvviz.models.base import BatchPassRecord, ModelLimits, PassRecord, allowed_keys
-from kvviz.models.gpt.config import cost_config
+from kvviz.models.base import BatchPassRecord, LayerLayout, ModelLimits, PassRecord, allowed_keys, new_cache
+from kvviz.models.gpt.config import GPTConfig, check_positions, cost_config
 from kvviz.models.gpt.model import GPT, LayerTrace
 from kvviz.models.gpt.weights import TinyGPT, load_tiny_gpt
 
 LIMITS = ModelLimits(GPT_MAX_PROMPT_TOKENS, GPT_MAX_NEW_TOKENS, MAX_PROMPT_CHARS)
 
 
+def layout(cfg: GPTConfig) -> tuple[LayerLayout, ...]:
+    """Every layer full attention over learned positions (added once, before the first layer)."""
+    return (LayerLayout(cfg.n_head, cfg.kv_heads, cfg.head_dim, "full", None, "learned"),) * cfg.n_layer
+
+
 class GPTModel:
-    """A GPT (the shipped tiny one by default) with per-layer, per-head q/k/v and attention records."""
+    """A GPT (the shipped tiny one by default) with per-layer, per-head q/k/v and attention records.
+
+    Built from a ``TinyGPT`` (network and tokenizer) or from a bare ``GPT`` network (a draft model,
+    seeded random weights): then its tokens are the ids written out ("0", "1", …) and it has no
+    tokenizer."""
 
     name = "gpt"
     limits = LIMITS
+    chat_template = None                        # a word-level model: no chat turns
+    end_tokens: frozenset[str] = frozenset()    # it was trained without an end token
 
-    def __init__(self, tiny: TinyGPT | None = None) -> None:
-        self.tiny = tiny or load_tiny_gpt()
-        self.network: GPT = self.tiny.model          # the one network the fast loops run too
-        self.tokenizer = self.tiny.tokenizer
+    def __init__(self, tiny: TinyGPT | GPT | None = None) -> None:
+        if isinstance(tiny, GPT):
+            self.tiny = None
+            self.network: GPT = tiny
+            self.tokenizer = None
+            self.vocab = [str(i) for i in range(tiny.config.vocab_size)]
+        else:
+            self.tiny = tiny or load_tiny_gpt()
+            self.network = self.tiny.model          # the one network the fast loops run too
+            self.tokenizer = self.tiny.tokenizer
+            self.vocab = self.tokenizer.vocab
         cfg = self.network.config
         self.config = cfg
-        self.vocab = self.tokenizer.vocab
+        self.model = self.network                 # the nn.Module, under HFCausalLM's name for it
         self.logit_tokens = self.vocab
         self.n_layers, self.n_heads = cfg.n_layer, cfg.n_head
         self.output_labels = [f"x{i}" for i in range(cfg.n_embd)]   # final hidden state (after ln_f)
         self.cost_config = cost_config(cfg)      # the shape kvviz.cost computes with
+        self.layout = layout(cfg)
+        self.max_positions: int | None = cfg.block_size   # learned positions cannot slide
 
     def tokenize(self, text: str) -> list[str]:
         """Prompt text → tokens (word level); raises UnknownWordsError naming unknown words."""
         if len(text) > self.limits.max_prompt_chars:
             raise LimitError(f"The prompt is {len(text):,} characters long; the limit is "
                              f"{self.limits.max_prompt_chars:,}.")
+        if self.tokenizer is None:
+            raise LimitError("This GPT has no tokenizer: give token ids.")
         return self.tokenizer.tokenize(text)
+
+    @torch.inference_mode()
+    def logits(self, token_ids: Sequence[int] | torch.Tensor, cache: Cache | None, start_pos: int,
+               keep: int = 0) -> torch.Tensor:
+        """The fast path: the same network as ``forward`` with fused attention and nothing recorded
+        → logits [N, V] (the last ``keep`` positions when keep > 0; the readout runs on those only)."""
+        idx = torch.as_tensor(token_ids, dtype=torch.long).reshape(1, -1)          # [1, N]
+        x = self.network.hidden(idx, cache, start_pos)[0]                          # [N, C]
+        return self.network.readout(x[-keep:] if keep else x)                      # [N or keep, V]
+
+    def new_cache(self, kind: str = "dense", **options) -> Cache:
+        """A fresh cache of ``kind`` for this network (kvviz.models.base.new_cache)."""
+        return new_cache(self.layout, kind, **options)
+
+    @torch.inference_mode()
+    def exit_logits(self, token_ids: Sequence[int], cache: Cache, exit_layer: int) -> torch.Tensor:
+        """The network cut after its first ``exit_layer`` blocks (early exit, kvviz.speculative.early_exit):
+        ``token_ids`` at the positions after the cache's, through those blocks (their rows appended to
+        those layers of ``cache``), ln_f and the readout → the logits of the last position [V]."""
+        net = self.network
+        start = cache.get_seq_length()
+        idx = torch.as_tensor(list(token_ids), dtype=torch.long).unsqueeze(0)          # [1, N]
+        check_positions(self.config, start, idx.shape[1])
+        wpe = net.transformer.wpe.weight[start:start + idx.shape[1]]
+        x = F.embedding(idx, net.transformer.wte.weight) + wpe                           # [1, N, C]
+        for block in net.transformer.h[:exit_layer]:
+            x = block.forward(x, cache, start)
+        ln_f = net.transformer.ln_f
+        return net.readout(F.layer_norm(x[0, -1], (x.shape[-1],), ln_f.weight, ln_f.bias, ln_f.eps))
 
     @torch.no_grad()
     def forward(self, token_ids: Sequence[int], cache: Cache | None, start_pos: int) -> PassRecord:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from kvviz.decoding.loops import next_token_probs
 from kvviz.limits import SPECULATIVE_MAX_STEP_TOKENS, LimitError
-from kvviz.speculative.decoding import CacheRowState, Speculation, SpeculativeRound
+from kvviz.speculative.records import CacheRowState, Speculation, SpeculativeRound
 from kvviz.ui.app import fmt
 from kvviz.ui.frames import (
     PRESENT_TOP_K,

@@ -6,7 +6,6 @@ import pandas as pd
 import streamlit as st
 
 from kvviz import cost
-from kvviz.cost.measure import SHAPES, Measurements, measure_all
 from kvviz.limits import (
     MAX_COST_TOKENS,
     MAX_MEASURE_BATCH,
@@ -16,6 +15,7 @@ from kvviz.limits import (
     LimitError,
     check_int,
 )
+from kvviz.measure.scaling import SHAPES, Measurements, measure_all
 from kvviz.ui.app import fmt, urlstate
 from kvviz.ui.app.i18n import t
 from kvviz.ui.components.charts import chart

@@ -8,10 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from kvviz import cost
-from kvviz.cost.timing import LoopTimes, Sweep, measure_sweep, sweep_sizes, time_loops
 from kvviz.decoding.loops import Comparison, compare, max_cached_new_tokens
 from kvviz.decoding.stepper import Run, run_generation
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError
+from kvviz.measure.timing import LoopTimes, Sweep, measure_sweep, sweep_sizes, time_loops
 from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
@@ -186,7 +186,7 @@ def _timing(tokens: list[str], rule_key: RuleKey, seed: int, model: GPTModel) ->
     st.header(t("gpt.timing_title"))
     st.markdown(t("gpt.timing_intro"))
     ids = [model.tokenizer.index[w] for w in tokens]
-    limit = min(GPT_MAX_SWEEP_TOKENS, max_cached_new_tokens(model.network, len(ids)))
+    limit = min(GPT_MAX_SWEEP_TOKENS, max_cached_new_tokens(model, len(ids)))
     if limit < 1:
         st.warning(t("gpt.timing_no_room", n=len(ids), block=model.config.block_size))
         return

@@ -18,9 +18,9 @@ import pandas as pd
 import streamlit as st
 
 from kvviz import cost
-from kvviz.cost.timing import DtypeComparison, measure_dtypes
 from kvviz.decoding.stepper import Run, run_generation
 from kvviz.limits import LimitError
+from kvviz.measure.timing import DtypeComparison, measure_dtypes
 from kvviz.models import smollm2
 from kvviz.models.smollm2 import ModelUnavailable, SmolLM2
 from kvviz.ui.app import fmt, nav, presenter, urlstate

@@ -20,9 +20,10 @@ from kvviz import cost
 from kvviz.decoding.loops import Generation, generate_cached
 from kvviz.decoding.sampling import Greedy, make_rule
 from kvviz.limits import SPECULATIVE_MAX_GAMMA, SPECULATIVE_MAX_STEP_TOKENS, SPECULATIVE_MEASURE_MAX_RUNS, LimitError
-from kvviz.models.gpt import GPTModel, TinyGPT, cost_config
+from kvviz.models.gpt import GPTModel, cost_config
 from kvviz.speculative import SpeedMeasurement, load_pair, measure_speedup, speculation_dict
-from kvviz.speculative.decoding import Speculation, speculative_generate
+from kvviz.speculative.decoding import speculative_generate
+from kvviz.speculative.records import Speculation
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
 from kvviz.ui.components import sequences, step_view
@@ -49,7 +50,7 @@ CHI_SQUARE_TEST = "tests/test_speculative.py::test_sampled_first_token_is_distri
 # ---- shared, read-only resources -----------------------------------------------------------------
 
 @st.cache_resource(show_spinner=False)
-def _pair() -> tuple[TinyGPT, TinyGPT]:
+def _pair() -> tuple[GPTModel, GPTModel]:
     """The target (the tiny GPT) and its draft, loaded once per server and never modified."""
     return load_pair()
 
@@ -57,7 +58,7 @@ def _pair() -> tuple[TinyGPT, TinyGPT]:
 @st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
 def _speculation(ids: tuple[int, ...], new: int, gamma: int, rule_key: RuleKey, seed: int) -> Speculation:
     target, draft = _pair()
-    return speculative_generate(target.model, draft.model, list(ids), new, gamma, make_rule(*rule_key), seed,
+    return speculative_generate(target, draft, list(ids), new, gamma, make_rule(*rule_key), seed,
                                 keep_attention=True)
 
 
@@ -65,14 +66,14 @@ def _speculation(ids: tuple[int, ...], new: int, gamma: int, rule_key: RuleKey, 
 def _greedy_pair(ids: tuple[int, ...], new: int, gamma: int) -> tuple[Speculation, Generation]:
     """Greedy speculation and the target's own greedy generate_cached: the exactness check."""
     target, draft = _pair()
-    return (speculative_generate(target.model, draft.model, list(ids), new, gamma, Greedy()),
-            generate_cached(target.model, list(ids), new, Greedy()))
+    return (speculative_generate(target, draft, list(ids), new, gamma, Greedy()),
+            generate_cached(target, list(ids), new, Greedy()))
 
 
 @st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
 def _plain(ids: tuple[int, ...], new: int, rule_key: RuleKey, seed: int) -> Generation:
     """The target alone with the same rule and seed (sampling: other draws, the same distribution)."""
-    return generate_cached(_pair()[0].model, list(ids), new, make_rule(*rule_key), seed)
+    return generate_cached(_pair()[0], list(ids), new, make_rule(*rule_key), seed)
 
 
 @st.cache_resource(max_entries=64, ttl=3600, show_spinner=False)
@@ -87,16 +88,16 @@ def _payload(ids: tuple[int, ...], new: int, gamma: int, rule_key: RuleKey, seed
 @st.cache_resource(max_entries=16, show_spinner=False)       # no ttl: kept for the server's lifetime
 def _measurement(ids: tuple[int, ...], rule_key: RuleKey, runs: int,
                  _progress: Callable[[float, str], None] | None = None) -> SpeedMeasurement:
-    """γ = 1..6 timed on this server (one measurement at a time per process: kvviz.cost.measure's lock)."""
+    """γ = 1..6 timed on this server (one measurement at a time per process: kvviz.measure.clock's lock)."""
     target, draft = _pair()
-    return measure_speedup(target.model, draft.model, list(ids), MEASURE_GAMMAS, MEASURE_TOKENS,
+    return measure_speedup(target, draft, list(ids), MEASURE_GAMMAS, MEASURE_TOKENS,
                            make_rule(*rule_key), runs, progress=_progress)
 
 
 def warm() -> None:
     """The default visit's runs and frames, made before the first visitor (kvviz/ui/app/warmup.py)."""
     target, _ = _pair()
-    ids = tuple(target.tokenizer.index[w] for w in prompt_tokens(GPTModel(target), DEFAULT_PROMPT))
+    ids = tuple(target.tokenizer.index[w] for w in prompt_tokens(target, DEFAULT_PROMPT))
     rule, seed = default_rule("sd")
     rule_key = rule_cache_key(rule)
     spec = _speculation(ids, DEFAULT_NEW, DEFAULT_GAMMA, rule_key, seed)
@@ -300,14 +301,16 @@ def render() -> None:
         speculative_llm.render(st.session_state["sd_draft"], _draft_choice)
         return
     target, draft = _pair()
-    model = GPTModel(target)
+    model = target
     tc, dc = target.model.config, draft.model.config
     presenter.intro(t("speculative.intro", tl=tc.n_layer, th=tc.n_head, td=tc.n_embd, tp=target.model.n_params(),
                       dl=dc.n_layer, dh=dc.n_head, dd=dc.n_embd, dp=draft.model.n_params()))
-    if not draft.trained:
-        st.warning(t("speculative.draft_random", seed=draft.meta.get("fallback_seed", 0)), icon=":material/casino:")
-    if not target.trained:
-        st.warning(t("speculative.target_random", seed=target.meta.get("fallback_seed", 0)), icon=":material/casino:")
+    if not draft.tiny.trained:
+        st.warning(t("speculative.draft_random", seed=draft.tiny.meta.get("fallback_seed", 0)),
+                   icon=":material/casino:")
+    if not target.tiny.trained:
+        st.warning(t("speculative.target_random", seed=target.tiny.meta.get("fallback_seed", 0)),
+                   icon=":material/casino:")
     with presenter.settings():
         _draft_choice()
         got = _inputs(model)

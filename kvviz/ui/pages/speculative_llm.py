@@ -19,7 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from kvviz.decoding.loops import hf_generate
+from kvviz.decoding.loops import generate_cached
 from kvviz.limits import (
     EARLY_EXIT_MAX_TOKENS,
     PROMPT_LOOKUP_MAX_NGRAM,
@@ -33,7 +33,7 @@ from kvviz.models import smollm2
 from kvviz.models.smollm2 import ModelUnavailable, SmolLM2
 from kvviz.speculative import early_exit_generate, prompt_lookup_dict, prompt_lookup_generate
 from kvviz.speculative.measure import SelfSpeedMeasurement, measure_self_speedup
-from kvviz.speculative.prompt_lookup import PromptLookup
+from kvviz.speculative.records import Speculation
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.turns import my_turn, server_lock
@@ -60,7 +60,7 @@ RunKey = tuple[tuple[int, ...], str, int, int, int]   # prompt ids, method, new 
 
 # ---- shared, read-only runs ----------------------------------------------------------------------
 
-def _generate(model: SmolLM2, key: RunKey) -> PromptLookup:
+def _generate(model: SmolLM2, key: RunKey) -> Speculation:
     ids, method, new, k, extra = key
     if method == "early-exit":
         return early_exit_generate(model, list(ids), new, extra, k)
@@ -68,7 +68,7 @@ def _generate(model: SmolLM2, key: RunKey) -> PromptLookup:
 
 
 @st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)
-def cached_run(key: RunKey) -> PromptLookup:
+def cached_run(key: RunKey) -> Speculation:
     """One self-drafted run (read-only record); one run of the real model at a time per server."""
     with server_lock("speculative_llm_run"):
         return _generate(llm.loaded_model(), key)
@@ -78,7 +78,7 @@ def cached_run(key: RunKey) -> PromptLookup:
 def cached_greedy(ids: tuple[int, ...], new: int) -> tuple[int, ...]:
     """Plain cached greedy decoding of the same prompt: the exactness check."""
     with server_lock("speculative_llm_run"):
-        return tuple(hf_generate(llm.loaded_model(), list(ids), new, keep_logits=False).tokens)
+        return tuple(generate_cached(llm.loaded_model(), list(ids), new, keep_logits=False).tokens)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)       # kept for the server's lifetime
@@ -184,7 +184,7 @@ def _lower(spec: dict, presenting: bool, by: int, axis_title: bool = True) -> di
     return spec
 
 
-def _round_view(run: PromptLookup, model: SmolLM2) -> None:
+def _round_view(run: Speculation, model: SmolLM2) -> None:
     n = len(run.rounds)
     urlstate.int_param("sd_round", 1, 1, SMOLLM2_MAX_NEW_TOKENS)
     if st.session_state["sd_round"] > n:          # a shorter run than the address's: its last round
@@ -200,7 +200,8 @@ def _round_view(run: PromptLookup, model: SmolLM2) -> None:
     words, pretty, vocab = _figure_words(), _pretty(model), model.vocab
     if not presenting:                      # presenter mode: the figures say it
         m = st.columns(4)
-        m[0].metric(t("specllm.m_cache_before"), fmt.integer(r.cache.before), help=t("specllm.m_cache_before_help"))
+        m[0].metric(t("specllm.m_cache_before"), fmt.integer(r.target_cache.before),
+                    help=t("specllm.m_cache_before_help"))
         m[1].metric(t("specllm.m_draft"), fmt.integer(len(r.draft)), help=t("specllm.m_draft_help"))
         m[2].metric(t("specllm.m_accepted"), fmt.integer(r.n_accepted))
         m[3].metric(t("specllm.m_emitted"), fmt.integer(len(r.emitted)), help=t("specllm.m_emitted_help"))
@@ -208,8 +209,8 @@ def _round_view(run: PromptLookup, model: SmolLM2) -> None:
     said = top[1]
     if r.index == 0:
         said.markdown(t("specllm.round0", fed=len(r.fed)) + " " + (
-            t("specllm.round0_ee") if run.method == "early-exit" else ""))
-    if run.method == "prompt-lookup":
+            t("specllm.round0_ee") if run.source == "early-exit" else ""))
+    if run.source == "prompt-lookup":
         if r.match is None:
             said.markdown(t("specllm.no_match"))
         else:
@@ -218,7 +219,7 @@ def _round_view(run: PromptLookup, model: SmolLM2) -> None:
     elif r.index:
         said.markdown(t("specllm.ee_draft", k=run.exit_layer, layers=model.n_layers, d=len(r.draft),
                         draft=shown(r.draft) or "—", ms=fmt.fixed(r.draft_seconds * 1e3, 0)))
-    title = t("specllm.verify_title", r=i + 1, n=len(r.fed) + len(r.draft), ms=fmt.fixed(r.seconds * 1e3, 0))
+    title = t("specllm.verify_title", r=i + 1, n=len(r.fed) + len(r.draft), ms=fmt.fixed(r.verify_seconds * 1e3, 0))
     verify = _lower(verify_spec(r, vocab, title, words, pretty), presenting, 66, axis_title=False)
     chart(go.Figure(verify), t("specllm.verify_alt"), key="specllm_verify")
     if presenting:
@@ -233,15 +234,16 @@ def _round_view(run: PromptLookup, model: SmolLM2) -> None:
         st.markdown(t("specllm.verify_body_plain", tok=pretty(vocab[r.target_token])))
     draft_rows = run.cache_rows(i, "draft")
     rows = run.cache_rows(i, "target")
-    ctitle = t("specllm.cache_title", before=r.cache.before, grown=r.cache.grown, after=r.cache.after)
+    ctitle = t("specllm.cache_title", before=r.target_cache.before, grown=r.target_cache.grown,
+               after=r.target_cache.after)
     cwords = {**words, "draft_cache": t("specllm.w_draft_cache_ee", k=run.exit_layer or 0)}
     cache = _lower(cache_spec(rows, draft_rows, _Shown(vocab, pretty), ctitle, labels=cwords), presenting,
                    65 if draft_rows else 15, axis_title=not draft_rows)
     chart(go.Figure(cache), t("specllm.cache_alt"), key="specllm_cache")
     if not presenting:
-        st.markdown(t("specllm.rollback", removed=len(r.cache.removed), after=r.cache.after)
-                    + (" " + t("specllm.rollback_ee", k=run.exit_layer, d=max(0, r.draft_grown - r.start))
-                       if run.method == "early-exit" and r.index else ""))
+        st.markdown(t("specllm.rollback", removed=len(r.target_cache.removed), after=r.target_cache.after)
+                    + (" " + t("specllm.rollback_ee", k=run.exit_layer, d=max(0, r.draft_cache.grown - r.start))
+                       if run.source == "early-exit" and r.index else ""))
     if not presenting:                      # presenter mode: the round's two figures on one screen
         chart(go.Figure(lookup_rounds_spec(run, t("specllm.rounds_title", n=n), words, current=i)),
               t("specllm.rounds_alt"), key="specllm_rounds")
@@ -249,12 +251,12 @@ def _round_view(run: PromptLookup, model: SmolLM2) -> None:
 
 # ---- the whole run: exactness, both kinds of prompt, the speed-up -----------------------------------
 
-def _summary(run: PromptLookup) -> None:
-    rate = run.acceptance_rate
+def _summary(run: Speculation) -> None:
+    rate = run.accepted_fraction
     m = st.columns(4)
     m[0].metric(t("specllm.s_rate"), "—" if rate is None else fmt.percent(rate, 1),
                 help=t("specllm.s_rate_help", acc=run.accepted, prop=run.proposed))
-    m[1].metric(t("specllm.s_per_pass"), fmt.fixed(run.tokens_per_pass, 2),
+    m[1].metric(t("specllm.s_per_pass"), fmt.fixed(run.tokens_per_target_pass, 2),
                 help=t("specllm.s_per_pass_help", n=len(run.tokens), rounds=len(run.rounds)))
     m[2].metric(t("specllm.s_passes"), fmt.integer(run.target_passes),
                 delta=t("specllm.s_plain_passes", n=len(run.tokens)), delta_color="off", delta_arrow="off",
@@ -263,12 +265,12 @@ def _summary(run: PromptLookup) -> None:
                 help=t("specllm.s_matched_help"))
 
 
-def _exactness(run: PromptLookup, model: SmolLM2) -> None:
+def _exactness(run: Speculation, model: SmolLM2) -> None:
     st.header(t("specllm.exact_title"))
     greedy = list(cached_greedy(tuple(run.prompt), run.max_new_tokens))
     c = st.columns(2)
     with c[0]:
-        sequences.show(t("specllm.exact_spec_" + run.method.replace("-", "_")), model.decode(run.tokens))
+        sequences.show(t("specllm.exact_spec_" + run.source.replace("-", "_")), model.decode(run.tokens))
     with c[1]:
         sequences.show(t("specllm.exact_plain"), model.decode(greedy))
     if run.tokens == greedy:
@@ -281,7 +283,7 @@ def _exactness(run: PromptLookup, model: SmolLM2) -> None:
     st.caption(t("specllm.exact_transformers"))
 
 
-def _both_cases(run: PromptLookup, key: RunKey, model: SmolLM2) -> None:
+def _both_cases(run: Speculation, key: RunKey, model: SmolLM2) -> None:
     """The acceptance rate of this method on both cases' own texts (same settings)."""
     st.header(t("specllm.cases_title"))
     _, method, new, k, extra = key
@@ -289,11 +291,11 @@ def _both_cases(run: PromptLookup, key: RunKey, model: SmolLM2) -> None:
     for case in CASES:
         ids = tuple(model.ids(model.prompt(PRESETS[case], chat=True)))
         other = run if ids == key[0] else cached_run((ids, method, new, k, extra))
-        rows.append((t(f"specllm.case_{case}"), method, other.acceptance_rate))
+        rows.append((t(f"specllm.case_{case}"), method, other.accepted_fraction))
         table.append({t("specllm.col_case"): t(f"specllm.case_{case}"), t("specllm.col_proposed"): other.proposed,
                       t("specllm.col_accepted"): other.accepted,
-                      t("specllm.col_rate"): other.acceptance_rate,
-                      t("specllm.col_per_pass"): other.tokens_per_pass,
+                      t("specllm.col_rate"): other.accepted_fraction,
+                      t("specllm.col_per_pass"): other.tokens_per_target_pass,
                       t("specllm.col_passes"): other.target_passes, t("specllm.col_tokens"): len(other.tokens)})
     chart(go.Figure(acceptance_spec(rows, t("specllm.cases_chart", method=t("specllm.w_" + method.replace("-", "_"))),
                                     _figure_words())), t("specllm.cases_alt"), key="specllm_cases")
@@ -364,12 +366,12 @@ def _measure(key: RunKey, model: SmolLM2) -> None:
     st.markdown(t("specllm.measure_reading"))
 
 
-def _download(run: PromptLookup, model: SmolLM2, same: bool | None) -> None:
-    body = functools.partial(lambda: json.dumps({"model": model.name, "draft": run.method,
+def _download(run: Speculation, model: SmolLM2, same: bool | None) -> None:
+    body = functools.partial(lambda: json.dumps({"model": model.name, "draft": run.source,
                                                  **prompt_lookup_dict(run, model.vocab),
                                                  "text": model.decode(run.tokens), "same_as_greedy": same},
                                                 indent=1))
-    st.download_button(t("specllm.dl_json"), body, file_name=f"speculative_smollm2_{run.method}.json",
+    st.download_button(t("specllm.dl_json"), body, file_name=f"speculative_smollm2_{run.source}.json",
                        mime="application/json", icon=":material/download:", on_click="ignore")
 
 

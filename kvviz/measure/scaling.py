@@ -1,4 +1,5 @@
-"""Timing on the machine the app runs on: kvviz's own GPT (kvviz.models.gpt) with random weights.
+"""Decode and prefill times against batch, context and prompt length, on the machine the app runs
+on: kvviz's own GPT (kvviz.models.gpt) with random weights in a kvviz.cost shape.
 
 ``MeasuredGPT`` builds the GPT of ``kvviz.models.gpt`` in a ``kvviz.cost`` shape (the tiny shape or
 GPT-2 small: token + learned position embeddings, pre-LayerNorm blocks with fused QKV and
@@ -17,8 +18,6 @@ visitor of a shared deployment cannot tie up the server for long.
 """
 from __future__ import annotations
 
-import statistics
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,11 +36,15 @@ from kvviz.limits import (
     LimitError,
     check_int,
 )
+from kvviz.measure.clock import run_locked, time_runs
 from kvviz.models.gpt import gpt_config, random_gpt
+
+__all__ = ["SHAPES", "DecodePoint", "MeasuredGPT", "Measurements", "PrefillPoint", "build_stack", "measure_all",
+           "measure_batch_sweep", "measure_context_sweep", "measure_prefill", "planned_flops", "run_locked",
+           "stack_cache_bytes"]
 
 SHAPES: dict[str, ModelConfig] = {"tiny": TINY_GPT, "gpt2": GPT2_SMALL}
 Progress = Callable[[float, str], None]
-_LOCK = threading.Lock()
 T = TypeVar("T")
 
 
@@ -135,18 +138,10 @@ def _ready(name: str, batch: int, max_len: int, stack: MeasuredGPT | None) -> Me
 
 def _time_ms(fn: Callable[[], object], repeats: int, warmup: int = 1, budget_s: float = 0.15,
              max_samples: int = 200) -> float:
-    """Median wall time of ``fn`` in milliseconds: at least ``repeats`` calls, and more (up to
-    ``max_samples``) while they fit in ``budget_s``, so fast shapes get enough samples to shrug
-    off the noise of a shared machine."""
-    for _ in range(warmup):
-        fn()
-    out: list[float] = []
-    start = time.perf_counter()
-    while len(out) < repeats or (len(out) < max_samples and time.perf_counter() - start < budget_s):
-        t0 = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(out)
+    """The median wall time of ``fn`` in milliseconds (kvviz.measure.clock): at least ``repeats``
+    calls, and more (up to ``max_samples``) while they fit in ``budget_s``, so fast shapes get
+    enough samples to shrug off the noise of a shared machine."""
+    return time_runs(fn, repeats, warmup, budget_s=budget_s, max_samples=max_samples).median * 1000
 
 
 @dataclass(frozen=True)
@@ -196,24 +191,6 @@ def _decode_point(stack: MeasuredGPT, batch: int, context: int, steps: int) -> D
     flops = pass_flops(cfg, 1, context - 1, last_only=True).scaled(batch).total
     moved = param_count(cfg) * 4 + batch * context * cache_bytes_per_token(cfg, "fp32")
     return DecodePoint(batch, context, ms, flops, moved)
-
-
-def run_locked(fn: Callable[[], object], threads: int = 1):
-    """Run one measurement at a time, on ``threads`` torch threads (one lock for every measurement
-    of the process: these sweeps and kvviz.speculative's speed-up).
-
-    One thread by default: on a shared, busy machine two threads that wait for each other at every
-    matrix product made a tiny-shape step 10-50× slower in our runs; one thread stays steady.
-    """
-    if not _LOCK.acquire(timeout=30):
-        raise LimitError("Another measurement is running on this server; try again in a moment.")
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(threads)
-        return fn()
-    finally:
-        torch.set_num_threads(before)
-        _LOCK.release()
 
 
 def _sweep(values: Sequence[int], label: str, one: Callable[[int], T], progress: Progress | None) -> list[T]:

@@ -10,84 +10,32 @@ fixed cost per pass (dozens of small operations dispatched from Python, and ever
 memory for a single token). ``PassTimes`` measures that cost and ``predicted_speedup`` shows that
 per-pass times, not FLOPs, explain the speed-up.
 
-One wall time is not a measurement on a shared machine: another job, the allocator, a page being
-drawn can double a run. ``time_loops`` warms both loops, runs them several times interleaved (so both
-meet the same load) and keeps every sample: the median is what a page shows, the range how much to
-trust it, and two ranges that overlap say the difference is within the machine's noise.
+Every time here comes from the one timing helper (kvviz.measure.clock.interleaved): warmed, repeated,
+the loops taking turns, every sample kept; the number shown is the median of the runs, the range how
+much to trust it, and two ranges that overlap say the difference is within the machine's noise.
 """
 from __future__ import annotations
 
-import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from kvviz.cache import StaticCache
 from kvviz.cost import ModelConfig, loop_flops, pass_flops, weight_bytes
-from kvviz.decoding.loops import generate, generate_cached, hf_generate, max_cached_new_tokens
+from kvviz.decoding.loops import generate, generate_cached, max_cached_new_tokens
 from kvviz.decoding.sampling import SelectionRule
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError, check_int
-from kvviz.models.gpt import GPT, cost_config
+from kvviz.measure.clock import Timing, interleaved, time_runs
+from kvviz.models.gpt import GPT, GPTModel, cost_config
 from kvviz.models.hf import HFCausalLM
 
-
-def _best_time(fn: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
+__all__ = ["VERIFY_REPEATS", "DtypeComparison", "DtypeRun", "LoopTimes", "PassTimes", "Sweep", "SweepPoint",
+           "Timing", "interleaved", "measure_dtypes", "measure_passes", "measure_point", "measure_sweep",
+           "sweep_sizes", "time_loops"]
 
 VERIFY_REPEATS = 7           # timed runs of each loop for the verification's times (after one warm-up)
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Repeated wall times of one piece of work, in seconds, in the order they were taken."""
-
-    samples: tuple[float, ...]
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples)
-
-    @property
-    def low(self) -> float:
-        return min(self.samples)
-
-    @property
-    def high(self) -> float:
-        return max(self.samples)
-
-    def overlaps(self, other: Timing) -> bool:
-        """Do the two ranges (fastest to slowest run) share any time? Then no order is shown."""
-        return self.low <= other.high and other.low <= self.high
-
-    def to_dict(self) -> dict:
-        return {"median_s": self.median, "min_s": self.low, "max_s": self.high, "samples_s": list(self.samples)}
-
-
-def interleaved(work: Mapping[str, Callable[[], object]], repeats: int, warmups: int = 1,
-                clock: Callable[[], float] = time.perf_counter) -> dict[str, Timing]:
-    """Time every function of ``work`` ``repeats`` times, taking turns (a, b, b, a, a, b …: the
-    order alternates so neither always runs right after the other), after ``warmups`` untimed
-    rounds that pay first-call costs (allocations, lazy initialisation)."""
-    check_int("Repeats", repeats, 1, 50)
-    names = list(work)
-    for _ in range(warmups):
-        for name in names:
-            work[name]()
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for i in range(repeats):
-        for name in (names if i % 2 == 0 else names[::-1]):
-            t0 = clock()
-            work[name]()
-            samples[name].append(clock() - t0)
-    return {name: Timing(tuple(v)) for name, v in samples.items()}
 
 
 @dataclass(frozen=True)
@@ -118,8 +66,9 @@ def time_loops(model: GPT, prompt_ids: Sequence[int], n: int, rule: SelectionRul
                repeats: int = VERIFY_REPEATS, clock: Callable[[], float] = time.perf_counter) -> LoopTimes:
     """``generate`` and ``generate_cached`` for ``n`` new tokens, warmed and timed ``repeats`` times
     each, interleaved (no logits kept: only the loops' own work is timed)."""
+    cached = GPTModel(model)
     times = interleaved({"uncached": lambda: generate(model, prompt_ids, n, rule, seed, keep_logits=False),
-                         "cached": lambda: generate_cached(model, prompt_ids, n, rule, seed, keep_logits=False)},
+                         "cached": lambda: generate_cached(cached, prompt_ids, n, rule, seed, keep_logits=False)},
                         repeats, clock=clock)
     return LoopTimes(n, times["uncached"], times["cached"])
 
@@ -127,8 +76,8 @@ def time_loops(model: GPT, prompt_ids: Sequence[int], n: int, rule: SelectionRul
 @dataclass(frozen=True)
 class SweepPoint:
     n: int                    # new tokens
-    seconds_uncached: float   # best wall time of generate (no cache)
-    seconds_cached: float     # best wall time of generate_cached (prefill included)
+    seconds_uncached: float   # median wall time of generate (no cache)
+    seconds_cached: float     # median wall time of generate_cached (prefill included)
     flops_uncached: int
     flops_cached: int
     same_tokens: bool         # both loops chose the same tokens
@@ -145,7 +94,7 @@ class SweepPoint:
 
 @dataclass(frozen=True)
 class PassTimes:
-    """Best seconds of single passes: a full pass over n tokens (no cache), and one cached decode step."""
+    """Median seconds of single passes: a full pass over n tokens (no cache), and one cached decode step."""
 
     full: dict[int, float]    # tokens → seconds of one full pass
     step: float               # one decode step with a cache of ``step_context`` positions
@@ -200,7 +149,7 @@ class Sweep:
 def sweep_sizes(model: GPT, prompt_len: int, max_n: int) -> list[int]:
     """Doubling token counts from 8 up to ``max_n``, capped by GPT_MAX_SWEEP_TOKENS and by what the
     cached loop can hold after this prompt."""
-    top = min(max_n, max_cached_new_tokens(model, prompt_len), GPT_MAX_SWEEP_TOKENS)
+    top = min(max_n, max_cached_new_tokens(GPTModel(model), prompt_len), GPT_MAX_SWEEP_TOKENS)
     ns, n = [], 8
     while n < top:
         ns.append(n)
@@ -218,35 +167,35 @@ def measure_passes(model: GPT, prompt_ids: Sequence[int], repeats: int = 3,
     full = {}
     for n in sorted({min(n, block) for n in lengths} | {len(prompt_ids)}):
         idx = (base.repeat(n // len(base) + 1)[:n] % vocab).unsqueeze(0)               # [1, n]
-        model(idx, last_only=True)                                                       # warm-up
-        full[n] = _best_time(lambda idx=idx: model(idx, last_only=True), repeats)
+        full[n] = time_runs(lambda idx=idx: model(idx, last_only=True), repeats).median
     context = min(128, block)
     cache = StaticCache(model.config.n_layer, context + repeats)
     prefix = base.repeat(context // len(base) + 1)[:context - 1].unsqueeze(0)          # [1, context − 1]
     model(prefix, cache, 0, last_only=True)                                            # prefill context − 1
     tok = base[:1].unsqueeze(0)
-    times = []
-    for i in range(repeats + 1):                                                         # the first is a warm-up
-        t0 = time.perf_counter()
-        model(tok, cache, context - 1 + i, last_only=True)
-        times.append(time.perf_counter() - t0)
-    return PassTimes(full, min(times[1:]), context)
+
+    def step() -> None:                     # the same decode step each time: position context − 1
+        cache.crop(context - 1)
+        model(tok, cache, context - 1, last_only=True)
+    return PassTimes(full, time_runs(step, repeats).median, context)
 
 
 def measure_point(model: GPT, prompt_ids: Sequence[int], n: int, rule: SelectionRule | None = None,
                   seed: int = 0, repeats: int = 1) -> SweepPoint:
-    """Best of ``repeats`` runs of each loop, interleaved so both meet the same load. Noise on a
-    shared machine only ever adds time, so the fastest run is the best estimate of the cost."""
+    """The median of ``repeats`` runs of each loop, interleaved so both meet the same load (the
+    sweep warms the loops up first, so none is added here)."""
     shape = cost_config(model.config)
-    uncached, cached = [], []
-    for _ in range(repeats):
-        uncached.append(generate(model, prompt_ids, n, rule, seed, keep_logits=False))
-        cached.append(generate_cached(model, prompt_ids, n, rule, seed, keep_logits=False))
+    fast = GPTModel(model)
+    runs: dict[str, list] = {"uncached": [], "cached": []}
+    times = interleaved({
+        "uncached": lambda: runs["uncached"].append(generate(model, prompt_ids, n, rule, seed, keep_logits=False)),
+        "cached": lambda: runs["cached"].append(generate_cached(fast, prompt_ids, n, rule, seed, keep_logits=False))},
+        repeats, warmups=0)
     p = len(prompt_ids)
-    spread = max(max(g.seconds for g in runs) / min(g.seconds for g in runs) for runs in (uncached, cached))
-    return SweepPoint(n, min(g.seconds for g in uncached), min(g.seconds for g in cached),
+    return SweepPoint(n, times["uncached"].median, times["cached"].median,
                       loop_flops(shape, p, n, False).total, loop_flops(shape, p, n, True).total,
-                      all(a.tokens == b.tokens for a, b in zip(uncached, cached)), spread)
+                      all(a.tokens == b.tokens for a, b in zip(runs["uncached"], runs["cached"])),
+                      max(t.spread for t in times.values()))
 
 
 def measure_sweep(model: GPT, prompt_ids: Sequence[int], ns: Sequence[int], rule: SelectionRule | None = None,
@@ -256,13 +205,13 @@ def measure_sweep(model: GPT, prompt_ids: Sequence[int], ns: Sequence[int], rule
     repeats = check_int("Repeats", repeats, 1, 5)
     if not ns:
         raise LimitError("Give at least one token count to measure.")
-    top = max_cached_new_tokens(model, len(prompt_ids))
+    top = max_cached_new_tokens(GPTModel(model), len(prompt_ids))
     for n in ns:
         check_int("Tokens to time", n, 1, min(GPT_MAX_SWEEP_TOKENS, top))
     # work grows ~ with N² without the cache: weight the progress bar by it
     weights = [n * n + 8 * n for n in ns]
     done, total = 0.0, sum(weights) * 1.1
-    generate_cached(model, prompt_ids, 4, keep_logits=False)       # warm-up (first-call allocations)
+    generate_cached(GPTModel(model), prompt_ids, 4, keep_logits=False)       # warm-up (first-call allocations)
     points = []
     for n, w in zip(ns, weights):
         if progress:
@@ -292,9 +241,8 @@ class DtypeRun:
 
     @property
     def step_ms(self) -> float:
-        """The median decode step (others' load on a shared machine only ever adds time)."""
-        s = sorted(self.step_seconds)
-        return 1e3 * (s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2)
+        """The median decode step, in ms (the statistic of kvviz.measure.clock)."""
+        return 1e3 * Timing(self.step_seconds).median
 
 
 @dataclass(frozen=True)
@@ -320,7 +268,7 @@ def measure_dtypes(models: Sequence[tuple[str, HFCausalLM]], prompt_ids: Sequenc
     steps = check_int("Decode steps", steps, 2, 64)
     out = []
     for dtype, model in models:
-        hf_generate(model, prompt_ids, warmup + 1, stop=False, keep_logits=False)
-        gen = hf_generate(model, prompt_ids, steps + 1, stop=False, keep_logits=False)
+        generate_cached(model, prompt_ids, warmup + 1, stop=False, keep_logits=False)
+        gen = generate_cached(model, prompt_ids, steps + 1, stop=False, keep_logits=False)
         out.append(DtypeRun(dtype, gen.tokens, gen.step_seconds[1:], model.weight_bytes(), gen.cache_bytes or 0))
     return DtypeComparison(tuple(out))

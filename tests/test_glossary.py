@@ -127,6 +127,39 @@ def test_rules_are_precise_about_boundaries_case_and_compounds():
         "form of address: Spanish", "es", "Pulsa el botón")
 
 
+def test_the_slips_a_native_reader_found_in_the_real_llm_views_fail_it():
+    """The kinds of slip issue 41 found (a term's other spelling, the neuter Prefill, «zur Zeit» for one at a
+    time, a game's «Zug» for a chat turn, «paso normal» for a pass, «the seed» for the lesson) are caught,
+    and their correct neighbours are not."""
+    # one spelling per term
+    assert _flags("chat template", "de", "die Chat-Vorlage (System-Prompt)") and not _flags(
+        "chat template", "de", "die Chatvorlage")
+    assert _flags("system prompt", "de", "der System-Prompt") and not _flags("system prompt", "de", "der Systemprompt")
+    assert _flags("role marker", "es", "las marcas de rol") and not _flags("role marker", "es", "los marcadores de rol")
+    assert _flags("role marker", "de", "Rollenmarken") and not _flags("role marker", "de", "die Rollenmarker")
+    # der Prefill, also contracted or without an article; its compounds and genitive are fine
+    assert _flags("prefill", "de", "geht einmal durchs Prefill") and _flags("prefill", "de", "gespartes Prefill")
+    assert not _flags("prefill", "de", "durch den Prefill; des Prefills; gesparter Prefill; ein Prefill-Durchlauf")
+    # a turn is not a move in a game; a Zugriff is not a Zug
+    assert _flags("turn", "de", "der Zug des Assistenten") and not _flags("turn", "de", "ein Schreibzugriff; Zugriff")
+    # plain decoding: one translation; a plain pass is a pass
+    assert _flags("plain decoding", "de", "gewöhnlichem Decode mit Greedy")
+    assert not _flags("plain decoding", "de", "gewöhnliches Decoding; ein gewöhnlicher Decode-Durchlauf")
+    assert _flags("pass", "es", "un paso normal") and _flags("pass", "de", "ein gewöhnlicher Schritt")
+    assert not _flags("pass", "es", "el recorrido paso a paso normal")
+    # one at a time is not «currently» nor «simultaneously»
+    assert _flags("German: one at a time", "de", "Eine Messung zur Zeit pro Server")
+    assert _flags("German: one at a time", "de", "Ein Lauf gleichzeitig pro Server")
+    assert not _flags("German: one at a time", "de", "Pro Server läuft jeweils nur ein Lauf; zurzeit keiner")
+    # «the field» is not the countryside
+    assert _flags("the field", "es", "donde se ven las razones del campo")
+    assert not _flags("the field", "es", "el texto del campo de entrada")
+    # the lesson is not «the seed»; a random seed is
+    assert _flags("seed, as one of the source texts", "en", "The seed's quiz")
+    assert _flags("seed, as one of the source texts", "en", "The seeds in teaching order")
+    assert not _flags("seed, as one of the source texts", "en", "the same seed gives the same draws; seeds 1 and 2")
+
+
 def test_a_new_page_file_is_checked_without_registering_it(tmp_path):
     """A locale file another page adds later is read by the same loop as the existing ones."""
     (tmp_path / "de").mkdir()

@@ -76,6 +76,28 @@ FLAGS = [
     ("es", ["speculative.fig_u"], r"sorteo uniforme", r"número aleatorio uniforme"),
     ("es", ["gpt.did_decode", "gpt.attention_title", "gpt.cache_grew", "cost.ai_text"], r"\bpaso\b", r"\bpasada\b"),
     ("es", ["stepper.cache_title", "paged.check_ok"], r"\{n\} filas", r"\{n, plural, one \{"),
+    # the real-LLM views (SmolLM2), read again by a native lecturer (issue 41)
+    ("es", ["specllm.cases_body_early_exit"], r"es lo que las primeras capas", r"la frecuencia con que las primeras"),
+    ("es", ["specllm.text_help"], r"marcas de rol|texto propio del caso", r"marcadores de rol"),
+    ("es", ["compress.llm_intro", "compress.intro"], r"(?i)\bcampo\b", None),
+    ("es", ["specllm.m_draft_help", "specllm.round0_ee", "specllm.w_no_draft", "specllm.verify_body_plain",
+            "specllm.measure_reading", "specllm.cases_body_prompt_lookup"], r"\bpasos? normal", r"\bpasadas?\b"),
+    ("de", ["specllm.exact_transformers"], r"gleichen gewöhnlichem Decode",
+     r"dieselben wie beim gewöhnlichen Decoding mit Greedy"),
+    ("de", ["specllm.text_help"], r"kommt darum|eigene Text des Falls|System-Prompt|Rollenmarken|Chat-Vorlage",
+     r"Chatvorlage \(Systemprompt und Rollenmarker\) wird um sie herum gelegt"),
+    ("de", ["llm.new_tokens_help", "llm.tokens_intro_chat", "llm.part_assistant", "llm.ended"], r"\bZug\b",
+     r"\bBeitrag\b"),
+    ("de", ["paged.llm_fork_intro", "paged.lq_prefill_saved"], r"durchs Prefill|gespartes Prefill",
+     r"durch den Prefill|gesparter Prefill"),
+    ("de", ["paged.llm_run_help", "specllm.measure_intro", "speculative.measure_intro", "compress.llm_run_help",
+            "cost.ms_caps"], r"zur Zeit|gleichzeitig", r"jeweils nur"),
+    ("de", ["specllm.s_plain_passes", "specllm.exact_title", "specllm.exact_plain", "specllm.speedup_title",
+            "specllm.measure_intro", "speculative.fig_plain", "speculative.s_plain_passes"],
+     r"gewöhnliche[nmrs]? Decode\b(?!-)", r"(?i)gewöhnliche[nms]? Decoding"),
+    ("de", ["specllm.m_draft_help", "specllm.w_no_draft", "specllm.verify_body_plain", "specllm.measure_reading",
+            "specllm.cases_body_prompt_lookup", "speculative.fig_no_proposals", "speculative.no_alpha"],
+     r"gewöhnliche[nmrs]? Schritt", r"Durchl[aä]uf"),
     # German in du: the keys that said Sie
     ("de", ["abc.bad_prompt", "cost.mem_intro", "cost.fig_you", "cost.fig_you_hover", "cost.bt_need_two",
             "cost.ms_intro", "cost.ms_none", "cost.ms_done"], r"\b(?:Sie|Ihnen|Ihre?[mnrs]?)\b",
@@ -112,6 +134,25 @@ def test_the_choose_phase_has_one_name_per_language():
     for lang, word in (("es", "elección"), ("de", "Auswahl")):
         s = strings(lang)
         assert {s[f"{page}.phase_choose"] for page in ("abc", "gpt", "weather")} == {word}, lang
+
+
+def test_one_row_one_verb_and_no_the_1_in_the_real_llm_views():
+    """A count of one takes a verb in the singular ("the draft's row … was cropped") and is not read as
+    "the 1 token": the one-token prompt and the one-row rollback in all three languages."""
+    from kvviz.ui.app.i18n import render
+    s = {lang: strings(lang) for lang in ("en", "es", "de")}
+    one = {"en": "The draft's row in layers 1 to 3 (the bottom strip) was cropped",
+           "es": "La fila del borrador en las capas 1 a 3 (la franja de abajo) se recortó",
+           "de": "Die Zeile des Entwurfs in den Schichten 1 bis 3 (der untere Streifen) wurde"}
+    two = {"en": "rows in layers 1 to 3 (the bottom strip) were cropped", "es": "se recortaron", "de": "wurden"}
+    for lang in one:
+        assert render(s[lang]["specllm.rollback_ee"], lang, d=1, k=3).startswith(one[lang]), lang
+        assert two[lang] in render(s[lang]["specllm.rollback_ee"], lang, d=2, k=3), lang
+    args = dict(n=1, layers=30, kv=3, hs=64, heads=9)
+    assert "ran the prompt's only token through all 30 layers" in render(s["en"]["llm.did_prefill"], "en", **args)
+    assert "el único token del prompt por las 30 capas" in render(s["es"]["llm.did_prefill"], "es", **args)
+    assert "das einzige Prompt-Token in einem Durchlauf durch alle 30 Schichten" in render(
+        s["de"]["llm.did_prefill"], "de", **args)
 
 
 def test_counts_read_as_a_native_reader_expects():

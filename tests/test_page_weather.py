@@ -54,7 +54,7 @@ def click(at, label: str):
 
 
 def edit_value(at, word: str, value, version: int = 0):
-    """Type ``value`` into the word's number input (a new set after each *Seed values*)."""
+    """Type ``value`` into the word's number input (a new set after each *Source values*)."""
     at.number_input(key=f"weather_value_{version}_{word}").set_value(value).run()
 
 
@@ -120,7 +120,7 @@ def test_invalid_values_and_prompts_get_a_message_then_edits_take_effect():
         errors = [e.value for e in at.error]
         assert any("between" in e and "'weather'" in e for e in errors), (bad, errors)
         assert stepper(at) is None                    # nothing runs on bad values
-    click(at, "Seed values")                          # fresh inputs with the default values
+    click(at, "Source values")                        # fresh inputs with the source text's values
     assert not at.error and frame_with(at, "4:so").round(4).values.tolist()[0] == [10, 20, 20, 12.5]
     assert "values" not in at.query_params
     edit_value(at, "weather", 40, version=1)          # the reset gave the inputs new keys

@@ -100,6 +100,27 @@ def test_no_count_left_outside_a_plural(lang):
     assert not wrong, "\n".join(wrong)
 
 
+# a count of one read after an article or "all": "the 1 prompt token", «el 1 token», „das 1 Prompt-Token",
+# "accepted all 1 draft token" (a one-token prompt); the one form says "the only token" instead
+THE_ONE = {"en": r"\b(?:[Tt]he|[Aa]ll|[Ii]ts|[Tt]heir|[Tt]his|[Tt]hese|[Tt]hose) 1 (?=\w)",
+           "es": r"\b(?:[Ee]l|[Ll]a|[Ll]os|[Ll]as|[Ss]us?|[Tt]od[oa]s(?: l[oa]s)?|[Ee]st[eao]s?) 1 (?=\w)",
+           # German: before a noun only ("eine Blockgröße, die 1 nicht teilt" is a relative clause)
+           "de": r"\b(?:[Dd](?:as|ie|er|en|em|es)|[Aa]lle[nms]?|[Ii]hre?[nmrs]?|[Ss]eine?[nmrs]?|[Dd]iese[nmrs]?)"
+                 r" 1 (?=[A-ZÄÖÜ])"}
+
+
+@pytest.mark.parametrize("lang", list(LANGS))
+def test_a_count_of_one_is_not_read_as_the_1(lang):
+    wrong = []
+    for key in PLURAL_KEYS:
+        text = strings(lang)[key]
+        counts = plural_names(text)
+        shown = render(text, lang, **{k: (1 if k in counts else "X") for k in placeholders(text)})
+        wrong += [f"{key}: {m.group(0)!r} in {shown[max(0, m.start() - 30):m.end() + 30]!r}"
+                  for m in re.finditer(THE_ONE[lang], shown)]
+    assert not wrong, "\n".join(wrong)
+
+
 def test_the_same_counts_in_every_language():
     en = strings("en")
     for lang in LANGS:

@@ -29,7 +29,8 @@ def logits_bar_spec(logits: Sequence[float], tokens: Sequence[str], chosen: int 
              "cliponaxis": False,     # a short chart (presenter mode) keeps the top bar's number whole
              "hovertemplate": "%{x}: logit %{y:.4f}<extra></extra>"}
     return {"data": [trace], "layout": theme.layout(
-        title, 340, yaxis={"title": {"text": "logit"}, "range": [lo - pad, hi + pad], "zeroline": True})}
+        # at most 4 ticks: presenter mode fits this chart to 90 px of plot, where plotly's own 5 touched
+        title, 340, yaxis={"title": {"text": "logit"}, "range": [lo - pad, hi + pad], "zeroline": True, "nticks": 4})}
 
 
 def logits_bar(*args, **kwargs) -> go.Figure:

@@ -155,8 +155,9 @@ def position_spec(round_: SpeculativeRound, i: int, vocab: Sequence[str], title:
     return {"data": traces, "layout": theme.layout(
         title, 360, ticks=False, top=60, legend=theme.LEGEND_ABOVE, barmode="group", bargap=0.2, annotations=notes,
         xaxis=dict(type="category", tickfont=FONT),
-        yaxis=dict(title=dict(text=w["probability"]), range=[0, 1.3], tickvals=[0, 0.25, 0.5, 0.75, 1.0],
-                   tickfont=FONT))}
+        # three ticks, as the proposals' strip: presenter mode fits this chart to the 90 px a numeric axis
+        # is given there (plotly_view.js needHeight), where five labels touched each other
+        yaxis=dict(title=dict(text=w["probability"]), range=[0, 1.3], tickvals=[0, 0.5, 1.0], tickfont=FONT))}
 
 
 def position_figure(round_: SpeculativeRound, i: int, vocab: Sequence[str], title: str, top: int = 10,

@@ -7,6 +7,8 @@ box shown (HTML text and plotly's SVG text) and every plotly figure, and lists w
   shrink a bar's inside text by);
 - **overlap**: two texts of one figure, or two texts of the HTML around them, sharing more than
   2 px each way (their real, possibly slanted, outlines);
+- **crowded**: two upright tick labels of one axis whose line boxes touch (more than 1 px deep),
+  although their letters may not overlap yet (a numeric axis squeezed below what its ticks need);
 - **cut**: a figure's text reaching past the figure's edge (a title plotly could not place);
 - **on bars**: an annotation over a bar (a note printed on the values it explains);
 - **squashed**: a subplot less than ``opts.min_plot`` px high, a category axis showing fewer labels
@@ -113,9 +115,27 @@ SCAN = r"""(opts) => {
           say("cut", name, short(s));
         }
         if (opts.screen && offScreen(box)) say("off screen", name, short(s));
-        items.push({ text: s, quad, box, note: !!t.closest(".annotation") });
+        // a tick label's group names its axis (g.ytick, g.x2tick): the labels of one axis stacked
+        const tickOf = /^[xy]\d*tick$/.exec(t.parentElement?.getAttribute("class") || "");
+        // (slanted labels are set close on purpose: their ink is checked, as every text's, above)
+        const upright = !m || Math.abs(m.b) < 0.01;
+        items.push({ text: s, quad, box, note: !!t.closest(".annotation"), axis: upright && tickOf && tickOf[0] });
       }
       overlaps(items, name);
+      // one axis's labels by their whole line boxes (not only the ink): labels that touch read as one
+      // number (0,250,5 on a squeezed probability axis)
+      const axes = {};
+      for (const it of items) if (it.axis) (axes[it.axis] = axes[it.axis] || []).push(it);
+      for (const [axis, ticks] of Object.entries(axes)) {
+        let n = 0;
+        for (let i = 0; i < ticks.length; i++) {
+          for (let j = i + 1; j < ticks.length; j++) {
+            if (depth(ticks[i].quad, ticks[j].quad) > 1 && n++ < 3) {
+              say("crowded", name, `${axis} labels ${short(ticks[i].text)} and ${short(ticks[j].text)} touch`);
+            }
+          }
+        }
+      }
       // annotations over bars
       const bars = [...f.querySelectorAll(".barlayer .point path")].filter(vis).map((p) => p.getBoundingClientRect())
         .filter((r) => r.width > 1 && r.height > 1);

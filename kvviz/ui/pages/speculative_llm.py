@@ -218,8 +218,10 @@ def _round_view(run: Speculation, model: SmolLM2) -> None:
                             draft=shown(r.draft) or "—", tried=list(r.match.tried)))
     elif r.index:
         said.markdown(t("specllm.ee_draft", k=run.exit_layer, layers=model.n_layers, d=len(r.draft),
-                        draft=shown(r.draft) or "—", ms=fmt.fixed(r.draft_seconds * 1e3, 0)))
-    title = t("specllm.verify_title", r=i + 1, n=len(r.fed) + len(r.draft), ms=fmt.fixed(r.verify_seconds * 1e3, 0))
+                        draft=shown(r.draft) or "—"))
+    # no time of this round in the text: it was measured while the page ran, so an export would differ
+    # each time (the speed-up, measured behind a button, says what the passes cost)
+    title = t("specllm.verify_title", r=i + 1, n=len(r.fed) + len(r.draft))
     verify = _lower(verify_spec(r, vocab, title, words, pretty), presenting, 66, axis_title=False)
     chart(go.Figure(verify), t("specllm.verify_alt"), key="specllm_verify")
     if presenting:

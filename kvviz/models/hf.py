@@ -10,8 +10,11 @@ caches, kvviz.cache) or without one (``use_cache=False``: the recompute check), 
 - k, v ``[L, H_kv, N, d]``: the rows the pass appended to the cache (keys after the rotary
   rotation, as the model caches them); without a cache, the same rows as computed;
 - q ``[L, H, N, d]``: the queries after the rotation, captured with forward hooks on the
-  projections (``q_proj``/``k_proj``/``v_proj``, the Llama family's names) and the model's own
-  rotary embedding and ``apply_rotary_pos_emb``; a model without these gives an empty q;
+  projections (``q_proj``/``k_proj``/``v_proj``, the Llama family's names), on the per-head norms
+  a model applies before the rotation where it has them (``q_norm``/``k_norm``: Gemma 3, Qwen 3),
+  and on each attention module's own ``position_embeddings`` (cos, sin: a model whose layers use
+  different rotary bases, Gemma 3's sliding and global layers, rotates each layer by its own),
+  rotated with the model's ``apply_rotary_pos_emb``; a model without these gives an empty q;
 - ``k_unrotated``: the keys before the rotation (the RoPE view of the page);
 - output: the hidden state the vocabulary projection reads (a pre-hook on it), logits ``[N, V]``.
 
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kvviz.cache import Cache, PagedCache
+from kvviz.cache import Cache, DynamicCache, PagedCache, layer_windows
 from kvviz.cost.shapes import ModelConfig
 from kvviz.limits import LimitError
 from kvviz.models.base import BatchPassRecord, ModelLimits, PassRecord, allowed_keys
@@ -72,13 +75,25 @@ def cost_config(config, name: str = "", source: str = "") -> ModelConfig:
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     bias = bool(getattr(config, "attention_bias", False))
+    d_ff = getattr(config, "intermediate_size", None)
+    gpt2 = d_ff is None and hasattr(config, "n_inner")     # GPT-2's config: learned positions, GELU MLP, biases
+    if gpt2:
+        d_ff = config.n_inner or 4 * config.hidden_size
     return ModelConfig(
         name or getattr(config, "name_or_path", "") or config.model_type, n_layers=config.num_hidden_layers,
         n_heads=heads, n_kv_heads=getattr(config, "num_key_value_heads", None) or heads, head_dim=head_dim,
-        d_model=config.hidden_size, d_ff=config.intermediate_size, vocab=config.vocab_size, mlp="gated",
-        max_context=getattr(config, "max_position_embeddings", 0), norm="rmsnorm", qkv_bias=bias, out_bias=bias,
-        mlp_bias=bool(getattr(config, "mlp_bias", False)),
+        d_model=config.hidden_size, d_ff=d_ff, vocab=config.vocab_size, mlp="gelu" if gpt2 else "gated",
+        learned_positions=config.n_positions if gpt2 else 0,
+        max_context=getattr(config, "max_position_embeddings", 0), norm="layernorm" if gpt2 else "rmsnorm",
+        qkv_bias=bias or gpt2, out_bias=bias or gpt2, mlp_bias=bool(getattr(config, "mlp_bias", False)) or gpt2,
         tied_embeddings=bool(getattr(config, "tie_word_embeddings", False)), source=source)
+
+
+def _left_padded(maps: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Attention maps [H, N, T_layer] as [H, N, T]: a sliding-attention layer whose cache dropped the
+    oldest positions read fewer keys; those columns are zeros (its mask gave them no weight)."""
+    t = max(m.shape[-1] for m in maps)
+    return [m if m.shape[-1] == t else torch.nn.functional.pad(m, (t - m.shape[-1], 0)) for m in maps]
 
 
 class HFCausalLM:
@@ -106,6 +121,14 @@ class HFCausalLM:
         self.dtype = next(model.parameters()).dtype
         self.end_tokens = frozenset(self.vocab[i] for i in self._end_ids())
         self._layers = self._attention_modules()
+        # per layer: the sliding window of a sliding-attention layer, None for a global one
+        # (transformers' own rule: kvviz.cache.hybrid.layer_windows)
+        self.windows: list[int | None] = layer_windows(cfg)
+
+    def dense_cache(self) -> DynamicCache:
+        """kvviz's growing cache for this model: sliding-attention layers keep their window as
+        transformers' ``DynamicCache(config=...)`` does, global layers everything (kvviz.cache.hybrid)."""
+        return DynamicCache(self.n_layers, self.windows)
 
     def _end_ids(self) -> set[int]:
         """Ids that end the model's text: the generation config's and tokenizer's end of sequence."""
@@ -159,7 +182,7 @@ class HFCausalLM:
         """Forward hooks for one pass of this thread: q/k/v projections, the rotary cos/sin, the
         readout's input. Removed afterwards (the model object is shared and stays as it was)."""
         me = threading.get_ident()
-        got: dict = {"q": {}, "k": {}, "v": {}, "rope": None, "hidden": None}
+        got: dict = {"q": {}, "k": {}, "v": {}, "rope": None, "layer_rope": {}, "hidden": None}
         handles = []
 
         def keep(kind: str, i: int):
@@ -168,9 +191,20 @@ class HFCausalLM:
                     got[kind][i] = out.detach()
             return hook
 
+        def layer_rope(i: int):
+            def hook(_mod, _args, kwargs):
+                pe = kwargs.get("position_embeddings")
+                if threading.get_ident() == me and isinstance(pe, tuple) and len(pe) == 2:
+                    got["layer_rope"][i] = pe
+            return hook
+
         for i, attn in enumerate(self._layers):
             for kind in ("q", "k", "v"):
-                handles.append(getattr(attn, f"{kind}_proj").register_forward_hook(keep(kind, i)))
+                # the per-head norm's output where the model has one: what the rotation reads
+                module = getattr(attn, f"{kind}_norm", None) if kind != "v" else None
+                module = module if isinstance(module, torch.nn.Module) else getattr(attn, f"{kind}_proj")
+                handles.append(module.register_forward_hook(keep(kind, i)))
+            handles.append(attn.register_forward_pre_hook(layer_rope(i), with_kwargs=True))
         rotary = getattr(getattr(self.model, "model", None), "rotary_emb", None)
         if rotary is not None and self._layers:
             def rope(_mod, _inp, out):
@@ -189,7 +223,10 @@ class HFCausalLM:
                 h.remove()
 
     def _heads(self, t: torch.Tensor, n_heads: int) -> torch.Tensor:
-        """A projection's output [1, N, heads·d] → [1, heads, N, d] (as the attention module views it)."""
+        """A projection's output [1, N, heads·d] → [1, heads, N, d] (as the attention module views it);
+        a per-head norm's output is [1, heads, N, d] already."""
+        if t.dim() == 4:
+            return t
         return t.view(t.shape[0], t.shape[1], n_heads, self.head_dim).transpose(1, 2)
 
     @torch.no_grad()
@@ -200,13 +237,14 @@ class HFCausalLM:
         with self._recording() as got:
             out = self.model(input_ids=ids, position_ids=positions, past_key_values=cache,
                              use_cache=cache is not None, output_attentions=True)
-        att = torch.stack([a[0] for a in out.attentions]).float()                  # [L, H, N, T]
+        att = torch.stack(_left_padded([a[0] for a in out.attentions])).float()    # [L, H, N, T]
         q = k = q_raw = k_raw = None
-        if self._layers and len(got["q"]) == self.n_layers and got["rope"] is not None:
+        per_layer = len(got["layer_rope"]) == self.n_layers
+        if self._layers and len(got["q"]) == self.n_layers and (per_layer or got["rope"] is not None):
             rotate = sys.modules[type(self._layers[0]).__module__].apply_rotary_pos_emb   # the model's own
-            cos, sin = got["rope"]
             qs, ks = [], []
             for i in range(self.n_layers):
+                cos, sin = got["layer_rope"][i] if per_layer else got["rope"]     # this layer's rotation
                 q_i, k_i = rotate(self._heads(got["q"][i], self.n_heads), self._heads(got["k"][i], self.n_kv_heads),
                                   cos, sin)
                 qs.append(q_i[0])

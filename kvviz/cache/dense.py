@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import torch
 
 from kvviz.cache.base import KV, Cache, CacheLayer
+from kvviz.cache.hybrid import DynamicSlidingWindowLayer
 from kvviz.limits import LimitError
 
 
@@ -114,7 +115,6 @@ class DynamicCache(Cache):
     reads them from a transformers config, as its ``DynamicCache(config=...)`` does)."""
 
     def __init__(self, n_layers: int, windows: Sequence[int | None] | None = None) -> None:
-        from kvviz.cache.hybrid import DynamicSlidingWindowLayer
         windows = [None] * n_layers if windows is None else list(windows)
         if len(windows) != n_layers:
             raise ValueError(f"{len(windows)} windows for {n_layers} layers")

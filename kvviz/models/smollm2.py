@@ -102,7 +102,7 @@ def ready_dir(gguf_file: str | Path, root: Path | None = None) -> Path:
 
 def converted_dir(gguf_file: str | Path, root: Path | None = None) -> Path:
     """The converted directory of ``gguf_file`` in the cache, made once (kvviz.models.real.converted_dir)."""
-    return real.converted_dir(gguf_file, root, prefix=DIR_PREFIX, quantization="Q4_1", convert=convert)
+    return real.converted_dir(gguf_file, root, prefix=DIR_PREFIX, quantization="Q4_1", converter=convert)
 
 
 def model_dir(source: Source, prepare: bool = True) -> str:

@@ -33,6 +33,7 @@ import os
 import shutil
 import tempfile
 import time
+import tomllib
 import unittest.mock
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -426,17 +427,20 @@ HOST_LIMITS = ModelLimits()     # replaced by kvviz.models.registry with SmolLM2
 
 def host_entries(env: dict[str, str] | None = None, checkout: Path | None = None) -> list[str]:
     """The further models this server loads: ``$KVVIZ_MODELS`` (hub ids or local folders, separated
-    by commas), else the key ``KVVIZ_MODELS`` of the checkout's ``.streamlit/secrets.toml``. The host
-    sets them; nothing a visitor sends reaches this list."""
+    by commas), else the key ``KVVIZ_MODELS`` of Streamlit's secrets file (``.streamlit/secrets.toml``
+    in the checkout, then in the home directory: where Streamlit reads it). The host sets them;
+    nothing a visitor sends reaches this list."""
     env = os.environ if env is None else env
     raw = env.get(ENV_MODELS)
     if raw is None:
-        secrets = (checkout or CHECKOUT) / ".streamlit" / "secrets.toml"
-        try:
-            import tomllib
-            value = tomllib.loads(secrets.read_text(encoding="utf-8")).get(ENV_MODELS, "")
-        except (OSError, ValueError):
-            value = ""
+        value = ""
+        for folder in ((checkout or CHECKOUT), Path.home()):
+            try:
+                value = tomllib.loads((folder / ".streamlit" / "secrets.toml").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            value = value.get(ENV_MODELS, "")
+            break
         raw = ",".join(value) if isinstance(value, list) else str(value)
     return [e.strip() for e in raw.split(",") if e.strip()]
 

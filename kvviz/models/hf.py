@@ -282,14 +282,25 @@ class HFCausalLM:
         The rule ``models.base.allowed_keys`` gives goes in as a ready 4D additive mask [B, 1, N, T]
         (transformers passes a 4D mask on untouched); a padding query row, which reads nothing,
         may read every column instead (its output is dropped; an all-masked row would only waste
-        a softmax). The record keeps the logits [B, N, V] only: q, k, v and attention are empty
-        (no per-head hooks or attention weights for a serving step)."""
+        a softmax). A model with sliding-attention layers gets one mask per layer kind (transformers'
+        ``{"full_attention": ..., "sliding_attention": ...}``), the sliding one limited to its window.
+        The record keeps the logits [B, N, V] only: q, k, v and attention are empty (no per-head
+        hooks or attention weights for a serving step)."""
         n = token_ids.shape[1]
         allowed = allowed_keys(key_mask, n)                                          # [B, N, T]
-        allowed = allowed | ~allowed.any(-1, keepdim=True)
-        mask = torch.zeros(allowed.shape, dtype=self.dtype).masked_fill_(~allowed, torch.finfo(self.dtype).min)
+
+        def additive(ok: torch.Tensor) -> torch.Tensor:                              # [B, 1, N, T]
+            ok = ok | ~ok.any(-1, keepdim=True)
+            return torch.zeros(ok.shape, dtype=self.dtype).masked_fill_(~ok, torch.finfo(self.dtype).min).unsqueeze(1)
+
+        mask = additive(allowed)
+        windows = {w for w in self.windows if w is not None}
+        if windows:     # sliding-attention layers read the last `window` positions only: a mask per layer kind
+            key_pos = key_mask.long().cumsum(-1) - 1                                 # [B, T] each column's position
+            near = positions.unsqueeze(-1) - key_pos.unsqueeze(1) < min(windows)     # [B, N, T]
+            mask = {"full_attention": mask, "sliding_attention": additive(allowed & near)}
         out = self.model(input_ids=token_ids.long(), position_ids=positions.clamp(min=0).long(),
-                         attention_mask=mask.unsqueeze(1), past_key_values=cache, use_cache=True)
+                         attention_mask=mask, past_key_values=cache, use_cache=True)
         b = token_ids.shape[0]
         empty = torch.empty(b, self.n_layers, self.n_heads, n, 0)
         return BatchPassRecord(positions=positions, q=empty, k=empty, v=empty, attention=empty,

@@ -93,6 +93,12 @@ def test_recorded_q_and_k_are_what_attention_used_each_layer_with_its_own_rotati
         assert torch.allclose(att, rec.attention[layer], atol=1e-5), layer
     base = gemma.model.model.rotary_emb
     assert not torch.equal(base.sliding_attention_inv_freq, base.full_attention_inv_freq)
+    assert torch.equal(gemma.rope_inv_freq(0), base.sliding_attention_inv_freq)
+    assert torch.equal(gemma.rope_inv_freq(3), base.full_attention_inv_freq)
+    for layer in (0, 3):                   # the RoPE view's rotation: each layer's own base
+        again = gemma.rotate(rec.k_unrotated[layer, 0, n - 1], n - 1, layer)
+        assert torch.allclose(again, rec.k[layer, 0, n - 1], atol=1e-5), layer
+    assert not torch.allclose(gemma.rotate(rec.k_unrotated[0, 0, n - 1], n - 1, 3), rec.k[0, 0, n - 1], atol=1e-3)
 
 
 def test_a_sliding_layer_goes_back_only_until_it_dropped_a_row():

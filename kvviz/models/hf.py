@@ -317,35 +317,47 @@ class HFCausalLM:
 
     # ---- rotary positions ----------------------------------------------------------------------
 
-    def rope_inv_freq(self) -> torch.Tensor | None:
-        """The rotary embedding's frequencies θ^(−2i/d), [d/2] (None without rotary positions)."""
+    def _layer_type(self, layer: int) -> str | None:
+        """transformers' kind of layer ``layer`` (``config.layer_types``), None if it names none."""
+        types = getattr(self.config, "layer_types", None)
+        return types[layer] if types else None
+
+    def rope_inv_freq(self, layer: int = 0) -> torch.Tensor | None:
+        """The rotary embedding's frequencies θ^(−2i/d) of layer ``layer``, [d/2] (None without
+        rotary positions). A model whose kinds of layer rotate with different bases (Gemma 3:
+        10,000 sliding, 1,000,000 global) keeps one set per kind (``<kind>_inv_freq``)."""
         rotary = getattr(getattr(self.model, "model", None), "rotary_emb", None)
         f = getattr(rotary, "inv_freq", None)
+        if f is None and self._layer_type(layer):
+            f = getattr(rotary, f"{self._layer_type(layer)}_inv_freq", None)
         return None if f is None else f.detach().float().clone()
 
-    def rope_angles(self, position: int) -> torch.Tensor:
+    def rope_angles(self, position: int, layer: int = 0) -> torch.Tensor:
         """The angle (radians) by which each dimension pair of a key at ``position`` is rotated,
         [d/2]: pair i is dimensions (i, i + d/2) in the Llama layout (``rotate_half``)."""
-        f = self.rope_inv_freq()
+        f = self.rope_inv_freq(layer)
         if f is None:
             raise ValueError("this model has no rotary positions")
         return float(position) * f.double()
 
     @torch.no_grad()
-    def rotate(self, x: torch.Tensor, position: int) -> torch.Tensor:
+    def rotate(self, x: torch.Tensor, position: int, layer: int = 0) -> torch.Tensor:
         """Vectors ``x`` [..., d] (queries or keys before the rotation) rotated to ``position`` by the
-        model's own rotary embedding and ``apply_rotary_pos_emb``, as its attention does."""
+        model's own rotary embedding (layer ``layer``'s, where kinds of layer differ) and
+        ``apply_rotary_pos_emb``, as its attention does."""
         rotary = self.model.model.rotary_emb
         rotate = sys.modules[type(self._layers[0]).__module__].apply_rotary_pos_emb
         flat = x.reshape(1, 1, -1, x.shape[-1]).to(self.dtype)                        # [1, 1, n, d]
-        cos, sin = rotary(flat, torch.full((1, flat.shape[2]), int(position)))
+        where = torch.full((1, flat.shape[2]), int(position))
+        kind = self._layer_type(layer) if getattr(rotary, "layer_types", None) else None
+        cos, sin = rotary(flat, where, kind) if kind else rotary(flat, where)
         return rotate(flat, flat, cos, sin)[0].reshape(x.shape).float()
 
     def relative_scores(self, q: torch.Tensor, k: torch.Tensor, query_pos: int, key_pos: int,
-                        shifts: Sequence[int]) -> list[float]:
+                        shifts: Sequence[int], layer: int = 0) -> list[float]:
         """q·k / √d of a query and a key (before the rotation, [d] each) rotated to positions
         (query_pos + s, key_pos + s) for every shift s: with rotary positions the score depends only
         on the distance query_pos − key_pos, so a key rotated once at its own position stays right
         for every later query."""
-        return [float(self.rotate(q, query_pos + s) @ self.rotate(k, key_pos + s)) / self.head_dim ** 0.5
+        return [float(self.rotate(q, query_pos + s, layer) @ self.rotate(k, key_pos + s, layer)) / self.head_dim ** 0.5
                 for s in shifts]

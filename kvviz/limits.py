@@ -116,6 +116,14 @@ MAX_SERVE_STEPS = 1_000         # steps of one run (a guard: a valid stream need
 SMOLLM2_SERVE_MAX_REQUESTS = 6        # chat requests in one stream
 SMOLLM2_SERVE_MAX_NEW_TOKENS = 16     # tokens one request generates
 SMOLLM2_SERVE_MAX_SLOTS = 1_024       # blocks × block size: 47 MB of K/V in float32
+# Gemma 3 270M (kvviz.models.gemma3): long texts past its 512-position sliding window; 2 KB of K/V
+# per position and layer, the 15 sliding layers keeping ≤ 511 positions (docs/measured-gemma3.md)
+GEMMA3_MAX_PROMPT_TOKENS = 1_100      # prompt tokens: the window twice over
+GEMMA3_MAX_PROMPT_CHARS = 8_000       # characters of such a text (≈ 4.5 per token in English)
+GEMMA3_MAX_NEW_TOKENS = 32            # tokens per run (a decode step ≈ 150 ms here)
+GEMMA3_SERVE_MAX_REQUESTS = 4         # requests in one served stream
+GEMMA3_SERVE_MAX_NEW_TOKENS = 12      # tokens one served request generates
+GEMMA3_SERVE_MAX_SLOTS = 1_024        # blocks × block size: 38 MB of K/V in float32 (every layer paged)
 
 # Smaller caches (kvviz.cache SlidingWindowCache / QuantizedCache, kvviz.compress): the evaluation
 # runs every variant over every held-out prompt, so its size is capped as a whole.

@@ -9,7 +9,8 @@ from kvviz.limits import LimitError
 from kvviz.models.abc import ABCModel
 from kvviz.models.gpt import load_tiny_gpt
 
-KINDS = [lambda: DynamicCache(2), lambda: StaticCache(2, 8), lambda: PagedCache(2, 3, 4)]  # blocks of 3: 5 ∤
+KINDS = [lambda: DynamicCache(2), lambda: StaticCache(2, 8), lambda: PagedCache(2, 3, 4),  # blocks of 3: 5 ∤
+         lambda: DynamicCache(2, [8, 8])]    # sliding-attention layers (kvviz.cache.hybrid), within their window
 
 
 def _kv(n: int, start: float = 0.0):
@@ -18,7 +19,7 @@ def _kv(n: int, start: float = 0.0):
     return k, -k
 
 
-@pytest.mark.parametrize("make", KINDS, ids=["dynamic", "static", "paged"])
+@pytest.mark.parametrize("make", KINDS, ids=["dynamic", "static", "paged", "sliding"])
 def test_update_takes_key_value_layer_and_returns_the_whole_layer(make):
     cache = make()
     assert len(cache) == 2 and cache.get_seq_length() == 0       # len() counts layers, as in transformers
@@ -31,7 +32,7 @@ def test_update_takes_key_value_layer_and_returns_the_whole_layer(make):
     assert cache.get_seq_length(0) == 4 and cache.get_seq_length(1) == 0
 
 
-@pytest.mark.parametrize("make", KINDS, ids=["dynamic", "static", "paged"])
+@pytest.mark.parametrize("make", KINDS, ids=["dynamic", "static", "paged", "sliding"])
 def test_crop_keeps_the_first_positions_and_reset_empties(make):
     cache = make()
     for layer in range(2):
@@ -69,7 +70,7 @@ def test_static_cache_is_allocated_once_from_the_first_key_and_refuses_overflow(
         cache.update(*_kv(1), 0)
 
 
-@pytest.mark.parametrize("make", KINDS, ids=["dynamic", "static", "paged"])
+@pytest.mark.parametrize("make", KINDS, ids=["dynamic", "static", "paged", "sliding"])
 def test_snapshots_do_not_change_when_the_cache_does(make):
     cache = make()
     cache.update(*_kv(2), 0)

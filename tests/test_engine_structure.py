@@ -12,13 +12,14 @@ from kvviz.models.registry import MODELS, get_model
 
 ENGINE = Path(__file__).resolve().parents[1] / "kvviz"
 PROMPTS = {"abc": "a, b c", "weather": "today WEATHER is so", "gpt": "today the weather",
-           "smollm2": "Today the weather"}
-BYTE_LEVEL = {"smollm2"}        # a byte-level tokenizer: every text has tokens, no word is unknown
+           "smollm2": "Today the weather", "gemma3": "Today the weather"}
+BYTE_LEVEL = {"smollm2", "gemma3"}   # byte-level (or byte-fallback) tokenizers: no word is unknown
+REAL = {"smollm2", "gemma3"}
 
 
 def _model(name: str, request):
-    """A fresh model; SmolLM2 is the tests' one loaded copy (tests/conftest.py: its weights)."""
-    return request.getfixturevalue("smollm2") if name == "smollm2" else get_model(name)
+    """A fresh model; a real one is the tests' one loaded copy (tests/conftest.py: its weights)."""
+    return request.getfixturevalue(name) if name in REAL else get_model(name)
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

@@ -4,6 +4,7 @@ arithmetic ``forward`` records, every cache kind comes from ``new_cache``, ``lay
 config says, and the one generation loop chooses what the stepper chooses."""
 import pytest
 import torch
+from transformers import Gemma3TextConfig, LlamaConfig
 
 from kvviz.cache import DynamicCache, QuantizedCache, SlidingWindowCache, StaticCache
 from kvviz.decoding.loops import generate_cached
@@ -83,13 +84,14 @@ def test_layout_of_the_tiny_gpt_and_of_a_transformers_config(tiny_hf):
         ("full", "rotary", cfg.num_attention_heads, cfg.num_key_value_heads, tiny_hf.head_dim)}
     assert tiny_hf.max_positions is None
     # a hybrid config (Gemma 3's kind): sliding layers with their window, a rotary base per layer type
-    hybrid = type("Config", (), dict(
+    hybrid = Gemma3TextConfig(
         num_attention_heads=4, num_key_value_heads=1, head_dim=16, hidden_size=64, num_hidden_layers=3,
         layer_types=["sliding_attention", "sliding_attention", "full_attention"], sliding_window=512,
-        rope_parameters={"sliding_attention": {"rope_theta": 10_000.0}, "full_attention": {"rope_theta": 1e6}}))()
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+                         "full_attention": {"rope_type": "default", "rope_theta": 1e6}})
     assert layout(hybrid) == (LayerLayout(4, 1, 16, "sliding", 512, "rotary", 10_000.0),) * 2 + (
         LayerLayout(4, 1, 16, "full", None, "rotary", 1e6),)
-    old = type("Config", (), dict(num_attention_heads=2, hidden_size=16, num_hidden_layers=1, rope_theta=500.0))()
+    old = LlamaConfig(num_attention_heads=2, hidden_size=16, num_hidden_layers=1, rope_theta=500.0)
     assert layout(old) == (LayerLayout(2, 2, 8, "full", None, "rotary", 500.0),)
     with pytest.raises(ValueError):
         LayerLayout(2, 2, 8, "sliding")

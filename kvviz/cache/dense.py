@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import torch
 
 from kvviz.cache.base import KV, Cache, CacheLayer
+from kvviz.cache.hybrid import DynamicSlidingWindowLayer
 from kvviz.limits import LimitError
 
 
@@ -107,10 +108,17 @@ class StaticLayer(CacheLayer):
 
 
 class DynamicCache(Cache):
-    """A cache that grows with every update (the stepper's cache)."""
+    """A cache that grows with every update (the stepper's cache).
 
-    def __init__(self, n_layers: int) -> None:
-        super().__init__([DynamicLayer() for _ in range(n_layers)])
+    ``windows``: per layer, None (a global layer) or the sliding window of a sliding-attention layer,
+    which keeps only the last ``window − 1`` positions (kvviz.cache.hybrid; ``layer_windows(config)``
+    reads them from a transformers config, as its ``DynamicCache(config=...)`` does)."""
+
+    def __init__(self, n_layers: int, windows: Sequence[int | None] | None = None) -> None:
+        windows = [None] * n_layers if windows is None else list(windows)
+        if len(windows) != n_layers:
+            raise ValueError(f"{len(windows)} windows for {n_layers} layers")
+        super().__init__([DynamicLayer() if w is None else DynamicSlidingWindowLayer(w) for w in windows])
 
 
 class StaticCache(Cache):

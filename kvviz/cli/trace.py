@@ -1,7 +1,11 @@
 """``python -m kvviz trace MODEL --prompt "A B" --new-tokens 4``: the events of one stepper run as JSON.
 
 ``trace smollm2 --prompt TEXT [--chat]`` runs SmolLM2-135M-Instruct (any text; ``--chat`` puts it in
-the model's chat template) and adds ``prompt_ids`` and ``new_ids``, the tokenizer's ids.
+the model's chat template) and adds ``prompt_ids`` and ``new_ids``, the tokenizer's ids; ``trace
+gemma3`` runs Gemma 3 270M (a base model: plain text) and any model a host names (``KVVIZ_MODELS``)
+by its name. A real model's trace also lists each layer's cache after the run (``cache_layers``:
+kind, window, rows held, positions seen) and the cache's bytes: Gemma 3's sliding layers stop at
+their window while its global layers grow.
 """
 from __future__ import annotations
 
@@ -21,18 +25,19 @@ from kvviz.models.registry import MODELS, get_model, limits_before_loading
 def add_command(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser("trace", help="print the events of one run as JSON")
     t.add_argument("model", choices=sorted(MODELS), help="which model to run")
-    t.add_argument("--prompt", required=True, help='space-separated tokens, e.g. "A B" (smollm2: any text)')
+    t.add_argument("--prompt", required=True, help='space-separated tokens, e.g. "A B" (smollm2, gemma3: any text)')
     t.add_argument("--chat", action="store_true",
-                   help="smollm2 only: the prompt is a user message inside the model's chat template")
+                   help="smollm2 only (a chat model): the prompt is a user message inside the model's chat template")
     t.add_argument("--new-tokens", type=int, default=4, help=f"tokens to generate (1..{MAX_NEW_TOKENS})")
     add_rule_arguments(t)
     t.add_argument("--no-cache", action="store_true",
-                   help="gpt, smollm2: print the tokens of the recomputing generate (no KV cache), not the trace")
+                   help="gpt and the real models: print the tokens of the recomputing generate (no KV cache), "
+                        "not the trace")
     t.set_defaults(run=lambda a: run(a, t))
 
 
 def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    if a.chat and a.model != "smollm2":
+    if a.chat and not getattr(getattr(MODELS.get(a.model), "SPEC", None), "chat_template", False):
         parser.error(f"--chat needs a chat model (smollm2), not {a.model!r}")
     early = limits_before_loading(a.model)
     if early is not None:
@@ -42,7 +47,7 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             parser.error(str(e))
     try:
         model = get_model(a.model)
-    except (LimitError, ValueError) as e:                 # SmolLM2's weights are not installed
+    except (LimitError, ValueError) as e:                 # the weights are not installed, not representable
         parser.error(str(e))
     by_id = isinstance(model, HFCausalLM)                 # a tokenizer's ids next to its token strings
     try:
@@ -73,6 +78,12 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if by_id:
         d["prompt_ids"] = model.ids(stepped.prompt)
         d["new_ids"] = model.ids([e.chosen for e in stepped.events if e.phase == "choose"])
+        last = stepped.events[-1].cache          # each layer after the run: global, or sliding with its window
+        seen = len(stepped.prompt) + len(d["new_ids"]) - 1
+        d["cache_layers"] = [{"layer": i, "kind": "global" if w is None else "sliding", "window": w,
+                              "length": 0 if k is None else int(k.shape[-2]), "positions": seen}
+                             for i, (w, k) in enumerate(zip(model.windows, last.keys))]
+        d["cache_bytes"] = last.nbytes()
     json.dump(d, sys.stdout, indent=1)
     print()
     return 0

@@ -181,8 +181,17 @@ SMOLLM2_135M = ModelConfig(
     vocab=49152, mlp="gated", max_context=8192, norm="rmsnorm", tied_embeddings=True,
     source="https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct/blob/main/config.json")
 
+GEMMA3_270M = ModelConfig(
+    # Gemma 3 270M as transformers loads its GGUF (docs/measured-gemma3.md): 18 layers, 4 query heads
+    # over 1 K/V head of 256, width 640, gated GELU MLP 2048, vocabulary 262,144 (tied), four norms
+    # per layer (the per-head q/k norms, 18 × 512 parameters, are not counted), 32,768 positions;
+    # 15 of its layers slide over 512 positions (kvviz.cache.hybrid), which this shape does not say
+    "Gemma 3 270M", n_layers=18, n_heads=4, n_kv_heads=1, head_dim=256, d_model=640, d_ff=2048,
+    vocab=262_144, mlp="gated", max_context=32_768, norm="rmsnorm", norms_per_layer=4, tied_embeddings=True,
+    source="https://huggingface.co/google/gemma-3-270m")
+
 SHAPES: dict[str, ModelConfig] = {**PRESETS, "tiny-gpt": TRAINED_TINY_GPT, "weather": WEATHER_CONFIG,
-                                  "smollm2": SMOLLM2_135M}
+                                  "smollm2": SMOLLM2_135M, "gemma3": GEMMA3_270M}
 
 
 def config_of(model: object) -> ModelConfig:

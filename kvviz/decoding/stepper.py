@@ -201,7 +201,9 @@ def run_generation(model: Model, prompt: Sequence[str], new_tokens: int,
     generator = torch.Generator().manual_seed(seed)   # one stream per run: same seed, same draws
     if recheck not in (True, False, "final"):
         raise ValueError(f"recheck must be True, False or 'final', got {recheck!r}")
-    cache = DynamicCache(model.n_layers) if cache is None else cache
+    if cache is None:       # a network's own growing cache (sliding layers keep their window); the toys' plain one
+        fresh = getattr(model, "new_cache", None)
+        cache = fresh("dense") if fresh is not None else DynamicCache(model.n_layers)
     ends = set(getattr(model, "end_tokens", ()))
     buffers = _SnapshotBuffers()
     rows: list[CacheRow] = []                          # the stepper's log: who wrote each cached row

@@ -150,15 +150,16 @@ CACHE_KINDS = ("dense", "static", "window", "quantized")
 def new_cache(layout: Sequence[LayerLayout], kind: str = "dense", **options) -> Cache:
     """A fresh, empty cache of ``kind`` for a network of ``layout`` (one entry per layer):
 
-    - "dense": kvviz.cache.DynamicCache (grows; the stepper's);
+    - "dense": kvviz.cache.DynamicCache (grows; the stepper's; a sliding layer keeps its window);
     - "static": StaticCache, preallocated, ``max_length`` positions (the fast loops');
     - "window": SlidingWindowCache, ``window`` and optional ``sinks``, ``positions`` (its options);
     - "quantized": QuantizedCache, ``bits``, ``group_size``, ``key_axis``, ``residual``.
 
     The paged cache is made by kvviz.serving (it shares one pool between sequences)."""
     n = len(layout)
-    if kind == "dense":
-        return DynamicCache(n, **options)
+    if kind == "dense":      # sliding-attention layers keep their window (kvviz.cache.hybrid), as transformers'
+        windows = [layer.window if layer.attention == "sliding" else None for layer in layout]
+        return DynamicCache(n, windows, **options)
     if kind == "static":
         return StaticCache(n, **options)
     if kind == "window":

@@ -10,8 +10,11 @@ caches, kvviz.cache) or without one (``use_cache=False``: the recompute check), 
 - k, v ``[L, H_kv, N, d]``: the rows the pass appended to the cache (keys after the rotary
   rotation, as the model caches them); without a cache, the same rows as computed;
 - q ``[L, H, N, d]``: the queries after the rotation, captured with forward hooks on the
-  projections (``q_proj``/``k_proj``/``v_proj``, the Llama family's names) and the model's own
-  rotary embedding and ``apply_rotary_pos_emb``; a model without these gives an empty q;
+  projections (``q_proj``/``k_proj``/``v_proj``, the Llama family's names), on the per-head norms
+  a model applies before the rotation where it has them (``q_norm``/``k_norm``: Gemma 3, Qwen 3),
+  and on each attention module's own ``position_embeddings`` (cos, sin: a model whose layers use
+  different rotary bases, Gemma 3's sliding and global layers, rotates each layer by its own),
+  rotated with the model's ``apply_rotary_pos_emb``; a model without these gives an empty q;
 - ``k_unrotated``: the keys before the rotation (the RoPE view of the page);
 - output: the hidden state the vocabulary projection reads (a pre-hook on it), logits ``[N, V]``.
 
@@ -30,7 +33,7 @@ from dataclasses import dataclass
 import torch
 from transformers.masking_utils import create_causal_mask
 
-from kvviz.cache import Cache, PagedCache
+from kvviz.cache import Cache, PagedCache, layer_windows
 from kvviz.cost.shapes import ModelConfig
 from kvviz.limits import LimitError
 from kvviz.models.base import BatchPassRecord, LayerLayout, ModelLimits, PassRecord, allowed_keys, new_cache
@@ -73,12 +76,17 @@ def cost_config(config, name: str = "", source: str = "") -> ModelConfig:
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     bias = bool(getattr(config, "attention_bias", False))
+    d_ff = getattr(config, "intermediate_size", None)
+    gpt2 = d_ff is None and hasattr(config, "n_inner")     # GPT-2's config: learned positions, GELU MLP, biases
+    if gpt2:
+        d_ff = config.n_inner or 4 * config.hidden_size
     return ModelConfig(
         name or getattr(config, "name_or_path", "") or config.model_type, n_layers=config.num_hidden_layers,
         n_heads=heads, n_kv_heads=getattr(config, "num_key_value_heads", None) or heads, head_dim=head_dim,
-        d_model=config.hidden_size, d_ff=config.intermediate_size, vocab=config.vocab_size, mlp="gated",
-        max_context=getattr(config, "max_position_embeddings", 0), norm="rmsnorm", qkv_bias=bias, out_bias=bias,
-        mlp_bias=bool(getattr(config, "mlp_bias", False)),
+        d_model=config.hidden_size, d_ff=d_ff, vocab=config.vocab_size, mlp="gelu" if gpt2 else "gated",
+        learned_positions=config.n_positions if gpt2 else 0,
+        max_context=getattr(config, "max_position_embeddings", 0), norm="layernorm" if gpt2 else "rmsnorm",
+        qkv_bias=bias or gpt2, out_bias=bias or gpt2, mlp_bias=bool(getattr(config, "mlp_bias", False)) or gpt2,
         tied_embeddings=bool(getattr(config, "tie_word_embeddings", False)), source=source)
 
 
@@ -95,22 +103,27 @@ def _rope_theta(config, layer_type: str) -> float | None:
 
 
 def layout(config) -> tuple[LayerLayout, ...]:
-    """Each decoder layer's attention as the config says it: ``layer_types`` ("full_attention" or
-    "sliding_attention", every layer full without it) with ``sliding_window``, the heads, the head
-    size, rotary positions with their base."""
+    """Each decoder layer's attention as the config says it: full, or sliding with its window by
+    transformers' own rule (``layer_windows``: ``layer_types`` with ``sliding_window``), the heads, the
+    head size, rotary positions with their base."""
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
-    window = getattr(config, "sliding_window", None)
     layers = []
-    for kind in types:
-        sliding = kind == "sliding_attention" and window is not None
+    for kind, window in zip(types, layer_windows(config)):
         theta = _rope_theta(config, kind)
-        layers.append(LayerLayout(heads, kv_heads, head_dim, "sliding" if sliding else "full",
-                                  int(window) if sliding else None, "rotary" if theta is not None else "none",
-                                  theta))
+        layers.append(LayerLayout(heads, kv_heads, head_dim, "full" if window is None else "sliding",
+                                  None if window is None else int(window),
+                                  "rotary" if theta is not None else "none", theta))
     return tuple(layers)
+
+
+def _left_padded(maps: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Attention maps [H, N, T_layer] as [H, N, T]: a sliding-attention layer whose cache dropped the
+    oldest positions read fewer keys; those columns are zeros (its mask gave them no weight)."""
+    t = max(m.shape[-1] for m in maps)
+    return [m if m.shape[-1] == t else torch.nn.functional.pad(m, (t - m.shape[-1], 0)) for m in maps]
 
 
 class HFCausalLM:
@@ -141,6 +154,11 @@ class HFCausalLM:
         self.chat_template = getattr(tokenizer, "chat_template", None)
         self.max_positions: int | None = None    # rotary positions: no table to run out of
         self._layers = self._attention_modules()
+
+    @property
+    def windows(self) -> list[int | None]:
+        """Per layer: the sliding window of a sliding-attention layer, None for a global one."""
+        return [layer.window for layer in self.layout]
 
     def _end_ids(self) -> set[int]:
         """Ids that end the model's text: the generation config's and tokenizer's end of sequence."""
@@ -194,7 +212,7 @@ class HFCausalLM:
         """Forward hooks for one pass of this thread: q/k/v projections, the rotary cos/sin, the
         readout's input. Removed afterwards (the model object is shared and stays as it was)."""
         me = threading.get_ident()
-        got: dict = {"q": {}, "k": {}, "v": {}, "rope": None, "hidden": None}
+        got: dict = {"q": {}, "k": {}, "v": {}, "rope": None, "layer_rope": {}, "hidden": None}
         handles = []
 
         def keep(kind: str, i: int):
@@ -203,9 +221,20 @@ class HFCausalLM:
                     got[kind][i] = out.detach()
             return hook
 
+        def layer_rope(i: int):
+            def hook(_mod, _args, kwargs):
+                pe = kwargs.get("position_embeddings")
+                if threading.get_ident() == me and isinstance(pe, tuple) and len(pe) == 2:
+                    got["layer_rope"][i] = pe
+            return hook
+
         for i, attn in enumerate(self._layers):
             for kind in ("q", "k", "v"):
-                handles.append(getattr(attn, f"{kind}_proj").register_forward_hook(keep(kind, i)))
+                # the per-head norm's output where the model has one: what the rotation reads
+                module = getattr(attn, f"{kind}_norm", None) if kind != "v" else None
+                module = module if isinstance(module, torch.nn.Module) else getattr(attn, f"{kind}_proj")
+                handles.append(module.register_forward_hook(keep(kind, i)))
+            handles.append(attn.register_forward_pre_hook(layer_rope(i), with_kwargs=True))
         rotary = getattr(getattr(self.model, "model", None), "rotary_emb", None)
         if rotary is not None and self._layers:
             def rope(_mod, _inp, out):
@@ -224,7 +253,10 @@ class HFCausalLM:
                 h.remove()
 
     def _heads(self, t: torch.Tensor, n_heads: int) -> torch.Tensor:
-        """A projection's output [1, N, heads·d] → [1, heads, N, d] (as the attention module views it)."""
+        """A projection's output [1, N, heads·d] → [1, heads, N, d] (as the attention module views it);
+        a per-head norm's output is [1, heads, N, d] already."""
+        if t.dim() == 4:
+            return t
         return t.view(t.shape[0], t.shape[1], n_heads, self.head_dim).transpose(1, 2)
 
     @torch.no_grad()
@@ -235,13 +267,14 @@ class HFCausalLM:
         with self._recording() as got:
             out = self.model(input_ids=ids, position_ids=positions, past_key_values=cache,
                              use_cache=cache is not None, output_attentions=True)
-        att = torch.stack([a[0] for a in out.attentions]).float()                  # [L, H, N, T]
+        att = torch.stack(_left_padded([a[0] for a in out.attentions])).float()    # [L, H, N, T]
         q = k = q_raw = k_raw = None
-        if self._layers and len(got["q"]) == self.n_layers and got["rope"] is not None:
+        per_layer = len(got["layer_rope"]) == self.n_layers
+        if self._layers and len(got["q"]) == self.n_layers and (per_layer or got["rope"] is not None):
             rotate = sys.modules[type(self._layers[0]).__module__].apply_rotary_pos_emb   # the model's own
-            cos, sin = got["rope"]
             qs, ks = [], []
             for i in range(self.n_layers):
+                cos, sin = got["layer_rope"][i] if per_layer else got["rope"]     # this layer's rotation
                 q_i, k_i = rotate(self._heads(got["q"][i], self.n_heads), self._heads(got["k"][i], self.n_kv_heads),
                                   cos, sin)
                 qs.append(q_i[0])
@@ -316,14 +349,25 @@ class HFCausalLM:
         The rule ``models.base.allowed_keys`` gives goes in as a ready 4D additive mask [B, 1, N, T]
         (transformers passes a 4D mask on untouched); a padding query row, which reads nothing,
         may read every column instead (its output is dropped; an all-masked row would only waste
-        a softmax). The record keeps the logits [B, N, V] only: q, k, v and attention are empty
-        (no per-head hooks or attention weights for a serving step)."""
+        a softmax). A model with sliding-attention layers gets one mask per layer kind (transformers'
+        ``{"full_attention": ..., "sliding_attention": ...}``), the sliding one limited to its window.
+        The record keeps the logits [B, N, V] only: q, k, v and attention are empty (no per-head
+        hooks or attention weights for a serving step)."""
         n = token_ids.shape[1]
         allowed = allowed_keys(key_mask, n)                                          # [B, N, T]
-        allowed = allowed | ~allowed.any(-1, keepdim=True)
-        mask = torch.zeros(allowed.shape, dtype=self.dtype).masked_fill_(~allowed, torch.finfo(self.dtype).min)
+
+        def additive(ok: torch.Tensor) -> torch.Tensor:                              # [B, 1, N, T]
+            ok = ok | ~ok.any(-1, keepdim=True)
+            return torch.zeros(ok.shape, dtype=self.dtype).masked_fill_(~ok, torch.finfo(self.dtype).min).unsqueeze(1)
+
+        mask = additive(allowed)
+        windows = {w for w in self.windows if w is not None}
+        if windows:     # sliding-attention layers read the last `window` positions only: a mask per layer kind
+            key_pos = key_mask.long().cumsum(-1) - 1                                 # [B, T] each column's position
+            near = positions.unsqueeze(-1) - key_pos.unsqueeze(1) < min(windows)     # [B, N, T]
+            mask = {"full_attention": mask, "sliding_attention": additive(allowed & near)}
         out = self.model(input_ids=token_ids.long(), position_ids=positions.clamp(min=0).long(),
-                         attention_mask=mask.unsqueeze(1), past_key_values=cache, use_cache=True)
+                         attention_mask=mask, past_key_values=cache, use_cache=True)
         b = token_ids.shape[0]
         empty = torch.empty(b, self.n_layers, self.n_heads, n, 0)
         return BatchPassRecord(positions=positions, q=empty, k=empty, v=empty, attention=empty,
@@ -340,35 +384,47 @@ class HFCausalLM:
 
     # ---- rotary positions ----------------------------------------------------------------------
 
-    def rope_inv_freq(self) -> torch.Tensor | None:
-        """The rotary embedding's frequencies θ^(−2i/d), [d/2] (None without rotary positions)."""
+    def _layer_type(self, layer: int) -> str | None:
+        """transformers' kind of layer ``layer`` (``config.layer_types``), None if it names none."""
+        types = getattr(self.config, "layer_types", None)
+        return types[layer] if types else None
+
+    def rope_inv_freq(self, layer: int = 0) -> torch.Tensor | None:
+        """The rotary embedding's frequencies θ^(−2i/d) of layer ``layer``, [d/2] (None without
+        rotary positions). A model whose kinds of layer rotate with different bases (Gemma 3:
+        10,000 sliding, 1,000,000 global) keeps one set per kind (``<kind>_inv_freq``)."""
         rotary = getattr(getattr(self.model, "model", None), "rotary_emb", None)
         f = getattr(rotary, "inv_freq", None)
+        if f is None and self._layer_type(layer):
+            f = getattr(rotary, f"{self._layer_type(layer)}_inv_freq", None)
         return None if f is None else f.detach().float().clone()
 
-    def rope_angles(self, position: int) -> torch.Tensor:
+    def rope_angles(self, position: int, layer: int = 0) -> torch.Tensor:
         """The angle (radians) by which each dimension pair of a key at ``position`` is rotated,
         [d/2]: pair i is dimensions (i, i + d/2) in the Llama layout (``rotate_half``)."""
-        f = self.rope_inv_freq()
+        f = self.rope_inv_freq(layer)
         if f is None:
             raise ValueError("this model has no rotary positions")
         return float(position) * f.double()
 
     @torch.no_grad()
-    def rotate(self, x: torch.Tensor, position: int) -> torch.Tensor:
+    def rotate(self, x: torch.Tensor, position: int, layer: int = 0) -> torch.Tensor:
         """Vectors ``x`` [..., d] (queries or keys before the rotation) rotated to ``position`` by the
-        model's own rotary embedding and ``apply_rotary_pos_emb``, as its attention does."""
+        model's own rotary embedding (layer ``layer``'s, where kinds of layer differ) and
+        ``apply_rotary_pos_emb``, as its attention does."""
         rotary = self.model.model.rotary_emb
         rotate = sys.modules[type(self._layers[0]).__module__].apply_rotary_pos_emb
         flat = x.reshape(1, 1, -1, x.shape[-1]).to(self.dtype)                        # [1, 1, n, d]
-        cos, sin = rotary(flat, torch.full((1, flat.shape[2]), int(position)))
+        where = torch.full((1, flat.shape[2]), int(position))
+        kind = self._layer_type(layer) if getattr(rotary, "layer_types", None) else None
+        cos, sin = rotary(flat, where, kind) if kind else rotary(flat, where)
         return rotate(flat, flat, cos, sin)[0].reshape(x.shape).float()
 
     def relative_scores(self, q: torch.Tensor, k: torch.Tensor, query_pos: int, key_pos: int,
-                        shifts: Sequence[int]) -> list[float]:
+                        shifts: Sequence[int], layer: int = 0) -> list[float]:
         """q·k / √d of a query and a key (before the rotation, [d] each) rotated to positions
         (query_pos + s, key_pos + s) for every shift s: with rotary positions the score depends only
         on the distance query_pos − key_pos, so a key rotated once at its own position stays right
         for every later query."""
-        return [float(self.rotate(q, query_pos + s) @ self.rotate(k, key_pos + s)) / self.head_dim ** 0.5
+        return [float(self.rotate(q, query_pos + s, layer) @ self.rotate(k, key_pos + s, layer)) / self.head_dim ** 0.5
                 for s in shifts]

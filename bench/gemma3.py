@@ -1,0 +1,170 @@
+"""Benchmark: Gemma 3 270M on this machine (a benchmark, not a test; figures in docs/measured-gemma3.md).
+
+- **convert**: the first assembly and conversion of the package's GGUF (transformers dequantizes
+  Q4_K_M to float32) into a fresh cache directory, its peak memory; then a load of the converted
+  directory in a fresh process;
+- **memory**: resident memory of a process with Gemma 3's float32 weights loaded, and with
+  SmolLM2's too (a server that loads both real models);
+- **greedy**: "The capital of France is", 12 greedy tokens through kvviz's stepper, and the time;
+- **cache**: the hybrid cache's bytes after T = 136, 520 and 1,032 positions (kvviz's
+  ``dense_cache``, the tensors' storages), against 2·1·256·4·(3·T + 15·min(T, 511)) and an
+  all-global cache, and the prefill's time;
+- **decode**: kvviz's cached decode loop (kvviz.decoding.loops.hf_generate) against transformers'
+  ``generate`` on the same weights in the same process, alternating, several runs.
+
+Every process here uses torch's default threads (2 on this machine), as a server does.
+
+usage: python bench/gemma3.py [--runs 3] [--steps 16] [--sections convert,memory,greedy,cache,decode]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CONVERT = r"""
+import json, resource, sys, time
+from pathlib import Path
+from kvviz.models import gemma3 as g, real
+src = real.find_source(g.SPEC)
+t0 = time.perf_counter()
+d = real.converted_dir(src.location, Path(sys.argv[1]), prefix=g.SPEC.dir_prefix, quantization="Q4_K_M", spec=g.SPEC)
+t1 = time.perf_counter()
+m = json.loads((d / real.MANIFEST).read_text())
+print(json.dumps({"convert_s": t1 - t0, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "timings": m["timings"], "files": m["files"], "dir": str(d)}))
+"""
+
+LOAD = r"""
+import json, resource, sys, time
+t0 = time.perf_counter()
+import torch
+from kvviz.models import gemma3 as g, real
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
+t1 = time.perf_counter()
+m = g.Gemma3(source=real.Source("dir", sys.argv[1], ""))
+t2 = time.perf_counter()
+out = {"import_s": t1 - t0, "load_s": t2 - t1, "rss_loaded_mb": rss(), "weight_mb": m.weight_bytes() / 2**20}
+def step(model):   # one prefill and one decode step: every weight read once (the files are mapped lazily)
+    from kvviz.decoding.loops import hf_generate
+    hf_generate(model, model.ids(model.prompt("The capital of France is", chat=False)), 2)
+step(m)
+out["rss_gemma3_mb"] = rss()
+if "--both" in sys.argv:
+    from kvviz.models.smollm2 import SmolLM2
+    step(SmolLM2())
+    out["rss_both_mb"] = rss()
+out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(out))
+"""
+
+
+def child(code: str, *args: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def convert() -> str:
+    with tempfile.TemporaryDirectory() as root:
+        r = child(CONVERT, root)
+        tm = r["timings"]
+        print(f"convert: {r['convert_s']:.1f} s into a fresh cache directory (assemble {tm['assemble_s']:.1f} s, "
+              f"tokenizer {tm['tokenizer_s']:.1f} s, model {tm['model_s']:.1f} s, "
+              f"save {tm['save_s']:.1f} s), peak RSS {r['peak_mb']:.0f} MB; files "
+              + ", ".join(f"{k} {v / 1e6:,.0f} MB" for k, v in sorted(r["files"].items())) + f"; load {load():.1f}")
+        reload = child(LOAD, r["dir"])
+        print(f"reload: {reload['load_s']:.1f} s (imports {reload['import_s']:.1f} s)")
+    return r["dir"]
+
+
+def memory(directory: str) -> None:
+    r = child(LOAD, directory, "--both")
+    print(f"memory: weights {r['weight_mb']:.0f} MiB; RSS with Gemma 3 float32 loaded {r['rss_loaded_mb']:.0f} MB, "
+          f"after its first steps {r['rss_gemma3_mb']:.0f} MB, "
+          f"with SmolLM2 too {r['rss_both_mb']:.0f} MB (peak {r['peak_mb']:.0f} MB); load {load():.1f}")
+
+
+def greedy(m) -> None:
+    from kvviz.decoding.stepper import run_generation
+    t0 = time.perf_counter()
+    run = run_generation(m, m.prompt("The capital of France is", chat=False), 12, recheck=False)
+    chosen = [e.chosen for e in run.events if e.phase == "choose"]
+    print(f"greedy: {m.decode(chosen)!r} in {time.perf_counter() - t0:.1f} s (stepper, 12 tokens); load {load():.1f}")
+
+
+def cache(m) -> None:
+    import torch
+    text = "The river runs past the old mill and the children play on the bridge. " * 100
+    ids = m.ids(m.start_tokens() + m.tokenize(text))          # past the prompt cap: the cache's growth only
+    for t in (136, 520, 1032):
+        c = m.dense_cache()
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            m.model(input_ids=torch.tensor([ids[:t]]), past_key_values=c, use_cache=True, logits_to_keep=1)
+        took = time.perf_counter() - t0
+        formula = 2 * 1 * 256 * 4 * (3 * t + 15 * min(t, 511))
+        lengths = sorted({layer.keys.shape[-2] for layer in c.layers})
+        print(f"cache T={t}: {c.nbytes():,} B measured, formula {formula:,} B, all-global {36_864 * t:,} B; "
+              f"rows held {lengths}; prefill {took:.2f} s; load {load():.1f}")
+
+
+def decode(m, runs: int, steps: int) -> None:
+    import torch
+
+    from kvviz.decoding.loops import hf_generate
+    ids = m.ids(m.prompt("The capital of France is", chat=False))
+    x = torch.tensor([ids])
+    ours, theirs = [], []
+    with torch.inference_mode():
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            hf_generate(m, ids, steps)
+            ours.append(steps / (time.perf_counter() - t0))
+            t0 = time.perf_counter()
+            m.model.generate(x, max_new_tokens=steps, min_new_tokens=steps, do_sample=False)
+            theirs.append(steps / (time.perf_counter() - t0))
+    print(f"decode ({steps} tokens, {runs} runs, prefill included): kvviz {statistics.median(ours):.2f} tok/s, "
+          f"transformers generate {statistics.median(theirs):.2f} tok/s, ratio "
+          f"{statistics.median(ours) / statistics.median(theirs):.2f}; load {load():.1f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--sections", default="convert,memory,greedy,cache,decode")
+    a = ap.parse_args()
+    sections = a.sections.split(",")
+    from kvviz.models import gemma3 as g
+    from kvviz.models import real
+    directory = convert() if "convert" in sections else real.model_dir(g.SPEC, real.find_source(g.SPEC))
+    if "memory" in sections:
+        memory(real.model_dir(g.SPEC, real.find_source(g.SPEC)))
+    if {"greedy", "cache", "decode"} & set(sections):
+        m = g.Gemma3()
+        if "greedy" in sections:
+            greedy(m)
+        if "cache" in sections:
+            cache(m)
+        if "decode" in sections:
+            decode(m, a.runs, a.steps)
+    del directory
+
+
+if __name__ == "__main__":
+    main()

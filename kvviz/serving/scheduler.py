@@ -21,8 +21,9 @@ this order, one method each:
 4. ``run_pass``: **one pass** over the newcomers' prefill (their whole remaining prompt) and the
    running requests' decode (their pending token) together, each sequence at its own positions,
    left-padded to the longest (``KVCacheManager.set_rows`` maps batch rows to sequences and gives
-   the key mask). Each row's last logits choose its next token; a request that has all its tokens
-   finishes and its blocks are released at once (its full blocks keep their prefix-cache names).
+   the key mask). Each row's last logits choose its next token; a request that has all its tokens,
+   or has just chosen the model's end token (where its solo run stops too), finishes and its blocks
+   are released at once (its full blocks keep their prefix-cache names).
 5. ``record``: the step's immutable ``StepRecord`` (kvviz.serving.records: who prefilled, decoded,
    waited, finished or was preempted; block tables, reference counts, filled slots and free blocks
    after the step; blocks taken, copied, shared and freed; memory under paging vs contiguous
@@ -229,8 +230,10 @@ class Scheduler:
         vocab = self.model.vocab
         contexts = tuple((r.id, tuple(vocab[i] for i in r.ids[:self.kv.computed(r.id)])) for r in rows)
         finished = []
+        ends = {self.model.logit_tokens.index(t) for t in getattr(self.model, "end_tokens", ())}
         for r in rows:
-            if len(r.generated) == r.req.max_new_tokens:     # finished: its blocks go back at once
+            # finished at its length or at the model's end token (as its solo run stops): its blocks go back at once
+            if len(r.generated) == r.req.max_new_tokens or r.generated[-1] in ends:
                 r.finish = step
                 self.kv.free(r.id)
                 finished.append(r.id)

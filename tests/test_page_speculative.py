@@ -197,8 +197,8 @@ def lookup_page(smollm2):
 def page_run(smollm2, method="prompt-lookup", case="repeat", new=LLM_NEW, k=10, extra=2):
     """The engine's record the page drew (its read-only cached run: no second generation here; the
     engine's own tests check it against plain greedy and transformers)."""
-    from kvviz.ui.pages.speculative import PRESETS, _self_run
-    return _self_run((tuple(smollm2.ids(smollm2.prompt(PRESETS[case], chat=True))), method, new, k, extra))
+    from kvviz.ui.pages.speculative import PRESETS, self_drafted_run
+    return self_drafted_run((tuple(smollm2.ids(smollm2.prompt(PRESETS[case], chat=True))), method, new, k, extra))
 
 
 def shown_figs(at, f: dict, present: bool = False) -> list[dict]:
@@ -221,7 +221,7 @@ def test_a_smollm2_round_is_a_step_of_the_stepper_and_the_old_round_address_open
 
 
 def test_prompt_lookup_on_smollm2_shows_the_draft_the_verification_and_the_rollback(smollm2, lookup_page):
-    from kvviz.ui.pages.speculative import _self_greedy
+    from kvviz.ui.pages.speculative import self_drafted_greedy
     at = lookup_page
     no_exception(at)
     run = page_run(smollm2)
@@ -249,7 +249,7 @@ def test_prompt_lookup_on_smollm2_shows_the_draft_the_verification_and_the_rollb
     assert metric["Acceptance rate"] == fmt.percent(run.accepted_fraction, 1)
     assert metric["Passes of the model"] == str(run.target_passes) < str(LLM_NEW)
     # the exactness check: the same tokens as plain greedy, visible
-    assert run.tokens == list(_self_greedy(tuple(run.prompt), LLM_NEW))
+    assert run.tokens == list(self_drafted_greedy(tuple(run.prompt), LLM_NEW))
     from tests.test_prompt_lookup import transformers_prompt_lookup
     assert run.tokens == transformers_prompt_lookup(smollm2, run.prompt, LLM_NEW, 10, 2)     # and transformers' own
     assert any(s.value.startswith(f"Identical: all {LLM_NEW} tokens are the model's own greedy choice")
@@ -267,12 +267,12 @@ def test_prompt_lookup_on_smollm2_shows_the_draft_the_verification_and_the_rollb
 
 
 def test_early_exit_on_smollm2_is_greedy_and_says_it_is_slower(smollm2):
-    from kvviz.ui.pages.speculative import PRESETS, _self_greedy
+    from kvviz.ui.pages.speculative import PRESETS, self_drafted_greedy
     at = open_page(PAGE, {"sd_draft": "early-exit", "sd_case": "open", "sd_llm_new": "4", "sd_exit": "20",
                           "sd_ee_k": "2", "sd_round": "2"}, timeout=120)
     no_exception(at)
     run = page_run(smollm2, "early-exit", "open", 4, 2, 20)
-    assert run.source == "early-exit" and run.tokens == list(_self_greedy(tuple(run.prompt), 4))
+    assert run.source == "early-exit" and run.tokens == list(self_drafted_greedy(tuple(run.prompt), 4))
     r = run.rounds[1]
     f = frame(at)
     assert metrics(f)["Draft tokens"] == str(len(r.draft))
@@ -285,7 +285,7 @@ def test_early_exit_on_smollm2_is_greedy_and_says_it_is_slower(smollm2):
 
 
 def test_real_model_bad_text_missing_weights_and_the_measure_button(smollm2, monkeypatch):
-    from kvviz.ui.pages import speculative
+    from kvviz.ui.pages import speculative, speculative_speed
     at = open_page(PAGE, {"sd_draft": "prompt-lookup", "sd_llm_new": "2"}, timeout=120)
     for bad, needle in (("   ", "empty"), ("word " * 600, "limit")):
         at.text_area(key="sd_text").set_value(bad).run()
@@ -293,7 +293,7 @@ def test_real_model_bad_text_missing_weights_and_the_measure_button(smollm2, mon
         assert at.error and needle in at.error[0].value, bad
     at.segmented_control(key="sd_case").set_value("open").run()           # the case brings its own text back
     assert not at.error and at.text_area(key="sd_text").value == speculative.PRESETS["open"]
-    monkeypatch.setattr(speculative, "MEASURE_DEFAULT_TOKENS", 2)     # a short measurement
+    monkeypatch.setattr(speculative_speed, "MEASURE_DEFAULT_TOKENS", 2)     # a short measurement
     next(b for b in at.button if b.label == "Measure the speed-up").click().run()
     no_exception(at)
     table = at.dataframe[-1].value

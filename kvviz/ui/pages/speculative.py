@@ -34,12 +34,9 @@ from kvviz.limits import (
     EARLY_EXIT_MAX_TOKENS,
     PROMPT_LOOKUP_MAX_NGRAM,
     PROMPT_LOOKUP_MAX_TOKENS,
-    SELF_SPEC_MEASURE_MAX_RUNS,
-    SELF_SPEC_MEASURE_MAX_TOKENS,
     SMOLLM2_MAX_NEW_TOKENS,
     SPECULATIVE_MAX_GAMMA,
     SPECULATIVE_MAX_STEP_TOKENS,
-    SPECULATIVE_MEASURE_MAX_RUNS,
     LimitError,
 )
 from kvviz.models import smollm2
@@ -49,27 +46,24 @@ from kvviz.speculative import (
     SpeedMeasurement,
     early_exit_generate,
     load_pair,
-    measure_speedup,
     prompt_lookup_dict,
     prompt_lookup_generate,
     speculation_dict,
 )
 from kvviz.speculative.decoding import speculative_generate
-from kvviz.speculative.measure import SelfSpeedMeasurement, measure_self_speedup
 from kvviz.speculative.records import Speculation
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
-from kvviz.ui.app.turns import my_turn, server_lock
+from kvviz.ui.app.turns import server_lock
 from kvviz.ui.components import sequences, step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.components.picker import LayerHeadPicker
-from kvviz.ui.components.progress import outside_the_cache
 from kvviz.ui.components.prompts import prompt_tokens
 from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
 from kvviz.ui.frames import speculative as frames_speculative
 from kvviz.ui.frames import translator
-from kvviz.ui.pages import llm
-from kvviz.viz.speculative import acceptance_spec, self_speedup_spec, speedup_figure
+from kvviz.ui.pages import llm, speculative_speed
+from kvviz.viz.speculative import acceptance_spec, speedup_figure
 
 DRAFTS = ("model", "prompt-lookup", "early-exit")     # the tiny GPT's draft model, or SmolLM2 drafting itself
 
@@ -77,9 +71,6 @@ DRAFTS = ("model", "prompt-lookup", "early-exit")     # the tiny GPT's draft mod
 DEFAULT_PROMPT = "It is rainy in London , so we"     # the draft has not learned what "we" do: rejections
 DEFAULT_NEW = 12
 DEFAULT_GAMMA = 4
-MEASURE_GAMMAS = range(1, 7)
-MEASURE_TOKENS = 48          # tokens per timed run (kvviz.speculative.measure_speedup's default)
-DEFAULT_RUNS = 3
 CHI_SQUARE_TEST = "tests/test_speculative.py::test_sampled_first_token_is_distributed_as_the_target_alone_chi_square"
 
 # SmolLM2 drafting for itself
@@ -93,7 +84,6 @@ DEFAULT_CASE = "repeat"
 LLM_DEFAULT_NEW = 24
 DEFAULT_K, DEFAULT_NGRAM = 10, 2          # transformers' prompt-lookup defaults
 DEFAULT_EE_K, DEFAULT_EXIT = 4, 24
-MEASURE_DEFAULT_TOKENS = 32
 
 RunKey = tuple[tuple[int, ...], str, int, int, int]   # prompt ids, method, new tokens, k, n or exit layer
 
@@ -136,15 +126,6 @@ def _payload(ids: tuple[int, ...], new: int, gamma: int, rule_key: RuleKey, seed
     return frames_speculative.build(spec, vocab, layer, head, translator(lang)).to_json()
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)       # no ttl: kept for the server's lifetime
-def _measurement(ids: tuple[int, ...], rule_key: RuleKey, runs: int,
-                 _progress: Callable[[float, str], None] | None = None) -> SpeedMeasurement:
-    """γ = 1..6 timed on this server (one measurement at a time per process: kvviz.measure.clock's lock)."""
-    target, draft = _pair()
-    return measure_speedup(target, draft, list(ids), MEASURE_GAMMAS, MEASURE_TOKENS,
-                           make_rule(*rule_key), runs, progress=_progress)
-
-
 def warm() -> None:
     """The default visit's runs and frames, made before the first visitor (kvviz/ui/app/warmup.py)."""
     target, _ = _pair()
@@ -166,31 +147,24 @@ def _generate(model: SmolLM2, key: RunKey) -> Speculation:
 
 
 @st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)
-def _self_run(key: RunKey) -> Speculation:
+def self_drafted_run(key: RunKey) -> Speculation:
     """One self-drafted run (read-only record); one run of the real model at a time per server."""
     with server_lock("speculative_llm_run"):
         return _generate(llm.loaded_model(), key)
 
 
 @st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)
-def _self_greedy(ids: tuple[int, ...], new: int) -> tuple[int, ...]:
+def self_drafted_greedy(ids: tuple[int, ...], new: int) -> tuple[int, ...]:
     """Plain cached greedy decoding of the same prompt: the exactness check."""
     with server_lock("speculative_llm_run"):
         return tuple(generate_cached(llm.loaded_model(), list(ids), new, keep_logits=False).tokens)
-
-
-@st.cache_resource(max_entries=8, show_spinner=False)       # kept for the server's lifetime
-def _self_measurement(ids: tuple[tuple[str, tuple[int, ...]], ...], new: int, k: int, n: int, ee_k: int,
-                      exit_layer: int, runs: int, _progress=None) -> SelfSpeedMeasurement:
-    return measure_self_speedup(llm.loaded_model(), ids, new_tokens=new, lookup_tokens=k, max_ngram=n,
-                                exit_layer=exit_layer, draft_tokens=ee_k, runs=runs, progress=_progress)
 
 
 @st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
 def _self_payload(key: RunKey, lang: str) -> str:
     """Every round's frame of one self-drafted run, in one language (read-only JSON)."""
     model = llm.loaded_model()
-    run = _self_run(key)
+    run = self_drafted_run(key)
     return frames_speculative.build(run, _Shown(model.vocab, _pretty(model)), 0, 0, translator(lang),
                                     n_layers=model.n_layers).to_json()
 
@@ -305,57 +279,7 @@ def _summary(spec: Speculation, ids: tuple[int, ...], rule_key: RuleKey) -> None
         fig = speedup_figure(range(1, SPECULATIVE_MAX_GAMMA + 1), t("speculative.speedup_title"), alpha, c, measured,
                              labels=words)
         chart(fig, t("speculative.speedup_alt"), key="speculative_speedup_chart")
-    _measure(ids, rule_key, measured)
-
-
-def _measure(ids: tuple[int, ...], rule_key: RuleKey, measured: SpeedMeasurement | None) -> None:
-    st.subheader(t("speculative.measure_title"))
-    st.markdown(t("speculative.measure_intro", n=MEASURE_TOKENS, lo=MEASURE_GAMMAS[0], hi=MEASURE_GAMMAS[-1]))
-    urlstate.int_param("sd_runs", DEFAULT_RUNS, 1, SPECULATIVE_MEASURE_MAX_RUNS)
-    c = st.columns([1, 1, 2], vertical_alignment="bottom")
-    runs = c[0].number_input(t("speculative.runs"), 1, SPECULATIVE_MEASURE_MAX_RUNS, key="sd_runs",
-                             on_change=urlstate.sync, args=("sd_runs", DEFAULT_RUNS),
-                             help=t("speculative.runs_help", cap=SPECULATIVE_MEASURE_MAX_RUNS))
-    if c[1].button(t("speculative.measure_run"), icon=":material/timer:", type="primary",
-                   help=t("speculative.measure_run_help")):
-        bar = st.progress(0.0, text=t("speculative.measure_progress", what="…"))
-        show = outside_the_cache(
-            lambda f, what: bar.progress(min(1.0, f), text=t("speculative.measure_progress", what=what)))
-        try:
-            measured = _measurement(ids, rule_key, int(runs), _progress=show)
-            st.session_state["speculative_measured"] = ((ids, rule_key), measured)
-            st.rerun(scope="app")      # the chart above shows it too
-        except LimitError as e:
-            st.error(t("speculative.bad_input", reason=str(e)), icon=":material/error:")
-        finally:
-            bar.empty()
-    if measured is None:
-        st.info(t("speculative.measure_none"), icon=":material/timer:")
-        return
-    st.caption(t("speculative.measure_done", s=fmt.fixed(measured.seconds, 1), runs=measured.runs,
-                 n=measured.new_tokens, threads=measured.threads))
-    df = pd.DataFrame([{
-        "γ": p.gamma,
-        t("speculative.col_alpha"): p.acceptance_rate,
-        t("speculative.col_tpp"): p.tokens_per_target_pass,
-        t("speculative.col_expected"): p.expected,
-        t("speculative.col_expected_v"): p.expected_with_verify,
-        t("speculative.col_measured"): p.measured,
-        t("speculative.col_spec_tps"): p.speculative_tps,
-        t("speculative.col_plain_tps"): p.plain_tps,
-    } for p in measured.points])
-    digits = {"speculative.col_alpha": 3, "speculative.col_tpp": 2, "speculative.col_expected": 2,
-              "speculative.col_expected_v": 2,
-              "speculative.col_measured": 2, "speculative.col_spec_tps": 0, "speculative.col_plain_tps": 0}
-    st.dataframe(df.style.format({t(k): (lambda v, d=d: fmt.fixed(v, d)) for k, d in digits.items()}),
-                 hide_index=True, width="stretch")
-    best = max(measured.points, key=lambda p: p.measured)
-    v = best.verify_ms / measured.target_ms
-    st.markdown(t("speculative.measure_explain", c=fmt.fixed(measured.c, 2), c_flops=fmt.fixed(measured.c_flops, 3),
-                  target=fmt.fixed(measured.target_ms, 3), draft=fmt.fixed(measured.draft_ms, 3),
-                  g=best.gamma, verify=fmt.fixed(best.verify_ms, 3), v=fmt.fixed(v, 2),
-                  expected=fmt.fixed(best.expected, 2), expected_v=fmt.fixed(best.expected_with_verify, 2),
-                  measured=fmt.fixed(best.measured, 2), other=fmt.fixed(best.run_other_ms, 3)))
+    speculative_speed.draft_model(_pair(), ids, rule_key, measured)
 
 
 # ---- exactness ------------------------------------------------------------------------------------
@@ -463,7 +387,7 @@ def _self_summary(run: Speculation) -> None:
 
 def _self_exactness(run: Speculation, model: SmolLM2) -> None:
     st.header(t("specllm.exact_title"))
-    greedy = list(_self_greedy(tuple(run.prompt), run.max_new_tokens))
+    greedy = list(self_drafted_greedy(tuple(run.prompt), run.max_new_tokens))
     c = st.columns(2)
     with c[0]:
         sequences.show(t("specllm.exact_spec_" + run.source.replace("-", "_")), model.decode(run.tokens))
@@ -486,7 +410,7 @@ def _both_cases(run: Speculation, key: RunKey, model: SmolLM2) -> None:
     rows, table = [], []
     for case in CASES:
         ids = tuple(model.ids(model.prompt(PRESETS[case], chat=True)))
-        other = run if ids == key[0] else _self_run((ids, method, new, k, extra))
+        other = run if ids == key[0] else self_drafted_run((ids, method, new, k, extra))
         rows.append((t(f"specllm.case_{case}"), method, other.accepted_fraction))
         table.append({t("specllm.col_case"): t(f"specllm.case_{case}"), t("specllm.col_proposed"): other.proposed,
                       t("specllm.col_accepted"): other.accepted,
@@ -503,65 +427,6 @@ def _both_cases(run: Speculation, key: RunKey, model: SmolLM2) -> None:
     st.download_button(t("specllm.dl_cases"), df.to_csv(index=False), file_name=f"acceptance_{method}.csv",
                        mime="text/csv", icon=":material/download:", on_click="ignore")
     st.markdown(t("specllm.cases_body_" + method.replace("-", "_")))
-
-
-def _self_measure(key: RunKey, model: SmolLM2) -> None:
-    st.header(t("specllm.measure_title"))
-    _, method, _, k, extra = key
-    pl_k = k if method == "prompt-lookup" else st.session_state.get("sd_k", DEFAULT_K)
-    ngram = extra if method == "prompt-lookup" else st.session_state.get("sd_ngram", DEFAULT_NGRAM)
-    ee_k = k if method == "early-exit" else st.session_state.get("sd_ee_k", DEFAULT_EE_K)
-    exit_layer = extra if method == "early-exit" else st.session_state.get("sd_exit", DEFAULT_EXIT)
-    st.markdown(t("specllm.measure_intro", n=MEASURE_DEFAULT_TOKENS, k=pl_k, ngram=ngram, ee_k=ee_k,
-                  exit=exit_layer))
-    urlstate.int_param("sd_llm_runs", 1, 1, SELF_SPEC_MEASURE_MAX_RUNS)
-    c = st.columns([1, 1, 2], vertical_alignment="bottom")
-    runs = c[0].number_input(t("specllm.runs"), 1, SELF_SPEC_MEASURE_MAX_RUNS, key="sd_llm_runs",
-                             on_change=urlstate.sync, args=("sd_llm_runs", 1),
-                             help=t("specllm.runs_help", cap=SELF_SPEC_MEASURE_MAX_RUNS,
-                                    n=SELF_SPEC_MEASURE_MAX_TOKENS))
-    prompts = tuple((case, tuple(model.ids(model.prompt(PRESETS[case], chat=True)))) for case in CASES)
-    mkey = (prompts, MEASURE_DEFAULT_TOKENS, int(pl_k), int(ngram), int(ee_k), int(exit_layer), int(runs))
-    if c[1].button(t("specllm.measure_run"), icon=":material/timer:", type="primary",
-                   help=t("specllm.measure_run_help")):
-        with my_turn("speculative_llm_measure", t("specllm.measure_busy")) as mine:
-            if mine:
-                bar = st.progress(0.0, text=t("specllm.measure_progress", what="…"))
-                show = outside_the_cache(lambda f, what: bar.progress(min(1.0, f), text=t("specllm.measure_progress",
-                                                                                   what=what)))
-                try:
-                    st.session_state["specllm_measured"] = (mkey, _self_measurement(*mkey, _progress=show))
-                except LimitError as e:
-                    st.error(t("specllm.bad_measure", reason=str(e)), icon=":material/error:")
-                finally:
-                    bar.empty()
-    stored = st.session_state.get("specllm_measured")
-    if stored is None:
-        st.info(t("specllm.measure_none"), icon=":material/timer:")
-        return
-    for_key, got = stored
-    if for_key != mkey:
-        st.caption(t("specllm.measure_stale"))
-    cases = {case: t(f"specllm.case_{case}") for case in CASES}
-    chart(go.Figure(self_speedup_spec(got, cases, t("specllm.speedup_title"),
-                                      frames_speculative.fig_labels(t, method))),
-          t("specllm.speedup_alt"), key="specllm_speedup")
-    df = pd.DataFrame([{
-        t("specllm.col_case"): cases[p.prompt], t("specllm.col_method"): t("specllm.w_" + p.method.replace("-", "_")),
-        t("specllm.col_tokens"): p.new_tokens, t("specllm.col_rate"): p.acceptance_rate,
-        t("specllm.col_per_pass"): p.tokens_per_pass, t("specllm.col_spec_s"): p.speculative_s,
-        t("specllm.col_plain_s"): p.plain_s, t("specllm.col_speedup"): p.measured,
-        t("specllm.col_same"): "✓" if p.same_tokens else "✗"} for p in got.points])
-    st.dataframe(df.style.format({t("specllm.col_rate"): lambda v: "—" if v is None or v != v else fmt.percent(v, 1),
-                                  t("specllm.col_per_pass"): lambda v: fmt.fixed(v, 2),
-                                  t("specllm.col_spec_s"): lambda v: fmt.fixed(v, 2),
-                                  t("specllm.col_plain_s"): lambda v: fmt.fixed(v, 2),
-                                  t("specllm.col_speedup"): lambda v: fmt.factor(v, 2)}),
-                 hide_index=True, width="stretch")
-    st.download_button(t("specllm.dl_measure"), df.to_csv(index=False), file_name="speculative_smollm2_speedup.csv",
-                       mime="text/csv", icon=":material/download:", on_click="ignore")
-    st.caption(t("specllm.measure_done", s=fmt.fixed(got.seconds, 1), runs=got.runs, threads=got.threads))
-    st.markdown(t("specllm.measure_reading"))
 
 
 def _self_download(run: Speculation, model: SmolLM2, same: bool | None) -> None:
@@ -675,7 +540,7 @@ def _self_drafted(method: str) -> None:
         return
     try:
         with st.spinner(t("specllm.running", n=key[2])):
-            run = _self_run(key)
+            run = self_drafted_run(key)
     except (LimitError, ValueError) as e:
         st.error(t("specllm.bad_text", reason=str(e)), icon=":material/error:")
         return
@@ -689,9 +554,15 @@ def _self_drafted(method: str) -> None:
     st.header(t("specllm.summary_title"))
     _self_summary(run)
     _self_exactness(run, model)
-    _self_download(run, model, run.tokens == list(_self_greedy(tuple(run.prompt), run.max_new_tokens)))
+    _self_download(run, model, run.tokens == list(self_drafted_greedy(tuple(run.prompt), run.max_new_tokens)))
     _both_cases(run, key, model)
-    _self_measure(key, model)
+    _, method, _, k, extra = key      # the other method's settings: the session's, or their defaults
+    speculative_speed.self_drafted(
+        model, method, tuple((case, tuple(model.ids(model.prompt(PRESETS[case], chat=True)))) for case in CASES),
+        k if method == "prompt-lookup" else st.session_state.get("sd_k", DEFAULT_K),
+        extra if method == "prompt-lookup" else st.session_state.get("sd_ngram", DEFAULT_NGRAM),
+        k if method == "early-exit" else st.session_state.get("sd_ee_k", DEFAULT_EE_K),
+        extra if method == "early-exit" else st.session_state.get("sd_exit", DEFAULT_EXIT))
     if method == "early-exit":
         st.info(t("specllm.ee_slower"), icon=":material/speed:")
 

@@ -487,14 +487,13 @@ def rounds(run: Speculation, vocab: Sequence[str], n_layers: int, tr: Tr) -> Pay
                           tr("specllm.rounds_alt"), explain=True)
         pl.add(tr("specllm.round_heading", r=i + 1, n=n),
                top=[html_block(round_draft_text(run, r, vocab, n_layers, tr))],
-               main=verify + [html_block(body, explain=True)],
-               side=cache + [html_block(rollback, explain=True)],
+               # full width, one above the other (in presenter mode too): the tokens in the cells need it
+               wide=verify + [html_block(body, explain=True)] + cache + [html_block(rollback, explain=True), overview],
                metrics=metrics([
                    (tr("specllm.m_cache_before"), fmt.integer(r.target_cache.before, lang=pl.lang),
                     tr("specllm.m_cache_before_help"), None),
                    (tr("specllm.m_draft"), fmt.integer(len(r.draft), lang=pl.lang), tr("specllm.m_draft_help"), None),
                    (tr("specllm.m_accepted"), fmt.integer(r.n_accepted, lang=pl.lang), None, None),
                    (tr("specllm.m_emitted"), fmt.integer(len(r.emitted), lang=pl.lang), tr("specllm.m_emitted_help"),
-                    None)]),
-               wide=[overview])
+                    None)]))
     return pl

@@ -220,6 +220,16 @@ def test_a_smollm2_round_is_a_step_of_the_stepper_and_the_old_round_address_open
     assert "sd_round" not in at.query_params and at.query_params.get("step") == "1"
 
 
+def test_an_old_round_address_beyond_the_run_or_malformed_opens_a_round_of_it(smollm2):
+    run = page_run(smollm2)
+    at = open_page(PAGE, {"sd_draft": "prompt-lookup", "sd_llm_new": str(LLM_NEW), "sd_round": "99"}, timeout=120)
+    no_exception(at)
+    assert stepper(at)["start"] == len(run.rounds) - 1          # a shorter run than the address's: its last round
+    at = open_page(PAGE, {"sd_draft": "prompt-lookup", "sd_llm_new": str(LLM_NEW), "sd_round": "two"}, timeout=120)
+    no_exception(at)
+    assert stepper(at)["start"] == 0 and any("sd_round" in w.value for w in at.warning)
+
+
 def test_prompt_lookup_on_smollm2_shows_the_draft_the_verification_and_the_rollback(smollm2, lookup_page):
     from kvviz.ui.pages.speculative import self_drafted_greedy
     at = lookup_page

@@ -470,7 +470,7 @@ def _round_as_step(n_rounds: int) -> None:
         r = int(raw)
     except ValueError:
         urlstate.notice(t("url.bad_value", name="sd_round", raw=raw[:40], low=fmt.integer(1),
-                          high=fmt.integer(SMOLLM2_MAX_NEW_TOKENS)))
+                          high=fmt.integer(n_rounds), default=fmt.integer(1)))
         return
     r = min(max(r, 1), n_rounds)               # a shorter run than the address's: its last round
     if r > 1:

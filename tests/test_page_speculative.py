@@ -220,6 +220,17 @@ def test_a_smollm2_round_is_a_step_of_the_stepper_and_the_old_round_address_open
     assert "sd_round" not in at.query_params and at.query_params.get("step") == "1"
 
 
+def test_another_model_opens_its_run_at_the_first_step(smollm2):
+    at = open_page(PAGE, {"step": "7"}, timeout=120)
+    assert stepper(at)["start"] == 7
+    at.segmented_control(key="sd_draft").set_value("prompt-lookup").run(timeout=120)
+    no_exception(at)
+    assert stepper(at)["start"] == 0 and frame(at)["heading"].startswith("Round 1 of ")
+    assert dict(at.query_params) == {"sd_draft": "prompt-lookup"}
+    at.segmented_control(key="sd_draft").set_value("model").run(timeout=120)
+    assert stepper(at)["start"] == 0 and not dict(at.query_params)
+
+
 def test_an_old_round_address_beyond_the_run_or_malformed_opens_a_round_of_it(smollm2):
     run = page_run(smollm2)
     at = open_page(PAGE, {"sd_draft": "prompt-lookup", "sd_llm_new": str(LLM_NEW), "sd_round": "99"}, timeout=120)

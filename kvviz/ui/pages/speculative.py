@@ -62,7 +62,7 @@ from kvviz.ui.components.prompts import prompt_tokens
 from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
 from kvviz.ui.frames import speculative as frames_speculative
 from kvviz.ui.frames import translator
-from kvviz.ui.pages import llm, speculative_speed
+from kvviz.ui.pages import llm, speculative_speed  # TODO(lead): the shared model service replaces llm.loaded_model
 from kvviz.viz.speculative import acceptance_spec, speedup_figure
 
 DRAFTS = ("model", "prompt-lookup", "early-exit")     # the tiny GPT's draft model, or SmolLM2 drafting itself
@@ -149,14 +149,14 @@ def _generate(model: SmolLM2, key: RunKey) -> Speculation:
 @st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)
 def self_drafted_run(key: RunKey) -> Speculation:
     """One self-drafted run (read-only record); one run of the real model at a time per server."""
-    with server_lock("speculative_llm_run"):
+    with server_lock("speculative_self_run"):
         return _generate(llm.loaded_model(), key)
 
 
 @st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)
 def self_drafted_greedy(ids: tuple[int, ...], new: int) -> tuple[int, ...]:
     """Plain cached greedy decoding of the same prompt: the exactness check."""
-    with server_lock("speculative_llm_run"):
+    with server_lock("speculative_self_run"):
         return tuple(generate_cached(llm.loaded_model(), list(ids), new, keep_logits=False).tokens)
 
 

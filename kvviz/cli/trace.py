@@ -2,6 +2,11 @@
 
 ``trace smollm2 --prompt TEXT [--chat]`` runs SmolLM2-135M-Instruct (any text; ``--chat`` puts it in
 the model's chat template) and adds ``prompt_ids`` and ``new_ids``, the tokenizer's ids.
+
+``--no-cache`` prints the tokens of the recomputing loop, with ``repeat``: the span the new text writes
+most often (kvviz.decoding.long_runs.repeated_span; null when nothing comes back three times: greedy's
+loop shows here), and for the tiny GPT ``cropped_steps``: the steps whose model saw the text cut to
+its last block_size tokens.
 """
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import json
 import sys
 
 from kvviz.cli.args import add_rule_arguments, rule_from
+from kvviz.decoding.long_runs import crop_windows, repeated_span
 from kvviz.decoding.loops import generate, hf_generate
 from kvviz.decoding.stepper import run_generation
 from kvviz.decoding.trace import run_dict
@@ -61,6 +67,11 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 n = check_int("New tokens", a.new_tokens, 1, GPT_MAX_SWEEP_TOKENS)
                 gen = generate(network, [model.vocab.index(w) for w in prompt], n, rule, a.seed)
                 out["tokens"] = [model.vocab[i] for i in gen.tokens]
+                out["cropped_steps"] = sum(1 for w in crop_windows(len(prompt), n, network.config.block_size)
+                                           if w.dropped)
+            rep = repeated_span(out["tokens"])
+            out["repeat"] = None if rep is None else {"span": list(rep.span), "count": rep.count,
+                                                      "starts": list(rep.starts), "covered": rep.covered}
             json.dump(out, sys.stdout, indent=1)
             print()
             return 0

@@ -9,7 +9,7 @@ import streamlit as st
 from kvviz.decoding.tail import JUNK, Tail, next_token_logits, tail_draws, tail_of
 from kvviz.limits import TAIL_DRAWS, TAIL_MAX_K, LimitError
 from kvviz.models.smollm2 import ModelUnavailable
-from kvviz.ui.app import fmt, urlstate
+from kvviz.ui.app import fmt, presenter, urlstate
 from kvviz.ui.app.i18n import t
 from kvviz.ui.components.charts import chart
 
@@ -71,17 +71,18 @@ def _context_block(model, kind: str, text: str, tail: Tail, seed: int) -> None:
 def section(seed: int) -> None:
     """The section: two contexts (editable, in the address), k and p, the distributions, the chart, a CSV."""
     st.header(t("lesson.tail_title"))
-    st.markdown(t("lesson.tail_intro"))
+    presenter.intro(t("lesson.tail_intro"))              # folded in presenter mode, as the inputs
     urlstate.int_param("sampling_tail_k", DEFAULT_K, 1, TAIL_MAX_K)
     urlstate.float_param("sampling_tail_p", DEFAULT_P, 0.01, 1.0)
-    c = st.columns([2, 2, 1, 1])
-    texts = {kind: c[i].text_input(t(f"lesson.tail_{kind}_input"), default, key=f"sampling_tail_{kind}",
-                                   bind="query-params", max_chars=200)
-             for i, (kind, default) in enumerate(CONTEXTS.items())}
-    k = c[2].number_input(t("lesson.tail_k_input"), 1, TAIL_MAX_K, key="sampling_tail_k",
-                          on_change=urlstate.sync, args=("sampling_tail_k", DEFAULT_K))
-    p = c[3].number_input(t("lesson.tail_p_input"), 0.01, 1.0, step=0.05, key="sampling_tail_p",
-                          on_change=urlstate.sync, args=("sampling_tail_p", DEFAULT_P))
+    with presenter.settings():
+        c = st.columns([2, 2, 1, 1])
+        texts = {kind: c[i].text_input(t(f"lesson.tail_{kind}_input"), default, key=f"sampling_tail_{kind}",
+                                       bind="query-params", max_chars=200)
+                 for i, (kind, default) in enumerate(CONTEXTS.items())}
+        k = c[2].number_input(t("lesson.tail_k_input"), 1, TAIL_MAX_K, key="sampling_tail_k",
+                              on_change=urlstate.sync, args=("sampling_tail_k", DEFAULT_K))
+        p = c[3].number_input(t("lesson.tail_p_input"), 0.01, 1.0, step=0.05, key="sampling_tail_p",
+                              on_change=urlstate.sync, args=("sampling_tail_p", DEFAULT_P))
     try:
         model = loaded_model()
         tails = {kind: tail_of(_logits(text or CONTEXTS[kind]), int(k), float(p)) for kind, text in texts.items()}

@@ -9,7 +9,7 @@
 - **cache**: the hybrid cache's bytes after T = 136, 520 and 1,032 positions (kvviz's
   ``dense_cache``, the tensors' storages), against 2·1·256·4·(3·T + 15·min(T, 511)) and an
   all-global cache, and the prefill's time;
-- **decode**: kvviz's cached decode loop (kvviz.decoding.loops.hf_generate) against transformers'
+- **decode**: kvviz's cached decode loop (kvviz.decoding.loops.generate_cached) against transformers'
   ``generate`` on the same weights in the same process, alternating, several runs.
 
 Every process here uses torch's default threads (2 on this machine), as a server does.
@@ -56,8 +56,8 @@ m = g.Gemma3(source=real.Source("dir", sys.argv[1], ""))
 t2 = time.perf_counter()
 out = {"import_s": t1 - t0, "load_s": t2 - t1, "rss_loaded_mb": rss(), "weight_mb": m.weight_bytes() / 2**20}
 def step(model):   # one prefill and one decode step: every weight read once (the files are mapped lazily)
-    from kvviz.decoding.loops import hf_generate
-    hf_generate(model, model.ids(model.prompt("The capital of France is", chat=False)), 2)
+    from kvviz.decoding.loops import generate_cached
+    generate_cached(model, model.ids(model.prompt("The capital of France is", chat=False)), 2)
 step(m)
 out["rss_gemma3_mb"] = rss()
 if "--both" in sys.argv:
@@ -126,14 +126,14 @@ def cache(m) -> None:
 def decode(m, runs: int, steps: int) -> None:
     import torch
 
-    from kvviz.decoding.loops import hf_generate
+    from kvviz.decoding.loops import generate_cached
     ids = m.ids(m.prompt("The capital of France is", chat=False))
     x = torch.tensor([ids])
     ours, theirs = [], []
     with torch.inference_mode():
         for _ in range(runs):
             t0 = time.perf_counter()
-            hf_generate(m, ids, steps)
+            generate_cached(m, ids, steps, stop=False)
             ours.append(steps / (time.perf_counter() - t0))
             t0 = time.perf_counter()
             m.model.generate(x, max_new_tokens=steps, min_new_tokens=steps, do_sample=False)

@@ -141,3 +141,7 @@ COMPRESS_PROMPT_TOKENS = 16       # evaluation: length of every held-out prompt 
 LLM_COMPRESS_MIN_TOKENS = 8       # held-out text: fewest tokens measured
 LLM_COMPRESS_MAX_TOKENS = 192     # held-out text: most tokens measured (kvviz.compress.text)
 LLM_COMPRESS_MAX_VARIANTS = 10    # variants in one evaluation on the real model
+
+# The long tail on the Sampling page (kvviz.decoding.tail, SmolLM2's next-token distribution)
+TAIL_MAX_K = 1_000          # top-k offered there (the vocabulary has 49,152 tokens)
+TAIL_DRAWS = 1_000          # seeded draws at τ = 1 that show how often the tail comes up

@@ -134,3 +134,22 @@ def test_intensity_prefill_grows_decode_levels_off():
     big = cost.decode_intensity(cfg, 4096, 10_000).flops_per_byte
     assert big < cost.decode_intensity_limit(cfg, 4096) and big == pytest.approx(
         cost.decode_intensity_limit(cfg, 4096), rel=0.1)
+
+
+def test_the_recorded_speed_up_is_docs_measured_and_its_flop_ratio_the_engines():
+    """The Cost page quotes docs/measured.md's latest tiny-GPT run beside the FLOPs of the same two loops."""
+    import re
+
+    from kvviz.cost.recorded import GPT_SPEEDUP as rec
+    from kvviz.models.registry import get_model
+    from tests.conftest import ROOT
+
+    text = (ROOT / "docs" / "measured.md").read_text(encoding="utf-8").split(f"## {rec.where}", 1)[1]
+    row = re.search(r"\| tiny shape, N = (\d+): cached ÷ uncached \| ([\d.]+)× \|", text)
+    assert (int(row.group(1)), float(row.group(2))) == (rec.new_tokens, rec.speedup)
+    prompt = re.search(r'^PROMPT = "([^"]+)"', (ROOT / "bench" / "gpt_speed.py").read_text(), re.MULTILINE)
+    assert len(get_model("gpt").tokenize(prompt.group(1))) == rec.prompt_len
+    assert rec.config == cost.config_of(get_model("gpt"))
+    u, c = (cost.loop_flops(rec.config, rec.prompt_len, rec.new_tokens, cached=k).total for k in (False, True))
+    assert rec.flop_ratio == u / c and round(rec.flop_ratio) == 121      # docs/measured.md: "≈ 120×"
+    assert round(rec.share, 3) == round(4.9 / (u / c), 3) < 0.05

@@ -135,3 +135,11 @@ def test_bad_sizes_and_types():
         cost.cache_transfer(cfg, 10, 1, "fp16", math.nan)
     with pytest.raises(LimitError, match="Link speed"):
         cost.cache_transfer(cfg, 10, 1, "fp16", 0)
+
+
+def test_accelerators_are_counted_in_the_unit_they_are_sold_in():
+    """A card sold as "80 GB" has 80 GiB: the lines and the fit table use 2³⁰ bytes, 7.4 % above 10⁹."""
+    assert cost.ACCELERATOR_GB == (24, 40, 80)
+    assert [cost.accelerator_bytes(gb) for gb in cost.ACCELERATOR_GB] == [25_769_803_776, 42_949_672_960,
+                                                                           85_899_345_920]
+    assert round(cost.GIB / 10**9 - 1, 3) == 0.074

@@ -70,7 +70,7 @@ def test_readme_is_short():
 def test_design_has_the_sections_code_cites():
     """Code cites `docs/design.md §N`: the numbered sections stay where they are."""
     headings = re.findall(r"^## (\d) ", (ROOT / "docs" / "design.md").read_text(), flags=re.MULTILINE)
-    assert headings == ["1", "2", "3", "4", "5", "6"]
+    assert headings == ["1", "2", "3", "4", "5", "6", "7"]
 
 
 # the four teaching texts kvviz started from are not in the repository: code and docs cite

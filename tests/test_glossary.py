@@ -108,6 +108,9 @@ def test_rules_are_precise_about_boundaries_case_and_compounds():
     assert not _flags("KV cache", "es", "Lo que quede en la caché KV; ver `generate_cached` y las cachés")
     # gender, compounds excluded: «die Cache-Tabelle» is the table's gender, «das Prefill-Ergebnis» too
     assert _flags("KV cache", "de", "Jetzt ist die Cache leer") and not _flags("KV cache", "de", "die Cache-Tabelle")
+    # the lesson's own Spanish words for prefill may be quoted (the home page tells its readers), never used
+    assert _flags("prefill", "es", "durante el prellenado") and _flags("prefill", "es", "la precarga del prompt")
+    assert not _flags("prefill", "es", "lo que la fuente llama «prellenado», «precarga» o «llenado previo»")
     assert _flags("prefill", "de", "Das Prefill hat den Prompt") and _flags("prefill", "de", "das parallele Prefill")
     assert not _flags("prefill", "de", "das Prefill-Ergebnis; der Prefill; dem Prefill")
     # case: German writes nouns capitalised, so a lowercase «decode» is English left over

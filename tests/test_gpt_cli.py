@@ -27,6 +27,27 @@ def test_trace_gpt_and_no_cache_print_the_same_tokens(capsys):
     nc = json.loads(out)
     assert nc["cache"] is False and nc["prompt"] == d["prompt"]
     assert nc["tokens"] == chosen(d) and len(nc["tokens"]) == 8
+    assert nc["repeat"] is None and nc["cropped_steps"] == 0         # 8 tokens: no loop yet, no crop
+
+
+def test_no_cache_names_greedys_loop_and_counts_the_cropped_steps(capsys):
+    """48 greedy tokens loop ("… so windy ! Today the weather is so windy …"); a prompt of 22 tokens
+    and 248 new ones pass the 256 learned positions: step t sees a cropped text once 22 + t > 256."""
+    from kvviz.decoding.long_runs import repeated_span
+
+    code, out, err = cli(capsys, "trace", "gpt", "--prompt", "Today the weather is so", "--new-tokens", "48",
+                         "--no-cache")
+    assert code == 0, err
+    nc = json.loads(out)
+    rep = repeated_span(nc["tokens"])
+    assert nc["repeat"] == {"span": list(rep.span), "count": rep.count, "starts": list(rep.starts),
+                            "covered": rep.covered}
+    assert "windy" in nc["repeat"]["span"] and nc["repeat"]["covered"] > 24 and nc["cropped_steps"] == 0
+    prompt = " ".join(["Today the weather is so windy !"] * 3 + ["Today"])
+    code, out, err = cli(capsys, "trace", "gpt", "--prompt", prompt, "--new-tokens", "248", "--no-cache")
+    assert code == 0, err
+    nc = json.loads(out)
+    assert len(nc["prompt"]) == 22 and nc["cropped_steps"] == 248 - (256 - 22 + 1)
 
 
 @pytest.mark.parametrize("args", [["trace", "gpt", "--prompt", "   "],

@@ -29,7 +29,13 @@ def test_memory_tab_shows_the_gpt2_seed_figures():
     fig = next(s for s in plotly_specs(at) if s["data"][0]["type"] == "scatter")
     assert {tr["name"] for tr in fig["data"]} >= {"batch 1", "batch 8", "batch 64", "your setting"}
     lines = [sh["y0"] for sh in fig["layout"]["shapes"]]
-    assert {24e9, 40e9, 80e9} <= set(lines)                  # accelerator memory sizes
+    # accelerator memory as sold: a card's "80 GB" is 80 GiB (2³⁰ bytes each), not 80 × 10⁹ bytes
+    assert {24 * 2**30, 40 * 2**30, 80 * 2**30} <= set(lines) and not {24e9, 40e9, 80e9} & set(lines)
+    fits = next(d.value for d in at.dataframe if "Accelerator memory" in d.value.columns)
+    assert list(fits["Accelerator memory"]) == ["24 GiB", "40 GiB", "80 GiB"]
+    free = 80 * 2**30 - cost.weight_bytes(cost.GPT2_SMALL, "fp16")
+    assert fits.iloc[2, 1] == f"{cost.tokens_that_fit(cost.GPT2_SMALL, free, 1, 'fp16'):,}"
+    assert "7.4% more than 80 × 10⁹" in next(m.help for m in at.metric if m.label == "Cache size")
     assert cost.weight_bytes(cost.GPT2_SMALL, "fp16") in lines  # and the weights beside the cache
 
 
@@ -102,6 +108,11 @@ def test_compute_tab_counts_agree_and_table_has_current_numbers():
     fig = plotly_specs(at)[0]
     assert fig["layout"]["yaxis"]["type"] == "log"
     assert sum(1 for tr in fig["data"] if tr["mode"] == "markers") == 2     # counted with / without
+    # the recorded speed-up beside the FLOP ratio the engine counts for the same two loops (docs/measured.md)
+    more = next(e for e in at.expander if e.label.startswith("Why a measured speed-up"))
+    text = " ".join(m.value for m in more.markdown)
+    assert "248 new tokens after a prompt of 8 tokens" in text and "= **4.9×**" in text
+    assert "FLOP ratio of **121×**" in text and "4% of it" in text
     at.selectbox(key="fl_model").set_value("gpt2").run()
     at.number_input(key="fl_n").set_value(1024).run()
     no_exception(at)

@@ -41,6 +41,16 @@ def test_the_script_sets_up_the_declared_page_and_renders_its_body(page):
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.key)
+def test_the_script_ends_with_the_page_foot(page):
+    """The foot (its sources, nav.page_foot) comes after the body, so a body that returns early keeps it."""
+    tree = ast.parse((ROOT / page.script).read_text(encoding="utf-8"))
+    calls = [getattr(n.value.func, "id", None) for n in tree.body if isinstance(n, ast.Expr)
+             and isinstance(n.value, ast.Call)]
+    if page.script != "app.py":
+        assert calls[-1] == "page_foot"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.key)
 def test_the_declared_strings_exist(page):
     en = strings("en")
     assert page.title_key in en and page.label_key in en

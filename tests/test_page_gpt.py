@@ -287,3 +287,40 @@ def test_page_renders_in_every_language():
         at = open_page(PAGE, {"lang": lang})
         no_exception(at)
         assert at.title[0].value == strings(lang)["gpt.title"]
+
+
+def test_greedys_loop_is_pointed_out_beside_a_sampled_run():
+    """The engine's repeated span, in bold in the greedy text, counted; the sampled text leaves it."""
+    from kvviz.decoding.long_runs import repeated_span
+
+    at = open_page(PAGE)
+    no_exception(at)
+    assert any(h.value == "Greedy's loop" for h in at.header)
+    greedy = next(m.value for m in at.markdown if m.value.startswith("**Greedy:**"))
+    assert "**Today the weather is so windy**" in greedy
+    found = next(c.value for c in at.caption if c.value.startswith("Greedy writes"))
+    words = greedy.removeprefix("**Greedy:** “").removesuffix("”").replace("**", "").replace("\\", "").split()
+    loop = repeated_span(words)
+    assert f"**“{' '.join(loop.span)}”** {loop.count} times" in found and f"of {len(words)}" in found
+    assert any(m.value.startswith("**Sampling, τ = 1, seed") for m in at.markdown)
+    assert any("where greedy took" in m.value for m in at.markdown)
+    assert any(b.label == "Both texts (CSV)" for b in at.get("download_button"))
+
+
+def test_past_block_size_the_crop_and_the_stop_are_shown_behind_a_button():
+    at = open_page(PAGE)
+    assert any(i.value.startswith("Not run yet") for i in at.info)
+    next(b for b in at.button if b.label == "Run past block_size").click().run(timeout=180)
+    no_exception(at)
+    _, run = at.session_state["gpt_crop"]                          # the engine's record (kvviz.decoding.long_runs)
+    n, total = len(run.cached.tokens), len(run.uncached.tokens)
+    text = " ".join(m.value for m in at.markdown)
+    assert f"**With the cache:** {n} tokens, then it stops" in text
+    assert any(run.stop_reason in c.value for c in at.caption)
+    assert f"From new token {run.first_cropped + 1} on, the model sees only the last 256" in text
+    assert f"(all {n})" in text and run.same_tokens
+    table = next(d.value for d in at.dataframe if "positions it sees" in d.value.columns)
+    p = len(run.prompt)                         # the last step sees positions p + total − 256 … p + total − 1
+    assert list(table["new token"])[-1] == total
+    assert list(table["positions it sees"])[-1] == f"{p + total - 256}–{p + total - 1}"
+    assert any(b.label == "Every step's window (CSV)" for b in at.get("download_button"))

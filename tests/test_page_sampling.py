@@ -194,3 +194,23 @@ def test_abc_page_switches_to_sampling_and_says_so():
     assert "The draw used these probabilities" in frame_text(f)
     # the last event: the text is the engine's seeded run
     assert f"The text is now {' '.join(run.events[-1].sequence)}" in frame_text(frame(at, len(run.events) - 1))
+
+
+def test_the_long_tail_on_smollm2_sure_and_open(smollm2):
+    """The engine's numbers for SmolLM2's two default contexts; k from the address; chart and CSV."""
+    from kvviz.decoding.tail import next_token_logits, tail_draws, tail_of
+    from kvviz.ui.app import fmt
+    from kvviz.ui.pages.sampling_tail import CONTEXTS
+
+    at = open_page(PAGE, {"sampling_tail_k": "20"})
+    no_exception(at)
+    assert any(h.value == "The long tail, on a real model" for h in at.header)
+    text = " ".join(m.value for m in at.markdown)
+    for context in CONTEXTS.values():
+        tail = tail_of(next_token_logits(smollm2, smollm2.prompt(context, False)), 20, 0.9)
+        assert f"Top-k = 20 keeps 20 tokens and cuts **{fmt.percent(tail.mass_beyond_k, 1)}**" in text
+        assert f"Top-p = 0.9 keeps {tail.top_p_size:,} tokens" in text
+        d = tail_draws(tail, 1000, 0)
+        assert f"{d.outside_p:,} land in that tail" in text or f"{d.outside_p:,} lands in that tail" in text
+    assert any(s["layout"]["title"]["text"].startswith("The most likely tokens") for s in plotly_specs(at))
+    assert any(b.label.startswith("Both distributions") for b in at.get("download_button"))

@@ -95,6 +95,12 @@ def test_prefill_then_step_to_the_stale_decode():
     assert "BERT" in frame_text(f) and any(b.get("details", "").startswith("Think first") for b in f["main"])
     decode_heads = next(s for s in f["figs"] if len(s["data"]) == 4)
     assert [round(w, 2) for w in decode_heads["data"][1]["z"][0]] == [0, 0, 0, 0.5, 0.5]   # one row per head
+    # the lesson's own code, said exactly: its repair line gives 7.0, its printout 6.0 is the code without it
+    account = frame_text(f).split("What the lesson's own decode code does", 1)[1]
+    assert "K2[-1] = -torch.ones(d_k)" in account and "gives 7.0 for this head" in account
+    assert "prints for that code, 6.0, is what the code gives without the line" in account
+    # the heads are not averaged: the logits are the contexts times W_vocab (their mean 9.125 is in no logit)
+    assert "Their average, 9.125, is in no logit" in frame_text(frame(at, 0))
     no_exception(at)
 
 

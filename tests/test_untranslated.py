@@ -68,6 +68,7 @@ def _sentences(text: str) -> set[str]:
     """Pieces of prose: runs of at least four words of letters (numbers, tokens and formulas differ)."""
     # quoted examples and code spans are model input/output (the tiny GPT speaks English): not prose
     text = re.sub(r"“[^”]*”|«[^»]*»|„[^“]*“|`[^`]*`|\"[^\"]*\"", " ", text)
+    text = re.sub(r"https?://\S+", " ", text)      # addresses (a cited paper's link) are not prose
     text = re.sub(r"<[^>]+>|:material/\w+:|[*`_#]", " ", text)
     return {m.group(0).strip() for m in re.finditer(r"(?:[A-Za-z][a-z']+[ ,;:]+){3,}[A-Za-z][a-z']+", text)}
 

@@ -11,7 +11,14 @@ from kvviz.decoding.trace import cache_table, run_dict
 from kvviz.limits import LimitError
 from kvviz.models.base import UnknownTokenError
 from kvviz.models.weather import D_K, DEFAULT_VALUES, SEED_PROMPT, VOCAB, WeatherModel, check_values
-from kvviz.models.weather_notes import plus_one_positions, prose_vs_tensor, reads
+from kvviz.models.weather_notes import (
+    LESSON_CACHED,
+    LESSON_UNCACHED,
+    lesson_account,
+    plus_one_positions,
+    prose_vs_tensor,
+    reads,
+)
 from kvviz.viz.attention import attention_heads_figure, causal_mask_figure
 
 M = WeatherModel()
@@ -106,6 +113,23 @@ def test_the_seeds_repair_restores_agreement():
     assert later.repaired and later.check.max_abs_diff < 1e-9 and later.cache.rows[4].rewritten_at == 4
     assert diagnose(M, later).exact
     assert json.loads(json.dumps(run_dict(run, M.logit_tokens)))["events"][2]["repaired"] is True
+
+
+def test_the_lessons_printout_is_its_code_without_its_repair_line():
+    """The lesson's cached decode code holds the repair line (K2[-1] = -1): run as written it gives the
+    uncached 7.0; the 6.0 it prints is the append-only cache's, the code without that line."""
+    plain, repaired = seed_run(2).events[2], seed_run(2, repair=M.repair).events[2]
+    assert [round(x, 4) for x in plain.record.output[0].tolist()] == list(LESSON_CACHED)
+    assert [round(x, 4) for x in repaired.record.output[0].tolist()] == list(LESSON_UNCACHED)
+    diag = diagnose(M, plain)
+    acc = lesson_account(plain.sequence[:5], M.values, [d.cached for d in diag.outputs],
+                         [d.recomputed for d in diag.outputs])
+    assert acc.head == 1 and acc.position == 3
+    assert acc.printed == round(acc.without_line, 4) == 6.0
+    assert acc.printed_uncached == round(acc.with_line, 4) == 7.0
+    # another run is not the lesson's: nothing to compare with
+    assert lesson_account(plain.sequence[:5], {**M.values, "so": 6.0}, [0] * 4, [0] * 4) is None
+    assert lesson_account(["Today", "weather", "is", "nice"], M.values, [0] * 4, [0] * 4) is None
 
 
 def test_counters_grow_as_n_with_the_cache_and_n_squared_without():

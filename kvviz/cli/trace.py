@@ -6,6 +6,11 @@ gemma3`` runs Gemma 3 270M (a base model: plain text) and any model a host names
 by its name. A real model's trace also lists each layer's cache after the run (``cache_layers``:
 kind, window, rows held, positions seen) and the cache's bytes: Gemma 3's sliding layers stop at
 their window while its global layers grow.
+
+``--no-cache`` prints the tokens of the recomputing loop, with ``repeat``: the span the new text writes
+most often (kvviz.decoding.long_runs.repeated_span; null when nothing comes back three times: greedy's
+loop shows here), and for the tiny GPT ``cropped_steps``: the steps whose model saw the text cut to
+its last block_size tokens.
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import json
 import sys
 
 from kvviz.cli.args import add_rule_arguments, rule_from
+from kvviz.decoding.long_runs import crop_windows, repeated_span
 from kvviz.decoding.loops import generate, generate_cached
 from kvviz.decoding.stepper import run_generation
 from kvviz.decoding.trace import run_dict
@@ -66,6 +72,11 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 n = check_int("New tokens", a.new_tokens, 1, GPT_MAX_SWEEP_TOKENS)
                 gen = generate(network, [model.vocab.index(w) for w in prompt], n, rule, a.seed)
                 out["tokens"] = [model.vocab[i] for i in gen.tokens]
+                out["cropped_steps"] = sum(1 for w in crop_windows(len(prompt), n, network.config.block_size)
+                                           if w.dropped)
+            rep = repeated_span(out["tokens"])
+            out["repeat"] = None if rep is None else {"span": list(rep.span), "count": rep.count,
+                                                      "starts": list(rep.starts), "covered": rep.covered}
             json.dump(out, sys.stdout, indent=1)
             print()
             return 0

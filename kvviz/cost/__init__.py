@@ -51,6 +51,7 @@ from kvviz.cost.shapes import (
                                ACCELERATOR_GB,
                                DTYPE_BITS,
                                FALCON_7B,
+                               GIB,
                                GPT2_SMALL,
                                LLAMA3_8B,
                                LLAMA31_70B,
@@ -63,6 +64,7 @@ from kvviz.cost.shapes import (
                                TRAINED_TINY_GPT,
                                WEATHER_CONFIG,
                                ModelConfig,
+                               accelerator_bytes,
                                attention_kind,
                                cache_config,
                                check_config,
@@ -73,7 +75,8 @@ from kvviz.cost.shapes import (
 )
 from kvviz.cost.speculative import best_gamma, speculative_speedup, speculative_tokens_per_pass
 
-__all__ = ["ABC_CONFIG", "ACCELERATOR_GB", "DTYPE_BITS", "FALCON_7B", "GPT2_SMALL", "LLAMA31_70B", "LLAMA3_8B",
+__all__ = ["ABC_CONFIG", "ACCELERATOR_GB", "DTYPE_BITS", "FALCON_7B", "GIB", "GPT2_SMALL", "LLAMA31_70B", "LLAMA3_8B",
+           "accelerator_bytes",
            "MISTRAL_7B", "PRESETS", "QWEN25_7B", "SHAPES", "SMOLLM2_135M", "TINY_GPT", "TRAINED_TINY_GPT",
            "WEATHER_CONFIG",
            "attention_flops_per_pair", "attention_kind", "best_gamma", "block_flops_per_token", "cache_bytes",

@@ -23,8 +23,16 @@ from kvviz.limits import (
 # (``quantized_cache_bytes`` counts them for kvviz's own quantized cache).
 DTYPE_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int4": 4}
 
-# Common accelerator memory sizes (GB = 10⁹ bytes) drawn as horizontal lines.
+# Common accelerator memory sizes drawn as horizontal lines, as the cards are sold: "24 GB", "40 GB",
+# "80 GB" (RTX 4090 / A10, A100 40GB, A100 / H100 80GB). Their memory comes in powers of two, so a
+# card's "GB" is a GiB, 2³⁰ bytes (7.4 % more than 10⁹; the driver reports a little less as free).
 ACCELERATOR_GB = (24, 40, 80)
+GIB = 2**30
+
+
+def accelerator_bytes(gb: int) -> int:
+    """The bytes of a card sold as ``gb`` "GB": ``gb`` GiB."""
+    return gb * GIB
 
 
 @dataclass(frozen=True)

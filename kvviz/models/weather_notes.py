@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kvviz.models.weather import HEADS
+from kvviz.models.weather import DEFAULT_VALUES, HEADS, SEED_PROMPT, check_values
 
 
 @dataclass(frozen=True)
@@ -57,3 +57,37 @@ def prose_vs_tensor(prompt: Sequence[str], contexts: torch.Tensor, values: dict[
         if abs(prose - tensor) > tol:
             notes.append(ProseNote(last_head, pos, prompt[pos], prose, tensor))
     return notes
+
+
+# The lesson's decode of "nice" at position 5, as it prints it (docs/design.md §2)
+LESSON_UNCACHED = (12.5, 7.0, 10.0, 8.6)    # "Context for new token position": every key recomputed
+LESSON_CACHED = (12.5, 6.0, 10.0, 8.6)      # "Decode context for 'nice'": its cached decode code's printout
+# the line of that cached decode code that rewrites head 2's stale key (what the page's repair does)
+LESSON_REPAIR_LINE = "K2[-1] = -torch.ones(d_k)  # position 4 is no longer last"
+
+
+@dataclass(frozen=True)
+class LessonAccount:
+    """Head 2 in the lesson's cached decode: what it prints, and what its code gives with and
+    without its repair line (the engine's append-only and repaired passes)."""
+
+    head: int                 # 0-based: head 2 ("last token")
+    position: int             # 0-based position of the repaired key: the prompt's last
+    printed: float            # the lesson's printout for its cached decode code (6.0)
+    printed_uncached: float   # its printout without a cache (7.0), which it calls identical
+    without_line: float       # the engine's append-only cache: the code without the repair line
+    with_line: float          # the engine's recomputed (= repaired) context: the code as written
+
+
+def lesson_account(sequence: Sequence[str], values: dict[str, float], cached: Sequence[float],
+                   recomputed: Sequence[float]) -> LessonAccount | None:
+    """For the lesson's own decode only (its prompt and values, then *nice*): head 2's numbers.
+
+    cached, recomputed: the decode pass's contexts [H] with the append-only cache and with every key
+    recomputed. None for any other run, where the lesson prints nothing to compare with.
+    """
+    if list(sequence) != [*SEED_PROMPT, "nice"] or check_values(values) != DEFAULT_VALUES:
+        return None
+    head = next(i for i, h in enumerate(HEADS) if h.name == "last token")
+    return LessonAccount(head, len(SEED_PROMPT) - 1, LESSON_CACHED[head], LESSON_UNCACHED[head],
+                         float(cached[head]), float(recomputed[head]))

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 import torch
 
+from kvviz.cost.shapes import accelerator_bytes
 from kvviz.viz import theme
 from kvviz.viz.theme import COLORS, FONT, OKABE_ITO
 
@@ -65,12 +66,12 @@ def memory_vs_context(contexts: Sequence[int], series: Mapping[int, Sequence[int
             line=dict(color=SERIES[i % len(SERIES)], width=3),
             customdata=[human_bytes(y) for y in ys],
             hovertemplate=labels["hover"] + "<extra>%{fullData.name}</extra>"))
-    # the accelerators' lines lie within a decade (24, 40, 80 GB): on a low chart (``compact``, presenter
+    # the accelerators' lines lie within a decade (24, 40, 80 GiB): on a low chart (``compact``, presenter
     # mode) their labels would run into each other and into the weights' (an 8B model's 16 GB lie just
     # below the 24 GB line), so one label above the highest names them all, the weights' goes under its line
     for i, gb in enumerate(accel_gb):
         text = labels["accel"].format(gb=gb) if not compact else labels["accels"] if gb == max(accel_gb) else ""
-        _hline(fig, gb * 1e9, text, ACCEL_COLOR, "dash", True, right=i % 2 == 1 and not compact)
+        _hline(fig, float(accelerator_bytes(gb)), text, ACCEL_COLOR, "dash", True, right=i % 2 == 1 and not compact)
     if weights_bytes:
         _hline(fig, float(weights_bytes), labels["weights"], "#555555", "dot", True, below=compact)
     if marker is not None:

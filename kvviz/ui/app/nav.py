@@ -15,6 +15,7 @@ from kvviz.ui.app.i18n import LANGS, t
 from kvviz.ui.app.pages import BY_TITLE, PAGES
 from kvviz.ui.app.share import copy_link
 from kvviz.ui.components import charts, plotly_js
+from kvviz.ui.components.sources import show_sources
 
 # app-wide CSS: contrast where the theme has no setting (st.html puts a style-only body in
 # the event container, so it takes no room on the page)
@@ -75,6 +76,13 @@ def page_setup(title_key: str) -> None:
         for page in PAGES:                      # kvviz/ui/app/pages.py: every page, in teaching order
             st.page_link(page.script, label=t(page.label_key), icon=page.icon)
     urlstate.notice_slot()
+
+
+def page_foot() -> None:
+    """Call last on every page: the foot of the page set up by :func:`page_setup`, its sources
+    (``PageSpec.sources``) in a closed expander. After the body, so a body that returns early still
+    has it."""
+    show_sources(BY_TITLE[st.session_state["_page"]].sources)
 
 
 def hidden_heading(text: str) -> None:

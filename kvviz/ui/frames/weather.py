@@ -6,7 +6,7 @@ from kvviz.decoding.staleness import Diagnosis, comparison_table, diagnose
 from kvviz.decoding.stepper import Event, Run
 from kvviz.decoding.trace import kv_column
 from kvviz.models.weather import D_K, HEADS, W_VOCAB, WeatherModel
-from kvviz.models.weather_notes import plus_one_positions, prose_vs_tensor, reads
+from kvviz.models.weather_notes import LESSON_REPAIR_LINE, lesson_account, plus_one_positions, prose_vs_tensor, reads
 from kvviz.ui.app import fmt
 from kvviz.ui.frames import (
     Payload,
@@ -112,8 +112,24 @@ def prefill_blocks(src: Event, values: dict[str, float], tr: Tr) -> list[dict]:
                                explain=True)]
 
 
-def decode_blocks(src: Event, diag: Diagnosis, tr: Tr) -> list[dict]:
-    """Cached vs recomputed contexts, which heads differ and why, the repair, the BERT question."""
+def lesson_code_block(src: Event, diag: Diagnosis, values: dict[str, float], tr: Tr) -> dict | None:
+    """The lesson's own decode, said exactly (docs/design.md §2): its code holds the repair line, its
+    printout is what the code gives without it. None for any run but the lesson's."""
+    acc = lesson_account(src.sequence[:diag.position + 1], values, [d.cached for d in diag.outputs],
+                         [d.recomputed for d in diag.outputs])
+    if acc is None:
+        return None
+    lang = lang_of(tr)
+    return html_block(f"**{tr('lesson.code_heading')}**\n\n" + tr(
+        "lesson.code_body", line=LESSON_REPAIR_LINE, head=head_title(acc.head, tr),
+        pos=_pos(acc.position, src.sequence),
+        with_line=num(acc.with_line, lang), printed=num(acc.printed, lang), without=num(acc.without_line, lang),
+        uncached=num(acc.printed_uncached, lang)), explain=True)
+
+
+def decode_blocks(src: Event, diag: Diagnosis, tr: Tr, values: dict[str, float] | None = None) -> list[dict]:
+    """Cached vs recomputed contexts, which heads differ and why, the repair, the lesson's own code,
+    the BERT question."""
     heads = head_titles(tr)
     table = comparison_table(diag, heads)
     bad = {d.component for d in diag.differing()}
@@ -143,6 +159,8 @@ def decode_blocks(src: Event, diag: Diagnosis, tr: Tr) -> list[dict]:
                                      recomputed=_reads_text(diag.recomputed_attention[0, h], tokens, lang_of(tr)),
                                      c=num(d.cached, lang_of(tr)), r=num(d.recomputed, lang_of(tr))), explain=True))
         out.append(alert_block("info", tr("weather.repair_hint"), explain=True))
+        if values is not None and (account := lesson_code_block(src, diag, values, tr)) is not None:
+            out.append(account)
     elif src.repaired:
         rows_ = [r for r in src.cache.rows if r.rewritten_at == src.index]
         out.append(alert_block("ok", tr("weather.repaired", rows=[_pos(r.position, tokens) for r in rows_])))
@@ -162,8 +180,9 @@ def logits_formula_block(src: Event, tr: Tr) -> dict:
         lang = lang_of(tr)
         terms = " + ".join(f"{fmt.sig(W_VOCAB[h, j].item(), lang=lang)}·{num(ctx[h], lang)}" for h in range(len(HEADS)))
         parts.append(f"{word} = {terms} = **{fmt.fixed(src.record.logits[-1, j].item(), 3, lang=lang_of(tr))}**")
-    return html_block(tr("weather.logits_formula", pos=src.positions[-1] + BASE) + "\n" + "\n".join(parts),
-                      explain=True)
+    avg = sum(ctx) / len(ctx)
+    return html_block(tr("weather.logits_formula", pos=src.positions[-1] + BASE) + "\n" + "\n".join(parts)
+                      + "\n\n" + tr("lesson.heads_combined", h=len(HEADS), avg=num(avg, lang_of(tr))), explain=True)
 
 
 def build(run: Run, values: dict[str, float], tr: Tr) -> Payload:
@@ -183,7 +202,8 @@ def build(run: Run, values: dict[str, float], tr: Tr) -> Payload:
         lead = attention_blocks(pl, ev, src, tr, head_titles=head_titles(tr), position_base=BASE,
                                 title=tr("weather.attention_title", phase=tr("weather.phase_" + src.phase)))
         main = [reads_block(src, tr)]
-        main += prefill_blocks(src, model.values, tr) if src.phase == "prefill" else decode_blocks(src, diag, tr)
+        main += (prefill_blocks(src, model.values, tr) if src.phase == "prefill"
+                 else decode_blocks(src, diag, tr, model.values))
         side = logits_blocks(pl, ev, model.logit_tokens, next_choice(run, ev), tr) + [logits_formula_block(src, tr)]
         if src.phase == "decode" and src.check.logits_max_abs_diff > 1e-6:
             fresh = src.check.logits[-1]

@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from kvviz import cost
+from kvviz.cost.recorded import GPT_SPEEDUP
 from kvviz.limits import (
     MAX_COST_BATCH,
     MAX_COST_GEN_TOKENS,
@@ -182,7 +183,7 @@ def _memory_numbers(cfg: cost.ModelConfig, rep: cost.MemoryReport, stacked: bool
     """The three metrics (in a row, or ``stacked`` in a column) and the formula with the numbers filled in."""
     m = [st.container() for _ in range(3)] if stacked else st.columns(3)
     m[0].metric(t("cost.per_token"), f"{fmt.integer(rep.bytes_per_token)} B", help=t("cost.per_token_help"))
-    m[1].metric(t("cost.total"), fmt.nbytes(rep.total), help=t("cost.total_help", exact=rep.total))
+    m[1].metric(t("cost.total"), fmt.nbytes(rep.total), help=_total_help(rep.total))
     m[2].metric(t("cost.kind"), rep.kind, help=t("cost.kind_help"),
                 delta=None if rep.kind == "MHA" else t("cost.saving_delta", x=fmt.sig(rep.saving_vs_mha)),
                 delta_color="off", delta_arrow="off")
@@ -219,9 +220,9 @@ def _fit_table(cfg: cost.ModelConfig, rep: cost.MemoryReport, weights: int | Non
     """How many tokens' cache fit on each accelerator (beside the weights, when known)."""
     fits = []
     for gb in cost.ACCELERATOR_GB:
-        free = gb * 10**9 - (weights or 0)
+        free = cost.accelerator_bytes(gb) - (weights or 0)
         n = cost.tokens_that_fit(cfg, max(free, 0), rep.batch, rep.dtype)
-        fits.append({t("cost.fit_accel"): f"{fmt.integer(gb)} GB",
+        fits.append({t("cost.fit_accel"): f"{fmt.integer(gb)} GiB",
                      t("cost.fit_tokens", B=fmt.integer(rep.batch)): fmt.integer(n) if free > 0
                      else t("cost.fit_no_room")})
     st.markdown(t("cost.fit_title_weights", size=fmt.nbytes(weights)) if weights else t("cost.fit_title"))
@@ -364,11 +365,18 @@ def _compute() -> None:
                   att=fmt.integer(cost.attention_flops_per_pair(cfg)),
                   params=cost.param_count(cfg)))
     with st.expander(t("cost.flops_more_title")):
-        st.markdown(t("cost.flops_more_body"))
+        rec = GPT_SPEEDUP               # docs/measured.md's latest run; the engine counts its FLOPs
+        st.markdown(t("cost.flops_more_body", n=rec.new_tokens, p=rec.prompt_len, speedup=fmt.factor(rec.speedup),
+                      ratio=fmt.factor(rec.flop_ratio, 0), share=fmt.percent(rec.share)))
 
 
 def curve_value(cfg: cost.ModelConfig, p: int, n: int, cached: bool) -> int:
     return cost.generation_flops(cfg, p, n, cached).total
+
+
+def _total_help(nbytes: int) -> str:
+    """The exact bytes, and the units: sizes in GB = 10⁹ bytes, the cards' "GB" a GiB."""
+    return t("cost.total_help", exact=nbytes, extra=fmt.percent(cost.GIB / 10**9 - 1, 1))
 
 
 def _ratio(a: int, b: int) -> str:
@@ -437,7 +445,7 @@ def _serving() -> None:
         st.error(t("cost.bad_input", reason=str(e)), icon=":material/error:")
         return
     m = st.columns(4)
-    m[0].metric(t("cost.sv_size"), fmt.nbytes(tr.bytes), help=t("cost.total_help", exact=tr.bytes))
+    m[0].metric(t("cost.sv_size"), fmt.nbytes(tr.bytes), help=_total_help(tr.bytes))
     m[1].metric(t("cost.sv_time"), fmt.duration(tr.seconds), help=t("cost.sv_time_help"))
     m[2].metric(t("cost.sv_layer"), fmt.nbytes(tr.per_layer_bytes), help=t("cost.sv_layer_help", L=cfg.n_layers))
     m[3].metric(t("cost.sv_steps"), fmt.num(tr.seconds / floor, ",.1f"),

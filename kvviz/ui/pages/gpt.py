@@ -23,6 +23,7 @@ from kvviz.ui.components.prompts import prompt_tokens
 from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls, rule_from_key
 from kvviz.ui.frames import gpt as frames_gpt
 from kvviz.ui.frames import translator
+from kvviz.ui.pages import gpt_long
 from kvviz.viz.cost import speedup_chart
 
 TIMING = "gpt_timing"      # the server lock of the loop timings and the sweep (kvviz.ui.app.turns)
@@ -68,6 +69,7 @@ def warm() -> None:
     ids = tuple(model.tokenizer.index[w] for w in tokens)
     _compare(ids, DEFAULT_NEW, rule_key, seed)
     _loop_times(ids, DEFAULT_NEW, rule_key, seed)
+    gpt_long.warm(_tiny(), ids, seed)
 
 
 # ---- inputs --------------------------------------------------------------------------------------
@@ -284,6 +286,9 @@ def render() -> None:
     _verification(cmp, _loop_times(tuple(model.tokenizer.index[w] for w in tokens), new, rule_key, seed), run, model)
     _memory(cmp, model)
     _timing(tokens, rule_key, seed, model)
+    ids = tuple(model.tokenizer.index[w] for w in tokens)
+    gpt_long.loop_section(tiny, model, ids, seed)           # greedy's loop, and what sampling does to it
+    gpt_long.crop_section(tiny, model, ids, rule_key, seed)  # past block_size: the crop and the stop
     if not presenter.presenting():
         with st.expander(t("gpt.more_title")):
             st.markdown(t("gpt.more_body"))

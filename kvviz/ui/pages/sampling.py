@@ -19,6 +19,7 @@ from kvviz.ui.app.perf import timed
 from kvviz.ui.app.runs import cached_run
 from kvviz.ui.components.charts import chart
 from kvviz.ui.components.rule_controls import rule_controls
+from kvviz.ui.pages import sampling_tail
 from kvviz.viz.sampling import display_order, draws_histogram, removed_heights, stage_bars
 
 PREFIX = "sampling"                 # key prefix of this page's rule controls
@@ -247,6 +248,11 @@ def _questions() -> None:
 
 # ---------------------------------------------------------------- the page
 
+def warm() -> None:
+    """The default visit's cached results: the long tail's two distributions (kvviz/ui/app/warmup.py)."""
+    sampling_tail.warm()
+
+
 @timed("sampling.render")
 def render() -> None:
     st.title(t("sampling.title"))
@@ -275,4 +281,5 @@ def render() -> None:
     _stages(stages, src.tokens)
     st.header(t("sampling.h_draws"))
     _draws(rule, seed, stages, src)
+    sampling_tail.section(seed)             # why top-k and top-p exist, on a real model's vocabulary
     _questions()

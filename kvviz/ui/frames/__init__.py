@@ -263,24 +263,29 @@ def _rounded(x, digits: int):
 
 
 def localize_spec(spec: dict, lang: str) -> dict:
-    """A figure spec with its numbers written the way ``lang`` does (as ``charts.localize_numbers``
-    does to a ``go.Figure``): plotly's ``separators``, and labels that are one English number."""
+    """A figure spec with its numbers written the way ``lang`` does: plotly's ``separators``, and the
+    text labels, hover data and tick texts that are one English number (tokens and titles as they are)."""
     spec["layout"]["separators"] = fmt.plotly_separators(lang)
     if lang == fmt.REFERENCE:
         return spec
-
-    def loc(v):
-        if isinstance(v, str):
-            return fmt.relocalize(v, lang)
-        return [loc(x) for x in v] if isinstance(v, list) else v
     for trace in spec["data"]:
         for prop in ("text", "customdata"):
             if isinstance(trace.get(prop), (str, list)):
-                trace[prop] = loc(trace[prop])
+                trace[prop] = relocalized(trace[prop], lang)
     for name, axis in spec["layout"].items():
         if name.startswith(("xaxis", "yaxis")) and isinstance(axis, dict) and axis.get("ticktext"):
-            axis["ticktext"] = loc(axis["ticktext"])
+            axis["ticktext"] = relocalized(axis["ticktext"], lang)
     return spec
+
+
+def relocalized(value, lang: str):
+    """``value`` (a label, or a list / nested list of labels) with labels that are one English number
+    rewritten the way ``lang`` writes numbers; numbers, arrays and None as they are (plotly formats those)."""
+    if isinstance(value, str):
+        return fmt.relocalize(value, lang)
+    if isinstance(value, (list, tuple)):
+        return [relocalized(v, lang) for v in value]
+    return value
 
 
 def figure_spec(fig, digits: int | None = 4) -> dict:

@@ -15,8 +15,10 @@ from kvviz.cache.block_pool import BlockEvent, BlockPool, PoolExhausted, block_h
 from kvviz.cache.dense import DynamicCache, DynamicLayer, StaticCache, StaticLayer
 from kvviz.cache.paged import PagedCache, PagedLayer
 from kvviz.cache.quantized import QuantizedCache, QuantizedLayer, QuantizedRows, quantize
+from kvviz.cache.scored import H2OCache, PyramidKVCache, ScoredCache, SnapKVCache, pyramid_budgets
 from kvviz.cache.window import SlidingWindowCache, SlidingWindowLayer
 
 __all__ = ["KV", "BlockEvent", "BlockPool", "Cache", "CacheLayer", "DynamicCache", "DynamicLayer", "PagedCache",
            "PagedLayer", "PoolExhausted", "QuantizedCache", "QuantizedLayer", "QuantizedRows", "SlidingWindowCache",
            "SlidingWindowLayer", "StaticCache", "StaticLayer", "block_hash", "quantize", "storage_bytes"]
+__all__ += ["H2OCache", "PyramidKVCache", "ScoredCache", "SnapKVCache", "pyramid_budgets"]

@@ -3,7 +3,8 @@ kvviz.compress that knows the two adapters (the tiny GPT's kvviz.models.gpt.adap
 kvviz.models.hf.HFCausalLM). Private to kvviz.compress (nothing outside it imports this).
 
 - ``next_logits(model, ids, cache, start)``: the next-token logits after ``ids`` at positions
-  ``start``.., with ``cache``: the protocol's fast path (``CausalLM.logits``, no per-head records).
+  ``start``.., with ``cache``: the protocol's fast path (``CausalLM.logits``, no per-head records);
+  an evicting cache that scores by attention: ``forward`` and ``cache.observe(attention)``.
 - ``rope_inv_freq(model)``: the rotary frequencies a window at cache positions re-rotates keys
   with (None without rotary positions: the tiny GPT learns absolute positions).
 - ``pooled_model(model, kv_heads)``: the same kind of model with its K/V heads mean-pooled
@@ -24,7 +25,13 @@ from kvviz.models.hf import HFCausalLM
 
 @torch.inference_mode()
 def next_logits(model, ids: Sequence[int], cache: Cache, start: int) -> torch.Tensor:
-    """[V] float32: the logits that choose the token after ``ids`` (see the module doc)."""
+    """[V] float32: the logits that choose the token after ``ids`` (see the module doc). A cache
+    that scores rows by attention (``needs_attention``: kvviz.cache.scored) runs the recording
+    ``forward`` and is handed the pass's weights afterwards."""
+    if getattr(cache, "needs_attention", False):
+        record = model.forward(list(ids), cache, start)
+        cache.observe(record.attention)
+        return record.logits[-1].float()
     return model.logits(list(ids), cache, start, keep=1)[-1].float()
 
 

@@ -4,7 +4,11 @@ trained tiny GPT, a transformers causal LM such as SmolLM2):
 - ``window``: attention sinks plus a sliding window (kvviz.cache.SlidingWindowCache), the kept keys
   at their own positions or re-rotated to their positions in the cache (``positions``, rotary models);
 - ``quant``: KIVI-style int8 / int4 / int2 codes with a full-precision residual (kvviz.cache.QuantizedCache);
-- ``gqa``: K/V heads mean-pooled in groups (kvviz.models.grouped), with the full cache.
+- ``gqa``: K/V heads mean-pooled in groups (kvviz.models.grouped), with the full cache;
+- ``h2o``, ``snapkv``, ``pyramid``: eviction by attention score (kvviz.cache.scored), ``budget``
+  rows per layer and K/V head (H2O: ``recent`` of them the newest; SnapKV and PyramidKV: an
+  observation window ``obs_window`` and a pooling ``kernel``; PyramidKV's ``budget`` is the mean of
+  its per-layer budgets).
 
 ``variant_model(model, variant)`` and ``variant_cache(model, variant)`` are what a variant runs: the
 model or its pooled conversion, and an empty cache of its kind. What they cost is measured in
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from kvviz.cache import Cache, DynamicCache, QuantizedCache, SlidingWindowCache
+from kvviz.cache.scored import MAX_BUDGET, MAX_KERNEL, MAX_OBS_WINDOW, H2OCache, PyramidKVCache, SnapKVCache
 from kvviz.cache.window import POSITIONS
 from kvviz.compress._protocol import pooled_model, rope_inv_freq
 from kvviz.limits import (
@@ -31,12 +36,17 @@ from kvviz.limits import (
 )
 from kvviz.models.grouped import check_kv_heads
 
-KINDS = ("full", "window", "quant", "gqa")
+KINDS = ("full", "window", "quant", "gqa", "h2o", "snapkv", "pyramid")
+EVICTING = ("h2o", "snapkv", "pyramid")
 KEY_AXES = ("channel", "token")
 # each kind's settings and their defaults (the CLI's too)
 SETTINGS = {"full": {}, "window": {"window": 16, "sinks": 4, "positions": "own"},
             "quant": {"bits": 8, "group_size": 32, "key_axis": "channel", "residual": 0},
-            "gqa": {"kv_heads": 1}}
+            "gqa": {"kv_heads": 1}, "h2o": {"budget": 32, "recent": 16},
+            "snapkv": {"budget": 32, "obs_window": 8, "kernel": 5},
+            "pyramid": {"budget": 32, "obs_window": 8, "kernel": 5}}
+FIELDS = ("window", "sinks", "bits", "group_size", "key_axis", "residual", "kv_heads", "positions", "budget",
+          "recent", "obs_window", "kernel")
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,10 @@ class Variant:
     residual: int | None = None
     kv_heads: int | None = None
     positions: str | None = None
+    budget: int | None = None
+    recent: int | None = None
+    obs_window: int | None = None
+    kernel: int | None = None
 
     @classmethod
     def of(cls, kind: str, **settings) -> Variant:
@@ -69,13 +83,15 @@ class Variant:
         if self.kind not in KINDS:
             raise LimitError(f"Unknown cache kind {self.kind!r}; choose one of {', '.join(KINDS)}.")
         wanted = SETTINGS[self.kind]
-        for name in ("window", "sinks", "bits", "group_size", "key_axis", "residual", "kv_heads", "positions"):
+        for name in FIELDS:
             if (getattr(self, name) is None) != (name not in wanted):
                 raise LimitError(f"The {self.kind} cache {'needs' if name in wanted else 'has no'} "
                                  f"setting {name.replace('_', ' ')}.")
         checks = {"window": ("Window", 1, MAX_CACHE_WINDOW), "sinks": ("Sink tokens", 0, MAX_CACHE_SINKS),
                   "group_size": ("Group size", 1, MAX_QUANT_GROUP_SIZE),
-                  "residual": ("Residual window", 0, MAX_QUANT_RESIDUAL), "kv_heads": ("K/V heads", 1, 1024)}
+                  "residual": ("Residual window", 0, MAX_QUANT_RESIDUAL), "kv_heads": ("K/V heads", 1, 1024),
+                  "budget": ("Budget", 1, MAX_BUDGET), "recent": ("Recent positions", 0, MAX_BUDGET),
+                  "obs_window": ("Observation window", 1, MAX_OBS_WINDOW), "kernel": ("Pooling kernel", 1, MAX_KERNEL)}
         for name, (label, low, high) in checks.items():
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, check_int(label, getattr(self, name), low, high))
@@ -85,6 +101,10 @@ class Variant:
             raise LimitError(f"Key axis must be 'channel' or 'token', got {self.key_axis!r}.")
         if self.positions is not None and self.positions not in POSITIONS:
             raise LimitError(f"Key positions must be 'own' or 'cache', got {self.positions!r}.")
+        if self.recent is not None and self.recent > self.budget:                  # type: ignore[operator]
+            raise LimitError(f"Recent positions ({self.recent}) cannot exceed the budget ({self.budget}).")
+        if self.kernel is not None and self.kernel % 2 == 0:
+            raise LimitError(f"The pooling kernel must be odd, got {self.kernel}.")
 
     def settings(self) -> dict:
         """This kind's settings (JSON-ready)."""
@@ -100,19 +120,27 @@ class Variant:
                     + (f", residual {self.residual}" if self.residual else ""))
         if self.kind == "gqa":
             return f"{self.kv_heads} K/V head" + ("s" if self.kv_heads != 1 else "")
+        if self.kind == "h2o":
+            return f"H2O {self.budget} ({self.recent} recent)"
+        if self.kind in ("snapkv", "pyramid"):
+            return f"{'SnapKV' if self.kind == 'snapkv' else 'PyramidKV'} {self.budget} (window {self.obs_window})"
         return "full cache"
 
-    def lossless_for(self, positions: int, n_kv_heads: int) -> bool:
+    def lossless_for(self, positions: int, n_kv_heads: int, n_layers: int = 1) -> bool:
         """Whether this variant must give exactly the full cache's logits on a text of ``positions``
         positions with a model of ``n_kv_heads`` K/V heads: the full cache; a window that, with
         its sinks, covers every position (nothing is ever evicted); a residual window that covers every position
-        (nothing is ever quantized); as many K/V heads as the model (the weights are copied)."""
+        (nothing is ever quantized); as many K/V heads as the model (the weights are copied); an
+        evicting cache whose every layer's budget covers every position (``n_layers``: PyramidKV's
+        budgets depend on the depth)."""
         if self.kind == "window":
             return self.window + self.sinks >= positions                      # type: ignore[operator]
         if self.kind == "quant":
             return self.residual >= positions                                # type: ignore[operator]
         if self.kind == "gqa":
             return self.kv_heads == n_kv_heads
+        if self.kind in EVICTING:
+            return min(self.make_cache(n_layers).budgets()) >= positions
         return True
 
     def make_cache(self, n_layers: int, inv_freq: torch.Tensor | None = None) -> Cache:
@@ -123,6 +151,12 @@ class Variant:
                                       inv_freq)
         if self.kind == "quant":
             return QuantizedCache(n_layers, self.bits, self.group_size, self.key_axis, self.residual)  # type: ignore[arg-type]
+        if self.kind == "h2o":
+            return H2OCache(n_layers, self.budget, self.recent)  # type: ignore[arg-type]
+        if self.kind == "snapkv":
+            return SnapKVCache(n_layers, self.budget, self.obs_window, self.kernel)  # type: ignore[arg-type]
+        if self.kind == "pyramid":
+            return PyramidKVCache(n_layers, self.budget, self.obs_window, self.kernel)  # type: ignore[arg-type]
         return DynamicCache(n_layers)
 
 

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from transformers.masking_utils import create_causal_mask
 
 from kvviz.cache import Cache, PagedCache
@@ -235,7 +236,8 @@ class HFCausalLM:
         with self._recording() as got:
             out = self.model(input_ids=ids, position_ids=positions, past_key_values=cache,
                              use_cache=cache is not None, output_attentions=True)
-        att = torch.stack([a[0] for a in out.attentions]).float()                  # [L, H, N, T]
+        width = max(a.shape[-1] for a in out.attentions)   # a PyramidKV cache's layers differ: right-pad with 0
+        att = torch.stack([F.pad(a[0], (0, width - a.shape[-1])) for a in out.attentions]).float()  # [L, H, N, T]
         q = k = q_raw = k_raw = None
         if self._layers and len(got["q"]) == self.n_layers and got["rope"] is not None:
             rotate = sys.modules[type(self._layers[0]).__module__].apply_rotary_pos_emb   # the model's own

@@ -13,6 +13,7 @@
 from kvviz.cache.base import KV, Cache, CacheLayer, storage_bytes
 from kvviz.cache.block_pool import BlockEvent, BlockPool, PoolExhausted, block_hash
 from kvviz.cache.dense import DynamicCache, DynamicLayer, StaticCache, StaticLayer
+from kvviz.cache.fp8 import Fp8Cache, Fp8Layer
 from kvviz.cache.paged import PagedCache, PagedLayer
 from kvviz.cache.quantized import QuantizedCache, QuantizedLayer, QuantizedRows, quantize
 from kvviz.cache.scored import H2OCache, PyramidKVCache, ScoredCache, SnapKVCache, pyramid_budgets
@@ -22,3 +23,4 @@ __all__ = ["KV", "BlockEvent", "BlockPool", "Cache", "CacheLayer", "DynamicCache
            "PagedLayer", "PoolExhausted", "QuantizedCache", "QuantizedLayer", "QuantizedRows", "SlidingWindowCache",
            "SlidingWindowLayer", "StaticCache", "StaticLayer", "block_hash", "quantize", "storage_bytes"]
 __all__ += ["H2OCache", "PyramidKVCache", "ScoredCache", "SnapKVCache", "pyramid_budgets"]
+__all__ += ["Fp8Cache", "Fp8Layer"]

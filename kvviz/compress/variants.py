@@ -8,7 +8,8 @@ trained tiny GPT, a transformers causal LM such as SmolLM2):
 - ``h2o``, ``snapkv``, ``pyramid``: eviction by attention score (kvviz.cache.scored), ``budget``
   rows per layer and K/V head (H2O: ``recent`` of them the newest; SnapKV and PyramidKV: an
   observation window ``obs_window`` and a pooling ``kernel``; PyramidKV's ``budget`` is the mean of
-  its per-layer budgets).
+  its per-layer budgets);
+- ``fp8``: E4M3 codes with a per-tensor or per-token ``scale`` (kvviz.cache.Fp8Cache).
 
 ``variant_model(model, variant)`` and ``variant_cache(model, variant)`` are what a variant runs: the
 model or its pooled conversion, and an empty cache of its kind. What they cost is measured in
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from kvviz.cache import Cache, DynamicCache, QuantizedCache, SlidingWindowCache
+from kvviz.cache.fp8 import SCALES, Fp8Cache
 from kvviz.cache.scored import MAX_BUDGET, MAX_KERNEL, MAX_OBS_WINDOW, H2OCache, PyramidKVCache, SnapKVCache
 from kvviz.cache.window import POSITIONS
 from kvviz.compress._protocol import pooled_model, rope_inv_freq
@@ -36,7 +38,7 @@ from kvviz.limits import (
 )
 from kvviz.models.grouped import check_kv_heads
 
-KINDS = ("full", "window", "quant", "gqa", "h2o", "snapkv", "pyramid")
+KINDS = ("full", "window", "quant", "gqa", "h2o", "snapkv", "pyramid", "fp8")
 EVICTING = ("h2o", "snapkv", "pyramid")
 KEY_AXES = ("channel", "token")
 # each kind's settings and their defaults (the CLI's too)
@@ -44,9 +46,9 @@ SETTINGS = {"full": {}, "window": {"window": 16, "sinks": 4, "positions": "own"}
             "quant": {"bits": 8, "group_size": 32, "key_axis": "channel", "residual": 0},
             "gqa": {"kv_heads": 1}, "h2o": {"budget": 32, "recent": 16},
             "snapkv": {"budget": 32, "obs_window": 8, "kernel": 5},
-            "pyramid": {"budget": 32, "obs_window": 8, "kernel": 5}}
+            "pyramid": {"budget": 32, "obs_window": 8, "kernel": 5}, "fp8": {"scale": "tensor"}}
 FIELDS = ("window", "sinks", "bits", "group_size", "key_axis", "residual", "kv_heads", "positions", "budget",
-          "recent", "obs_window", "kernel")
+          "recent", "obs_window", "kernel", "scale")
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class Variant:
     recent: int | None = None
     obs_window: int | None = None
     kernel: int | None = None
+    scale: str | None = None
 
     @classmethod
     def of(cls, kind: str, **settings) -> Variant:
@@ -103,6 +106,8 @@ class Variant:
             raise LimitError(f"Key positions must be 'own' or 'cache', got {self.positions!r}.")
         if self.recent is not None and self.recent > self.budget:                  # type: ignore[operator]
             raise LimitError(f"Recent positions ({self.recent}) cannot exceed the budget ({self.budget}).")
+        if self.scale is not None and self.scale not in SCALES:
+            raise LimitError(f"The FP8 scale must be 'tensor' or 'token', got {self.scale!r}.")
         if self.kernel is not None and self.kernel % 2 == 0:
             raise LimitError(f"The pooling kernel must be odd, got {self.kernel}.")
 
@@ -122,6 +127,8 @@ class Variant:
             return f"{self.kv_heads} K/V head" + ("s" if self.kv_heads != 1 else "")
         if self.kind == "h2o":
             return f"H2O {self.budget} ({self.recent} recent)"
+        if self.kind == "fp8":
+            return f"FP8 E4M3, scale per {self.scale}"
         if self.kind in ("snapkv", "pyramid"):
             return f"{'SnapKV' if self.kind == 'snapkv' else 'PyramidKV'} {self.budget} (window {self.obs_window})"
         return "full cache"
@@ -139,6 +146,8 @@ class Variant:
             return self.residual >= positions                                # type: ignore[operator]
         if self.kind == "gqa":
             return self.kv_heads == n_kv_heads
+        if self.kind == "fp8":
+            return positions <= 1                      # the prefill reads its own rows as computed
         if self.kind in EVICTING:
             return min(self.make_cache(n_layers).budgets()) >= positions
         return True
@@ -151,6 +160,8 @@ class Variant:
                                       inv_freq)
         if self.kind == "quant":
             return QuantizedCache(n_layers, self.bits, self.group_size, self.key_axis, self.residual)  # type: ignore[arg-type]
+        if self.kind == "fp8":
+            return Fp8Cache(n_layers, self.scale)  # type: ignore[arg-type]
         if self.kind == "h2o":
             return H2OCache(n_layers, self.budget, self.recent)  # type: ignore[arg-type]
         if self.kind == "snapkv":

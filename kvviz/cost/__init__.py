@@ -37,6 +37,7 @@ from kvviz.cost.memory import (
                                cache_bytes,
                                cache_bytes_per_token,
                                context_grid,
+                               fp8_cache_bytes,
                                kv_sharing,
                                memory_report,
                                param_count,
@@ -84,3 +85,4 @@ __all__ = ["ABC_CONFIG", "ACCELERATOR_GB", "DTYPE_BITS", "FALCON_7B", "GPT2_SMAL
            "param_count", "pass_flops", "prefill_intensity", "quantized_cache_bytes", "quantized_rows", "readout_flops",
            "speculative_speedup", "speculative_tokens_per_pass", "step_flops", "tokens_that_fit", "Transfer",
            "weight_bytes", "window_cache_bytes"]
+__all__ += ["fp8_cache_bytes"]

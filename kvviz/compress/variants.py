@@ -9,7 +9,9 @@ trained tiny GPT, a transformers causal LM such as SmolLM2):
   rows per layer and K/V head (H2O: ``recent`` of them the newest; SnapKV and PyramidKV: an
   observation window ``obs_window`` and a pooling ``kernel``; PyramidKV's ``budget`` is the mean of
   its per-layer budgets);
-- ``fp8``: E4M3 codes with a per-tensor or per-token ``scale`` (kvviz.cache.Fp8Cache).
+- ``fp8``: E4M3 codes with a per-tensor or per-token ``scale`` (kvviz.cache.Fp8Cache);
+- ``latent``: one low-rank latent per token and layer from the SVD of the K and V projections
+  (kvviz.compress.latent, kvviz.cache.LatentCache), ``rank`` a number or "full".
 
 ``variant_model(model, variant)`` and ``variant_cache(model, variant)`` are what a variant runs: the
 model or its pooled conversion, and an empty cache of its kind. What they cost is measured in
@@ -27,6 +29,7 @@ from kvviz.cache.fp8 import SCALES, Fp8Cache
 from kvviz.cache.scored import MAX_BUDGET, MAX_KERNEL, MAX_OBS_WINDOW, H2OCache, PyramidKVCache, SnapKVCache
 from kvviz.cache.window import POSITIONS
 from kvviz.compress._protocol import pooled_model, rope_inv_freq
+from kvviz.compress.latent import check_rank, latent_cache
 from kvviz.limits import (
     MAX_CACHE_SINKS,
     MAX_CACHE_WINDOW,
@@ -38,7 +41,7 @@ from kvviz.limits import (
 )
 from kvviz.models.grouped import check_kv_heads
 
-KINDS = ("full", "window", "quant", "gqa", "h2o", "snapkv", "pyramid", "fp8")
+KINDS = ("full", "window", "quant", "gqa", "h2o", "snapkv", "pyramid", "fp8", "latent")
 EVICTING = ("h2o", "snapkv", "pyramid")
 KEY_AXES = ("channel", "token")
 # each kind's settings and their defaults (the CLI's too)
@@ -46,9 +49,10 @@ SETTINGS = {"full": {}, "window": {"window": 16, "sinks": 4, "positions": "own"}
             "quant": {"bits": 8, "group_size": 32, "key_axis": "channel", "residual": 0},
             "gqa": {"kv_heads": 1}, "h2o": {"budget": 32, "recent": 16},
             "snapkv": {"budget": 32, "obs_window": 8, "kernel": 5},
-            "pyramid": {"budget": 32, "obs_window": 8, "kernel": 5}, "fp8": {"scale": "tensor"}}
+            "pyramid": {"budget": 32, "obs_window": 8, "kernel": 5}, "fp8": {"scale": "tensor"},
+            "latent": {"rank": "full"}}
 FIELDS = ("window", "sinks", "bits", "group_size", "key_axis", "residual", "kv_heads", "positions", "budget",
-          "recent", "obs_window", "kernel", "scale")
+          "recent", "obs_window", "kernel", "scale", "rank")
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,7 @@ class Variant:
     obs_window: int | None = None
     kernel: int | None = None
     scale: str | None = None
+    rank: int | str | None = None
 
     @classmethod
     def of(cls, kind: str, **settings) -> Variant:
@@ -106,6 +111,8 @@ class Variant:
             raise LimitError(f"Key positions must be 'own' or 'cache', got {self.positions!r}.")
         if self.recent is not None and self.recent > self.budget:                  # type: ignore[operator]
             raise LimitError(f"Recent positions ({self.recent}) cannot exceed the budget ({self.budget}).")
+        if self.rank is not None and self.rank != "full":
+            object.__setattr__(self, "rank", check_int("Rank", self.rank, 1, 4096))
         if self.scale is not None and self.scale not in SCALES:
             raise LimitError(f"The FP8 scale must be 'tensor' or 'token', got {self.scale!r}.")
         if self.kernel is not None and self.kernel % 2 == 0:
@@ -127,6 +134,8 @@ class Variant:
             return f"{self.kv_heads} K/V head" + ("s" if self.kv_heads != 1 else "")
         if self.kind == "h2o":
             return f"H2O {self.budget} ({self.recent} recent)"
+        if self.kind == "latent":
+            return f"latent rank {self.rank}"
         if self.kind == "fp8":
             return f"FP8 E4M3, scale per {self.scale}"
         if self.kind in ("snapkv", "pyramid"):
@@ -146,6 +155,8 @@ class Variant:
             return self.residual >= positions                                # type: ignore[operator]
         if self.kind == "gqa":
             return self.kv_heads == n_kv_heads
+        if self.kind == "latent":
+            return False                               # full rank: equal within rounding, not bit for bit
         if self.kind == "fp8":
             return positions <= 1                      # the prefill reads its own rows as computed
         if self.kind in EVICTING:
@@ -175,6 +186,8 @@ def variant_model(model, variant: Variant):
     """The kvviz model ``variant`` runs: ``model`` itself, or for fewer K/V heads than it has its
     mean-pooled conversion (built once per process). A count that does not divide the model's K/V
     heads is refused here, before any work."""
+    if variant.kind == "latent":
+        check_rank(model, variant.rank)               # refuse a rank past the projections' before any work
     if variant.kind != "gqa":
         return model
     n_kv = model.cost_config.n_kv_heads
@@ -185,6 +198,8 @@ def variant_model(model, variant: Variant):
 def variant_cache(model, variant: Variant) -> Cache:
     """An empty cache of ``variant`` for ``model`` (a window at cache positions re-rotates its keys
     with the model's rotary frequencies; a model without them is refused)."""
+    if variant.kind == "latent":
+        return latent_cache(model, variant.rank)
     rotary = variant.kind == "window" and variant.positions == "cache"
     return variant.make_cache(model.n_layers, rope_inv_freq(model) if rotary else None)
 

@@ -50,12 +50,15 @@ from kvviz.cost.memory import (
 from kvviz.cost.shapes import (
                                ABC_CONFIG,
                                ACCELERATOR_GB,
+                               DEEPSEEK_V2,
+                               DEEPSEEK_V3,
                                DTYPE_BITS,
                                FALCON_7B,
                                GPT2_SMALL,
                                LLAMA3_8B,
                                LLAMA31_70B,
                                MISTRAL_7B,
+                               MLA_SHAPES,
                                PRESETS,
                                QWEN25_7B,
                                SHAPES,
@@ -63,6 +66,7 @@ from kvviz.cost.shapes import (
                                TINY_GPT,
                                TRAINED_TINY_GPT,
                                WEATHER_CONFIG,
+                               MLAShape,
                                ModelConfig,
                                attention_kind,
                                cache_config,
@@ -71,6 +75,8 @@ from kvviz.cost.shapes import (
                                check_heads,
                                config_of,
                                gpt2_layout,
+                               mla_cache_config,
+                               mla_expanded_config,
 )
 from kvviz.cost.speculative import best_gamma, speculative_speedup, speculative_tokens_per_pass
 
@@ -85,4 +91,5 @@ __all__ = ["ABC_CONFIG", "ACCELERATOR_GB", "DTYPE_BITS", "FALCON_7B", "GPT2_SMAL
            "param_count", "pass_flops", "prefill_intensity", "quantized_cache_bytes", "quantized_rows", "readout_flops",
            "speculative_speedup", "speculative_tokens_per_pass", "step_flops", "tokens_that_fit", "Transfer",
            "weight_bytes", "window_cache_bytes"]
-__all__ += ["fp8_cache_bytes"]
+__all__ += ["DEEPSEEK_V2", "DEEPSEEK_V3", "MLA_SHAPES", "MLAShape", "fp8_cache_bytes", "mla_cache_config",
+            "mla_expanded_config"]

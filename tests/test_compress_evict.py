@@ -141,3 +141,32 @@ def test_evaluate_runs_every_policy(tiny_hf):
     assert by[variants[-1]].kl_mean < 1e-9 and by[variants[-1]].top1_agreement == 1.0
     assert by[variants[1]].kl_mean > 0
     assert by[variants[1]].bytes_per_token < by[variants[0]].bytes_per_token
+
+
+def test_snapkv_hold_keeps_the_budget_while_decoding(gpt):
+    ids = gpt.tokenizer.encode(TEXT + " " + TEXT)
+    cache = SnapKVCache(gpt.n_layers, budget=8, window=4, hold=True)
+    _run(gpt, ids, cache, 10)
+    for layer in cache.layers:
+        assert all(8 <= len(p) < 12 for p in layer.head_positions())
+        assert len(layer.evicted) > 1                       # compressed after the prefill and again later
+
+
+def test_equal_bytes_comparison_and_verdict(tiny_hf):
+    from kvviz.compress.budget import compare_at_budgets, verdict, verdict_text
+
+    cmp = compare_at_budgets(tiny_hf, 48, 16, answer=6)
+    rows = cmp.rows()
+    assert {r["fraction"] for r in rows} == {0.25, 0.10}
+    for r in rows:
+        assert r["answer_changed"] in (True, False)
+        if r["kind"] in ("h2o", "latent", "window", "fp8", "quant", "gqa"):
+            assert r["bytes_fraction"] <= r["fraction"] * 1.02
+    full = cmp.full
+    assert full.kl_mean == 0 and full.answer_changed is False
+    v = verdict(cmp)
+    for f, got in zip(cmp.fractions, v):
+        fits = [r for r in rows if r["fraction"] == f and r["bytes_fraction"] <= f * 1.02]
+        assert got["winner"] == min(fits, key=lambda r: (r["kl_mean"], -r["top1_agreement"]))["variant"]
+        assert got["none_safe"] == (not got["safe"])
+    assert "wins" in verdict_text("tiny", v)

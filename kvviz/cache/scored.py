@@ -19,7 +19,9 @@ group: grouped-query attention shares the row).
 - ``SnapKVCache(n_layers, budget, window, kernel)`` (Li et al., 2024): once, after the prefill, the
   prompt's last ``window`` queries vote (attention summed over them, pooled over ``kernel``
   neighbouring positions); a head keeps its top ``budget − window`` voted earlier positions plus the
-  window itself. Decode rows are appended and never evicted (the paper compresses the prompt only).
+  window itself. Decode rows are appended and never evicted (the paper compresses the prompt only);
+  ``hold=True`` keeps the budget while decoding too (every ``window`` decode steps the last
+  ``window`` queries vote again), which a comparison at equal bytes needs.
 - ``PyramidKVCache(n_layers, budget, ...)`` (Cai et al., 2024): SnapKV's selection with a budget per
   layer, larger in low layers and smaller in high ones (``pyramid_budgets``: a linear ramp whose
   mean is ``budget``).
@@ -164,24 +166,23 @@ class H2OLayer(ScoredLayer):
 
 
 class SnapKVLayer(ScoredLayer):
-    """The prompt's last ``window`` queries vote, pooled over ``kernel`` neighbours; compressed once."""
+    """The prompt's last ``window`` queries vote, pooled over ``kernel`` neighbours; compressed once
+    after the prefill. With ``hold`` the budget also holds while decoding: once ``window`` decode rows
+    have piled up past the budget, the last ``window`` decode queries vote the same way and the layer
+    is compressed back to ``budget`` rows (so it holds between budget and budget + window rows)."""
 
-    def __init__(self, budget: int, window: int, kernel: int) -> None:
-        self.window, self.kernel = window, kernel
+    def __init__(self, budget: int, window: int, kernel: int, hold: bool = False) -> None:
+        self.window, self.kernel, self.hold = window, kernel, hold
         super().__init__(budget)
-        self.compressed = False
 
     def reset(self) -> None:
         super().reset()
         self.compressed = False
+        self.votes: torch.Tensor | None = None         # [H_kv, S] decode queries' votes since the last compression
 
-    def observe(self, attention: torch.Tensor) -> None:
-        if self.compressed:
-            return
-        self.compressed = True                                               # the prefill's pass only
-        rows = self.scores.shape[-1]
-        window = min(self.window, self.budget, attention.shape[1], rows)
-        votes = self.group_attention(attention[:, -window:, :]).sum(1)       # [H_kv, T]
+    def _compress(self, votes: torch.Tensor, window: int) -> None:
+        """Keep the last ``window`` rows and the top ``budget − window`` of the others by pooled votes."""
+        rows = votes.shape[-1]
         pooled = votes[:, :0]
         if rows > window:                                                     # neighbours share their votes
             pooled = F.avg_pool1d(votes[:, None, :rows - window], self.kernel, stride=1,
@@ -193,20 +194,22 @@ class SnapKVLayer(ScoredLayer):
         last = torch.arange(rows - window, rows).expand(self.scores.shape[0], window)
         self.keep(torch.cat([top, last], dim=-1))
 
-
-class PyramidLayer(SnapKVLayer):
-    """SnapKV's layer in a cache whose layers hold different row counts."""
-
-    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
-        """transformers builds one causal mask for every layer from layer 0's sizes, so after the
-        prefill's compression (layers of different lengths) a one-token pass gets a mask of one key
-        column at its own position (0: visible), which broadcasts over any layer's rows: a decode
-        query reads every held row. A longer pass then cannot be masked per layer: refused."""
-        if self._contiguous():
-            return super().get_mask_sizes(query_length)
-        if int(query_length) == 1:
-            return 1, self.seen
-        raise LimitError("After PyramidKV's compression a transformers model takes one position per pass.")
+    def observe(self, attention: torch.Tensor) -> None:
+        rows = self.scores.shape[-1]
+        if not self.compressed:
+            self.compressed = True                                           # the prefill's pass
+            window = min(self.window, self.budget, attention.shape[1], rows)
+            self._compress(self.group_attention(attention[:, -window:, :]).sum(1), window)   # [H_kv, T] votes
+            return
+        if not self.hold:
+            return
+        votes = self.group_attention(attention).sum(1)                      # [H_kv, T]
+        if self.votes is not None:
+            votes[:, :self.votes.shape[-1]] += self.votes
+        self.votes = votes
+        if rows >= self.budget + self.window:
+            self._compress(votes, min(self.window, self.budget))
+            self.votes = None
 
 
 class ScoredCache(Cache):
@@ -256,10 +259,11 @@ def _window(window: int, kernel: int) -> tuple[int, int]:
 class SnapKVCache(ScoredCache):
     """SnapKV: the prompt compressed once to ``budget`` rows per layer and K/V head."""
 
-    def __init__(self, n_layers: int, budget: int, window: int = 8, kernel: int = 5) -> None:
+    def __init__(self, n_layers: int, budget: int, window: int = 8, kernel: int = 5, hold: bool = False) -> None:
         self.budget = _budget(budget)
         self.window, self.kernel = _window(window, kernel)
-        super().__init__([SnapKVLayer(self.budget, self.window, self.kernel) for _ in range(n_layers)])
+        self.hold = bool(hold)
+        super().__init__([SnapKVLayer(self.budget, self.window, self.kernel, self.hold) for _ in range(n_layers)])
 
 
 def pyramid_budgets(n_layers: int, budget: int, spread: float = 0.5) -> list[int]:
@@ -275,11 +279,24 @@ def pyramid_budgets(n_layers: int, budget: int, spread: float = 0.5) -> list[int
 class PyramidKVCache(ScoredCache):
     """PyramidKV: SnapKV's selection with ``pyramid_budgets`` (larger low, smaller high)."""
 
-    def __init__(self, n_layers: int, budget: int, window: int = 8, kernel: int = 5, spread: float = 0.5,
-                 budgets: Sequence[int] | None = None) -> None:
+    def __init__(self, n_layers: int, budget: int, window: int = 8, kernel: int = 5, hold: bool = False,
+                 spread: float = 0.5, budgets: Sequence[int] | None = None) -> None:
         self.budget = _budget(budget)
         self.window, self.kernel = _window(window, kernel)
         per_layer = list(budgets) if budgets is not None else pyramid_budgets(n_layers, self.budget, spread)
         if len(per_layer) != n_layers:
             raise LimitError(f"{len(per_layer)} budgets for {n_layers} layers.")
-        super().__init__([PyramidLayer(_budget(b), self.window, self.kernel) for b in per_layer])
+        self.hold = bool(hold)
+        super().__init__([SnapKVLayer(_budget(b), self.window, self.kernel, self.hold) for b in per_layer])
+
+    def get_mask_sizes(self, query_length: int, layer_idx: int = 0) -> tuple[int, int]:
+        """transformers builds one causal mask for every layer from one layer's sizes, but after a
+        compression the layers hold different row counts. A one-token pass reads every held row, so
+        it gets a mask of one key column at its own position (0: visible), which broadcasts over any
+        layer's rows; a longer pass is masked normally while no layer has evicted, refused after."""
+        seen = self.layers[0].seen
+        if int(query_length) == 1:
+            return 1, seen
+        if all(layer._contiguous() for layer in self.layers):
+            return seen + int(query_length), 0
+        raise LimitError("After PyramidKV's compression a transformers model takes one position per pass.")

@@ -48,11 +48,11 @@ KEY_AXES = ("channel", "token")
 SETTINGS = {"full": {}, "window": {"window": 16, "sinks": 4, "positions": "own"},
             "quant": {"bits": 8, "group_size": 32, "key_axis": "channel", "residual": 0},
             "gqa": {"kv_heads": 1}, "h2o": {"budget": 32, "recent": 16},
-            "snapkv": {"budget": 32, "obs_window": 8, "kernel": 5},
-            "pyramid": {"budget": 32, "obs_window": 8, "kernel": 5}, "fp8": {"scale": "tensor"},
+            "snapkv": {"budget": 32, "obs_window": 8, "kernel": 5, "hold": False},
+            "pyramid": {"budget": 32, "obs_window": 8, "kernel": 5, "hold": False}, "fp8": {"scale": "tensor"},
             "latent": {"rank": "full"}}
 FIELDS = ("window", "sinks", "bits", "group_size", "key_axis", "residual", "kv_heads", "positions", "budget",
-          "recent", "obs_window", "kernel", "scale", "rank")
+          "recent", "obs_window", "kernel", "scale", "rank", "hold")
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,7 @@ class Variant:
     kernel: int | None = None
     scale: str | None = None
     rank: int | str | None = None
+    hold: bool | None = None
 
     @classmethod
     def of(cls, kind: str, **settings) -> Variant:
@@ -111,6 +112,8 @@ class Variant:
             raise LimitError(f"Key positions must be 'own' or 'cache', got {self.positions!r}.")
         if self.recent is not None and self.recent > self.budget:                  # type: ignore[operator]
             raise LimitError(f"Recent positions ({self.recent}) cannot exceed the budget ({self.budget}).")
+        if self.hold is not None and not isinstance(self.hold, bool):
+            raise LimitError(f"Hold must be true or false, got {self.hold!r}.")
         if self.rank is not None and self.rank != "full":
             object.__setattr__(self, "rank", check_int("Rank", self.rank, 1, 4096))
         if self.scale is not None and self.scale not in SCALES:
@@ -139,7 +142,8 @@ class Variant:
         if self.kind == "fp8":
             return f"FP8 E4M3, scale per {self.scale}"
         if self.kind in ("snapkv", "pyramid"):
-            return f"{'SnapKV' if self.kind == 'snapkv' else 'PyramidKV'} {self.budget} (window {self.obs_window})"
+            return (f"{'SnapKV' if self.kind == 'snapkv' else 'PyramidKV'} {self.budget} (window {self.obs_window})"
+                    + (", held" if self.hold else ""))
         return "full cache"
 
     def lossless_for(self, positions: int, n_kv_heads: int, n_layers: int = 1) -> bool:
@@ -176,9 +180,9 @@ class Variant:
         if self.kind == "h2o":
             return H2OCache(n_layers, self.budget, self.recent)  # type: ignore[arg-type]
         if self.kind == "snapkv":
-            return SnapKVCache(n_layers, self.budget, self.obs_window, self.kernel)  # type: ignore[arg-type]
+            return SnapKVCache(n_layers, self.budget, self.obs_window, self.kernel, self.hold)  # type: ignore[arg-type]
         if self.kind == "pyramid":
-            return PyramidKVCache(n_layers, self.budget, self.obs_window, self.kernel)  # type: ignore[arg-type]
+            return PyramidKVCache(n_layers, self.budget, self.obs_window, self.kernel, self.hold)  # type: ignore[arg-type]
         return DynamicCache(n_layers)
 
 

@@ -86,6 +86,8 @@ class Variant:
         if stray:
             names = ", ".join(s.replace("_", " ") for s in stray)
             raise LimitError(f"The {kind} cache has no setting {names}.")
+        if kind == "h2o" and "recent" not in given and isinstance(given.get("budget"), int):
+            given["recent"] = given["budget"] // 2        # H2O's split: half heavy hitters, half recent
         return cls(kind, **{**SETTINGS[kind], **given})
 
     def __post_init__(self) -> None:

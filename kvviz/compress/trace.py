@@ -36,6 +36,8 @@ class TraceStep:
     evicted: tuple[tuple[tuple[int, ...], ...], ...]        # [layer][K/V head] dropped by this pass
     scores: tuple[tuple[tuple[float, ...], ...], ...] | None    # [layer][head] the scores of kept + evicted rows
     scored: tuple[tuple[tuple[int, ...], ...], ...] | None      # [layer][head] their positions
+    kept_scores: tuple[tuple[tuple[float, ...], ...], ...] | None = None   # [layer][head] aligned with kept
+    gone: tuple[tuple[tuple[tuple[int, float], ...], ...], ...] = ()      # [layer][head] (position, score) so far
 
     def as_dict(self) -> dict:
         return {"position": self.position, "kl": round(self.kl, 8), "top1_agreement": self.agree,
@@ -62,6 +64,7 @@ def trace_variant(model, variant: Variant, ids: Sequence[int], prefill: int) -> 
     n_kv = net.cost_config.n_kv_heads
     steps = []
     before: list = [[] for _ in range(model.n_layers)]
+    gone: list = [[{} for _ in range(n_kv)] for _ in range(model.n_layers)]     # position → its deciding score
     for start, chunk in [(0, ids[:prefill])] + [(i, [t]) for i, t in enumerate(ids[prefill:], start=prefill)]:
         p, q = next_logits(model, chunk, full, start), next_logits(net, chunk, cache, start)
         kept = _kept(cache, n_kv)
@@ -75,9 +78,23 @@ def trace_variant(model, variant: Variant, ids: Sequence[int], prefill: int) -> 
             scores = tuple(tuple(tuple(round(v, 6) for v in h) for h in
                                  (layer.last_scores.tolist() if layer.last_scores is not None else []))
                            for layer in cache.layers)
+        kept_scores = None
+        if scores is not None:
+            kept_scores = tuple(tuple(tuple(round(v, 6) for v in h) for h in layer.scores.tolist())
+                                if getattr(layer, "scores", None) is not None else () for layer in cache.layers)
+            for li, layer in enumerate(cache.layers):
+                if layer.last_positions is None:
+                    continue
+                decided = {(h, pos): sc for h, (ps, ss) in enumerate(zip(layer.last_positions.tolist(),
+                                                                         layer.last_scores.tolist()))
+                           for pos, sc in zip(ps, ss)}
+                for h, dropped in enumerate(evicted[li]):
+                    for pos in dropped:
+                        gone[li][h].setdefault(pos, round(decided.get((h, pos), float("nan")), 6))
         steps.append(TraceStep(start + len(chunk) - 1, float(kl_divergence(p, q)), bool(p.argmax() == q.argmax()),
                                int(p.argmax()), int(q.argmax()), cache.nbytes(), full.nbytes(),
                                tuple(tuple(tuple(h) for h in layer) for layer in kept),
-                               tuple(tuple(tuple(h) for h in layer) for layer in evicted), scores, scored))
+                               tuple(tuple(tuple(h) for h in layer) for layer in evicted), scores, scored,
+                               kept_scores, tuple(tuple(tuple(sorted(g.items())) for g in layer) for layer in gone)))
         before = kept
     return steps

@@ -227,7 +227,7 @@ def test_eviction_view_behind_its_button_with_the_traces_numbers():
     and a CSV with one row per step, layer and K/V head."""
     from kvviz.compress.trace import trace_variant
     from kvviz.models.gpt import GPTModel, load_tiny_gpt
-    from kvviz.ui.pages.compress import _text_ids, steps_csv
+    from kvviz.ui.pages.compress_evict import steps_csv, text_ids
 
     query = {"sc_policy": "snapkv", "sc_budget": "10", "sc_elayer": "3", "sc_estep": "30"}
     at = open_page(PAGE, query)
@@ -236,7 +236,7 @@ def test_eviction_view_behind_its_button_with_the_traces_numbers():
     next(b for b in at.button if b.label == "Run the policy on the held-out text").click().run()
     no_exception(at)
     model = GPTModel(load_tiny_gpt())
-    ids = _text_ids(model, "gpt")
+    ids = text_ids(model, "gpt")
     steps = trace_variant(model, Variant.of("snapkv", budget=10), list(ids), 16)
     spec = next(s for s in plotly_specs(at) if s["layout"]["title"]["text"].startswith("Layer 3: rows kept"))
     assert "after position 30" in spec["layout"]["title"]["text"]

@@ -1,8 +1,9 @@
 """``python -m kvviz compress --kind window …``: a smaller cache against the full one, as JSON, by the
 one evaluation (kvviz.compress.evaluate): on held-out prompts of the tiny GPT, or with ``--model
 smollm2`` on the held-out text with the real SmolLM2-135M-Instruct (the same JSON), or on ``--text``.
-``steps``: per scored position of one input (the first prompt, the text) the KL, top-1 agreement,
-bytes and the positions each layer and K/V head holds (kvviz.compress.trace)."""
+``steps`` (the kinds h2o, snapkv, pyramid, latent, fp8, any kind with ``--text`` or ``--steps``): per
+scored position of one input (the first prompt, the text) the KL, top-1 agreement, bytes and the
+positions each layer and K/V head holds (kvviz.compress.trace)."""
 from __future__ import annotations
 
 import argparse
@@ -41,6 +42,7 @@ from kvviz.models.gpt import GPTModel, load_tiny_gpt
 from kvviz.models.smollm2 import SmolLM2
 
 MODELS = ("gpt", "smollm2")
+NEW_KINDS = ("h2o", "snapkv", "pyramid", "latent", "fp8")
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:
@@ -74,6 +76,8 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--rank", help="latent: the latent's size per token and layer, or full (default)")
     c.add_argument("--scale", choices=SCALES, help="fp8: one scale per tensor (default) or per token")
     c.add_argument("--text", help="run on this text instead (its first --prefill tokens in one pass)")
+    c.add_argument("--steps", action="store_true", help="add the per-step records (always with the new kinds "
+                                                        "h2o, snapkv, pyramid, latent, fp8 and with --text)")
     c.add_argument("--prompts", type=int, help=f"gpt: held-out prompts (1..{COMPRESS_MAX_PROMPTS}, default 8)")
     c.add_argument("--new-tokens", type=int,
                    help=f"gpt: tokens the full cache generates per prompt (1..{COMPRESS_MAX_NEW_TOKENS}, default 32)")
@@ -121,10 +125,14 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             prefill = DEFAULT_PREFILL if a.prefill is None else a.prefill
             result = evaluate_text(model, [variant], tokens, prefill).results[0]
             ids = list(held_out_text(model, tokens).ids)
-        steps = trace_variant(model, variant, ids, prefill)
+        want = a.steps or a.text is not None or variant.kind in NEW_KINDS    # earlier kinds: today's JSON
+        steps = trace_variant(model, variant, ids, prefill) if want else None
     except (LimitError, ValueError) as e:
         parser.error(str(e))
-    json.dump({**result.as_dict(), "steps": [s.as_dict() for s in steps]}, sys.stdout, indent=1)
+    out = result.as_dict()
+    if steps is not None:
+        out["steps"] = [s.as_dict() for s in steps]
+    json.dump(out, sys.stdout, indent=1)
     print()
     return 0
 

@@ -16,8 +16,13 @@ trained tiny GPT, or ``--model smollm2``, SmolLM2-135M-Instruct), through kvviz.
    the page compares (the tiny GPT: ``page_variants()`` over its held-out prompts, deterministic for
    a seed; SmolLM2: ``llm_variants()`` on the held-out text).
 
+3. ``--policies C ...``: one decode step of H2O, SnapKV, PyramidKV, FP8 and the latent cache after C
+   positions against the full cache's (kvviz.measure.clock's median).
+4. ``--budgets``: every variant at 25 % and 10 % of the full cache's bytes, and the verdict.
+
 usage: python bench/compress.py [--model gpt|smollm2] [--runs N] [--reps N] [--contexts N ...] [--span N]
        [--threads 1] [--skip-timing] [--skip-table] [--prompts 8] [--new-tokens 32] [--seed 0] [--tokens 96]
+       [--policies C ...] [--budgets]
 (defaults: gpt: 3 runs × 10 repetitions, contexts 128 248, span 32; smollm2: 1 × 1, contexts 128 512, span 8)
 """
 from __future__ import annotations
@@ -48,7 +53,10 @@ from kvviz.compress import (  # noqa: E402
     variant_cache,
     variant_model,
 )
+from kvviz.compress._protocol import next_logits  # noqa: E402
+from kvviz.compress.budget import compare_at_budgets, verdict, verdict_text  # noqa: E402
 from kvviz.compress.text import HELD_OUT_TEXT  # noqa: E402
+from kvviz.measure.clock import interleaved  # noqa: E402
 
 WARM = 2             # untimed decode steps before the timed ones
 
@@ -175,6 +183,54 @@ def accuracy(model, name: str, a: argparse.Namespace) -> None:
     print(json.dumps([r.as_dict() for r in ev.results]))
 
 
+POLICIES = (("full, fast path", None), ("full, recording forward", "forward"),
+            ("H2O 64", Variant.of("h2o", budget=64)),
+            ("SnapKV 64, held", Variant.of("snapkv", budget=64, hold=True)),
+            ("PyramidKV 64, held", Variant.of("pyramid", budget=64, hold=True)),
+            ("FP8 per tensor", Variant.of("fp8")), ("latent rank 96", Variant.of("latent", rank=96)))
+
+
+@torch.inference_mode()
+def policy_steps(model, ids: list[int], context: int, repeats: int) -> None:
+    """3. One decode step of each policy after a prefill of ``context`` positions, against the full
+    cache's (the fast path the loops run, and the recording forward a scoring policy runs to get its
+    attention): kvviz.measure.clock.interleaved, the median of ``repeats`` steps each (every step
+    appends one position: the full cache's context grows by ``repeats`` over the run)."""
+    work, state = {}, {}
+    for name, v in POLICIES:
+        cache = DynamicCache(model.n_layers) if v in (None, "forward") else variant_cache(model, v)
+        if v == "forward":
+            cache.needs_attention = True            # the recording forward, nothing observed
+            cache.observe = lambda attention: None
+        next_logits(model, ids[:context], cache, 0)
+        state[name] = [cache, context]
+
+        def step(name=name) -> None:
+            cache, pos = state[name]
+            next_logits(model, [ids[pos % len(ids)]], cache, pos)
+            state[name][1] = pos + 1
+        work[name] = step
+    times = interleaved(work, repeats, warmups=2)
+    base, rec = times["full, fast path"].median, times["full, recording forward"].median
+    print(f"\ndecode step after {context} positions, median of {repeats} ({load()})")
+    for name, _ in POLICIES:
+        t = times[name]
+        print(f"  {name:26s} {t.median * 1e3:8.2f} ms  ×{t.median / base:4.2f} of the fast path  "
+              f"×{t.median / rec:4.2f} of the recording forward  (range {t.low * 1e3:.2f}..{t.high * 1e3:.2f})")
+
+
+def budgets(model, name: str, tokens: int) -> None:
+    """4. Every variant at 25 % and 10 % of the full cache's bytes on the held-out text, the verdict."""
+    cmp = compare_at_budgets(model, tokens)
+    print(f"\nat equal bytes, held-out text of {tokens} tokens, prefill {DEFAULT_PREFILL}:")
+    for r in cmp.rows():
+        print(f"  {r['fraction']:4.0%} {r['variant']:34s} bytes {r['bytes_fraction']:6.1%}  KL {r['kl_mean']:.4g}  "
+              f"top-1 {r['top1_agreement']:.1%}  answer {'changed' if r['answer_changed'] else 'kept'}")
+    for f, un in zip(cmp.fractions, cmp.unreachable):
+        print(f"  {f:4.0%} cannot reach: {', '.join(un) or '-'}")
+    print(verdict_text(name, verdict(cmp)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", choices=sorted(PLANS), default="gpt")
@@ -189,6 +245,9 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=96, help="smollm2: tokens of the held-out text")
     ap.add_argument("--skip-timing", action="store_true")
     ap.add_argument("--skip-table", action="store_true")
+    ap.add_argument("--policies", type=int, nargs="*", metavar="CONTEXT",
+                    help="time one decode step of each eviction/FP8/latent policy after these contexts")
+    ap.add_argument("--budgets", action="store_true", help="every variant at 25 %% and 10 %% of the bytes")
     a = ap.parse_args()
     plan = PLANS[a.model]
     torch.set_num_threads(a.threads)
@@ -196,6 +255,12 @@ def main() -> None:
     cfg = model.cost_config
     print(f"{a.model} ({cfg.n_layers} layers, {cfg.n_heads} heads, {cfg.n_kv_heads} K/V heads, d {cfg.d_model}), "
           f"{a.threads} torch thread(s), {os.cpu_count()} cores, {load()}")
+    if a.policies is not None or a.budgets:
+        for context in a.policies or ():
+            policy_steps(model, text_ids(model, a.model, context + 64), context, a.reps or 20)
+        if a.budgets:
+            budgets(model, a.model, a.tokens)
+        return
     if not a.skip_timing:
         contexts = tuple(a.contexts or plan.contexts)
         ids = text_ids(model, a.model, max(contexts))

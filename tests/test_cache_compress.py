@@ -200,3 +200,81 @@ def test_the_stepper_logs_when_each_row_was_quantized(tiny):
     rows = run.events[-1].cache.rows                                        # 8 positions, 3 exact
     assert [r.quantized_at for r in rows] == [0, 0, 2, 4, 6, None, None, None]
     assert [r.quantized_at for r in run.events[0].cache.rows] == [0, 0, None, None, None]   # its own view
+
+
+# --- FP8 (E4M3) K/V ---------------------------------------------------------------------------
+
+def _fp8_inputs(seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    prefill = [torch.randn(1, 3, 9, 16, generator=g) * 3 for _ in range(2)]
+    steps = [[torch.randn(1, 3, 1, 16, generator=g) * 3 for _ in range(2)] for _ in range(4)]
+    steps[-1][0][0, 0, 0, 0] = 1000.0            # past the prefill's largest: saturates under a frozen scale
+    return prefill, steps
+
+
+def test_fp8_per_tensor_matches_transformers_fp8_layer():
+    """transformers 5.23's own FP8 layer (QuantizedCache's fp8 backend) on the same tensors: the same
+    codes, scales and dequantized cached rows; the one difference is the new rows of a later pass
+    (transformers returns them dequantized, kvviz as computed)."""
+    from transformers.cache_utils import Fp8QuantizedLayer
+
+    from kvviz.cache import Fp8Cache
+
+    prefill, steps = _fp8_inputs()
+    theirs, ours = Fp8QuantizedLayer(), Fp8Cache(1, "tensor")
+    k_t, v_t = theirs.update(*prefill)
+    k_o, v_o = ours.update(*prefill, 0)
+    assert torch.equal(k_t, k_o) and torch.equal(v_t, v_o)             # the first pass: as computed
+    for k, v in steps:
+        cached = ours.layers[0].kv()
+        k_t, v_t = theirs.update(k, v)
+        k_o, v_o = ours.update(k, v, 0)
+        n = cached[0].shape[-2]
+        assert torch.equal(k_t[..., :n, :], cached[0]) and torch.equal(v_t[..., :n, :], cached[1])
+        assert torch.equal(k_o[..., :n, :], cached[0])
+        assert torch.equal(k_o[..., n:, :], k) and not torch.equal(k_t[..., n:, :], k)
+    codes_t, scale_t = theirs._quantized_keys
+    layer = ours.layers[0]
+    assert codes_t.dtype == layer.keys.dtype == torch.float8_e4m3fn
+    assert torch.equal(codes_t.view(torch.uint8), layer.keys.view(torch.uint8))
+    assert torch.equal(scale_t, layer.key_scale)
+    assert layer.kv()[0][0, 0, -1, 0] == pytest.approx(448 * float(layer.key_scale))    # saturated
+
+
+def test_fp8_direct_round_trip_and_bytes():
+    """Per token: each row's amax / 448 is its scale, the error within E4M3's half step (2⁻⁴ relative)."""
+    from kvviz.cache import Fp8Cache
+
+    prefill, steps = _fp8_inputs()
+    cache = Fp8Cache(2, "token")
+    for layer_idx in range(2):
+        cache.update(*prefill, layer_idx)
+        for k, v in steps:
+            cache.update(k, v, layer_idx)
+    keys = torch.cat([prefill[0]] + [k for k, _ in steps], dim=-2)
+    got = cache.layers[0].kv()[0]
+    amax = keys.abs().amax(-1, keepdim=True)
+    err = (got - keys).abs()            # half a step: 2⁻⁴ relative (3 mantissa bits), 2⁻¹⁰ · scale for subnormals
+    assert torch.all(err <= keys.abs() * 2.0 ** -4 + amax / 448 * 2.0 ** -10 + 1e-7)
+    assert err.max() > 0
+    assert got.abs().max() == pytest.approx(1000.0, rel=2 ** -4)                    # never saturates
+    cfg = cost.cache_config(2, 3, 3, 16)
+    for scale in ("tensor", "token"):
+        c = Fp8Cache(2, scale)
+        for layer_idx in range(2):
+            c.update(*prefill, layer_idx)
+            for k, v in steps:
+                c.update(k, v, layer_idx)
+        assert c.nbytes() == cost.fp8_cache_bytes(cfg, 13, scale)
+    assert cost.fp8_cache_bytes(cfg, 13, "tensor") == 2 * (13 * 2 * 3 * 16 + 8)
+    with pytest.raises(LimitError):
+        Fp8Cache(1, "channel")
+
+
+def test_fp8_on_the_tiny_gpt(gpt, ids):
+    from kvviz.cache import Fp8Cache
+
+    full = _logits(gpt, ids, DynamicCache(gpt.n_layers), 8)
+    got = _logits(gpt, ids, Fp8Cache(gpt.n_layers, "tensor"), 8)
+    assert torch.equal(got[:8], full[:8])                                 # the prefill reads its own rows
+    assert 0 < (got[8:] - full[8:]).abs().max() < 0.5

@@ -143,3 +143,24 @@ def test_accelerators_are_counted_in_the_unit_they_are_sold_in():
     assert [cost.accelerator_bytes(gb) for gb in cost.ACCELERATOR_GB] == [25_769_803_776, 42_949_672_960,
                                                                            85_899_345_920]
     assert round(cost.GIB / 10**9 - 1, 3) == 0.074
+
+
+# --- multi-head latent attention (DeepSeek-V2/V3) -------------------------------------------------
+
+def test_mla_shapes_deepseek():
+    """V3 caches 512 latent + 64 rotary = 576 elements per token and layer; its expanded K and V are
+    128 heads × (192 + 128) = 40,960. As GQA with one wide group the memory formulas agree."""
+    from kvviz import cost
+
+    v3 = cost.DEEPSEEK_V3
+    assert v3.latent_elements == 576
+    assert v3.expanded_elements == 128 * (192 + 128) == 40_960
+    latent, expanded = cost.mla_cache_config(v3), cost.mla_expanded_config(v3)
+    assert latent.kv_width == 576 and expanded.kv_width == 40_960
+    assert latent.attention_kind == "MQA" and expanded.attention_kind == "MHA"
+    assert cost.cache_bytes_per_token(latent, "bf16") == 61 * 576 * 2 == 70_272
+    assert cost.cache_bytes_per_token(expanded, "bf16") == 61 * 40_960 * 2
+    assert cost.cache_bytes(latent, 1000, dtype="bf16") * 40_960 == cost.cache_bytes(expanded, 1000, dtype="bf16") * 576
+    v2 = cost.DEEPSEEK_V2
+    assert (v2.n_layers, v2.latent_elements, v2.expanded_elements) == (60, 576, 40_960)
+    assert 1 - v2.latent_elements / v2.expanded_elements == pytest.approx(0.9859, abs=1e-4)

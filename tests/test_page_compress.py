@@ -217,3 +217,58 @@ def test_smollm2_without_weights_says_how_to_install_them(monkeypatch):
     bad = open_page(PAGE, {"sc_model": "gpt5", "sc_ltokens": "9999"})
     no_exception(bad)
     assert bad.segmented_control(key="sc_model").value == "gpt"            # a bad value keeps the default
+
+
+# ---- eviction by score and the latent cache (issue 38) ------------------------------------------------
+
+def test_eviction_view_behind_its_button_with_the_traces_numbers():
+    """The tiny GPT: nothing until the press; then the chosen policy's kept and evicted rows of the
+    chosen layer at the chosen position (from the address), the KL per step, the first difference
+    and a CSV with one row per step, layer and K/V head."""
+    from kvviz.compress.trace import trace_variant
+    from kvviz.models.gpt import GPTModel, load_tiny_gpt
+    from kvviz.ui.pages.compress_evict import steps_csv, text_ids
+
+    query = {"sc_policy": "snapkv", "sc_budget": "10", "sc_elayer": "3", "sc_estep": "30"}
+    at = open_page(PAGE, query)
+    no_exception(at)
+    assert not any("Layer 3: rows kept" in s["layout"]["title"]["text"] for s in plotly_specs(at))
+    next(b for b in at.button if b.label == "Run the policy on the held-out text").click().run()
+    no_exception(at)
+    model = GPTModel(load_tiny_gpt())
+    ids = text_ids(model, "gpt")
+    steps = trace_variant(model, Variant.of("snapkv", budget=10), list(ids), 16)
+    spec = next(s for s in plotly_specs(at) if s["layout"]["title"]["text"].startswith("Layer 3: rows kept"))
+    assert "after position 30" in spec["layout"]["title"]["text"]
+    step = next(s for s in steps if s.position == 30)
+    kept_z = spec["data"][1]["z"]
+    for h, kept in enumerate(step.kept[2]):
+        assert [p for p, v in enumerate(kept_z[h]) if v is not None] == list(kept)
+    grey = spec["data"][0]["z"]
+    assert [p for p, v in enumerate(grey[0]) if v is not None] == [p for p, _ in step.gone[2][0]]
+    first = next((s for s in steps if not s.agree), None)
+    body = " ".join(x.value for x in at.markdown)
+    assert (f"first differs from the full cache's at position {first.position}" in body) if first else (
+        "never differs" in body)
+    csv = pd.read_csv(io.BytesIO(steps_csv(steps, Variant.of("snapkv", budget=10))))
+    assert len(csv) == len(steps) * model.n_layers * 4
+    assert "Download the steps (CSV)" in [b.proto.label for b in at.get("download_button")]
+
+
+@pytest.mark.parametrize("query", [{"sc_budget": "0"}, {"sc_budget": "9999"}, {"sc_policy": "lru"},
+                                   {"sc_elayer": "99"}, {"sc_estep": "-3"}])
+def test_bad_eviction_settings_fall_back_with_a_notice(query):
+    at = open_page(PAGE, query)
+    no_exception(at)
+    key = next(iter(query))
+    assert any(key in x.value for x in at.warning), query
+
+
+def test_latent_section_measures_drift_at_five_ranks():
+    at = open_page(PAGE)
+    next(b for b in at.button if b.label == "Measure the drift at five ranks").click().run()
+    no_exception(at)
+    spec = next(s for s in plotly_specs(at) if s["layout"]["title"]["text"].startswith("Latent cache"))
+    assert spec["data"][0]["x"] == [8, 16, 32, 64, 128] and spec["data"][1]["y"] == [256, 256]
+    kls = spec["data"][2]["y"]
+    assert kls[-1] < 1e-6 < kls[0]              # full rank: rounding only; rank 8 drifts

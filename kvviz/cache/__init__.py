@@ -15,12 +15,16 @@
 from kvviz.cache.base import KV, Cache, CacheLayer, storage_bytes
 from kvviz.cache.block_pool import BlockEvent, BlockPool, PoolExhausted, block_hash
 from kvviz.cache.dense import DynamicCache, DynamicLayer, StaticCache, StaticLayer
+from kvviz.cache.fp8 import Fp8Cache, Fp8Layer
 from kvviz.cache.hybrid import DynamicSlidingWindowLayer, layer_windows
 from kvviz.cache.paged import PagedCache, PagedLayer
 from kvviz.cache.quantized import QuantizedCache, QuantizedLayer, QuantizedRows, quantize
+from kvviz.cache.scored import H2OCache, PyramidKVCache, ScoredCache, SnapKVCache, pyramid_budgets
 from kvviz.cache.window import SlidingWindowCache, SlidingWindowLayer
 
 __all__ = ["KV", "BlockEvent", "BlockPool", "Cache", "CacheLayer", "DynamicCache", "DynamicLayer",
            "DynamicSlidingWindowLayer", "PagedCache", "PagedLayer", "PoolExhausted", "QuantizedCache",
            "QuantizedLayer", "QuantizedRows", "SlidingWindowCache", "SlidingWindowLayer", "StaticCache", "StaticLayer",
            "block_hash", "layer_windows", "quantize", "storage_bytes"]
+__all__ += ["H2OCache", "PyramidKVCache", "ScoredCache", "SnapKVCache", "pyramid_budgets"]
+__all__ += ["Fp8Cache", "Fp8Layer"]

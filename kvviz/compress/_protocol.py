@@ -3,9 +3,12 @@ kvviz.compress that knows the two adapters (the tiny GPT's kvviz.models.gpt.adap
 kvviz.models.hf.HFCausalLM). Private to kvviz.compress (nothing outside it imports this).
 
 - ``next_logits(model, ids, cache, start)``: the next-token logits after ``ids`` at positions
-  ``start``.., with ``cache``: the protocol's fast path (``CausalLM.logits``, no per-head records).
+  ``start``.., with ``cache``: the protocol's fast path (``CausalLM.logits``, no per-head records);
+  an evicting cache that scores by attention: ``forward`` and ``cache.observe(attention)``.
 - ``rope_inv_freq(model)``: the rotary frequencies a window at cache positions re-rotates keys
   with (None without rotary positions: the tiny GPT learns absolute positions).
+- ``kv_projections(model)``: per layer the K and V projections stacked, ``[D, C]`` and their bias
+  ``[D]`` (K rows then V rows, heads side by side), which a latent cache factors (kvviz.compress.latent).
 - ``pooled_model(model, kv_heads)``: the same kind of model with its K/V heads mean-pooled
   (kvviz.models.grouped: one pooling; the per-architecture part is only where the K/V rows live).
 """
@@ -24,7 +27,13 @@ from kvviz.models.hf import HFCausalLM
 
 @torch.inference_mode()
 def next_logits(model, ids: Sequence[int], cache: Cache, start: int) -> torch.Tensor:
-    """[V] float32: the logits that choose the token after ``ids`` (see the module doc)."""
+    """[V] float32: the logits that choose the token after ``ids`` (see the module doc). A cache
+    that scores rows by attention (``needs_attention``: kvviz.cache.scored) runs the recording
+    ``forward`` and is handed the pass's weights afterwards."""
+    if getattr(cache, "needs_attention", False):
+        record = model.forward(list(ids), cache, start)
+        cache.observe(record.attention)
+        return record.logits[-1].float()
     return model.logits(list(ids), cache, start, keep=1)[-1].float()
 
 
@@ -32,6 +41,27 @@ def rope_inv_freq(model) -> torch.Tensor | None:
     """[d/2] rotary frequencies, or None for a model without rotary positions."""
     get = getattr(model, "rope_inv_freq", None)
     return get() if get is not None else None
+
+
+def kv_projections(model) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per layer (W [2·H_kv·d, C], b [2·H_kv·d]) in float64: [k; v] = W x + b (keys before RoPE)."""
+    out = []
+    if isinstance(model, GPTModel):
+        cfg = model.network.config
+        q, kv = cfg.n_head * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+        for block in model.network.transformer.h:
+            lin = block.attn.c_attn
+            out.append((lin.weight[q:q + 2 * kv].double(), lin.bias[q:q + 2 * kv].double()))
+        return out
+    if isinstance(model, HFCausalLM):
+        for layer in model.model.model.layers:
+            k, v = layer.self_attn.k_proj, layer.self_attn.v_proj
+            w = torch.cat([k.weight, v.weight]).double()
+            b = torch.cat([torch.zeros(k.out_features) if k.bias is None else k.bias,
+                           torch.zeros(v.out_features) if v.bias is None else v.bias]).double()
+            out.append((w.detach(), b.detach()))
+        return out
+    raise TypeError(f"no K/V projections known for {type(model).__name__}")
 
 
 @lru_cache(maxsize=8)

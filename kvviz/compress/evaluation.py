@@ -134,6 +134,19 @@ class VariantResult:
     agree: tuple[tuple[bool, ...], ...]         # [prompt][position]
     cache_bytes: tuple[int, ...]                # [prompt] nbytes() of the cache after the run
     cached_positions: tuple[int, ...]           # [prompt] positions processed (prefill + new − 1)
+    answers: tuple[tuple[int, ...], ...] = ()   # [prompt] its own greedy tokens after the scored inputs
+    full_answers: tuple[tuple[int, ...], ...] = ()   # [prompt] the full cache's
+
+    @property
+    def answer_changed(self) -> bool | None:
+        """Whether its greedy answer differs from the full cache's on some prompt (None: not asked)."""
+        return None if not self.answers else self.answers != self.full_answers
+
+    @property
+    def first_difference(self) -> int | None:
+        """The first answer token (0-based, over the prompts in order) that differs; None if none."""
+        flat = [(a, b) for x, y in zip(self.answers, self.full_answers) for a, b in zip(x, y)]
+        return next((i for i, (a, b) in enumerate(flat) if a != b), None)
 
     @property
     def prompts(self) -> int:
@@ -161,7 +174,9 @@ class VariantResult:
         return {"kind": self.variant.kind, "settings": self.variant.settings(),
                 "bytes_per_token": round(self.bytes_per_token, 3), "kl_mean": round(self.kl_mean, 8),
                 "top1_agreement": round(self.top1_agreement, 6), "prompts": self.prompts,
-                "positions": self.positions}
+                "positions": self.positions,
+                **({"answer_changed": self.answer_changed, "first_difference": self.first_difference}
+                   if self.answers else {})}
 
 
 @dataclass(frozen=True)
@@ -186,18 +201,23 @@ UNITS = ("run", "step")                    # what Progress counts: runs of a pro
 
 def evaluate(model, variants: Sequence[Variant], prompts: Sequence[HeldOutPrompt], new_tokens: int,
              prefill: int | None = None, *, seed: int = 0, progress: Progress | None = None, unit: str = "run",
-             threads: int = 1) -> Evaluation:
+             threads: int = 1, answer: int = 0) -> Evaluation:
     """Every variant against the full cache of ``model`` (any kvviz model) on ``prompts`` (see the
     module doc): ``prefill`` tokens of each prompt in one pass (None: all of it), ``new_tokens``
     positions scored per prompt. ``progress`` counts runs (one prompt through one cache) or decode
     steps (``unit``); the full cache runs once, as the reference, also for a "full" variant.
 
     Runs on ``threads`` torch threads (restored afterwards): one by default, since on a shared
-    2-core machine two threads waiting for each other made these one-token steps many times slower."""
+    2-core machine two threads waiting for each other made these one-token steps many times slower.
+
+    ``answer`` > 0: every run goes on ``answer`` greedy tokens of its own after the last scored
+    input (the full cache's and each variant's: whether the greedy answer changes); the scores stay
+    those of the ``new_tokens`` positions."""
     variants = list(variants)
     check_int("Variants", len(variants), 1, COMPRESS_MAX_VARIANTS)
     new_tokens = check_int("New tokens", new_tokens, 1, LLM_COMPRESS_MAX_TOKENS)
     threads = check_int("Threads", threads, 1, 64)
+    answer = check_int("Answer tokens", answer, 0, LLM_COMPRESS_MAX_TOKENS)
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {UNITS}")
     if not prompts:
@@ -207,15 +227,16 @@ def evaluate(model, variants: Sequence[Variant], prompts: Sequence[HeldOutPrompt
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(threads)
-        return _evaluate(model, variants, list(prompts), new_tokens, prefill, seed, progress, unit)
+        return _evaluate(model, variants, list(prompts), new_tokens, prefill, seed, progress, unit, answer)
     finally:
         torch.set_num_threads(before)
 
 
 def _evaluate(model, variants: list[Variant], prompts: list[HeldOutPrompt], new_tokens: int, prefill: int | None,
-              seed: int, progress: Progress | None, unit: str) -> Evaluation:
+              seed: int, progress: Progress | None, unit: str, answer: int = 0) -> Evaluation:
     runs = len(prompts) * (sum(v.kind != "full" for v in variants) + 1)
-    total, done = runs * (new_tokens - 1 if unit == "step" else 1), 0
+    length = new_tokens - 1 + max(answer, 1)          # tokens per run: the scored ones, then the answer
+    total, done = runs * (length - 1 if unit == "step" else 1), 0
 
     def tick() -> None:
         nonlocal done
@@ -228,30 +249,35 @@ def _evaluate(model, variants: list[Variant], prompts: list[HeldOutPrompt], new_
     reference = []                                     # the full cache: the text, then greedy
     for head, rest in splits:
         cache = DynamicCache(model.n_layers)
-        tokens, logits = run_cache(model, head, new_tokens, cache, forced=rest, step=step)
-        reference.append((tokens, logits, cache.nbytes()))
+        tokens, logits = run_cache(model, head, length, cache, forced=rest, step=step)
+        reference.append((tokens, logits[:new_tokens], cache.nbytes()))
         if run_done:
             run_done()
     results = []
     for v in variants:
         net = variant_model(model, v)
-        kl, agree, nbytes, cached = [], [], [], []
+        kl, agree, nbytes, cached, answers = [], [], [], [], []
         for (head, _), (tokens, full_logits, full_bytes) in zip(splits, reference):
             if v.kind == "full":
-                logits, held = full_logits, full_bytes
+                logits, held, own = full_logits, full_bytes, tokens
             else:
                 cache = variant_cache(model, v)
-                _, logits = run_cache(net, head, new_tokens, cache, forced=tokens, step=step)
+                forced = tokens[:new_tokens - 1] if answer else tokens
+                own, logits = run_cache(net, head, length, cache, forced=forced, step=step)
+                logits = logits[:new_tokens]
                 held = cache.nbytes()
                 if run_done:
                     run_done()
+            answers.append(tuple(own[new_tokens - 1:]) if answer else ())
             kl.append(tuple(kl_divergence(full_logits, logits).tolist()))
             agree.append(tuple(bool(a) for a in (logits.argmax(-1) == full_logits.argmax(-1)).tolist()))
             nbytes.append(held)
-            cached.append(len(head) + new_tokens - 1)
-        results.append(VariantResult(v, tuple(kl), tuple(agree), tuple(nbytes), tuple(cached)))
-    return Evaluation(tuple(prompts), tuple(tuple(t) for t, _, _ in reference), new_tokens, seed, tuple(results),
-                      tuple(model.vocab))
+            cached.append(len(head) + length - 1)
+        full_answers = tuple(tuple(t[new_tokens - 1:]) for t, _, _ in reference) if answer else ()
+        results.append(VariantResult(v, tuple(kl), tuple(agree), tuple(nbytes), tuple(cached),
+                                     tuple(answers) if answer else (), full_answers))
+    return Evaluation(tuple(prompts), tuple(tuple(t[:new_tokens]) for t, _, _ in reference), new_tokens, seed,
+                      tuple(results), tuple(model.vocab))
 
 
 # --- the two held-out inputs ------------------------------------------------------------------
@@ -272,7 +298,7 @@ def evaluate_prompts(variants: Sequence[Variant], prompts: int = 8, new_tokens: 
 
 
 def evaluate_text(model, variants: Sequence[Variant], tokens: int = DEFAULT_TOKENS, prefill: int = DEFAULT_PREFILL,
-                  progress: Progress | None = None, threads: int = 1) -> Evaluation:
+                  progress: Progress | None = None, threads: int = 1, answer: int = 0) -> Evaluation:
     """``evaluate`` on the held-out text's first ``tokens`` tokens (``held_out_text``), ``prefill``
     of them in one pass: one prompt, its ``new_tokens`` the positions scored per variant (tokens −
     prefill + 1: the next token after the text is scored too); ``progress`` counts decode steps.
@@ -286,4 +312,4 @@ def evaluate_text(model, variants: Sequence[Variant], tokens: int = DEFAULT_TOKE
         if v.kind == "window" and prefill > v.window + v.sinks:            # type: ignore[operator]
             raise LimitError(f"The prefill of {prefill} tokens must fit the window ({v.window} + {v.sinks} sinks).")
     return evaluate(model, variants, [text], len(text.ids) - prefill + 1, prefill, progress=progress, unit="step",
-                    threads=threads)
+                    threads=threads, answer=answer)

@@ -37,6 +37,7 @@ from kvviz.cost.memory import (
                                cache_bytes,
                                cache_bytes_per_token,
                                context_grid,
+                               fp8_cache_bytes,
                                kv_sharing,
                                memory_report,
                                param_count,
@@ -49,6 +50,8 @@ from kvviz.cost.memory import (
 from kvviz.cost.shapes import (
                                ABC_CONFIG,
                                ACCELERATOR_GB,
+                               DEEPSEEK_V2,
+                               DEEPSEEK_V3,
                                DTYPE_BITS,
                                FALCON_7B,
                                GIB,
@@ -56,6 +59,7 @@ from kvviz.cost.shapes import (
                                LLAMA3_8B,
                                LLAMA31_70B,
                                MISTRAL_7B,
+                               MLA_SHAPES,
                                PRESETS,
                                QWEN25_7B,
                                SHAPES,
@@ -63,6 +67,7 @@ from kvviz.cost.shapes import (
                                TINY_GPT,
                                TRAINED_TINY_GPT,
                                WEATHER_CONFIG,
+                               MLAShape,
                                ModelConfig,
                                accelerator_bytes,
                                attention_kind,
@@ -72,6 +77,8 @@ from kvviz.cost.shapes import (
                                check_heads,
                                config_of,
                                gpt2_layout,
+                               mla_cache_config,
+                               mla_expanded_config,
 )
 from kvviz.cost.speculative import best_gamma, speculative_speedup, speculative_tokens_per_pass
 
@@ -87,3 +94,5 @@ __all__ = ["ABC_CONFIG", "ACCELERATOR_GB", "DTYPE_BITS", "FALCON_7B", "GIB", "GP
            "param_count", "pass_flops", "prefill_intensity", "quantized_cache_bytes", "quantized_rows", "readout_flops",
            "speculative_speedup", "speculative_tokens_per_pass", "step_flops", "tokens_that_fit", "Transfer",
            "weight_bytes", "window_cache_bytes"]
+__all__ += ["DEEPSEEK_V2", "DEEPSEEK_V3", "MLA_SHAPES", "MLAShape", "fp8_cache_bytes", "mla_cache_config",
+            "mla_expanded_config"]

@@ -90,6 +90,20 @@ def quantized_cache_bytes(cfg: ModelConfig, tokens: object, bits: object, group_
     return cfg.n_layers * b * (codes + scales + full)
 
 
+def fp8_cache_bytes(cfg: ModelConfig, tokens: object, scale: str = "tensor", batch: object = 1) -> int:
+    """An FP8 (E4M3) cache (kvviz.cache.Fp8Cache) after ``tokens`` tokens: one byte per K and V
+    element, plus float32 scales: one for K and one for V per layer (``"tensor"``), or per layer,
+    token and K/V head (``"token"``)."""
+    t = check_int("Tokens", tokens, 1, MAX_COST_TOKENS)
+    b = check_int("Batch size", batch, 1, MAX_COST_BATCH)
+    if scale not in ("tensor", "token"):
+        raise LimitError(f"The FP8 scale must be 'tensor' or 'token', got {scale!r}.")
+    v_heads = cfg.n_kv_heads if cfg.v_heads is None else cfg.v_heads
+    codes = t * cfg.kv_width
+    scales = 2 * 4 if scale == "tensor" else 4 * t * (cfg.n_kv_heads + v_heads)
+    return cfg.n_layers * b * (codes + scales)
+
+
 @dataclass(frozen=True)
 class MemoryReport:
     """One calculator result, with the same cache under multi-head and multi-query attention."""

@@ -202,6 +202,59 @@ SHAPES: dict[str, ModelConfig] = {**PRESETS, "tiny-gpt": TRAINED_TINY_GPT, "weat
                                   "smollm2": SMOLLM2_135M, "gemma3": GEMMA3_270M}
 
 
+# --- multi-head latent attention (DeepSeek-V2/V3) -----------------------------------------------
+
+@dataclass(frozen=True)
+class MLAShape:
+    """An MLA model's attention shape (config.json names in comments): per token and layer it caches
+    one latent (``kv_lora_rank``) and one rotary key shared by the heads (``qk_rope_head_dim``);
+    expanded, every head has a K of nope + rope and a V of ``v_head_dim``."""
+
+    name: str
+    n_layers: int            # num_hidden_layers
+    n_heads: int             # num_attention_heads
+    kv_lora_rank: int        # the latent c_KV
+    qk_rope_head_dim: int    # the decoupled rotary key k_R
+    qk_nope_head_dim: int    # each head's key part from the latent
+    v_head_dim: int
+    d_model: int
+    source: str = ""
+
+    @property
+    def latent_elements(self) -> int:
+        """Cached per token and layer: latent + rotary key (V3: 512 + 64 = 576)."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+    @property
+    def expanded_elements(self) -> int:
+        """K and V of every head, per token and layer (V3: 128 × (192 + 128) = 40,960)."""
+        return self.n_heads * (self.qk_nope_head_dim + self.qk_rope_head_dim + self.v_head_dim)
+
+
+DEEPSEEK_V3 = MLAShape("DeepSeek-V3", n_layers=61, n_heads=128, kv_lora_rank=512, qk_rope_head_dim=64,
+                       qk_nope_head_dim=128, v_head_dim=128, d_model=7168,
+                       source="https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json")
+DEEPSEEK_V2 = MLAShape("DeepSeek-V2", n_layers=60, n_heads=128, kv_lora_rank=512, qk_rope_head_dim=64,
+                       qk_nope_head_dim=128, v_head_dim=128, d_model=5120,
+                       source="https://huggingface.co/deepseek-ai/DeepSeek-V2/blob/main/config.json")
+MLA_SHAPES = {"deepseek-v3": DEEPSEEK_V3, "deepseek-v2": DEEPSEEK_V2}
+
+
+def mla_cache_config(shape: MLAShape) -> ModelConfig:
+    """MLA as grouped-query attention with one wide group: a single K/V "head" of latent + rotary
+    elements that serves every query head as key, and whose latent part serves as value too (no V
+    of its own: v_heads 0). The memory formulas then count MLA's cache."""
+    return ModelConfig(f"{shape.name} (latent)", shape.n_layers, shape.n_heads, 1, shape.latent_elements,
+                       shape.d_model, 0, 0, mlp="none", v_heads=0, v_head_dim=0, source=shape.source)
+
+
+def mla_expanded_config(shape: MLAShape) -> ModelConfig:
+    """The same model's K and V expanded per head (multi-head attention with K wider than V)."""
+    return ModelConfig(f"{shape.name} (expanded K/V)", shape.n_layers, shape.n_heads, shape.n_heads,
+                       shape.qk_nope_head_dim + shape.qk_rope_head_dim, shape.d_model, 0, 0, mlp="none",
+                       v_heads=shape.n_heads, v_head_dim=shape.v_head_dim, source=shape.source)
+
+
 def config_of(model: object) -> ModelConfig:
     """The cost shape of a model (its ``cost_config``, part of the model protocol)."""
     cfg = getattr(model, "cost_config", None)

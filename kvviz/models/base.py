@@ -20,6 +20,8 @@ from typing import Protocol
 import torch
 
 from kvviz.cache import Cache, DynamicCache, QuantizedCache, SlidingWindowCache, StaticCache
+from kvviz.cache.fp8 import Fp8Cache
+from kvviz.cache.scored import H2OCache, PyramidKVCache, SnapKVCache
 from kvviz.cost import ModelConfig
 from kvviz.limits import (
     MAX_NEW_TOKENS,
@@ -144,7 +146,7 @@ class LayerLayout:
             raise ValueError(f"positions must be 'learned', 'rotary' or 'none', not {self.positions!r}")
 
 
-CACHE_KINDS = ("dense", "static", "window", "quantized")
+CACHE_KINDS = ("dense", "static", "window", "quantized", "h2o", "snapkv", "pyramid", "fp8")
 
 
 def new_cache(layout: Sequence[LayerLayout], kind: str = "dense", **options) -> Cache:
@@ -153,7 +155,11 @@ def new_cache(layout: Sequence[LayerLayout], kind: str = "dense", **options) -> 
     - "dense": kvviz.cache.DynamicCache (grows; the stepper's; a sliding layer keeps its window);
     - "static": StaticCache, preallocated, ``max_length`` positions (the fast loops');
     - "window": SlidingWindowCache, ``window`` and optional ``sinks``, ``positions`` (its options);
-    - "quantized": QuantizedCache, ``bits``, ``group_size``, ``key_axis``, ``residual``.
+    - "quantized": QuantizedCache, ``bits``, ``group_size``, ``key_axis``, ``residual``;
+    - "h2o", "snapkv", "pyramid": eviction by attention score (kvviz.cache.scored), ``budget`` rows
+      per layer and K/V head (H2O: ``recent``; SnapKV, PyramidKV: ``window``, ``kernel``); run them
+      with ``forward`` and ``cache.observe(record.attention)`` after each pass;
+    - "fp8": Fp8Cache, E4M3 codes with a ``scale`` per "tensor" or per "token".
 
     The paged cache is made by kvviz.serving (it shares one pool between sequences)."""
     n = len(layout)
@@ -166,6 +172,10 @@ def new_cache(layout: Sequence[LayerLayout], kind: str = "dense", **options) -> 
         return SlidingWindowCache(n, **options)
     if kind == "quantized":
         return QuantizedCache(n, **options)
+    if kind == "fp8":
+        return Fp8Cache(n, **options)
+    if kind in ("h2o", "snapkv", "pyramid"):
+        return {"h2o": H2OCache, "snapkv": SnapKVCache, "pyramid": PyramidKVCache}[kind](n, **options)
     raise ValueError(f"unknown cache kind {kind!r}; kinds: {', '.join(CACHE_KINDS)}")
 
 

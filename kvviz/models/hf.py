@@ -31,9 +31,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from transformers.masking_utils import create_causal_mask
 
-from kvviz.cache import Cache, PagedCache, layer_windows
+from kvviz.cache import Cache, PagedCache, ScoredCache, layer_windows
 from kvviz.cost.shapes import ModelConfig
 from kvviz.limits import LimitError
 from kvviz.models.base import BatchPassRecord, LayerLayout, ModelLimits, PassRecord, allowed_keys, new_cache
@@ -119,11 +120,12 @@ def layout(config) -> tuple[LayerLayout, ...]:
     return tuple(layers)
 
 
-def _left_padded(maps: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Attention maps [H, N, T_layer] as [H, N, T]: a sliding-attention layer whose cache dropped the
-    oldest positions read fewer keys; those columns are zeros (its mask gave them no weight)."""
+def _padded(maps: Sequence[torch.Tensor], right: bool = False) -> list[torch.Tensor]:
+    """Attention maps [H, N, T_layer] as [H, N, T]: a layer that holds fewer rows read fewer keys; the
+    missing columns are zeros, before its columns (``right=False``: a sliding-attention layer whose cache
+    dropped the oldest positions) or after them (a scored cache's own rows)."""
     t = max(m.shape[-1] for m in maps)
-    return [m if m.shape[-1] == t else torch.nn.functional.pad(m, (t - m.shape[-1], 0)) for m in maps]
+    return [m if m.shape[-1] == t else F.pad(m, (0, t - m.shape[-1]) if right else (t - m.shape[-1], 0)) for m in maps]
 
 
 class HFCausalLM:
@@ -267,7 +269,9 @@ class HFCausalLM:
         with self._recording() as got:
             out = self.model(input_ids=ids, position_ids=positions, past_key_values=cache,
                              use_cache=cache is not None, output_attentions=True)
-        att = torch.stack(_left_padded([a[0] for a in out.attentions])).float()    # [L, H, N, T]
+        # layers that hold different rows: a sliding layer dropped its oldest (its columns end at the
+        # newest position: pad on the left); a scored cache's layers keep their own rows (pad on the right)
+        att = torch.stack(_padded([a[0] for a in out.attentions], right=isinstance(cache, ScoredCache))).float()
         q = k = q_raw = k_raw = None
         per_layer = len(got["layer_rope"]) == self.n_layers
         if self._layers and len(got["q"]) == self.n_layers and (per_layer or got["rope"] is not None):

@@ -24,18 +24,21 @@ import torch
 
 from kvviz.compress import KeyChannels, RowErrors, StepComparison, VariantResult, key_positions, pass_event, sink_mass
 from kvviz.viz import theme
-from kvviz.viz.theme import ATTENTION_SCALE, COLORS, FONT
+from kvviz.viz.theme import ATTENTION_SCALE, COLORS, FONT, OKABE_ITO
 
 KIND_COLORS = {"full": COLORS["chosen"], "window": COLORS["prompt"], "quant": COLORS["pending"],
-               "gqa": COLORS["processed"]}
-KIND_SYMBOLS = {"full": "star", "window": "circle", "quant": "diamond", "gqa": "square"}
+               "gqa": COLORS["processed"], "h2o": OKABE_ITO[3], "snapkv": OKABE_ITO[4], "pyramid": OKABE_ITO[4],
+               "fp8": COLORS["pending"], "latent": "#555555"}
+KIND_SYMBOLS = {"full": "star", "window": "circle", "quant": "diamond", "gqa": "square", "h2o": "triangle-up",
+                "snapkv": "triangle-down", "pyramid": "pentagon", "fp8": "diamond-open", "latent": "hexagon"}
 ERROR_SCALE = [[0.0, "#FFFFFF"], [1.0, COLORS["chosen"]]]      # 0 = exact, vermillion = largest error
 KL_FLOOR = 1e-7             # KL of exactly 0 is drawn here on the log axis (and said so on hover)
 
 LABELS = {
     "tradeoff_title": "What each smaller cache costs", "bytes": "cache bytes per token",
     "kl": "mean KL(full ‖ variant), nats (log)", "top1": "top-1 agreement",
-    "kinds": {"full": "full cache", "window": "window + sinks", "quant": "quantized", "gqa": "grouped K/V"},
+    "kinds": {"full": "full cache", "window": "window + sinks", "quant": "quantized", "gqa": "grouped K/V",
+              "h2o": "H2O", "snapkv": "SnapKV", "pyramid": "PyramidKV", "fp8": "FP8", "latent": "latent (MLA)"},
     "exact": "exact (KL = 0)",
     "errors_title": "Quantization error of each cached row (layer {layer})", "row": "cached position",
     "error": "max |error|", "quantized": "quantized", "full_precision": "full precision", "evicted": "evicted",
@@ -62,7 +65,7 @@ def tradeoff_figure(results: Sequence[VariantResult], labels: Mapping | None = N
     w = _labels(labels)
     names = list(names) if names is not None else [r.variant.label() for r in results]
     fig = go.Figure()
-    for kind in ("full", "window", "quant", "gqa"):
+    for kind in KIND_COLORS:
         idx = [i for i, r in enumerate(results) if r.variant.kind == kind]
         if not idx:
             continue
@@ -244,3 +247,83 @@ def key_channels_figure(keys: KeyChannels, labels: Mapping | None = None) -> go.
         yaxis=dict(title=w["channel"], type="category", autorange="reversed", tickvals=ticks, tickfont=FONT),
         meta=dict(raster=True))     # read as one image: bright rows, labelled every 16th channel
     return theme.style(fig, w["channels_title"].format(layer=keys.layer + 1), height=max(420, 3 * n_ch + 120))
+
+
+# ---- eviction by score and the latent cache -------------------------------------------------------
+
+EVICT_LABELS = {"evict_title": "Layer {layer}: rows kept and evicted after position {position}",
+                "head": "K/V head", "position": "position in the text", "score": "score", "evicted": "evicted",
+                "drift_title": "KL(full ‖ policy) at every step", "kl": "KL, nats", "step": "position",
+                "first_diff": "top-1 first differs", "latent_title": "Latent cache: elements per token and layer",
+                "rank": "rank", "elements": "elements per token and layer", "full_kv": "full K and V",
+                "drift": "mean KL (right axis)"}
+
+
+def eviction_figure(step, layer: int, tokens: Sequence[str] | None = None, labels: Mapping | None = None,
+                    height: int = 300) -> go.Figure:
+    """One layer after one step (kvviz.compress.trace.TraceStep): K/V heads × positions, each kept
+    row coloured by its score (cividis; hover and text give the number), each evicted row grey with
+    the score that decided its eviction; positions never reached are blank."""
+    w = theme.words(EVICT_LABELS, labels)
+    n = step.position + 1
+    heads = len(step.kept[layer])
+    z = [[None] * n for _ in range(heads)]
+    grey = [[None] * n for _ in range(heads)]
+    text = [[""] * n for _ in range(heads)]
+    for h in range(heads):
+        scores = (step.kept_scores[layer][h] if step.kept_scores else ()) or [1.0] * len(step.kept[layer][h])
+        for pos, sc in zip(step.kept[layer][h], scores):
+            z[h][pos], text[h][pos] = sc, f"{sc:.3g}"
+        for pos, sc in (step.gone[layer][h] if step.gone else ()):
+            grey[h][pos], text[h][pos] = 1, f"{w['evicted']}: {sc:.3g}"
+    x = list(range(n))
+    ticks = [f"{i}<br>{tokens[i]}" if tokens and i < len(tokens) else str(i) for i in x]
+    y = [f"{w['head']} {h + 1}" for h in range(heads)]
+    fig = go.Figure()
+    fig.add_trace(go.Heatmap(z=grey, x=x, y=y, colorscale=[[0, COLORS["removed"]], [1, COLORS["removed"]]],
+                             showscale=False, text=text, hovertemplate="%{y}, %{x}: %{text}<extra></extra>",
+                             xgap=1, ygap=1))
+    fig.add_trace(go.Heatmap(z=z, x=x, y=y, colorscale=ATTENTION_SCALE, colorbar=dict(title=w["score"]), text=text,
+                             hovertemplate="%{y}, %{x}: " + w["score"] + " %{text}<extra></extra>", xgap=1, ygap=1))
+    fig.update_layout(xaxis=dict(title=w["position"], tickvals=x if n <= 40 else None,
+                                 ticktext=ticks if n <= 40 else None),
+                      yaxis=dict(autorange="reversed"))
+    return theme.style(fig, w["evict_title"].format(layer=layer + 1, position=step.position), height=height)
+
+
+def drift_figure(steps: Sequence, labels: Mapping | None = None, current: int | None = None,
+                 height: int = 260) -> go.Figure:
+    """KL at every step, the steps where the top-1 token differs marked, the first one named."""
+    w = theme.words(EVICT_LABELS, labels)
+    x = [s.position for s in steps]
+    fig = go.Figure(go.Scatter(x=x, y=[max(s.kl, KL_FLOOR) for s in steps], mode="lines+markers",
+                               line=dict(color=COLORS["prompt"]), name=w["kl"],
+                               hovertemplate="%{x}: KL %{y:.3g}<extra></extra>"))
+    off = [s for s in steps if not s.agree]
+    if off:
+        fig.add_trace(go.Scatter(x=[s.position for s in off], y=[max(s.kl, KL_FLOOR) for s in off], mode="markers",
+                                 marker=dict(color=COLORS["chosen"], size=11, symbol="x"), name=w["first_diff"]))
+        fig.add_vline(x=off[0].position, line=dict(color=COLORS["chosen"], dash="dot"))
+    if current is not None:
+        fig.add_vline(x=current, line=dict(color="#555555", width=1))
+    fig.update_layout(xaxis=dict(title=w["step"]), yaxis=dict(title=w["kl"], type="log", exponentformat="power"),
+                      legend=dict(orientation="h", y=-0.3))
+    return theme.style(fig, w["drift_title"], height=height)
+
+
+def latent_figure(ranks: Sequence[int], full_kv: int, kls: Sequence[float], labels: Mapping | None = None,
+                  height: int = 320) -> go.Figure:
+    """Elements per token and layer against the rank (the latent, the full K and V) and the measured
+    mean KL at each rank (right axis, log)."""
+    w = theme.words(EVICT_LABELS, labels)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=list(ranks), y=list(ranks), mode="lines+markers", name=w["elements"],
+                             line=dict(color=COLORS["prompt"])))
+    fig.add_trace(go.Scatter(x=[min(ranks), max(ranks)], y=[full_kv, full_kv], mode="lines", name=w["full_kv"],
+                             line=dict(color=COLORS["chosen"], dash="dash")))
+    fig.add_trace(go.Scatter(x=list(ranks), y=[max(k, KL_FLOOR) for k in kls], mode="lines+markers", name=w["drift"],
+                             yaxis="y2", line=dict(color=COLORS["processed"])))
+    fig.update_layout(xaxis=dict(title=w["rank"]), yaxis=dict(title=w["elements"], rangemode="tozero"),
+                      yaxis2=dict(overlaying="y", side="right", type="log", exponentformat="power", title="KL"),
+                      legend=dict(orientation="h", y=-0.3))
+    return theme.style(fig, w["latent_title"], height=height)

@@ -99,7 +99,9 @@ class GPTModel:
         idx = torch.tensor([list(token_ids)], dtype=torch.long)               # [1, N]
         trace: list[LayerTrace] = []
         x = self.network.hidden(idx, cache, start_pos, trace=trace)          # [1, N, C]
-        q, k, v, att = (torch.stack([t[i][0] for t in trace]) for i in range(4))  # [L, H, N, ·]
+        q, k, v = (torch.stack([t[i][0] for t in trace]) for i in range(3))  # [L, H, N, ·]
+        width = max(t[3].shape[-1] for t in trace)   # layers of a PyramidKV cache hold different counts:
+        att = torch.stack([F.pad(t[3][0], (0, width - t[3].shape[-1])) for t in trace])  # right-padded with 0
         return PassRecord(positions=list(range(start_pos, start_pos + idx.shape[1])),
                           q=q, k=k, v=v, attention=att, output=x[0], logits=self.network.readout(x[0]))
 

@@ -34,6 +34,14 @@ def variant_name(v: Variant, tr: Tr) -> str:
         return name + (tr("compress.name_residual", r=v.residual) if v.residual else "")
     if v.kind == "gqa":
         return tr("compress.name_gqa", h=v.kv_heads)
+    if v.kind == "h2o":
+        return tr("evict.name_h2o", b=v.budget, r=v.recent)
+    if v.kind in ("snapkv", "pyramid"):
+        return tr("evict.name_" + v.kind, b=v.budget, w=v.obs_window) + (tr("evict.name_held") if v.hold else "")
+    if v.kind == "fp8":
+        return tr("evict.name_fp8_" + str(v.scale))
+    if v.kind == "latent":
+        return tr("evict.name_latent", r=v.rank)
     return tr("compress.name_full")
 
 
@@ -44,7 +52,15 @@ def figure_labels(tr: Tr) -> dict:
             "key", "weight", "channels_title", "channel", "position", "magnitude")
     out = {k: tr("compress.fig_" + k) for k in keys}
     out["kinds"] = {k: tr("compress.kind_" + k) for k in ("full", "window", "quant", "gqa")}
+    out["kinds"].update({k: tr("evict.kind_" + k) for k in ("h2o", "snapkv", "pyramid", "fp8", "latent")})
     return out
+
+
+def evict_labels(tr: Tr) -> dict:
+    """The words of the eviction and latent figures (kvviz.viz.compress.EVICT_LABELS), in ``tr``'s language."""
+    keys = ("evict_title", "head", "position", "score", "evicted", "drift_title", "kl", "step", "first_diff",
+            "latent_title", "rank", "elements", "full_kv", "drift")
+    return {k: tr("evict.fig_" + k) for k in keys}
 
 
 def positions_text(positions: Sequence[int], lang: str) -> str:

@@ -61,7 +61,7 @@ from kvviz.ui.components.picker import LayerHeadPicker
 from kvviz.ui.components.prompts import prompt_tokens
 from kvviz.ui.frames import compress as frames_compress
 from kvviz.ui.frames import translator
-from kvviz.ui.pages import llm  # TODO(lead): the shared model service replaces llm.loaded_model
+from kvviz.ui.pages import compress_evict, llm  # TODO(lead): the shared model service replaces llm.loaded_model
 from kvviz.viz.compress import key_channels_figure, tradeoff_figure
 
 DEFAULT_PROMPT = "Today the weather is so"
@@ -315,9 +315,14 @@ def tradeoff_table(ev: Evaluation) -> pd.DataFrame:
     } for r in ev.results])
 
 
+NEW_KINDS = ("h2o", "snapkv", "pyramid", "fp8", "latent")
+NEW_SETTINGS = ("budget", "recent", "obs_window", "kernel", "hold", "scale", "rank")
+
+
 def tradeoff_csv(ev: Evaluation) -> bytes:
     """Machine-readable (dot decimals, engine names): the CLI's JSON fields, one row per variant."""
     rows = []
+    new_kinds = any(r.variant.kind in NEW_KINDS for r in ev.results)   # older runs keep their columns
     for r in ev.results:
         d = r.as_dict()
         settings = r.variant.settings()
@@ -326,7 +331,9 @@ def tradeoff_csv(ev: Evaluation) -> bytes:
                      **{k: settings.get(k) for k in ("bits", "group_size", "key_axis", "residual", "kv_heads")},
                      "bytes_per_token": d["bytes_per_token"], "kl_mean": d["kl_mean"],
                      "top1_agreement": d["top1_agreement"], "prompts": d["prompts"], "positions": d["positions"],
-                     "new_tokens": ev.new_tokens, "seed": ev.seed})
+                     "new_tokens": ev.new_tokens, "seed": ev.seed,
+                     **({k: settings.get(k) for k in NEW_SETTINGS} if new_kinds else {}),
+                     **({"answer_changed": d.get("answer_changed")} if r.answers else {})})
     buf = io.StringIO()
     pd.DataFrame(rows).to_csv(buf, index=False)
     return buf.getvalue().encode()
@@ -548,6 +555,7 @@ def render() -> None:
         urlstate.int_param("sc_ltokens", DEFAULTS["sc_ltokens"], MIN_TOKENS, LLM_COMPRESS_MAX_TOKENS)
         _key_section(real, int(st.session_state.get("sc_ltokens", DEFAULTS["sc_ltokens"])))
         _tradeoff_llm(real)
+        compress_evict.render(real, "smollm2", show=_show)
         return
     tiny = _tiny()
     model = GPTModel(tiny)
@@ -564,3 +572,4 @@ def render() -> None:
     with st.expander(t("compress.positions_title")):
         st.markdown(t("compress.positions_body", block=model.config.block_size, last=model.config.block_size - 1))
     _tradeoff_tiny()
+    compress_evict.render(model, "gpt", show=_show)

@@ -34,13 +34,12 @@ from kvviz.models.smollm2 import ModelUnavailable, SmolLM2
 from kvviz.speculative import early_exit_generate, prompt_lookup_dict, prompt_lookup_generate
 from kvviz.speculative.measure import SelfSpeedMeasurement, measure_self_speedup
 from kvviz.speculative.records import Speculation
-from kvviz.ui.app import fmt, nav, presenter, urlstate
+from kvviz.ui.app import fmt, models, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.turns import my_turn, server_lock
 from kvviz.ui.components import sequences
 from kvviz.ui.components.charts import chart
 from kvviz.ui.components.progress import outside_the_cache
-from kvviz.ui.pages import llm
 from kvviz.viz.speculative import acceptance_spec, cache_spec, lookup_rounds_spec, self_speedup_spec, verify_spec
 
 CASES = ("repeat", "open")
@@ -71,20 +70,20 @@ def _generate(model: SmolLM2, key: RunKey) -> Speculation:
 def cached_run(key: RunKey) -> Speculation:
     """One self-drafted run (read-only record); one run of the real model at a time per server."""
     with server_lock("speculative_llm_run"):
-        return _generate(llm.loaded_model(), key)
+        return _generate(models.loaded_model(), key)
 
 
 @st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)
 def cached_greedy(ids: tuple[int, ...], new: int) -> tuple[int, ...]:
     """Plain cached greedy decoding of the same prompt: the exactness check."""
     with server_lock("speculative_llm_run"):
-        return tuple(generate_cached(llm.loaded_model(), list(ids), new, keep_logits=False).tokens)
+        return tuple(generate_cached(models.loaded_model(), list(ids), new, keep_logits=False).tokens)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)       # kept for the server's lifetime
 def _measurement(ids: tuple[tuple[str, tuple[int, ...]], ...], new: int, k: int, n: int, ee_k: int, exit_layer: int,
                  runs: int, _progress=None) -> SelfSpeedMeasurement:
-    return measure_self_speedup(llm.loaded_model(), ids, new_tokens=new, lookup_tokens=k, max_ngram=n,
+    return measure_self_speedup(models.loaded_model(), ids, new_tokens=new, lookup_tokens=k, max_ngram=n,
                                 exit_layer=exit_layer, draft_tokens=ee_k, runs=runs, progress=_progress)
 
 
@@ -383,7 +382,7 @@ def render(method: str, draft_choice: Callable[[], object]) -> None:
     """The real model's view of the page, for ``method`` "prompt-lookup" or "early-exit";
     ``draft_choice`` draws the page's choice of model and draft (with the settings)."""
     try:
-        model = llm.loaded_model()
+        model = models.loaded_model()
     except ModelUnavailable as e:
         presenter.intro(t("specllm.intro_short"))
         draft_choice()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from kvviz import cost
+from kvviz.cost.hybrid import hybrid_cache_bytes
 from kvviz.decoding.loops import next_token_probs
 from kvviz.decoding.stepper import Event, Run
 from kvviz.decoding.trace import cache_shapes
@@ -42,6 +43,7 @@ from kvviz.viz.theme import plain
 # mantissa, and logits of ≈ 20 then differ by up to ≈ 0.7 (measured on the default run)
 CHECK_TOL = {"float32": 1e-4, "bfloat16": 1.0}
 COST_DTYPE = {"float32": "fp32", "bfloat16": "bf16"}
+BYTES = {"float32": 4, "bfloat16": 2}
 PRESENT_TOP_K = 5
 POSITION_TICKS = 14         # the newest query's map: keys labelled by position (the token strip names them)
 
@@ -153,7 +155,10 @@ def growth_blocks(ev: Event, model, layer: int, tr: Tr) -> list[dict]:
     cfg = model.cost_config
     per_token = cost.cache_bytes_per_token(cfg, dtype)
     mha = cost.memory_report(cfg, max(1, ev.cache_len), 1, dtype).mha_total // max(1, ev.cache_len)
-    measured, formula = ev.cache.nbytes(), per_token * ev.cache_len
+    # a hybrid cache (sliding layers hold window − 1 rows) by its own formula; all-global: per_token · T
+    lay = model.layout[0]
+    measured = ev.cache.nbytes()
+    formula = hybrid_cache_bytes(model.windows, lay.n_kv_heads, lay.head_dim, BYTES[model.dtype_name], ev.cache_len)
     shapes = cache_shapes(ev.cache)
     rows = [[r["layer"], r["K shape"], r["V shape"], fmt.integer(r["bytes (K + V)"], lang=lang)]
             for _, r in shapes.iterrows()]
@@ -169,7 +174,7 @@ def growth_blocks(ev: Event, model, layer: int, tr: Tr) -> list[dict]:
 
 def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
     """``model``: the run's SmolLM2 (any HFCausalLM); ``layer``, ``head``: 0-based, the view shown."""
-    pl = Payload(tr, ratio=(3, 2), csv="smollm2")
+    pl = Payload(tr, ratio=(3, 2), csv=model.name)
     pl.set_pick(model.n_layers, model.n_heads, (layer, head),
                 [[tr("llm.model_view_cell", layer=r + 1, head=c + 1) for c in range(model.n_heads)]
                  for r in range(model.n_layers)], tr("llm.model_view_grid"), tr("llm.model_view_fold"))

@@ -59,8 +59,11 @@ def _model(name: str, dtype: str) -> RealLM:
 @st.cache_resource(show_spinner=False)
 def _runs(name: str = models.DEFAULT_REAL) -> RunStore:
     """This server's finished runs of one model (read-only records, the last MAX_RUNS) and the lock
-    that lets one generation of it run at a time: a real model takes both cores."""
-    return RunStore(MAX_RUNS)
+    that lets one generation of it run at a time: a real model takes both cores (the service's
+    lock of the model, kvviz/ui/app/models.py, which any page that runs the model can take)."""
+    store = RunStore(MAX_RUNS)
+    store.running = models.generation_lock(name)
+    return store
 
 
 def _generate(key: RunKey) -> Run:

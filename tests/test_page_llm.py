@@ -234,7 +234,8 @@ def test_a_hybrid_models_cache_per_layer_is_the_engines(host_gemma):
     at = open_page(PAGE, {"llm_model": host_gemma, "llm_new": "3"})
     no_exception(at)
     assert at.session_state["llm_model"] == host_gemma
-    assert next(c for c in at.get("segmented_control") if c.key == "llm_mode").proto.disabled
+    mode = next(c for c in at.get("segmented_control") if c.key == "llm_mode_base")
+    assert mode.proto.disabled and mode.value == "plain"          # a base model: plain text only
     model = models.real_model(host_gemma)
     key = (tuple(model.prompt(llm.DEFAULT_MESSAGE, chat=False)), 3, *llm._default_key(model)[2:])
     run = llm._runs(host_gemma).get(key)
@@ -268,6 +269,8 @@ def test_gemma3_says_which_weights_and_reads_one_kv_head_with_four_query_heads(g
     assert any("Q4_K_M" in c.value and "Gemma Terms of Use" in c.value and "1,072,392,704 bytes" in c.value
                for c in at.caption)
     assert stepper(at)["payload"]["pick"]["cols"] == 4
+    chips = [c[1] for c in frame(at, 2)["top"][0]["strip"]["chips"]]
+    assert chips[0] == "<bos>" and not any("\n" in c for c in chips)       # line breaks shown as ⏎, not raw
     body = " ".join(m.value for m in at.markdown)
     assert "**15 are sliding-window layers** (window 512)" in body and "(layer 6, 12, 18)" in body
     assert "(tied to the output head) is 671 MB" in body     # the 262,144 × 640 embedding in float32

@@ -54,8 +54,17 @@ def shown_text(text: str) -> str:
     return literal(text.replace("\r", "").replace("\n", "⏎").strip()) or "⏎"
 
 
+_CONTROL = str.maketrans({"\n": "⏎", "\r": "␍", "\t": "⇥"})
+
+
+def visible(tok: str) -> str:
+    """A token as it can be seen: line breaks and tabs as signs (Gemma's tokenizer keeps them as
+    characters, where SmolLM2's byte-level one writes Ċ); empty or other tokens unchanged."""
+    return tok.translate(_CONTROL)
+
+
 def key_labels(tokens: list[str], n: int) -> list[str]:
-    return [f"{i}:{plain(tok)}" for i, tok in enumerate(tokens[:n])]
+    return [f"{i}:{plain(visible(tok))}" for i, tok in enumerate(tokens[:n])]
 
 
 def sentences(ev: Event, run: Run, model, tr: Tr) -> tuple[str, str | None]:
@@ -67,12 +76,12 @@ def sentences(ev: Event, run: Run, model, tr: Tr) -> tuple[str, str | None]:
     if ev.phase == "choose":
         p = next_token_probs(ev.logits)[ev.choice.index]
         answer = model.decode(ev.sequence[len(run.prompt):])
-        did = tr("llm.did_choose", tok=literal(ev.chosen), id=model.vocab.index(ev.chosen),
+        did = tr("llm.did_choose", tok=literal(visible(ev.chosen)), id=model.vocab.index(ev.chosen),
                  p=fmt.fixed(p, 3, lang=lang_of(tr)), text=shown_text(answer))
         if ev.chosen in model.end_tokens:
-            return did, tr("llm.ended", tok=literal(ev.chosen))
-        return did, tr("llm.not_yet_choose", tok=literal(ev.chosen), n=ev.cache_len, pos=ev.positions[0])
-    return (tr("llm.did_decode", tok=literal(ev.tokens[0]), pos=ev.positions[0], n=ev.cache_len, kv=kv, hs=hs,
+            return did, tr("llm.ended", tok=literal(visible(ev.chosen)))
+        return did, tr("llm.not_yet_choose", tok=literal(visible(ev.chosen)), n=ev.cache_len, pos=ev.positions[0])
+    return (tr("llm.did_decode", tok=literal(visible(ev.tokens[0])), pos=ev.positions[0], n=ev.cache_len, kv=kv, hs=hs,
                heads=heads, per=heads // kv), tr("llm.not_yet_decode"))
 
 
@@ -88,7 +97,7 @@ def attention_blocks(pl: Payload, ev: Event, src: Event, model, layer: int, head
     phase = tr("llm.phase_" + src.phase)
     out = []
     if len(src.positions) > 1:
-        queries = [f"{p}:{plain(src.sequence[p])}" for p in src.positions]
+        queries = [f"{p}:{plain(visible(src.sequence[p]))}" for p in src.positions]
         fig = attention_heatmap_spec(att[head], queries, keys, tr("llm.attention_title", phase=phase, layer=layer + 1,
                                                                    head=head + 1, kv=model.kv_group(head) + 1),
                                      words=figure_words(tr), row_px=45 if len(queries) <= 8 else 20)
@@ -127,7 +136,7 @@ def model_view_blocks(pl: Payload, src: Event, model, layer: int, head: int, tr:
 
 def model_view_note(src: Event, model, tr: Tr) -> dict:
     return note_block(tr("llm.model_view_note", layers=model.n_layers, heads=model.n_heads,
-                         token=literal(src.sequence[0])), explain=True)
+                         token=literal(visible(src.sequence[0]))), explain=True)
 
 
 def probs_blocks(pl: Payload, ev: Event, nxt: Event | None, shown_vocab: list[str], tr: Tr) -> list[dict]:
@@ -143,7 +152,8 @@ def probs_blocks(pl: Payload, ev: Event, nxt: Event | None, shown_vocab: list[st
         out.append(note_block(tr("llm.probs_sampled", kept=len(choice.kept),
                                  p=fmt.fixed(choice.probs[choice.index], 3, lang=pl.lang))))
     if ev.pending:
-        out.append(html_block(tr("llm.pending", tok=literal(ev.pending), pos=len(ev.sequence) - 1), explain=True))
+        out.append(html_block(tr("llm.pending", tok=literal(visible(ev.pending)), pos=len(ev.sequence) - 1),
+                              explain=True))
     return out
 
 
@@ -178,7 +188,7 @@ def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
     pl.set_pick(model.n_layers, model.n_heads, (layer, head),
                 [[tr("llm.model_view_cell", layer=r + 1, head=c + 1) for c in range(model.n_heads)]
                  for r in range(model.n_layers)], tr("llm.model_view_grid"), tr("llm.model_view_fold"))
-    shown_vocab = [plain(t) for t in model.vocab]                      # chart labels, literally
+    shown_vocab = [plain(visible(t)) for t in model.vocab]                      # chart labels, literally
     labels = [f"K/V {g + 1}" for g in range(model.n_kv_heads)]
     mine = labels[model.kv_group(head)]
     present = ["position", "token", f"k ({mine})", f"v ({mine})", "phase"]
@@ -196,7 +206,8 @@ def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
         m = counters(ev, tr, tol=tol)
         m["notes"] = [html_block(tr("llm.check_note_" + model.dtype_name, tol=fmt.sci(tol, 0, lang=pl.lang)))["html"]]
         pl.add(tr("llm.event_heading", i=ev.index, last=last, phase=tr("llm.phase_" + ev.phase)),
-               top=[strip_block(ev.sequence, len(run.prompt), ev.cache_len), lines_block(did, todo)],
+               top=[strip_block([visible(x) for x in ev.sequence], len(run.prompt), ev.cache_len),
+                    lines_block(did, todo)],
                main=main, side=side, metrics=m,
                table=cache_frame_table(pl, ev, tr, labels, layer, present_cols=present),
                more=[note_block(tr("llm.cache_table_note", layer=layer + 1, kv=model.n_kv_heads, hs=model.head_dim),

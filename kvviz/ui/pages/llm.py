@@ -135,11 +135,14 @@ def _inputs(model: RealLM) -> tuple[RunKey, tuple[int, int] | None, bool] | None
     cap = model.limits.max_new_tokens
     urlstate.int_param("llm_new", DEFAULT_NEW, 1, cap)
     c = st.columns([1.8, 3, 1, 1.4], vertical_alignment="bottom")
-    mode = c[0].segmented_control(t("llm.mode"), MODES, required=True, format_func=lambda m: t(f"llm.mode_{m}"),
-                                  key="llm_mode", on_change=urlstate.sync, args=("llm_mode", DEFAULT_MODE),
-                                  help=t("llm.mode_help") if has_chat else t("hybrid.no_chat"), width="stretch",
-                                  disabled=not has_chat)
-    mode = mode if has_chat else "plain"
+    if has_chat:
+        mode = c[0].segmented_control(t("llm.mode"), MODES, required=True, format_func=lambda m: t(f"llm.mode_{m}"),
+                                      key="llm_mode", on_change=urlstate.sync, args=("llm_mode", DEFAULT_MODE),
+                                      help=t("llm.mode_help"), width="stretch")
+    else:                       # a base model: plain text, shown as chosen (the address's llm_mode is kept)
+        mode = c[0].segmented_control(t("llm.mode"), MODES, default="plain", format_func=lambda m: t(f"llm.mode_{m}"),
+                                      key="llm_mode_base", help=t("hybrid.no_chat"), width="stretch", disabled=True)
+        mode = "plain"
     text = c[1].text_input(t("llm.prompt_" + mode), value=DEFAULT_MESSAGE, key="llm_prompt", bind="query-params",
                            max_chars=model.limits.max_prompt_chars,
                            help=t("llm.prompt_help", cap=model.limits.max_prompt_tokens))
@@ -194,7 +197,8 @@ def _token_view(tokens: tuple[str, ...], span: tuple[int, int] | None, model: Re
     chips = "".join(
         f"<span role='listitem' class='kv-tok kv-tok-{part}' "
         f"title='{html.escape(t('llm.tok_title', i=i, id=j), quote=True)}'>"
-        f"{html.escape(tok)}<small>{j}</small></span>" for i, (tok, j, part) in enumerate(zip(tokens, ids, parts)))
+        f"{html.escape(frames_llm.visible(tok))}<small>{j}</small></span>"
+        for i, (tok, j, part) in enumerate(zip(tokens, ids, parts)))
     legend = "".join(f"<span class='kv-tok kv-tok-{p}'>{html.escape(t('llm.part_' + p))}</span>"
                      for p in (("marker", "system", "user", "assistant") if span else ("text",)))
     answer = f"<span role='listitem' class='kv-tok kv-tok-answer'>{html.escape(t('llm.answer_starts'))}</span>"

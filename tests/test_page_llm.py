@@ -245,6 +245,8 @@ def test_a_hybrid_models_cache_per_layer_is_the_engines(host_gemma):
     assert T > 8                                             # longer than the window
     table = llm.cache_table(run, model)
     assert list(table["kind"]) == ["sliding"] * 3 + ["global"]
+    assert table["window"].isna().tolist() == [False] * 3 + [True] and table["window"][0] == 8
+    assert not any("within the window" in i.value for i in at.info)     # longer than the window: lines part
     assert list(table["rows held"]) == [7, 7, 7, T] == [0 if k is None else k.shape[-2] for k in last.keys]
     assert int(table["bytes (K + V)"].sum()) == last.nbytes() == hybrid_cache_bytes(model.windows, 1, 16, 4, T)
     body = " ".join(m.value for m in at.markdown)
@@ -273,4 +275,5 @@ def test_gemma3_says_which_weights_and_reads_one_kv_head_with_four_query_heads(g
     assert chips[0] == "<bos>" and not any("\n" in c for c in chips)       # line breaks shown as ⏎, not raw
     body = " ".join(m.value for m in at.markdown)
     assert "**15 are sliding-window layers** (window 512)" in body and "(layer 6, 12, 18)" in body
+    assert any("within the window" in i.value for i in at.info)         # a short text: nothing evicted yet
     assert "(tied to the output head) is 671 MB" in body     # the 262,144 × 640 embedding in float32

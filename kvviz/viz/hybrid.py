@@ -14,6 +14,11 @@ WORDS = {"x": "positions processed", "y": "rows held", "global": "global layers"
          "bytes": "bytes"}
 
 
+def _positions_axis(title: str) -> dict:
+    """Positions from 0, whole numbers only (a short run's axis would otherwise tick at 8.5)."""
+    return {"title": {"text": title}, "tickfont": dict(theme.FONT), "rangemode": "tozero", "tickformat": ",d"}
+
+
 def cache_lengths_spec(positions: Sequence[int], lengths: Sequence[Sequence[int]], windows: Sequence[int | None],
                        title: str, words: Mapping[str, str] | None = None) -> dict:
     """One line per layer: the rows its cache holds after each event (``lengths[event][layer]``)
@@ -31,7 +36,7 @@ def cache_lengths_spec(positions: Sequence[int], lengths: Sequence[Sequence[int]
                      "hovertemplate": f"{w['layer']} {i + 1} ({w[kind]}): %{{y}} / %{{x}}<extra></extra>"})
         named.add(kind)
     layout = theme.layout(title, 380, legend=dict(theme.LEGEND_ABOVE), top=80,
-                          xaxis={"title": {"text": w["x"]}, "tickfont": dict(theme.FONT)},
+                          xaxis=_positions_axis(w["x"]),
                           yaxis={"title": {"text": w["y"]}, "tickfont": dict(theme.FONT), "rangemode": "tozero"})
     return {"data": data, "layout": layout}
 
@@ -54,7 +59,7 @@ def cache_bytes_spec(positions: Sequence[int], measured: Sequence[int], formula:
          "hovertemplate": f"{w['measured']}: %{{y:,}} B<extra></extra>"},
     ]
     layout = theme.layout(title, 380, legend=dict(theme.LEGEND_ABOVE), top=80,
-                          xaxis={"title": {"text": w["x"]}, "tickfont": dict(theme.FONT)},
+                          xaxis=_positions_axis(w["x"]),
                           yaxis={"title": {"text": w["bytes"]}, "tickfont": dict(theme.FONT), "rangemode": "tozero"})
     return {"data": data, "layout": layout}
 

@@ -326,9 +326,11 @@ def cache_table(run: Run, model: RealLM) -> pd.DataFrame:
     for i, (lay, k, v) in enumerate(zip(model.layout, last.keys, last.values)):
         held = 0 if k is None else int(k.shape[-2])
         nbytes = sum(0 if x is None else x.numel() * x.element_size() for x in (k, v))
-        rows.append({"layer": i + 1, "kind": "sliding" if lay.window else "global", "window": lay.window or 0,
+        rows.append({"layer": i + 1, "kind": "sliding" if lay.window else "global", "window": lay.window,
                      "positions": T, "rows held": held, "bytes (K + V)": nbytes})
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    table["window"] = table["window"].astype("Int64")          # a global layer has none (empty in the CSV)
+    return table
 
 
 def _hybrid(run: Run, model: RealLM) -> None:
@@ -352,6 +354,8 @@ def _hybrid(run: Run, model: RealLM) -> None:
     words = {"x": t("hybrid.x"), "y": t("hybrid.y"), "global": t("hybrid.global"), "sliding": t("hybrid.sliding"),
              "layer": t("llm.col_layer"), "measured": t("hybrid.measured"), "formula": t("hybrid.formula"),
              "all_global": t("hybrid.all_global"), "bytes": t("hybrid.bytes")}
+    if T[-1] <= window - 1:                 # nothing evicted yet: every layer holds every position
+        st.info(t("hybrid.short", T=T[-1], held=window - 1), icon=":material/straighten:")
     chart(cache_lengths(T, lengths, windows, t("hybrid.lengths_title"), words), t("hybrid.lengths_alt"),
           key="llm_hybrid_lengths")
     ok = all(m == f for m, f in zip(measured, formula))
@@ -366,6 +370,7 @@ def _hybrid(run: Run, model: RealLM) -> None:
                                   "window": t("hybrid.col_window"), "positions": t("hybrid.col_positions"),
                                   "rows held": t("hybrid.col_held"), "bytes (K + V)": t("llm.col_bytes")})
     shown[t("hybrid.col_kind")] = [t("hybrid.kind_" + k) for k in table["kind"]]
+    shown[t("hybrid.col_window")] = ["—" if pd.isna(w) else fmt.integer(int(w)) for w in table["window"]]
     st.dataframe(shown, hide_index=True, width="stretch")
     st.download_button(t("hybrid.csv"), table.to_csv(index=False).encode(), f"kvviz-{model.SPEC.name}-cache.csv",
                        "text/csv", icon=":material/download:", key="llm_hybrid_csv")

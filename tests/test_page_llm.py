@@ -231,13 +231,14 @@ def test_a_hybrid_models_cache_per_layer_is_the_engines(host_gemma):
     from kvviz.cost.hybrid import hybrid_cache_bytes
     from kvviz.ui.app import models
     from kvviz.ui.pages import llm
-    at = open_page(PAGE, {"llm_model": host_gemma, "llm_new": "3"})
+    text = "Today the weather is so nice that we walk in the park. It is rainy"     # longer than the window
+    at = open_page(PAGE, {"llm_model": host_gemma, "llm_new": "3", "llm_prompt": text})
     no_exception(at)
     assert at.session_state["llm_model"] == host_gemma
     mode = next(c for c in at.get("segmented_control") if c.key == "llm_mode_base")
     assert mode.proto.disabled and mode.value == "plain"          # a base model: plain text only
     model = models.real_model(host_gemma)
-    key = (tuple(model.prompt(llm.DEFAULT_MESSAGE, chat=False)), 3, *llm._default_key(model)[2:])
+    key = (tuple(model.prompt(text, chat=False)), 3, *llm._default_key(model)[2:])
     run = llm._runs(host_gemma).get(key)
     assert run is not None                                   # the page's run, from the store
     last = run.events[-1].cache
@@ -255,6 +256,12 @@ def test_a_hybrid_models_cache_per_layer_is_the_engines(host_gemma):
     assert any(h.value.startswith("A hybrid cache") for h in at.header)
     csv = next(b for b in at.get("download_button") if "Cache per layer" in b.proto.label)
     assert csv is not None
+    # the band a sliding layer still sees: blank before it, and the model's weights there are 0
+    n = len(run.prompt)
+    z = figs(at, 0, "Attention, prefill pass: layer 1, head 1")[0]["data"][0]["z"]
+    assert [c is None for c in z[-1]] == [True] * (n - 8) + [False] * 8
+    assert float(run.events[0].record.attention[0, :, -1, :n - 8].abs().max()) == 0.0
+    assert "The newest query cannot see the first" in frame_text(frame(at, 0))
     lengths = next(f for f in _charts(at) if f["layout"]["title"]["text"].startswith("Rows each layer"))
     assert [d["y"][-1] for d in lengths["data"]] == [7, 7, 7, T]
 

@@ -85,6 +85,15 @@ def sentences(ev: Event, run: Run, model, tr: Tr) -> tuple[str, str | None]:
                heads=heads, per=heads // kv), tr("llm.not_yet_decode"))
 
 
+def visible_keys(positions: list[int], T: int, window: int | None) -> torch.Tensor:
+    """[N, T] which keys each query position may read: the causal triangle, and on a sliding-window
+    layer only the last ``window`` positions (the band; what lies before it is blank)."""
+    q = torch.tensor(positions).unsqueeze(-1)                          # [N, 1]
+    k = torch.arange(T).unsqueeze(0)                                   # [1, T]
+    ok = k <= q
+    return ok & (q - k < window) if window is not None else ok
+
+
 def attention_blocks(pl: Payload, ev: Event, src: Event, model, layer: int, head: int, tr: Tr) -> list[dict]:
     """The chosen layer's queries of the newest position grouped by the K/V head they read (GQA),
     the chosen head outlined; for the prefill first the chosen head's whole map (queries × keys). A
@@ -95,18 +104,21 @@ def attention_blocks(pl: Payload, ev: Event, src: Event, model, layer: int, head
     T = att.shape[-1]
     keys = key_labels(src.sequence, T)
     phase = tr("llm.phase_" + src.phase)
+    window = model.layout[layer].window                                 # None: a global layer
     out = []
     if len(src.positions) > 1:
         queries = [f"{p}:{plain(visible(src.sequence[p]))}" for p in src.positions]
         fig = attention_heatmap_spec(att[head], queries, keys, tr("llm.attention_title", phase=phase, layer=layer + 1,
                                                                    head=head + 1, kv=model.kv_group(head) + 1),
+                                     allowed=None if window is None else visible_keys(src.positions, T, window),
                                      words=figure_words(tr), row_px=45 if len(queries) <= 8 else 20)
         out.append(pl.fig(fig, tr("llm.attention_alt"), explain=True))
     rows = [tr("llm.gqa_row", q=h + 1, kv=model.kv_group(h) + 1) for h in range(model.n_heads)]
     newest = att[:, -1, :]                                              # [H, T]: what the newest query reads
     gqa = attention_heatmap_spec(newest, rows, keys, tr("llm.gqa_title", layer=layer + 1, pos=src.positions[-1],
                                                          heads=model.n_heads, head=head + 1),
-                                 allowed=torch.ones_like(newest, dtype=torch.bool), words=figure_words(tr), row_px=28,
+                                 allowed=visible_keys([src.positions[-1]] * model.n_heads, T, window),
+                                 words=figure_words(tr), row_px=28,
                                  outline_row=head, position_ticks=POSITION_TICKS)
     out.append(pl.fig(gqa, tr("llm.gqa_alt")))
     return out
@@ -120,6 +132,10 @@ def attention_notes(ev: Event, src: Event, model, layer: int, tr: Tr) -> list[di
     per = model.n_heads // model.n_kv_heads
     out = [note_block(tr("llm.gqa_note", heads=model.n_heads, kv=model.n_kv_heads, per=per, layer=layer + 1, T=T,
                          hs=model.head_dim), explain=True)]
+    window = model.layout[layer].window
+    if window is not None:
+        out.append(note_block(tr("hybrid.band_note", layer=layer + 1, window=window, T=T,
+                                 hidden=max(0, src.positions[-1] - window + 1)), explain=True))
     if src is not ev:
         out.append(note_block(tr("stepper.no_attention", i=src.index), explain=True))
     return out

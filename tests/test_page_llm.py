@@ -156,7 +156,7 @@ def _get_run_app():
     import streamlit as st
 
     from kvviz.ui.pages import llm
-    st.markdown(llm.get_run((("x",), 1, (0.0, None, None), 0, "float32")))
+    st.markdown(llm.get_run((("x",), 1, (0.0, None, None), 0, "float32", "smollm2")))
 
 
 def test_one_generation_at_a_time_the_others_wait_then_read_the_store(monkeypatch):
@@ -170,7 +170,7 @@ def test_one_generation_at_a_time_the_others_wait_then_read_the_store(monkeypatc
     calls = []
     monkeypatch.setattr(llm, "_generate", lambda key: calls.append(key) or "the run")
     store = RunStore(llm.MAX_RUNS)                   # this test's own store: the server's keeps its runs
-    monkeypatch.setattr(llm, "_runs", lambda: store)
+    monkeypatch.setattr(llm, "_runs", lambda name: store)
     store.running.acquire()                          # another visitor's generation is running
     at = AppTest.from_function(_get_run_app, default_timeout=30)
     t0 = time.perf_counter()                         # (before the timer starts: the wait is measured from here)
@@ -180,3 +180,107 @@ def test_one_generation_at_a_time_the_others_wait_then_read_the_store(monkeypatc
     assert time.perf_counter() - t0 >= 1.0 and at.markdown[-1].value == "the run" and len(calls) == 1
     at.run()                                         # the next visit: from the store, nothing generated
     assert at.markdown[-1].value == "the run" and len(calls) == 1
+
+
+# ---- every real model the server loads (kvviz/ui/app/models.py), the hybrid cache ----------------------
+
+def test_the_host_chooses_which_real_models_the_server_loads(tmp_path):
+    from kvviz.ui.app import models
+    assert models.enabled({}, tmp_path)[:2] == ["smollm2", "gemma3"]                # unset: every real model
+    assert models.enabled({models.ENV_REAL: " gemma3 ,nope"}, tmp_path) == ["gemma3"]  # unknown names left out
+    (tmp_path / ".streamlit").mkdir()
+    (tmp_path / ".streamlit" / "secrets.toml").write_text('KVVIZ_REAL_MODELS = "smollm2"\n')
+    assert models.enabled({}, tmp_path) == ["smollm2"]
+
+
+def test_a_bad_model_in_the_address_falls_back_to_smollm2_with_a_notice():
+    at = open_page(PAGE, {"llm_model": "<b>gpt5</b>", "llm_new": "2"})
+    no_exception(at)
+    assert any("llm_model" in w.value and "<b>gpt5</b>" in w.value and "smollm2" in w.value for w in at.warning)
+    assert stepper(at) is not None and at.title[0].value == "A real LLM: SmolLM2, token by token"
+
+
+def test_a_model_the_host_left_out_is_not_offered(monkeypatch):
+    monkeypatch.setenv("KVVIZ_REAL_MODELS", "smollm2")
+    at = open_page(PAGE, {"llm_model": "gemma3", "llm_new": "2"})
+    no_exception(at)
+    assert any("“gemma3”" in w.value for w in at.warning) and stepper(at) is not None
+
+
+@pytest.fixture(scope="module")
+def tiny_gemma(tmp_path_factory):
+    """A tiny random Gemma 3 (3 sliding layers of window 8, 1 global; tests/tiny_models.py) saved to a
+    folder, as a host would name it."""
+    from tests import tiny_models
+    return str(tiny_models.save("gemma3", tmp_path_factory.mktemp("host") / "gemma3"))
+
+
+@pytest.fixture
+def host_gemma(tiny_gemma, monkeypatch):
+    from kvviz.models import registry
+    monkeypatch.setitem(registry.MODELS, tiny_gemma, registry.host_models([tiny_gemma])[tiny_gemma])
+    monkeypatch.setattr(registry, "REAL_MODELS", registry.REAL_MODELS)       # restored after the test
+    registry.REAL_MODELS.append(tiny_gemma)
+    yield tiny_gemma
+    registry.REAL_MODELS.remove(tiny_gemma)
+
+
+def test_a_hybrid_models_cache_per_layer_is_the_engines(host_gemma):
+    """Sliding layers flat at window − 1 while the global layer grows; the bytes line and table are
+    the run's own snapshot and the formula's; plain text only (a base model)."""
+    from kvviz.cost.hybrid import hybrid_cache_bytes
+    from kvviz.ui.app import models
+    from kvviz.ui.pages import llm
+    text = "Today the weather is so nice that we walk in the park. It is rainy"     # longer than the window
+    at = open_page(PAGE, {"llm_model": host_gemma, "llm_new": "3", "llm_prompt": text})
+    no_exception(at)
+    assert at.session_state["llm_model"] == host_gemma
+    mode = next(c for c in at.get("segmented_control") if c.key == "llm_mode_base")
+    assert mode.proto.disabled and mode.value == "plain"          # a base model: plain text only
+    model = models.real_model(host_gemma)
+    key = (tuple(model.prompt(text, chat=False)), 3, *llm._default_key(model)[2:])
+    run = llm._runs(host_gemma).get(key)
+    assert run is not None                                   # the page's run, from the store
+    last = run.events[-1].cache
+    T = last.seq_length
+    assert T > 8                                             # longer than the window
+    table = llm.cache_table(run, model)
+    assert list(table["kind"]) == ["sliding"] * 3 + ["global"]
+    assert table["window"].isna().tolist() == [False] * 3 + [True] and table["window"][0] == 8
+    assert not any("within the window" in i.value for i in at.info)     # longer than the window: lines part
+    assert list(table["rows held"]) == [7, 7, 7, T] == [0 if k is None else k.shape[-2] for k in last.keys]
+    assert int(table["bytes (K + V)"].sum()) == last.nbytes() == hybrid_cache_bytes(model.windows, 1, 16, 4, T)
+    body = " ".join(m.value for m in at.markdown)
+    assert f"**{last.nbytes():,} bytes**" in body and f"gives {last.nbytes():,} ✓" in body
+    assert f"every layer been global: {hybrid_cache_bytes([None] * 4, 1, 16, 4, T):,} bytes" in body
+    assert any(h.value.startswith("A hybrid cache") for h in at.header)
+    csv = next(b for b in at.get("download_button") if "Cache per layer" in b.proto.label)
+    assert csv is not None
+    # the band a sliding layer still sees: blank before it, and the model's weights there are 0
+    n = len(run.prompt)
+    z = figs(at, 0, "Attention, prefill pass: layer 1, head 1")[0]["data"][0]["z"]
+    assert [c is None for c in z[-1]] == [True] * (n - 8) + [False] * 8
+    assert float(run.events[0].record.attention[0, :, -1, :n - 8].abs().max()) == 0.0
+    assert "The newest query cannot see the first" in frame_text(frame(at, 0))
+    lengths = next(f for f in _charts(at) if f["layout"]["title"]["text"].startswith("Rows each layer"))
+    assert [d["y"][-1] for d in lengths["data"]] == [7, 7, 7, T]
+
+
+def _charts(at) -> list[dict]:
+    from tests.conftest import plotly_specs
+    return plotly_specs(at)
+
+
+def test_gemma3_says_which_weights_and_reads_one_kv_head_with_four_query_heads(gemma3):
+    at = open_page(PAGE, {"llm_model": "gemma3", "llm_new": "2"})
+    no_exception(at)
+    assert at.title[0].value == "A real LLM: Gemma 3 270M, token by token"
+    assert any("Q4_K_M" in c.value and "Gemma Terms of Use" in c.value and "1,072,392,704 bytes" in c.value
+               for c in at.caption)
+    assert stepper(at)["payload"]["pick"]["cols"] == 4
+    chips = [c[1] for c in frame(at, 2)["top"][0]["strip"]["chips"]]
+    assert chips[0] == "<bos>" and not any("\n" in c for c in chips)       # line breaks shown as ⏎, not raw
+    body = " ".join(m.value for m in at.markdown)
+    assert "**15 are sliding-window layers** (window 512)" in body and "(layer 6, 12, 18)" in body
+    assert any("within the window" in i.value for i in at.info)         # a short text: nothing evicted yet
+    assert "(tied to the output head) is 671 MB" in body     # the 262,144 × 640 embedding in float32

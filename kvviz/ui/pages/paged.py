@@ -31,7 +31,7 @@ from kvviz.limits import (
     SMOLLM2_SERVE_MAX_REQUESTS,
     LimitError,
 )
-from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
+from kvviz.models.gpt import GPTModel
 from kvviz.serving import (
     POLICIES,
     ForkRun,
@@ -50,6 +50,7 @@ from kvviz.serving import (
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.links import deep_link
+from kvviz.ui.app.models import tiny as _tiny  # the server's one tiny GPT (read-only)
 from kvviz.ui.app.pages import script
 from kvviz.ui.app.turns import RunStore
 from kvviz.ui.components import step_view
@@ -103,10 +104,6 @@ class Settings:
 
 
 # ---- shared, read-only runs ------------------------------------------------------------------------
-
-@st.cache_resource(show_spinner=False)
-def _tiny() -> TinyGPT:
-    return load_tiny_gpt()
 
 
 def _model() -> GPTModel:
@@ -412,7 +409,7 @@ def _llm_store() -> RunStore:
 
 
 def _llm_model():
-    from kvviz.ui.pages.llm import loaded_model  # the Real LLM page's one loaded SmolLM2
+    from kvviz.ui.app.models import loaded_model  # the server's one loaded SmolLM2
     return loaded_model()
 
 

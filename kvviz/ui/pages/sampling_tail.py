@@ -11,10 +11,10 @@ from kvviz.limits import TAIL_DRAWS, TAIL_MAX_K, LimitError
 from kvviz.models.smollm2 import ModelUnavailable
 from kvviz.ui.app import fmt, presenter, urlstate
 from kvviz.ui.app.i18n import t
-from kvviz.ui.components.charts import chart
 
 # the one import of the UI's model loader here (being moved to kvviz/ui/app/models.py: switch it here)
-from kvviz.ui.pages.llm import loaded_model
+from kvviz.ui.app.models import loaded_model
+from kvviz.ui.components.charts import chart
 from kvviz.viz.tail import cumulative_chart
 
 CONTEXTS = {"sure": "The capital of France is", "open": "Once upon a time, there was a"}

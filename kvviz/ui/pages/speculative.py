@@ -52,7 +52,7 @@ from kvviz.speculative import (
 )
 from kvviz.speculative.decoding import speculative_generate
 from kvviz.speculative.records import Speculation
-from kvviz.ui.app import fmt, nav, presenter, urlstate
+from kvviz.ui.app import fmt, models, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.turns import server_lock
 from kvviz.ui.components import sequences, step_view
@@ -62,7 +62,7 @@ from kvviz.ui.components.prompts import prompt_tokens
 from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
 from kvviz.ui.frames import speculative as frames_speculative
 from kvviz.ui.frames import translator
-from kvviz.ui.pages import llm, speculative_speed  # TODO(lead): the shared model service replaces llm.loaded_model
+from kvviz.ui.pages import speculative_speed
 from kvviz.viz.speculative import acceptance_spec, speedup_figure
 
 DRAFTS = ("model", "prompt-lookup", "early-exit")     # the tiny GPT's draft model, or SmolLM2 drafting itself
@@ -150,20 +150,20 @@ def _generate(model: SmolLM2, key: RunKey) -> Speculation:
 def self_drafted_run(key: RunKey) -> Speculation:
     """One self-drafted run (read-only record); one run of the real model at a time per server."""
     with server_lock("speculative_self_run"):
-        return _generate(llm.loaded_model(), key)
+        return _generate(models.loaded_model(), key)
 
 
 @st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)
 def self_drafted_greedy(ids: tuple[int, ...], new: int) -> tuple[int, ...]:
     """Plain cached greedy decoding of the same prompt: the exactness check."""
     with server_lock("speculative_self_run"):
-        return tuple(generate_cached(llm.loaded_model(), list(ids), new, keep_logits=False).tokens)
+        return tuple(generate_cached(models.loaded_model(), list(ids), new, keep_logits=False).tokens)
 
 
 @st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
 def _self_payload(key: RunKey, lang: str) -> str:
     """Every round's frame of one self-drafted run, in one language (read-only JSON)."""
-    model = llm.loaded_model()
+    model = models.loaded_model()
     run = self_drafted_run(key)
     return frames_speculative.build(run, _Shown(model.vocab, _pretty(model)), 0, 0, translator(lang),
                                     n_layers=model.n_layers).to_json()
@@ -524,7 +524,7 @@ def _self_drafted(method: str) -> None:
     """SmolLM2 drafting for itself (``method`` "prompt-lookup" or "early-exit"): its rounds, the
     whole run, both kinds of prompt, the speed-up."""
     try:
-        model = llm.loaded_model()
+        model = models.loaded_model()
     except ModelUnavailable as e:
         presenter.intro(t("specllm.intro_short"))
         _draft_choice()

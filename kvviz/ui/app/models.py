@@ -1,0 +1,110 @@
+"""The loaded models, one service for every page: the tiny GPT and each real model this server loads.
+
+Every object handed out here is shared by all visitors (``st.cache_resource``) and read-only: a
+page never modifies a model. Which real models this server loads is the host's choice, never the
+visitor's: ``KVVIZ_REAL_MODELS=smollm2,gemma3`` (or that key in ``.streamlit/secrets.toml``; unset:
+every real model kvviz knows plus the host's ``KVVIZ_MODELS``). Streamlit Community Cloud's 2.7 GB
+does not hold SmolLM2 and Gemma 3 together in float32 (2,280 MB measured with both,
+docs/measured-gemma3.md): a host there names one.
+
+The weights are prepared (assembled, converted or downloaded) only by ``prepare`` at server start
+(kvviz/ui/app/warmup.py through the Real LLM page's ``warm``); a visitor's request loads them with
+``prepare=False`` and gets ModelNotReady instead of a conversion. ``generation_lock(name)``: one
+generation at a time per model (a real model takes both cores).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import tomllib
+from pathlib import Path
+
+import streamlit as st
+
+from kvviz.models import real
+from kvviz.models.gpt import TinyGPT, load_tiny_gpt
+from kvviz.models.real import ModelUnavailable, RealLM
+from kvviz.models.registry import MODELS, REAL_MODELS
+
+ENV_REAL = "KVVIZ_REAL_MODELS"
+DEFAULT_REAL = "smollm2"            # the Real LLM page's model when the address names none
+
+
+@st.cache_resource(show_spinner=False)
+def tiny() -> TinyGPT:
+    """The tiny GPT's weights, loaded once per server and never modified."""
+    return load_tiny_gpt()
+
+
+def enabled(env: dict[str, str] | None = None, checkout: Path | None = None) -> list[str]:
+    """The real models this server loads, in the registry's order: ``$KVVIZ_REAL_MODELS`` (names,
+    comma-separated), else that key of Streamlit's secrets file, else every real model. Unknown
+    names are left out (the host's typo never reaches a visitor as a choice)."""
+    env = os.environ if env is None else env
+    raw = env.get(ENV_REAL)
+    if raw is None:
+        for folder in ((checkout or real.CHECKOUT), Path.home()):
+            try:
+                secrets = tomllib.loads((folder / ".streamlit" / "secrets.toml").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            value = secrets.get(ENV_REAL)
+            if value is not None:
+                raw = ",".join(value) if isinstance(value, list) else str(value)
+            break
+    if raw is None:
+        return list(REAL_MODELS)
+    wanted = {e.strip() for e in raw.split(",") if e.strip()}
+    return [name for name in REAL_MODELS if name in wanted]
+
+
+def spec(name: str) -> real.RealModelSpec:
+    """The declaration of the real model ``name`` (its weights, terms, caps), without loading it."""
+    return MODELS[name].SPEC
+
+
+def source(name: str) -> real.Source | None:
+    """Where the weights of ``name`` would come from; None when they are not installed."""
+    cls = MODELS[name]
+    if cls.SPEC.env_source:                         # kvviz's own models: package, folder, Hub
+        return real.find_source(cls.SPEC)
+    try:
+        return real.host_source(name)               # a host's model: its folder or Hub id
+    except ModelUnavailable:
+        return None
+
+
+@st.cache_resource(show_spinner=False)
+def _real(name: str, dtype: str) -> RealLM:
+    return MODELS[name](dtype, prepare=False)
+
+
+def real_model(name: str, dtype: str = "float32") -> RealLM:
+    """The server's real model ``name`` in ``dtype`` (shared, read-only: never modify it);
+    ModelUnavailable when this server does not load it, its weights are not installed, or the
+    start-up has not prepared them (never converted or downloaded here)."""
+    if name not in enabled():
+        raise ModelUnavailable(f"This server does not load {name} (the host's {ENV_REAL}).")
+    if MODELS[name].SPEC.env_source and source(name) is None:
+        raise ModelUnavailable(real.unavailable_message(MODELS[name].SPEC))
+    return _real(name, dtype)
+
+
+def loaded_model(dtype: str = "float32") -> RealLM:
+    """The server's SmolLM2 (the pages that run one real model): ``real_model("smollm2", dtype)``."""
+    return real_model(DEFAULT_REAL, dtype)
+
+
+def prepare(name: str, dtype: str = "float32") -> RealLM | None:
+    """Server start-up only: assemble, convert or download the weights of ``name`` once, then load
+    them into the shared copy; None when they are not installed or the host left the model out."""
+    if name not in enabled() or (MODELS[name].SPEC.env_source and source(name) is None):
+        return None
+    MODELS[name](dtype, prepare=True)               # the one place that converts or downloads
+    return _real(name, dtype)
+
+
+@st.cache_resource(show_spinner=False)
+def generation_lock(name: str) -> threading.Lock:
+    """One generation at a time per model: the others wait (the page says so)."""
+    return threading.Lock()

@@ -1,0 +1,26 @@
+"""A hybrid cache's formula (kvviz/cost/hybrid.py) and its figures (kvviz/viz/hybrid.py): the numbers
+issue 37 measured on Gemma 3 270M's tensors, and figures that draw exactly the numbers given."""
+from kvviz.cost.hybrid import all_global_bytes, held_positions, hybrid_cache_bytes
+from kvviz.viz.hybrid import cache_bytes_spec, cache_lengths_spec
+
+GEMMA = ([512] * 5 + [None]) * 3            # five sliding layers, then a global one, three times
+
+
+def test_the_formula_gives_the_bytes_measured_on_gemmas_tensors():
+    assert [held_positions(512, T) for T in (136, 511, 520)] == [136, 511, 511]
+    assert held_positions(None, 1032) == 1032
+    assert hybrid_cache_bytes(GEMMA, 1, 256, 4, 520) == 18_892_800          # docs/measured-gemma3.md
+    assert hybrid_cache_bytes(GEMMA, 1, 256, 4, 1032) == 22_038_528
+    assert all_global_bytes(18, 1, 256, 4, 1032) == 38_043_648
+    assert hybrid_cache_bytes(GEMMA, 1, 256, 4, 136) == all_global_bytes(18, 1, 256, 4, 136)   # within the window
+
+
+def test_the_figures_draw_the_numbers_given_one_legend_entry_per_layer_kind():
+    windows = [8, 8, None]
+    spec = cache_lengths_spec([5, 10, 11], [[5, 5, 5], [7, 7, 10], [7, 7, 11]], windows, "rows")
+    assert [d["y"] for d in spec["data"]] == [[5, 7, 7], [5, 7, 7], [5, 10, 11]]
+    assert [d["showlegend"] for d in spec["data"]] == [True, False, True]
+    assert spec["layout"]["xaxis"]["rangemode"] == "tozero"
+    spec = cache_bytes_spec([5, 10], [10, 20], [10, 20], [10, 30], "bytes", {"measured": "gemessen"})
+    assert [d["name"] for d in spec["data"]] == ["every layer global", "formula", "gemessen"]
+    assert spec["data"][2]["y"] == [10, 20] and spec["data"][0]["y"] == [10, 30]

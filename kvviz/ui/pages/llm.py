@@ -32,6 +32,7 @@ from kvviz.ui.components.picker import LayerHeadPicker
 from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls, rule_from_key
 from kvviz.ui.frames import llm as frames_llm
 from kvviz.ui.frames import translator
+from kvviz.ui.pages import llm_loop
 from kvviz.viz.rope import rope_pairs
 
 DEFAULT_MESSAGE, DEFAULT_NEW, DEFAULT_MODE, DEFAULT_DTYPE = "What is the capital of France?", 10, "chat", "float32"
@@ -357,3 +358,4 @@ def render() -> None:
     _gqa(run, run_model)
     _rope(run, run_model, layer, head)
     _dtypes(key[0], run_model)
+    llm_loop.section()          # the loop on SmolLM2: tea / water, greedy's loop, the whole run (llm_loop.py)

@@ -82,3 +82,24 @@ def test_whole_run_rows_are_the_passes_and_never_change(which, tiny_hf):
     assert torch.allclose(longer.weights[:T, :T], w.weights, atol=1e-6)
     with pytest.raises(ValueError, match="layers"):
         whole_run(run, 99, 0)
+
+
+def test_cli_loop_prints_the_engines_json(capsys):
+    import json
+
+    from kvviz.cli.main import main
+    assert main(["loop", "--model", "gpt", "--what", "whole-run", "--a", "Today the weather is", "--new-tokens", "3",
+                 "--layer", "2", "--head", "3"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    model = GPTModel(load_tiny_gpt())
+    w = whole_run(run_generation(model, "Today the weather is".split(), 3, recheck=False), 1, 2)
+    assert out["tokens"] == w.tokens and out["pass_of_row"] == w.pass_of_row and out["passes"] == 3
+    assert out["weights"][-1] == [round(float(x), 6) for x in w.weights[-1]]
+    assert main(["loop", "--model", "gpt", "--a", "Today the weather is", "--b", "Today the sky is",
+                 "--new-tokens", "2", "--top", "3"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [len(p["next"]) for p in out["prompts"]] == [3, 3] and len(out["prompts"][0]["greedy"]) == 2
+    for bad, says in ((["--layer", "9"], "layers"), (["--new-tokens", "0"], "New tokens")):
+        with pytest.raises(SystemExit):
+            main(["loop", "--model", "gpt", "--what", "whole-run", "--a", "Today the", *bad])
+        assert says in capsys.readouterr().err

@@ -20,7 +20,7 @@ from kvviz.models.registry import get_model
 
 WHAT = ("one-word", "greedy-loop", "whole-run")
 PROMPTS = ("Today I drink tea", "Today I drink water")     # the Real LLM page's (kvviz/ui/pages/llm_loop.py)
-LOOP_PROMPT = "I love you because"
+LOOP_PROMPT = "i love you because"
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:

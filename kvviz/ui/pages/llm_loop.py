@@ -23,7 +23,7 @@ from kvviz.viz.loop import next_token_bars, whole_run_figure
 PROMPTS = ("Today I drink tea", "Today I drink water")   # the two prompts that differ in one word
 NEW, MAX_NEW = 12, 24             # greedy tokens after each prompt (and in the whole run)
 SHOWN = 8                         # next tokens listed per prompt
-LOOP_PROMPT = "I love you because"   # found by trying: SmolLM2's greedy decode loops after it
+LOOP_PROMPT = "i love you because"   # found by trying: SmolLM2's greedy decode loops after it (". I love you" × 11)
 LOOP_NEW, LOOP_TAU, LOOP_SEED = 48, 1.0, 0
 MAX_CHARS = 200
 

@@ -10,8 +10,8 @@ import argparse
 import json
 import sys
 
-from kvviz.decoding.long_runs import LOOP_TOKENS, loop_pair
-from kvviz.decoding.one_word import MAX_NEW, MAX_TOP, one_word
+from kvviz.decoding.long_runs import LOOP_TOKENS, SMOLLM2_LOOP_PROMPT, loop_pair
+from kvviz.decoding.one_word import MAX_NEW, MAX_TOP, PROMPTS, one_word
 from kvviz.decoding.stepper import run_generation
 from kvviz.decoding.whole_run import whole_run
 from kvviz.limits import LimitError, check_int
@@ -19,8 +19,7 @@ from kvviz.models.base import encode, split_prompt
 from kvviz.models.registry import get_model
 
 WHAT = ("one-word", "greedy-loop", "whole-run")
-PROMPTS = ("Today I drink tea", "Today I drink water")     # the Real LLM page's (kvviz/ui/pages/llm_loop.py)
-LOOP_PROMPT = "i love you because"
+LOOP_PROMPT = SMOLLM2_LOOP_PROMPT
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:

@@ -19,6 +19,7 @@ from kvviz.models.gpt import GPT, GPTModel
 
 CROP_PAST = 8       # crop_run's default: tokens generated beyond what the cache can hold
 LOOP_TOKENS = 48    # a greedy run long enough for the tiny GPT to loop (the Tiny GPT page's)
+SMOLLM2_LOOP_PROMPT = "i love you because"   # found by trying: SmolLM2's greedy decode loops after it
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from kvviz.decoding.sampling import Greedy
 from kvviz.limits import check_int
 from kvviz.models.base import CausalLM
 
+PROMPTS = ("Today I drink tea", "Today I drink water")   # the pages' pair: one word apart
 MAX_TOP = 50        # tokens listed per distribution at most
 MAX_NEW = 64        # tokens decoded after each prompt at most
 

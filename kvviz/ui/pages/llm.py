@@ -358,4 +358,4 @@ def render() -> None:
     _gqa(run, run_model)
     _rope(run, run_model, layer, head)
     _dtypes(key[0], run_model)
-    llm_loop.section()          # the loop on SmolLM2: tea / water, greedy's loop, the whole run (llm_loop.py)
+    llm_loop.section(loaded_model)   # the loop on SmolLM2: tea / water, greedy's loop, the whole run (llm_loop.py)

@@ -2,14 +2,18 @@
 word, their next-token distributions and the greedy decode after each: kvviz.decoding.one_word),
 greedy's loop on a prompt where it really loops, with what sampling does to it (long_runs.loop_pair),
 and the whole run's attention as one matrix, a row per pass (kvviz.decoding.whole_run). Called by one
-line of kvviz/ui/pages/llm.py; every setting is in the address (``loop_*``)."""
+line of kvviz/ui/pages/llm.py, which hands it the page's model loader (kept out of this module's imports:
+llm.py imports it); every setting is in the address (``loop_*``). The cached results are keyed by
+the model's name, the model itself passed along unhashed."""
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pandas as pd
 import streamlit as st
 
-from kvviz.decoding.long_runs import LoopPair, loop_pair
-from kvviz.decoding.one_word import OneWord, one_word
+from kvviz.decoding.long_runs import SMOLLM2_LOOP_PROMPT, LoopPair, loop_pair
+from kvviz.decoding.one_word import PROMPTS, OneWord, one_word
 from kvviz.decoding.stepper import Run, run_generation
 from kvviz.decoding.whole_run import WholeRun, whole_run
 from kvviz.limits import LimitError
@@ -20,20 +24,14 @@ from kvviz.ui.components.charts import chart
 from kvviz.ui.components.picker import LayerHeadPicker
 from kvviz.viz.loop import next_token_bars, whole_run_figure
 
-PROMPTS = ("Today I drink tea", "Today I drink water")   # the two prompts that differ in one word
 NEW, MAX_NEW = 12, 24             # greedy tokens after each prompt (and in the whole run)
 SHOWN = 8                         # next tokens listed per prompt
-LOOP_PROMPT = "i love you because"   # found by trying: SmolLM2's greedy decode loops after it (". I love you" × 11)
+LOOP_PROMPT = SMOLLM2_LOOP_PROMPT   # greedy writes ". I love you" 11 times after it
 LOOP_NEW, LOOP_TAU, LOOP_SEED = 48, 1.0, 0
 MAX_CHARS = 200
 
 
-def loaded_model():
-    """The server's SmolLM2 (shared, read-only), through the UI's one loader."""
-    # the one import of the UI's model loader here (being moved to kvviz/ui/app/models.py: switch it here);
-    # inside the function: kvviz/ui/pages/llm.py imports this module
-    from kvviz.ui.pages.llm import loaded_model as load
-    return load()
+Loader = Callable[[], object]     # the page's loader of the server's model (shared, read-only)
 
 
 def _shown(model, token_id: int) -> str:
@@ -43,34 +41,35 @@ def _shown(model, token_id: int) -> str:
 
 
 @st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)
-def _one_word(a: str, b: str, new: int) -> OneWord:
-    model = loaded_model()
+def _one_word(name: str, _model, a: str, b: str, new: int) -> OneWord:
+    model = _model
     return one_word(model, (model.ids(model.prompt(a, False)), model.ids(model.prompt(b, False))), new)
 
 
 @st.cache_resource(max_entries=8, ttl=3600, show_spinner=False)
-def _loop(text: str) -> LoopPair:
-    model = loaded_model()
+def _loop(name: str, _model, text: str) -> LoopPair:
+    model = _model
     return loop_pair(model, model.ids(model.prompt(text, False)), LOOP_NEW, LOOP_TAU, LOOP_SEED)
 
 
 @st.cache_resource(max_entries=8, ttl=3600, show_spinner=False)
-def _run(text: str, new: int) -> Run:
-    model = loaded_model()
+def _run(name: str, _model, text: str, new: int) -> Run:
+    model = _model
     return run_generation(model, model.prompt(text, False), new, recheck=False)
 
 
 @st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
-def _whole(text: str, new: int, layer: int, head: int) -> WholeRun:
-    return whole_run(_run(text, new), layer, head, loaded_model())
+def _whole(name: str, _model, text: str, new: int, layer: int, head: int) -> WholeRun:
+    return whole_run(_run(name, _model, text, new), layer, head, _model)
 
 
-def warm() -> None:
+def warm(load: Loader) -> None:
     """The default views (skipped when SmolLM2 is not installed or not prepared)."""
     try:
-        _one_word(*PROMPTS, NEW)
-        _loop(LOOP_PROMPT)
-        _whole(PROMPTS[0], NEW, 0, 0)
+        model = load()
+        _one_word(model.name, model, *PROMPTS, NEW)
+        _loop(model.name, model, LOOP_PROMPT)
+        _whole(model.name, model, PROMPTS[0], NEW, 0, 0)
     except (ModelUnavailable, LimitError):
         pass
 
@@ -96,7 +95,7 @@ def _inputs() -> tuple[str, str, int, str]:
 def _one_word_view(model, a: str, b: str, new: int) -> None:
     st.header(t("loop.title"))
     presenter.intro(t("loop.intro"))
-    got = _one_word(a, b, new)
+    got = _one_word(model.name, model, a, b, new)
     names = {"a": t("lesson.quoted", text=a), "b": t("lesson.quoted", text=b)}
     fig = next_token_bars({t(f"loop.{k}_panel"): [(_shown(model, i), p) for i, p in br.top(SHOWN)]
                            for k, br in (("a", got.a), ("b", got.b))},
@@ -138,7 +137,7 @@ def _marked(model, tokens: list[int], rep) -> str:
 
 def _loop_view(model, text: str) -> None:
     st.header(t("loop.loop_title"))
-    pair = _loop(text)
+    pair = _loop(model.name, model, text)
     st.markdown(t("loop.loop_intro", n=LOOP_NEW, text=text))
     for k, gen, rep in (("greedy", pair.greedy, pair.greedy_repeat), ("sampled", pair.sampled, pair.sampled_repeat)):
         label = t("lesson.loop_greedy") if k == "greedy" else t("lesson.loop_sampled", tau=fmt.sig(pair.tau),
@@ -192,15 +191,15 @@ def _whole_view(model, text: str, new: int) -> None:
     cfg = model.cost_config
     layer, head = LayerHeadPicker("loop", cfg.n_layers, cfg.n_heads,
                                   ("gpt.layer", "gpt.layer_help", "gpt.head", "gpt.head_help")).show()
-    w = _whole(text, new, layer, head)
+    w = _whole(model.name, model, text, new, layer, head)
     whole_run_view(w, "loop", [model.decode([model.vocab.index(tok)]) for tok in w.tokens], "smollm2_whole_run.csv")
 
 
-def section() -> None:
+def section(load: Loader) -> None:
     """The three views at the foot of the Real LLM page (its whole page, outside presenter mode, as its
     other sections)."""
     try:
-        model = loaded_model()
+        model = load()
         a, b, new, lp = _inputs()
         with st.spinner(t("loop.running")):
             _one_word_view(model, a, b, new)

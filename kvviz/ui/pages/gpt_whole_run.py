@@ -8,6 +8,7 @@ import streamlit as st
 from kvviz.decoding.stepper import Run
 from kvviz.decoding.whole_run import WholeRun, whole_run
 from kvviz.models.gpt import GPTModel
+from kvviz.ui.app import presenter
 from kvviz.ui.app.i18n import t
 from kvviz.ui.pages.llm_loop import whole_run_view
 
@@ -20,7 +21,7 @@ def _whole(key: tuple, _run: Run, _model: GPTModel, layer: int, head: int) -> Wh
 
 def section(run: Run, model: GPTModel, key: tuple) -> None:
     st.header(t("loop.whole_title"))
-    st.markdown(t("loop.whole_intro_gpt", n=sum(1 for e in run.events if e.record is not None)))
+    presenter.intro(t("loop.whole_intro_gpt", n=sum(1 for e in run.events if e.record is not None)))
     layer = st.session_state.get("gpt_layer", 1) - 1
     head = st.session_state.get("gpt_head", 1) - 1
     st.caption(t("loop.whole_picker", layer=layer + 1, head=head + 1))

@@ -165,9 +165,13 @@ def whole_run_view(w: WholeRun, prefix: str, names: list[str], file_name: str) -
     """The whole-run matrix of ``w`` with a slider of passes (``?{prefix}_passes=``), its account and a CSV;
     shared by the Tiny GPT page (kvviz/ui/pages/gpt_whole_run.py)."""
     key = f"{prefix}_passes"
-    urlstate.int_param(key, w.passes, 1, w.passes)
-    passes = st.slider(t("loop.passes_input"), 1, w.passes, key=key, on_change=urlstate.sync, args=(key, w.passes),
-                       help=t("loop.passes_help"))
+    passes = 1                  # a run of one pass (the prefill only) has nothing to slide through
+    if w.passes > 1:
+        urlstate.int_param(key, w.passes, 1, w.passes)
+        if st.session_state[key] > w.passes:          # kept from a longer run of this session
+            st.session_state[key] = w.passes
+        passes = st.slider(t("loop.passes_input"), 1, w.passes, key=key, on_change=urlstate.sync,
+                           args=(key, w.passes), help=t("loop.passes_help"))
     rows = w.rows_after(passes)
     fig = whole_run_figure(w, rows, {
         "title": t("loop.whole_fig_title", layer=w.layer + 1, head=w.head + 1, passes=passes, rows=rows),

@@ -103,3 +103,17 @@ def test_cli_loop_prints_the_engines_json(capsys):
         with pytest.raises(SystemExit):
             main(["loop", "--model", "gpt", "--what", "whole-run", "--a", "Today the", *bad])
         assert says in capsys.readouterr().err
+
+
+def test_figures_draw_the_engines_numbers():
+    from kvviz.viz.loop import next_token_bars, whole_run_figure
+    model = GPTModel(load_tiny_gpt())
+    w = whole_run(run_generation(model, "Today the weather is".split(), 4, recheck=False), 0, 0)
+    labels = dict.fromkeys(("title", "x", "y", "weight", "hover", "cached"), "")
+    fig = whole_run_figure(w, w.rows_after(2), labels)
+    z = fig.data[0].z
+    assert len(z) == 5 and list(z[-1][:5]) == pytest.approx(w.weights[4, :5].tolist()) and z[-1][5] is None
+    assert fig.layout.shapes[-1].y0 == 3.5                     # the newest row outlined
+    bars = next_token_bars({"a": [("x", 0.5, "50 %"), ("y", 0.2, "20 %")], "b": [("x", 0.4, "40 %")]},
+                           {"title": "", "x": "", "hover": ""})
+    assert list(bars.data[0].x) == [0.5, 0.2] and bars.data[0].marker.color[0] == bars.data[1].marker.color[0]

@@ -13,16 +13,17 @@ from kvviz.viz import theme
 from kvviz.viz.theme import ATTENTION_SCALE, COLORS, OKABE_ITO
 
 
-def next_token_bars(dists: Mapping[str, Sequence[tuple[str, float]]], labels: Mapping[str, str]) -> go.Figure:
+def next_token_bars(dists: Mapping[str, Sequence[tuple[str, float, str]]], labels: Mapping[str, str]) -> go.Figure:
     """One panel per prompt (its name the panel's title): its most likely next tokens as horizontal
-    bars, the most likely at the top. A token both panels list is drawn in the same colour."""
-    shared = set.intersection(*(set(tok for tok, _ in d) for d in dists.values()))
+    bars, the most likely at the top, each as (token, probability, the probability as the page writes
+    it). A token both panels list is drawn in the same colour."""
+    shared = set.intersection(*(set(row[0] for row in d) for d in dists.values()))
     fig = make_subplots(rows=1, cols=len(dists), subplot_titles=list(dists), horizontal_spacing=0.12)
     for c, (name, rows) in enumerate(dists.items(), start=1):
-        toks = [tok for tok, _ in rows]
-        fig.add_trace(go.Bar(x=[p for _, p in rows], y=toks, orientation="h", name=name, showlegend=False,
+        toks = [row[0] for row in rows]
+        fig.add_trace(go.Bar(x=[row[1] for row in rows], y=toks, orientation="h", name=name, showlegend=False,
                              marker_color=[OKABE_ITO[0] if tok in shared else OKABE_ITO[1] for tok in toks],
-                             text=[f"{p:.1%}" for _, p in rows], textposition="outside", cliponaxis=False,
+                             text=[row[2] for row in rows], textposition="outside", cliponaxis=False,
                              hovertemplate=labels["hover"] + "<extra></extra>"), row=1, col=c)
         fig.update_yaxes(autorange="reversed", type="category", row=1, col=c)
         fig.update_xaxes(title=labels["x"], tickformat=".0%", row=1, col=c)

@@ -97,7 +97,7 @@ def _one_word_view(model, a: str, b: str, new: int) -> None:
     presenter.intro(t("loop.intro"))
     got = _one_word(model.name, model, a, b, new)
     names = {"a": t("lesson.quoted", text=a), "b": t("lesson.quoted", text=b)}
-    fig = next_token_bars({t(f"loop.{k}_panel"): [(_shown(model, i), p) for i, p in br.top(SHOWN)]
+    fig = next_token_bars({t(f"loop.{k}_panel"): [(_shown(model, i), p, fmt.percent(p, 1)) for i, p in br.top(SHOWN)]
                            for k, br in (("a", got.a), ("b", got.b))},
                           {"title": t("loop.bars_title", n=SHOWN), "x": t("loop.bars_x"),
                            "hover": t("loop.bars_hover")})
@@ -131,8 +131,9 @@ def _marked(model, tokens: list[int], rep) -> str:
     parts = []
     for i, tok in enumerate(tokens):
         text = model.decode([tok]).replace("\n", " ").replace("*", "\\*")
-        parts.append(f"**{text.strip()}**" if i in inside and text.strip() else text)
-    return "".join(parts).replace("** **", " ")
+        lead = text[:len(text) - len(text.lstrip())]           # a token's leading space stays outside the bold
+        parts.append(f"{lead}**{text.strip()}**" if i in inside and text.strip() else text)
+    return "".join(parts).replace("****", "").replace("** **", " ")       # one bold run per occurrence
 
 
 def _loop_view(model, text: str) -> None:

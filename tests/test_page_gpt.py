@@ -324,3 +324,30 @@ def test_past_block_size_the_crop_and_the_stop_are_shown_behind_a_button():
     assert list(table["new token"])[-1] == total
     assert list(table["positions it sees"])[-1] == f"{p + total - 256}–{p + total - 1}"
     assert any(b.label == "Every step's window (CSV)" for b in at.get("download_button"))
+
+
+def test_the_whole_run_gains_one_row_per_pass_from_the_address():
+    """The page's run as one matrix: ?gpt_passes= rows of it (the prompt's, then one per decode pass),
+    the layer and head of the page's picker, the same weights as the engine's matrix, and a bad value refused."""
+    from kvviz.decoding.stepper import run_generation
+    from kvviz.decoding.whole_run import whole_run
+    from kvviz.models.gpt import GPTModel, load_tiny_gpt
+    from kvviz.ui.pages.gpt import DEFAULT_NEW, DEFAULT_PROMPT
+
+    at = open_page(PAGE, {"gpt_passes": "3", "gpt_layer": "2", "gpt_head": "3"})
+    no_exception(at)
+    assert any(h.value == "The whole run: one matrix, one row per pass" for h in at.header)
+    fig = next(f for f in plotly_specs(at) if f["layout"]["title"]["text"].startswith("Layer 2, head 3: after 3"))
+    prompt = DEFAULT_PROMPT.split()
+    model = GPTModel(load_tiny_gpt())
+    w = whole_run(run_generation(model, prompt, DEFAULT_NEW), 1, 2)
+    z = fig["data"][0]["z"]
+    assert len(z) == len(prompt) + 2 and "7 rows" in fig["layout"]["title"]["text"]
+    assert z[-1][:len(prompt) + 2] == pytest.approx(w.weights[len(prompt) + 1, :len(prompt) + 2].tolist(), abs=1e-6)
+    assert all(v is None for v in z[0][1:])                          # the future is blank
+    assert any("largest difference" in m.value for m in at.markdown)
+    assert any(b.label == "The matrix (CSV)" for b in at.get("download_button"))
+    bad = open_page(PAGE, {"gpt_passes": "99"})
+    no_exception(bad)
+    assert any("gpt_passes" in w.value for w in bad.warning)
+    assert next(s.value for s in bad.slider if s.key == "gpt_passes") == DEFAULT_NEW

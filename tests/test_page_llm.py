@@ -6,7 +6,7 @@ import pytest
 
 from kvviz import cost
 from kvviz.ui.app.pages import script
-from tests.conftest import frame, frame_text, no_exception, open_page, stepper
+from tests.conftest import frame, frame_text, no_exception, open_page, plotly_specs, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
@@ -284,3 +284,26 @@ def test_gemma3_says_which_weights_and_reads_one_kv_head_with_four_query_heads(g
     assert "**15 are sliding-window layers** (window 512)" in body and "(layer 6, 12, 18)" in body
     assert any("within the window" in i.value for i in at.info)         # a short text: nothing evicted yet
     assert "(tied to the output head) is 671 MB" in body     # the 262,144 × 640 embedding in float32
+
+
+def test_the_loop_views_show_two_prompts_greedys_loop_and_the_whole_run(smollm2):
+    """Tea / water: SmolLM2's own distributions and decodes; greedy's loop in bold; the whole run's matrix
+    from the address (?loop_layer=&loop_head=&loop_passes=), the same as one pass without a cache."""
+    from kvviz.ui.pages.llm_loop import NEW, PROMPTS
+
+    at = open_page(PAGE, {"loop_layer": "4", "loop_head": "2", "loop_passes": "3"}, timeout=180)
+    no_exception(at)
+    headers = [h.value for h in at.header]
+    assert "Why decode is a loop: one word changes the context" in headers
+    assert "Greedy's loop, on SmolLM2" in headers
+    assert any(m.value.startswith("From new token") for m in at.markdown)
+    tables = [d.value for d in at.dataframe if "its probability" in d.value.columns]
+    assert len(tables) == 2 and all(len(t) == NEW for t in tables)
+    assert any(c.value.startswith("Greedy writes") for c in at.caption)
+    assert any(m.value.startswith("**Greedy:**") and "**" in m.value[12:] for m in at.markdown)
+    fig = next(f for f in plotly_specs(at) if f["layout"]["title"]["text"].startswith("Layer 4, head 2: after 3"))
+    n_prompt = len(smollm2.prompt(PROMPTS[0], False))
+    assert len(fig["data"][0]["z"]) == n_prompt + 2
+    assert any("largest difference" in m.value for m in at.markdown)
+    labels = {b.label for b in at.get("download_button")}
+    assert {"Both distributions and decodes (CSV)", "Both texts (CSV)", "The matrix (CSV)"} <= labels

@@ -5,6 +5,7 @@
 ``compress --kind window …`` a smaller cache against the full one (kvviz.cli.compress);
 ``speculate --prompt … --gamma 4`` a speculative run (kvviz.cli.speculative);
 ``tail --prompt TEXT`` SmolLM2's next-token distribution through top-k and top-p (kvviz.cli.tail);
+``loop --what one-word|greedy-loop|whole-run`` the Real LLM page's loop views (kvviz.cli.loop);
 ``export --out DIR`` the lecture script as static pages that need no server (kvviz.cli.export).
 
 Greedy by default; ``--temperature/--top-k/--top-p`` sample instead (temperature 0 is greedy, and a
@@ -13,7 +14,7 @@ same output. argparse lives only in this package; the engine modules take plain 
 """
 from __future__ import annotations
 
-from kvviz.cli import compress, export, serve, speculative, tail, trace
+from kvviz.cli import compress, export, loop, serve, speculative, tail, trace
 from kvviz.cli.args import Parser
 
 
@@ -21,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="python -m kvviz",
                description="Export a generation trace, serve, compare smaller caches or speculate, as JSON.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
-    for command in (trace, serve, compress, speculative, tail, export):
+    for command in (trace, serve, compress, speculative, tail, loop, export):
         command.add_command(sub)
     a = p.parse_args(argv)
     return a.run(a)

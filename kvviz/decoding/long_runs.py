@@ -12,12 +12,14 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from kvviz.decoding.loops import Generation, generate, generate_cached, max_cached_new_tokens
-from kvviz.decoding.sampling import SelectionRule
+from kvviz.decoding.sampling import Greedy, Sampler, SelectionRule
 from kvviz.limits import LimitError, check_int
+from kvviz.models.base import CausalLM
 from kvviz.models.gpt import GPT, GPTModel
 
 CROP_PAST = 8       # crop_run's default: tokens generated beyond what the cache can hold
 LOOP_TOKENS = 48    # a greedy run long enough for the tiny GPT to loop (the Tiny GPT page's)
+SMOLLM2_LOOP_PROMPT = "i love you because"   # found by trying: SmolLM2's greedy decode loops after it
 
 
 @dataclass(frozen=True)
@@ -126,3 +128,27 @@ def crop_run(model: GPT, prompt: Sequence[int], rule: SelectionRule | None = Non
     cached = generate_cached(lm, prompt, limit, rule, seed, keep_logits=False)
     uncached = generate(model, prompt, total, rule, seed, keep_logits=False)
     return CropRun(list(prompt), block, uncached, cached, reason, crop_windows(len(prompt), total, block))
+
+
+@dataclass(frozen=True)
+class LoopPair:
+    """The same prompt decoded greedily and by sampling (τ, seed), with the span each repeats."""
+
+    greedy: Generation
+    sampled: Generation
+    greedy_repeat: Repeat | None
+    sampled_repeat: Repeat | None
+    tau: float
+    seed: int
+
+
+def loop_pair(model: CausalLM, prompt: Sequence[int], new_tokens: int = LOOP_TOKENS, tau: float = 1.0,
+              seed: int = 0, key=None) -> LoopPair:
+    """Greedy and plain sampling at temperature ``tau`` after ``prompt``, ``new_tokens`` each (any model
+    of the protocol, the one cached loop); ``key`` maps a token id to what ``repeated_span`` compares
+    (default the id itself: SmolLM2's tokens)."""
+    key = key or (lambda i: i)
+    greedy = generate_cached(model, prompt, new_tokens, Greedy(), seed, keep_logits=False)
+    sampled = generate_cached(model, prompt, new_tokens, Sampler(tau), seed, keep_logits=False)
+    return LoopPair(greedy, sampled, repeated_span([key(i) for i in greedy.tokens]),
+                    repeated_span([key(i) for i in sampled.tokens]), tau, seed)

@@ -98,13 +98,16 @@ PAGES: tuple[PageSpec, ...] = (
              lecture=_screens(
                  ({"sampling_top_p": 0.8}, "sampling_quiz"),
                  ({"sampling_tau": 0.3}, "sampling_sharp"),
-                 ({"sampling_tau": 2.0, "sampling_top_k": 2}, "sampling_flat"))),
+                 ({"sampling_tau": 2.0, "sampling_top_k": 2}, "sampling_flat"),
+                 ({"sampling_tail_k": 50}, "sampling_tail"))),
     PageSpec("gpt", "pages/4_Tiny_GPT.py", ":material/smart_toy:", "kvviz.ui.pages.gpt", stepper="",
              sources=("radford2019", "nanogpt", "shazeer2019", "hf_cache"),
              lecture=_screens(
                  ({"step": 0}, "gpt_prefill"),
                  ({"step": 2}, "gpt_decode"),
-                 ({"gpt_rule": "sample", "gpt_tau": 0.8, "gpt_seed": 7, "step": 1}, "gpt_sampled"))),
+                 ({"gpt_rule": "sample", "gpt_tau": 0.8, "gpt_seed": 7, "step": 1}, "gpt_sampled"),
+                 ({"step": 3}, "gpt_loop"),
+                 ({"gpt_passes": 2}, "gpt_whole_run"))),
     PageSpec("cost", "pages/5_Cost_and_scale.py", ":material/speed:", "kvviz.ui.pages.cost", stepper="tab=Batching",
              sources=("shazeer2019", "orca2022", "distserve2024", "splitwise2024"),
              lecture=_screens(
@@ -148,7 +151,10 @@ PAGES: tuple[PageSpec, ...] = (
                  ({"llm_layer": 4, "llm_head": 2, "step": 2}, "llm_gqa"),
                  ({"llm_dtype": "bfloat16", "step": 3}, "llm_bf16"),
                  # Gemma 3 270M where the server loads it: the hybrid cache's section below the stepper
-                 ({"llm_model": "gemma3", "step": 2}, "llm_hybrid"))),
+                 ({"llm_model": "gemma3", "step": 2}, "llm_hybrid"),
+                 ({"loop_new": 12}, "llm_one_word"),
+                 ({"loop_prompt": "i love you because"}, "llm_greedy_loop"),
+                 ({"loop_layer": 4, "loop_head": 2, "loop_passes": 6}, "llm_whole_run"))),
     PageSpec("lecture", "pages/10_Lecture_script.py", ":material/school:", "kvviz.ui.pages.lecture", charts=False),
 )
 PAGE: dict[str, PageSpec] = {p.key: p for p in PAGES}

@@ -24,7 +24,7 @@ from kvviz.ui.components.prompts import prompt_tokens
 from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls, rule_from_key
 from kvviz.ui.frames import gpt as frames_gpt
 from kvviz.ui.frames import translator
-from kvviz.ui.pages import gpt_long
+from kvviz.ui.pages import gpt_long, gpt_whole_run
 from kvviz.viz.cost import speedup_chart
 
 TIMING = "gpt_timing"      # the server lock of the loop timings and the sweep (kvviz.ui.app.turns)
@@ -285,6 +285,7 @@ def render() -> None:
     ids = tuple(model.tokenizer.index[w] for w in tokens)
     gpt_long.loop_section(tiny, model, ids, seed)           # greedy's loop, and what sampling does to it
     gpt_long.crop_section(tiny, model, ids, rule_key, seed)  # past block_size: the crop and the stop
+    gpt_whole_run.section(run, model, key)                   # the run's attention as one matrix, a row per pass
     if not presenter.presenting():
         with st.expander(t("gpt.more_title")):
             st.markdown(t("gpt.more_body"))

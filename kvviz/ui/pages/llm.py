@@ -36,6 +36,7 @@ from kvviz.ui.components.picker import LayerHeadPicker
 from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls, rule_from_key
 from kvviz.ui.frames import llm as frames_llm
 from kvviz.ui.frames import translator
+from kvviz.ui.pages import llm_loop
 from kvviz.viz.hybrid import cache_bytes, cache_lengths
 from kvviz.viz.rope import rope_pairs
 
@@ -473,3 +474,5 @@ def render() -> None:
     if run_model.layout[layer].positions == "rotary":
         _rope(run, run_model, layer, head)
     _dtypes(key[0], run_model)
+    if name == "smollm2":       # the loop on SmolLM2: tea / water, greedy's loop, the whole run (llm_loop.py)
+        llm_loop.section(models.loaded_model)

@@ -60,8 +60,9 @@ def warm() -> None:
     tokens = tuple(prompt_tokens(model, DEFAULT_PROMPT))
     rule, seed = default_rule("gpt")
     rule_key = rule_cache_key(rule)
-    _run(tokens, DEFAULT_NEW, rule_key, seed)
+    run = _run(tokens, DEFAULT_NEW, rule_key, seed)
     _payload(tokens, DEFAULT_NEW, rule_key, seed, 0, 0, "en")      # layer 1, head 1
+    gpt_whole_run.warm(run, model, (tokens, DEFAULT_NEW, rule_key, seed))
     ids = tuple(model.tokenizer.index[w] for w in tokens)
     _compare(ids, DEFAULT_NEW, rule_key, seed)
     _loop_times(ids, DEFAULT_NEW, rule_key, seed)

@@ -19,6 +19,11 @@ def _whole(key: tuple, _run: Run, _model: GPTModel, layer: int, head: int) -> Wh
     return whole_run(_run, layer, head, _model)
 
 
+def warm(run: Run, model: GPTModel, key: tuple) -> None:
+    """The default view (layer 1, head 1), made before the first visitor."""
+    _whole(key, run, model, 0, 0)
+
+
 def section(run: Run, model: GPTModel, key: tuple) -> None:
     st.header(t("loop.whole_title"))
     presenter.intro(t("loop.whole_intro_gpt", n=sum(1 for e in run.events if e.record is not None)))

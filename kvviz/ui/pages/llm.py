@@ -123,6 +123,8 @@ def warm() -> None:
         run = _generate(key)
         _runs(name).put(key, run)
         _payload(key, run, 0, 0, "en")
+        if name == "smollm2":
+            llm_loop.warm(models.loaded_model)            # tea / water, greedy's loop, the whole run
 
 
 # ---- inputs --------------------------------------------------------------------------------------

@@ -133,3 +133,18 @@ def test_cli_chunk_budget_prints_each_steps_budget_and_every_requests_gaps(capsy
                                   ["--model", "smollm2", "--chunk-budget", "0"]])
 def test_cli_bad_chunk_budget_gives_one_line_and_exit_2(args, capsys):
     assert "hunk" in one_line_error(capsys, "serve", *args)
+
+
+def test_a_timed_run_measures_every_pass_and_each_requests_seconds(models, capsys):
+    m = models["gpt"]
+    run = serve(m, _stream(m), 4, 60, chunk_budget=5, timed=True)
+    assert all(s.seconds is not None and s.seconds > 0 for s in run.steps)
+    for r in run.requests:
+        ttft, gaps = run.measured(r)
+        assert ttft > 0 and len(gaps) == len(r.tokens) - 1 and all(g > 0 for g in gaps)
+        # the TTFT spans exactly the passes from its arrival step to its first token's step
+        assert ttft == pytest.approx(sum(s.seconds for s in run.steps[r.request.arrival_step:r.first_token_step + 1]))
+    assert serve(m, _stream(m), 4, 60).measured(run.requests[0]) is None
+    code, out, err = cli(capsys, "serve", "--requests", "2", "--timed")
+    assert code == 0, err
+    assert all(r["ttft_s"] > 0 and len(r["gaps_s"]) == len(r["tokens"]) - 1 for r in json.loads(out)["requests"])

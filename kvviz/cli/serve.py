@@ -8,7 +8,8 @@ checked against its solo greedy run (``same_as_solo``, ``max_abs_diff``) and the
 
 ``--chunk-budget N``: chunked prefill (kvviz.serving.scheduler): each step's pass processes at most N
 positions, the decodes first; the JSON adds each step's ``budget`` and ``chunks``. Every request's
-``ttft_steps`` and ``gap_steps`` (steps between its tokens) are printed with or without it."""
+``ttft_steps`` and ``gap_steps`` (steps between its tokens) are printed with or without it; ``--timed`` times every pass
+and adds ``ttft_s`` and ``gaps_s`` (measured seconds, one sample per pass)."""
 from __future__ import annotations
 
 import argparse
@@ -56,6 +57,8 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--chunk-budget", type=int, default=None, metavar="N",
                    help=f"chunked prefill: tokens each step's pass may process, decodes first, prompts in chunks "
                         f"in the rest (batch size..{MAX_CHUNK_BUDGET}; default: whole prompts)")
+    p.add_argument("--timed", action="store_true",
+                   help="time every pass (kvviz.measure.clock): each request's ttft_s and gaps_s in seconds")
     p.set_defaults(run=lambda a: run(a, p))
 
 
@@ -72,7 +75,7 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         stream = request_stream(_value(a, "requests", 6), a.seed, _value(a, "max_new_tokens", 12), a.shared_prefix)
         served = serve(get_model("gpt"), stream, _value(a, "block_size", 4), _value(a, "num_blocks", 32), a.policy,
-                       prefix_caching=a.shared_prefix > 0, chunk_budget=a.chunk_budget)
+                       prefix_caching=a.shared_prefix > 0, chunk_budget=a.chunk_budget, timed=a.timed)
     except (LimitError, ValueError) as e:
         parser.error(str(e))
     json.dump(serve_run_dict(served), sys.stdout, indent=1)
@@ -99,7 +102,7 @@ def run_llm(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             check_int("New tokens", new, 1, early.serve_new_tokens)
         model = get_model(a.model)                      # ModelUnavailable (a LimitError) without weights
         served = serve(model, chat_stream(model, n, new, chat=a.chat, seed=a.seed), bs, blocks, a.policy,
-                       prefix_caching=a.chat, check=True, chunk_budget=a.chunk_budget)
+                       prefix_caching=a.chat, check=True, chunk_budget=a.chunk_budget, timed=a.timed)
     except (LimitError, ValueError) as e:
         parser.error(str(e))
     out = serve_run_dict(served)

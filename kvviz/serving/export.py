@@ -19,6 +19,10 @@ def serve_run_dict(run: ServeRun) -> dict:
                    "refcounts": {str(b): n for b, n in enumerate(s.refcounts) if n},
                    "free_blocks": len(s.free_blocks)} for s in run.steps],
     }
+    for r, d in zip(run.requests, out["requests"]):
+        m = run.measured(r)
+        if m is not None:           # a timed run: measured seconds beside the steps
+            d.update(ttft_s=m[0], gaps_s=list(m[1]))
     if run.chunk_budget is not None:
         out["chunk_budget"] = run.chunk_budget
         for d, s in zip(out["steps"], run.steps):

@@ -93,6 +93,7 @@ class StepRecord:
     pool_keys: torch.Tensor | None = field(default=None, repr=False)
     budget: int | None = None          # the step's token budget (chunked prefill; None: unlimited)
     chunks: tuple[tuple[int, int], ...] = ()   # (request, positions its row processed) in the pass
+    seconds: float | None = None       # the pass's measured wall time (a timed run; kvviz.measure.clock)
 
     @classmethod
     def of(cls, step: int, blocks: BlockState, memory: Memory, *, prefill: Sequence[int] = (),
@@ -100,13 +101,14 @@ class StepRecord:
            preempted: Sequence[int] = (), recomputed: Sequence[int] = (), chosen: Sequence[tuple[int, str]] = (),
            contexts: Sequence[tuple[int, tuple[str, ...]]] = (), prefill_saved: int = 0,
            max_abs_diff: float | None = None, pool_keys: torch.Tensor | None = None,
-           budget: int | None = None, chunks: Sequence[tuple[int, int]] = ()) -> StepRecord:
+           budget: int | None = None, chunks: Sequence[tuple[int, int]] = (),
+           seconds: float | None = None) -> StepRecord:
         """The one way a step record is made: who did what this step, and the blocks after it."""
         return cls(step=step, prefill=tuple(prefill), decode=tuple(decode), waiting=tuple(waiting),
                    finished=tuple(finished), preempted=tuple(preempted), recomputed=tuple(recomputed),
                    blocks=blocks, chosen=tuple(chosen), contexts=tuple(contexts), memory=memory,
                    prefill_saved=prefill_saved, max_abs_diff=max_abs_diff, pool_keys=pool_keys,
-                   budget=budget, chunks=tuple(chunks))
+                   budget=budget, chunks=tuple(chunks), seconds=seconds)
 
     # the block state's fields, read through the step (one copy of them: ``blocks``)
     @property
@@ -241,6 +243,20 @@ class ServeRun:
     @property
     def blocks_saved(self) -> int:
         return sum(r.blocks_saved for r in self.requests)
+
+    def seconds_until(self, step: int) -> float | None:
+        """Measured seconds from the start of the run to the end of ``step``'s pass (a timed run)."""
+        times = [s.seconds for s in self.steps[:step + 1]]
+        return None if not times or None in times else float(sum(times))   # type: ignore[arg-type]
+
+    def measured(self, r: RequestResult) -> tuple[float, tuple[float, ...]] | None:
+        """A request's measured TTFT (from the start of its arrival step to the end of the pass that
+        chose its first token) and inter-token gaps, in seconds (a timed run; else None)."""
+        if not r.token_steps or self.seconds_until(r.token_steps[-1]) is None:
+            return None
+        start = self.seconds_until(r.request.arrival_step - 1) or 0.0
+        ends = [self.seconds_until(t) or 0.0 for t in r.token_steps]
+        return ends[0] - start, tuple(b - a for a, b in zip(ends, ends[1:]))
 
     def peak(self, what: str) -> int:
         """The largest ``Memory`` count ``what`` over the steps, in bytes."""

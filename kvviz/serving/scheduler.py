@@ -56,6 +56,7 @@ from kvviz.limits import (
     LimitError,
     check_int,
 )
+from kvviz.measure.clock import time_runs
 from kvviz.models.base import encode
 from kvviz.serving.kv_manager import KVCacheManager
 from kvviz.serving.records import Memory, RequestResult, ServeRun, StepRecord
@@ -105,6 +106,7 @@ class _Pass:
     memory: Memory = Memory(0, 0, 0, 0, 0)
     max_abs_diff: float | None = None
     pool_keys: torch.Tensor | None = None
+    seconds: float | None = None
 
 
 class Scheduler:
@@ -118,14 +120,15 @@ class Scheduler:
     def __init__(self, model: BatchModel, requests: Sequence[Request], block_size: int = 4, num_blocks: int = 32,
                  policy: str = "continuous", max_batch: int = 4, prefix_caching: bool = False,
                  check: bool = False, keep_kv: bool = False,
-                 progress: Callable[[int, int], None] | None = None, chunk_budget: int | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None, chunk_budget: int | None = None,
+                 timed: bool = False) -> None:
         if policy not in POLICIES:
             raise LimitError(f"Unknown policy {policy!r}; choose one of {', '.join(POLICIES)}.")
         self.model, self.policy = model, policy
         self.block_size = check_int("Block size", block_size, 1, MAX_SERVE_BLOCK_SIZE)
         self.num_blocks = check_int("Number of blocks", num_blocks, 1, MAX_SERVE_BLOCKS)
         self.max_batch = check_int("Batch size", max_batch, 1, MAX_SERVE_BATCH)
-        self.prefix_caching, self.check, self.keep_kv = prefix_caching, check, keep_kv
+        self.prefix_caching, self.check, self.keep_kv, self.timed = prefix_caching, check, keep_kv, timed
         # every running request decodes each step, so the budget covers a full batch's decodes
         self.chunk_budget = None if chunk_budget is None else check_int(
             "Chunk budget", chunk_budget, self.max_batch, MAX_CHUNK_BUDGET)
@@ -266,8 +269,18 @@ class Scheduler:
         tok = torch.tensor([[0] * (n_cols - len(t)) + t for t in inputs])                               # [B, N]
         start = [self.kv.computed(r.id) for r in rows]
         pos = torch.tensor([[-1] * (n_cols - len(t)) + list(range(a, a + len(t))) for t, a in zip(inputs, start)])
-        with torch.no_grad():
-            logits = self.model.forward_batch(tok, pos, key_mask, self.kv.cache).logits[:, -1]             # [B, V]
+        out: list[torch.Tensor] = []
+
+        def forward() -> None:
+            with torch.no_grad():
+                out.append(self.model.forward_batch(tok, pos, key_mask, self.kv.cache).logits[:, -1])    # [B, V]
+
+        if self.timed:      # one sample of the one timing helper: the pass writes the cache, so it runs once
+            seconds: float | None = time_runs(forward, 1, warmups=0).median
+        else:
+            forward()
+            seconds = None
+        logits = out[0]
         self.dtype = logits.dtype
         memory = self.kv.memory([r.id for r in rows], [r.max_length for r in rows])
         pool_keys = self.kv.pool_keys() if self.keep_kv else None
@@ -302,7 +315,7 @@ class Scheduler:
                 finished.append(r.id)
                 self.done += 1
         self.running = [r for r in live if r.finish < 0]
-        return _Pass(tuple(chosen), tuple(finished), contexts, memory, step_diff, pool_keys)
+        return _Pass(tuple(chosen), tuple(finished), contexts, memory, step_diff, pool_keys, seconds)
 
     def _solo_diff(self, r: _Live, logits: torch.Tensor) -> float:
         """Largest |difference| of a row's logits from its request's solo run at the same token."""
@@ -323,7 +336,7 @@ class Scheduler:
             recomputed=[r.id for r in rows if r.preemptions and r.id not in decode], chosen=done.chosen,
             contexts=done.contexts,
             prefill_saved=saved, max_abs_diff=done.max_abs_diff, pool_keys=done.pool_keys,
-            budget=self.chunk_budget, chunks=[(r.id, chunks[r.id]) for r in rows])
+            budget=self.chunk_budget, chunks=[(r.id, chunks[r.id]) for r in rows], seconds=done.seconds)
 
     def result(self) -> ServeRun:
         tokens = self.model.logit_tokens
@@ -345,12 +358,14 @@ class Scheduler:
 def serve(model: BatchModel, requests: Sequence[Request], block_size: int = 4, num_blocks: int = 32,
           policy: str = "continuous", max_batch: int = 4, prefix_caching: bool = False,
           check: bool = False, keep_kv: bool = False,
-          progress: Callable[[int, int], None] | None = None, chunk_budget: int | None = None) -> ServeRun:
+          progress: Callable[[int, int], None] | None = None, chunk_budget: int | None = None,
+          timed: bool = False) -> ServeRun:
     """Serve ``requests`` step by step (``Scheduler``; see the module notes) and return every step and
     request. ``prefix_caching``: share the full blocks of common prompt beginnings. ``check``: compare
     every row with the request's cold solo run. ``keep_kv``: keep layer 0's K pool in every step record.
     ``progress(finished, total)``: called after every step (a page's progress bar). ``chunk_budget``:
     tokens one step's pass may process, decodes first, prompts prefilled in chunks in what is left
-    (None: every newcomer's whole prompt in one pass)."""
+    (None: every newcomer's whole prompt in one pass). ``timed``: each step's pass is timed
+    (kvviz.measure.clock; ``StepRecord.seconds``)."""
     return Scheduler(model, requests, block_size, num_blocks, policy, max_batch, prefix_caching, check,
-                     keep_kv, progress, chunk_budget).run()
+                     keep_kv, progress, chunk_budget, timed).run()

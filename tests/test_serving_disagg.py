@@ -1,6 +1,7 @@
 """A cache shipped between two processes (kvviz.serving.disagg): the prefill worker's cache, sent as
 raw bytes over a local socket, lets the decode worker continue the generation; tokens equal the
 single-process solo run, the bytes sent equal kvviz.cost's cache formula, no process is left."""
+import json
 import multiprocessing as mp
 
 import pytest
@@ -11,6 +12,7 @@ from kvviz.models.base import encode
 from kvviz.models.gpt import GPTModel
 from kvviz.serving.disagg import serve_disaggregated
 from kvviz.serving.workload import Request, solo_run
+from tests.test_cli import cli, one_line_error
 
 
 def test_the_decode_worker_continues_from_the_shipped_cache_like_the_solo_run():
@@ -30,3 +32,19 @@ def test_bad_requests_are_refused_before_any_process_starts():
     with pytest.raises(LimitError):
         serve_disaggregated("gpt", [], 2)
     assert mp.active_children() == []
+
+
+def test_cli_disaggregated_prints_the_bytes_shipped_per_request(capsys):
+    m = GPTModel()
+    code, out, err = cli(capsys, "serve", "--requests", "2", "--max-new-tokens", "3", "--disaggregated")
+    assert code == 0, err
+    for r in json.loads(out)["requests"]:
+        assert r["same_as_disaggregated"] is True
+        assert r["bytes_shipped"] == cache_bytes(m.cost_config, len(r["prompt"]), 1, "fp32")
+    assert mp.active_children() == []
+
+
+@pytest.mark.parametrize("args", [["--requests", "5", "--disaggregated"],
+                                  ["--model", "smollm2", "--disaggregated"]])
+def test_cli_disaggregated_bad_arguments_give_one_line_and_exit_2(args, capsys):
+    one_line_error(capsys, "serve", *args)

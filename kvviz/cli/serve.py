@@ -26,8 +26,10 @@ from kvviz.limits import (
     LimitError,
     check_int,
 )
+from kvviz.models.base import encode
 from kvviz.models.registry import get_model, limits_before_loading
 from kvviz.serving import POLICIES, chat_stream, request_stream, serve, serve_run_dict
+from kvviz.serving.disagg import serve_disaggregated
 from kvviz.serving.scheduler import MAX_CHUNK_BUDGET
 
 SERVE_MODELS = ("gpt", "smollm2")
@@ -59,6 +61,9 @@ def add_command(sub: argparse._SubParsersAction) -> None:
                         f"in the rest (batch size..{MAX_CHUNK_BUDGET}; default: whole prompts)")
     p.add_argument("--timed", action="store_true",
                    help="time every pass (kvviz.measure.clock): each request's ttft_s and gaps_s in seconds")
+    p.add_argument("--disaggregated", action="store_true",
+                   help="gpt: also serve each request by two processes, the cache shipped between them "
+                        "(kvviz.serving.disagg): bytes_shipped and same_as_disaggregated per request")
     p.set_defaults(run=lambda a: run(a, p))
 
 
@@ -72,19 +77,30 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return run_llm(a, parser)
     if a.chat:
         parser.error("--chat needs --model smollm2")
+    if a.disaggregated and _value(a, "requests", 6) > 4:
+        parser.error("--disaggregated starts two processes per request: at most 4 requests")
     try:
         stream = request_stream(_value(a, "requests", 6), a.seed, _value(a, "max_new_tokens", 12), a.shared_prefix)
         served = serve(get_model("gpt"), stream, _value(a, "block_size", 4), _value(a, "num_blocks", 32), a.policy,
                        prefix_caching=a.shared_prefix > 0, chunk_budget=a.chunk_budget, timed=a.timed)
     except (LimitError, ValueError) as e:
         parser.error(str(e))
-    json.dump(serve_run_dict(served), sys.stdout, indent=1)
+    out = serve_run_dict(served)
+    if a.disaggregated:
+        model = get_model("gpt")
+        for r, d in zip(served.requests, out["requests"]):
+            shipped = serve_disaggregated("gpt", encode(model, r.request.prompt), len(r.tokens))
+            d.update(bytes_shipped=shipped.bytes_sent, transfer_s=shipped.transfer_s,
+                     same_as_disaggregated=[model.logit_tokens[i] for i in shipped.tokens] == list(r.tokens))
+    json.dump(out, sys.stdout, indent=1)
     print()
     return 0
 
 
 def run_llm(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """SmolLM2's chat stream; every number is checked before the weights load (a second, 0.5 GB)."""
+    if a.disaggregated:
+        parser.error("--disaggregated serves the tiny GPT (bench for SmolLM2 is not part of the CLI)")
     if a.shared_prefix:
         parser.error("--shared-prefix is the tiny GPT's; smollm2 shares its chat template's system prompt (--chat)")
     n, bs = _value(a, "requests", LLM_DEFAULTS["requests"]), _value(a, "block_size", LLM_DEFAULTS["block_size"])

@@ -210,7 +210,7 @@ def test_cli_prints_the_documented_shape(capsys):
     assert set(d) == {"model", "block_size", "num_blocks", "policy", "requests", "steps"}
     assert (d["model"], d["block_size"], d["num_blocks"], d["policy"]) == ("gpt", 4, 16, "continuous")
     assert set(d["requests"][0]) == {"id", "prompt", "arrival_step", "tokens", "first_token_step",
-                                     "finish_step", "preemptions"}
+                                     "finish_step", "preemptions", "ttft_steps", "gap_steps"}
     assert set(d["steps"][0]) == {"step", "prefill", "decode", "waiting", "finished", "block_tables",
                                   "refcounts", "free_blocks"}
     assert len({tuple(r["prompt"][:8]) for r in d["requests"]}) == 1

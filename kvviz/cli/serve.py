@@ -4,7 +4,12 @@
 ``serve --model smollm2 [--chat]`` serves a stream of short messages to SmolLM2 instead
 (kvviz.serving.chat_stream): with ``--chat`` each one inside the chat template, so every prompt
 begins with the same system prompt, and prefix caching is on; the same JSON, with every request
-checked against its solo greedy run (``same_as_solo``, ``max_abs_diff``) and the blocks it shared."""
+checked against its solo greedy run (``same_as_solo``, ``max_abs_diff``) and the blocks it shared.
+
+``--chunk-budget N``: chunked prefill (kvviz.serving.scheduler): each step's pass processes at most N
+positions, the decodes first; the JSON adds each step's ``budget`` and ``chunks``. Every request's
+``ttft_steps`` and ``gap_steps`` (steps between its tokens) are printed with or without it; ``--timed`` times every pass
+and adds ``ttft_s`` and ``gaps_s`` (measured seconds, one sample per pass)."""
 from __future__ import annotations
 
 import argparse
@@ -21,8 +26,11 @@ from kvviz.limits import (
     LimitError,
     check_int,
 )
+from kvviz.models.base import encode
 from kvviz.models.registry import get_model, limits_before_loading
 from kvviz.serving import POLICIES, chat_stream, request_stream, serve, serve_run_dict
+from kvviz.serving.disagg import serve_disaggregated
+from kvviz.serving.scheduler import MAX_CHUNK_BUDGET
 
 SERVE_MODELS = ("gpt", "smollm2")
 LLM_DEFAULTS = {"requests": 3, "block_size": 8, "num_blocks": 32, "max_new_tokens": 4}   # --model smollm2
@@ -48,6 +56,14 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shared-prefix", type=int, default=0, metavar="P",
                    help="gpt: every prompt starts with the same P words, and prefix caching is on "
                         f"(0..{MAX_SERVE_SHARED_PREFIX})")
+    p.add_argument("--chunk-budget", type=int, default=None, metavar="N",
+                   help=f"chunked prefill: tokens each step's pass may process, decodes first, prompts in chunks "
+                        f"in the rest (batch size..{MAX_CHUNK_BUDGET}; default: whole prompts)")
+    p.add_argument("--timed", action="store_true",
+                   help="time every pass (kvviz.measure.clock): each request's ttft_s and gaps_s in seconds")
+    p.add_argument("--disaggregated", action="store_true",
+                   help="gpt: also serve each request by two processes, the cache shipped between them "
+                        "(kvviz.serving.disagg): bytes_shipped and same_as_disaggregated per request")
     p.set_defaults(run=lambda a: run(a, p))
 
 
@@ -61,19 +77,30 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return run_llm(a, parser)
     if a.chat:
         parser.error("--chat needs --model smollm2")
+    if a.disaggregated and _value(a, "requests", 6) > 4:
+        parser.error("--disaggregated starts two processes per request: at most 4 requests")
     try:
         stream = request_stream(_value(a, "requests", 6), a.seed, _value(a, "max_new_tokens", 12), a.shared_prefix)
         served = serve(get_model("gpt"), stream, _value(a, "block_size", 4), _value(a, "num_blocks", 32), a.policy,
-                       prefix_caching=a.shared_prefix > 0)
+                       prefix_caching=a.shared_prefix > 0, chunk_budget=a.chunk_budget, timed=a.timed)
     except (LimitError, ValueError) as e:
         parser.error(str(e))
-    json.dump(serve_run_dict(served), sys.stdout, indent=1)
+    out = serve_run_dict(served)
+    if a.disaggregated:
+        model = get_model("gpt")
+        for r, d in zip(served.requests, out["requests"]):
+            shipped = serve_disaggregated("gpt", encode(model, r.request.prompt), len(r.tokens))
+            d.update(bytes_shipped=shipped.bytes_sent, transfer_s=shipped.transfer_s,
+                     same_as_disaggregated=[model.logit_tokens[i] for i in shipped.tokens] == list(r.tokens))
+    json.dump(out, sys.stdout, indent=1)
     print()
     return 0
 
 
 def run_llm(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """SmolLM2's chat stream; every number is checked before the weights load (a second, 0.5 GB)."""
+    if a.disaggregated:
+        parser.error("--disaggregated serves the tiny GPT (bench for SmolLM2 is not part of the CLI)")
     if a.shared_prefix:
         parser.error("--shared-prefix is the tiny GPT's; smollm2 shares its chat template's system prompt (--chat)")
     n, bs = _value(a, "requests", LLM_DEFAULTS["requests"]), _value(a, "block_size", LLM_DEFAULTS["block_size"])
@@ -84,12 +111,14 @@ def run_llm(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         check_int("Block size", bs, 1, MAX_SERVE_BLOCK_SIZE)
         check_int("Number of blocks", blocks, 1, MAX_SERVE_BLOCKS)
         check_int("Seed", a.seed, 0, MAX_SEED)
+        if a.chunk_budget is not None:
+            check_int("Chunk budget", a.chunk_budget, 1, MAX_CHUNK_BUDGET)
         if early is not None:
             early.check_serve_pool(n, bs, blocks)
             check_int("New tokens", new, 1, early.serve_new_tokens)
         model = get_model(a.model)                      # ModelUnavailable (a LimitError) without weights
         served = serve(model, chat_stream(model, n, new, chat=a.chat, seed=a.seed), bs, blocks, a.policy,
-                       prefix_caching=a.chat, check=True)
+                       prefix_caching=a.chat, check=True, chunk_budget=a.chunk_budget, timed=a.timed)
     except (LimitError, ValueError) as e:
         parser.error(str(e))
     out = serve_run_dict(served)

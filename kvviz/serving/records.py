@@ -72,8 +72,9 @@ class StepRecord:
     did this step) after the step (finished requests' blocks already freed), ``memory`` during its
     pass. The block state's fields read through the record too (``step.refcounts``, ``step.taken``,
     …; ``block_tables`` is ``blocks.tables``). ``chosen``: (request, token) picked this step;
-    ``contexts``: (request, tokens in its cache after the pass). ``pool_keys``: layer 0's K pool after
-    the pass when the run keeps it.
+    ``contexts``: (request, tokens in its cache after the pass). ``budget`` and ``chunks``: the step's
+    token budget (chunked prefill) and what filled it, (request, positions processed). ``pool_keys``:
+    layer 0's K pool after the pass when the run keeps it.
     """
 
     step: int
@@ -90,18 +91,24 @@ class StepRecord:
     prefill_saved: int                 # prompt positions not computed this step thanks to prefix hits
     max_abs_diff: float | None         # this step's rows vs their cold solo runs (check=True)
     pool_keys: torch.Tensor | None = field(default=None, repr=False)
+    budget: int | None = None          # the step's token budget (chunked prefill; None: unlimited)
+    chunks: tuple[tuple[int, int], ...] = ()   # (request, positions its row processed) in the pass
+    seconds: float | None = None       # the pass's measured wall time (a timed run; kvviz.measure.clock)
 
     @classmethod
     def of(cls, step: int, blocks: BlockState, memory: Memory, *, prefill: Sequence[int] = (),
            decode: Sequence[int] = (), waiting: Sequence[int] = (), finished: Sequence[int] = (),
            preempted: Sequence[int] = (), recomputed: Sequence[int] = (), chosen: Sequence[tuple[int, str]] = (),
            contexts: Sequence[tuple[int, tuple[str, ...]]] = (), prefill_saved: int = 0,
-           max_abs_diff: float | None = None, pool_keys: torch.Tensor | None = None) -> StepRecord:
+           max_abs_diff: float | None = None, pool_keys: torch.Tensor | None = None,
+           budget: int | None = None, chunks: Sequence[tuple[int, int]] = (),
+           seconds: float | None = None) -> StepRecord:
         """The one way a step record is made: who did what this step, and the blocks after it."""
         return cls(step=step, prefill=tuple(prefill), decode=tuple(decode), waiting=tuple(waiting),
                    finished=tuple(finished), preempted=tuple(preempted), recomputed=tuple(recomputed),
                    blocks=blocks, chosen=tuple(chosen), contexts=tuple(contexts), memory=memory,
-                   prefill_saved=prefill_saved, max_abs_diff=max_abs_diff, pool_keys=pool_keys)
+                   prefill_saved=prefill_saved, max_abs_diff=max_abs_diff, pool_keys=pool_keys,
+                   budget=budget, chunks=tuple(chunks), seconds=seconds)
 
     # the block state's fields, read through the step (one copy of them: ``blocks``)
     @property
@@ -148,6 +155,11 @@ class StepRecord:
     def running(self) -> tuple[int, ...]:
         return self.prefill + self.decode
 
+    @property
+    def tokens_used(self) -> int:
+        """Positions this step's pass processed (at most ``budget`` under chunked prefill)."""
+        return sum(n for _, n in self.chunks)
+
     def logical_keys(self, request_id: int) -> torch.Tensor | None:
         """Layer 0's K of a request still running after this step, read from ``pool_keys`` through
         its block table: ``[kv_heads, T, head_dim]`` in position order (None without a kept pool)."""
@@ -171,10 +183,16 @@ class RequestResult:
     blocks_saved: int                  # blocks attached instead of taken (prefix hits)
     max_abs_diff: float | None         # vs its cold solo run, over every step (check=True)
     solo_tokens: tuple[str, ...] | None = None
+    token_steps: tuple[int, ...] = ()  # the step that chose each token (a recomputed one counts once)
 
     @property
     def id(self) -> int:
         return self.request.id
+
+    @property
+    def gaps(self) -> tuple[int, ...]:
+        """Steps between consecutive tokens (inter-token gaps; 1 = a token every step)."""
+        return tuple(b - a for a, b in zip(self.token_steps, self.token_steps[1:]))
 
     @property
     def ttft(self) -> int:
@@ -199,6 +217,7 @@ class ServeRun:
     requests: tuple[RequestResult, ...]
     steps: tuple[StepRecord, ...]
     tolerance: float                   # how close a row must come to its solo run (1e-4 fp32, 1e-9 fp64)
+    chunk_budget: int | None = None    # tokens per step's pass (chunked prefill; None: whole prompts)
 
     @property
     def total_steps(self) -> int:
@@ -224,6 +243,20 @@ class ServeRun:
     @property
     def blocks_saved(self) -> int:
         return sum(r.blocks_saved for r in self.requests)
+
+    def seconds_until(self, step: int) -> float | None:
+        """Measured seconds from the start of the run to the end of ``step``'s pass (a timed run)."""
+        times = [s.seconds for s in self.steps[:step + 1]]
+        return None if not times or None in times else float(sum(times))   # type: ignore[arg-type]
+
+    def measured(self, r: RequestResult) -> tuple[float, tuple[float, ...]] | None:
+        """A request's measured TTFT (from the start of its arrival step to the end of the pass that
+        chose its first token) and inter-token gaps, in seconds (a timed run; else None)."""
+        if not r.token_steps or self.seconds_until(r.token_steps[-1]) is None:
+            return None
+        start = self.seconds_until(r.request.arrival_step - 1) or 0.0
+        ends = [self.seconds_until(t) or 0.0 for t in r.token_steps]
+        return ends[0] - start, tuple(b - a for a, b in zip(ends, ends[1:]))
 
     def peak(self, what: str) -> int:
         """The largest ``Memory`` count ``what`` over the steps, in bytes."""

@@ -18,6 +18,11 @@ this order, one method each:
    attaches the cached blocks of its prompt and prefills only the rest. ``static``: nothing is
    admitted while a batch runs; a new batch starts when ``max_batch`` requests wait (or no more
    will arrive) and runs until its last request finishes.
+   With ``chunk_budget`` (chunked prefill, Sarathi-Serve's stall-free schedule) admission stops
+   when the step's token budget is spoken for, and ``fill_budget`` gives each running request its
+   share of the pass: the decodes first (one token each), then the prompts in admission order,
+   each a chunk of what is left; a prompt whose chunk stops short of its end chooses no token yet
+   and continues in the next step, its cache positions already written.
 4. ``run_pass``: **one pass** over the newcomers' prefill (their whole remaining prompt) and the
    running requests' decode (their pending token) together, each sequence at its own positions,
    left-padded to the longest (``KVCacheManager.set_rows`` maps batch rows to sequences and gives
@@ -51,12 +56,14 @@ from kvviz.limits import (
     LimitError,
     check_int,
 )
+from kvviz.measure.clock import time_runs
 from kvviz.models.base import encode
 from kvviz.serving.kv_manager import KVCacheManager
 from kvviz.serving.records import Memory, RequestResult, ServeRun, StepRecord
 from kvviz.serving.workload import GREEDY, Request, solo_run
 
 POLICIES = ("continuous", "static")
+MAX_CHUNK_BUDGET = 4096      # tokens one step's pass may process (a cap on the batch's width)
 
 
 class _Live:
@@ -66,6 +73,7 @@ class _Live:
         self.req, self.prompt_ids = req, ids
         self.generated: list[int] = []
         self.admitted = self.first = self.finish = -1
+        self.computed = 0                    # positions in the cache (mirrors KVCacheManager.computed)
         self.preemptions = self.saved = self.hits = 0
         self.diff: float | None = None
 
@@ -76,6 +84,11 @@ class _Live:
     @property
     def ids(self) -> list[int]:
         return self.prompt_ids + self.generated
+
+    @property
+    def pending(self) -> int:
+        """Positions not yet in the cache that its next passes must process (1 while decoding)."""
+        return len(self.ids) - self.computed
 
     @property
     def max_length(self) -> int:
@@ -93,6 +106,7 @@ class _Pass:
     memory: Memory = Memory(0, 0, 0, 0, 0)
     max_abs_diff: float | None = None
     pool_keys: torch.Tensor | None = None
+    seconds: float | None = None
 
 
 class Scheduler:
@@ -106,14 +120,18 @@ class Scheduler:
     def __init__(self, model: BatchModel, requests: Sequence[Request], block_size: int = 4, num_blocks: int = 32,
                  policy: str = "continuous", max_batch: int = 4, prefix_caching: bool = False,
                  check: bool = False, keep_kv: bool = False,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None, chunk_budget: int | None = None,
+                 timed: bool = False) -> None:
         if policy not in POLICIES:
             raise LimitError(f"Unknown policy {policy!r}; choose one of {', '.join(POLICIES)}.")
         self.model, self.policy = model, policy
         self.block_size = check_int("Block size", block_size, 1, MAX_SERVE_BLOCK_SIZE)
         self.num_blocks = check_int("Number of blocks", num_blocks, 1, MAX_SERVE_BLOCKS)
         self.max_batch = check_int("Batch size", max_batch, 1, MAX_SERVE_BATCH)
-        self.prefix_caching, self.check, self.keep_kv = prefix_caching, check, keep_kv
+        self.prefix_caching, self.check, self.keep_kv, self.timed = prefix_caching, check, keep_kv, timed
+        # every running request decodes each step, so the budget covers a full batch's decodes
+        self.chunk_budget = None if chunk_budget is None else check_int(
+            "Chunk budget", chunk_budget, self.max_batch, MAX_CHUNK_BUDGET)
         self.progress = progress
         self.live = self._checked(requests, self.block_size * self.num_blocks)
         self.kv = KVCacheManager(model.n_layers, self.block_size, self.num_blocks)
@@ -156,9 +174,14 @@ class Scheduler:
             preempted = self.preempt()
             newcomers = self.admit(step)
             saved = sum(self.kv.computed(r.id) for r in newcomers)
-            rows = self.running + newcomers
-            done = self.run_pass(step, rows) if rows else _Pass()
-            self.steps.append(self.record(step, newcomers, rows, preempted, done, saved))
+            for r in newcomers:
+                r.computed = self.kv.computed(r.id)
+            live = self.running + newcomers
+            chunks = self.fill_budget(live)
+            rows = [r for r in live if chunks[r.id]]
+            decode = [r.id for r in rows if r not in newcomers and r.generated and r.pending == 1]
+            done = self.run_pass(step, rows, chunks, live) if rows else _Pass()
+            self.steps.append(self.record(step, decode, rows, preempted, done, saved, chunks))
             if self.progress is not None:
                 self.progress(self.done, len(self.live))
         return self.result()
@@ -170,22 +193,52 @@ class Scheduler:
     def preempt(self) -> list[int]:
         """Preempt the newest running requests until every running one's decode fits; their ids."""
         preempted: list[int] = []
-        while self.running and self.kv.blocks_to_grow([r.id for r in self.running]) > self.kv.num_free_blocks:
+        while self.running and self._growth(self.running) > self.kv.num_free_blocks:
             victim = self.running.pop()
             self.kv.free(victim.id)
+            victim.computed = 0
             victim.preemptions += 1
             self.waiting.insert(0, victim)
             preempted.append(victim.id)
         return preempted
+
+    def _growth(self, live: Sequence[_Live]) -> int:
+        """Free blocks the running requests' remaining work takes: one decode token each, or the rest
+        of a prompt still being prefilled in chunks (reserved whole, as at admission)."""
+        return sum(self.kv.blocks_to_grow([r.id], max(1, r.pending)) for r in live)
+
+    def fill_budget(self, live: Sequence[_Live]) -> dict[int, int]:
+        """Positions each request processes this step. Without a budget: all that is pending. With
+        ``chunk_budget`` (Sarathi-Serve's stall-free schedule): the decodes first (one token each),
+        then the prompts in admission order, each a chunk of what the budget has left."""
+        if self.chunk_budget is None:
+            return {r.id: r.pending for r in live}
+        decoding = [r for r in live if r.generated and r.pending == 1]
+        chunks = {r.id: 1 for r in decoding}
+        left = self.chunk_budget - len(decoding)
+        for r in live:
+            if r.id not in chunks:
+                chunks[r.id] = min(r.pending, left)
+                left -= chunks[r.id]
+        return chunks
+
+    def _budget_left(self) -> int | None:
+        """Budget not yet spoken for by the running requests (None without a budget)."""
+        if self.chunk_budget is None:
+            return None
+        return self.chunk_budget - sum(r.pending for r in self.running)
 
     def admit(self, step: int) -> list[_Live]:
         """Admit waiting requests (policy, batch size and free blocks permitting); the newcomers."""
         newcomers: list[_Live] = []
         if self.policy != "continuous" and self.running:
             return newcomers
-        reserved = self.kv.blocks_to_grow([r.id for r in self.running])    # the running ones' decode first
+        reserved = self._growth(self.running)     # the running ones' decode (and prefill chunks) first
+        budget = self._budget_left()
         batch_ready = self.policy == "continuous" or len(self.waiting) >= self.max_batch or not self.pending
         while batch_ready and self.waiting and len(self.running) + len(newcomers) < self.max_batch:
+            if budget is not None and budget <= 0:
+                break                                  # this step's tokens are spoken for
             cand = self.waiting[0]
             ids = cand.ids
             need = self.kv.prompt_blocks(ids, self.prefix_caching)
@@ -197,26 +250,46 @@ class Scheduler:
             if cand.admitted < 0:
                 cand.admitted = step
             reserved += need.fresh
+            if budget is not None:
+                budget -= len(ids) - self.kv.computed(cand.id)
             newcomers.append(cand)
         return newcomers
 
-    def run_pass(self, step: int, rows: list[_Live]) -> _Pass:
+    def run_pass(self, step: int, rows: list[_Live], chunks: dict[int, int] | None = None,
+                 live: list[_Live] | None = None) -> _Pass:
         """One batched pass: the running rows decode their pending token, the newcomers prefill what
-        is not cached; every row chooses its next token; finished requests release their blocks."""
-        inputs = [r.ids[self.kv.computed(r.id):] for r in rows]
+        is not cached (or, under a chunk budget, the next ``chunks[id]`` positions); a row whose
+        input reaches its last token chooses its next token; finished requests release their blocks.
+        ``live``: every running request (rows without budget this step wait in place)."""
+        chunks = chunks if chunks is not None else {r.id: r.pending for r in rows}
+        live = live if live is not None else rows
+        inputs = [r.ids[r.computed:r.computed + chunks[r.id]] for r in rows]
         n_cols = max(len(t) for t in inputs)
         key_mask = self.kv.set_rows([r.id for r in rows], [len(t) for t in inputs])
         tok = torch.tensor([[0] * (n_cols - len(t)) + t for t in inputs])                               # [B, N]
         start = [self.kv.computed(r.id) for r in rows]
         pos = torch.tensor([[-1] * (n_cols - len(t)) + list(range(a, a + len(t))) for t, a in zip(inputs, start)])
-        with torch.no_grad():
-            logits = self.model.forward_batch(tok, pos, key_mask, self.kv.cache).logits[:, -1]             # [B, V]
+        out: list[torch.Tensor] = []
+
+        def forward() -> None:
+            with torch.no_grad():
+                out.append(self.model.forward_batch(tok, pos, key_mask, self.kv.cache).logits[:, -1])    # [B, V]
+
+        if self.timed:      # one sample of the one timing helper: the pass writes the cache, so it runs once
+            seconds: float | None = time_runs(forward, 1, warmups=0).median
+        else:
+            forward()
+            seconds = None
+        logits = out[0]
         self.dtype = logits.dtype
         memory = self.kv.memory([r.id for r in rows], [r.max_length for r in rows])
         pool_keys = self.kv.pool_keys() if self.keep_kv else None
         chosen: list[tuple[int, str]] = []
         step_diff: float | None = None
         for b, r in enumerate(rows):
+            r.computed += chunks[r.id]
+            if r.pending:                    # a prompt chunk that stops short of its end chooses nothing
+                continue
             if self.check:
                 d = self._solo_diff(r, logits[b])
                 step_diff = d if step_diff is None else max(step_diff, d)
@@ -231,15 +304,18 @@ class Scheduler:
         contexts = tuple((r.id, tuple(vocab[i] for i in r.ids[:self.kv.computed(r.id)])) for r in rows)
         finished = []
         ends = {self.model.logit_tokens.index(t) for t in getattr(self.model, "end_tokens", ())}
+        chose = {i for i, _ in chosen}
         for r in rows:
+            if r.id not in chose:
+                continue
             # finished at its length or at the model's end token (as its solo run stops): its blocks go back at once
             if len(r.generated) == r.req.max_new_tokens or r.generated[-1] in ends:
                 r.finish = step
                 self.kv.free(r.id)
                 finished.append(r.id)
                 self.done += 1
-        self.running = [r for r in rows if r.finish < 0]
-        return _Pass(tuple(chosen), tuple(finished), contexts, memory, step_diff, pool_keys)
+        self.running = [r for r in live if r.finish < 0]
+        return _Pass(tuple(chosen), tuple(finished), contexts, memory, step_diff, pool_keys, seconds)
 
     def _solo_diff(self, r: _Live, logits: torch.Tensor) -> float:
         """Largest |difference| of a row's logits from its request's solo run at the same token."""
@@ -249,34 +325,47 @@ class Scheduler:
         r.diff = d if r.diff is None else max(r.diff, d)
         return d
 
-    def record(self, step: int, newcomers: list[_Live], rows: list[_Live], preempted: list[int], done: _Pass,
-               saved: int) -> StepRecord:
+    def record(self, step: int, decode: list[int], rows: list[_Live], preempted: list[int], done: _Pass,
+               saved: int, chunks: dict[int, int]) -> StepRecord:
+        """``decode``: rows decoding one token; every other row of the pass prefilled (a chunk, or the
+        whole rest of its prompt; a recompute too)."""
         return StepRecord.of(
             step, self.kv.state([r.id for r in self.running]), done.memory,
-            prefill=[r.id for r in newcomers], decode=[r.id for r in rows if r not in newcomers],
+            prefill=[r.id for r in rows if r.id not in decode], decode=decode,
             waiting=[r.id for r in self.waiting], finished=done.finished, preempted=preempted,
-            recomputed=[r.id for r in newcomers if r.preemptions], chosen=done.chosen, contexts=done.contexts,
-            prefill_saved=saved, max_abs_diff=done.max_abs_diff, pool_keys=done.pool_keys)
+            recomputed=[r.id for r in rows if r.preemptions and r.id not in decode], chosen=done.chosen,
+            contexts=done.contexts,
+            prefill_saved=saved, max_abs_diff=done.max_abs_diff, pool_keys=done.pool_keys,
+            budget=self.chunk_budget, chunks=[(r.id, chunks[r.id]) for r in rows], seconds=done.seconds)
 
     def result(self) -> ServeRun:
         tokens = self.model.logit_tokens
+        chose: dict[int, list[int]] = {}
+        for s in self.steps:
+            for i, _ in s.chosen:
+                chose.setdefault(i, []).append(s.step)
         results = tuple(
             RequestResult(r.req, tuple(tokens[i] for i in r.generated), r.admitted, r.first, r.finish,
                           r.preemptions, r.saved, r.hits, r.diff,
-                          tuple(tokens[i] for i in self.solo[r.id][0]) if r.id in self.solo else None)
+                          tuple(tokens[i] for i in self.solo[r.id][0]) if r.id in self.solo else None,
+                          tuple(chose.get(r.id, [])[-len(r.generated):]) if r.generated else ())
             for r in sorted(self.live, key=lambda x: x.id))
         tol = 1e-9 if self.dtype == torch.float64 else 1e-4
         return ServeRun(self.model.name, self.policy, self.block_size, self.num_blocks, self.max_batch,
-                        self.prefix_caching, results, tuple(self.steps), tol)
+                        self.prefix_caching, results, tuple(self.steps), tol, self.chunk_budget)
 
 
 def serve(model: BatchModel, requests: Sequence[Request], block_size: int = 4, num_blocks: int = 32,
           policy: str = "continuous", max_batch: int = 4, prefix_caching: bool = False,
           check: bool = False, keep_kv: bool = False,
-          progress: Callable[[int, int], None] | None = None) -> ServeRun:
+          progress: Callable[[int, int], None] | None = None, chunk_budget: int | None = None,
+          timed: bool = False) -> ServeRun:
     """Serve ``requests`` step by step (``Scheduler``; see the module notes) and return every step and
     request. ``prefix_caching``: share the full blocks of common prompt beginnings. ``check``: compare
     every row with the request's cold solo run. ``keep_kv``: keep layer 0's K pool in every step record.
-    ``progress(finished, total)``: called after every step (a page's progress bar)."""
+    ``progress(finished, total)``: called after every step (a page's progress bar). ``chunk_budget``:
+    tokens one step's pass may process, decodes first, prompts prefilled in chunks in what is left
+    (None: every newcomer's whole prompt in one pass). ``timed``: each step's pass is timed
+    (kvviz.measure.clock; ``StepRecord.seconds``)."""
     return Scheduler(model, requests, block_size, num_blocks, policy, max_batch, prefix_caching, check,
-                     keep_kv, progress).run()
+                     keep_kv, progress, chunk_budget, timed).run()

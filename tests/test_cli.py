@@ -1,8 +1,10 @@
 """The trace CLI: the JSON shape the README documents, and one-line errors with exit code 2.
 
 The CLI's ``main()`` runs in this process (a fresh interpreter per case cost ≈ 2 s, mostly
-importing torch); two tests run ``python -m kvviz`` for real, end to end."""
+importing torch); one test runs ``python -m kvviz`` for real, end to end, one runs kvviz/__main__.py as
+``python -m`` does, in this process."""
 import json
+import runpy
 import subprocess
 import sys
 
@@ -67,8 +69,12 @@ def test_python_m_kvviz_prints_the_same_trace_as_main(capsys):
     assert p.stdout == cli(capsys, *args)[1] and json.loads(p.stdout)["seed"] == 3
 
 
-def test_python_m_kvviz_refuses_a_bad_argument_with_one_line_and_exit_2():
-    p = subprocess.run([sys.executable, "-m", "kvviz", "trace", "abc", "--prompt", "A Z"], cwd=ROOT,
-                       capture_output=True, text=True)
-    assert p.returncode == 2 and p.stdout == "" and len(p.stderr.strip().splitlines()) == 1, p.stderr
-    assert "Z" in p.stderr
+def test_python_m_kvviz_refuses_a_bad_argument_with_one_line_and_exit_2(capsys, monkeypatch):
+    # ``python -m kvviz`` runs kvviz/__main__.py as ``__main__``: run so here, its SystemExit caught (the
+    # fresh interpreter of the test above shows the module runs as a command at all)
+    monkeypatch.setattr(sys, "argv", ["kvviz", "trace", "abc", "--prompt", "A Z"])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_module("kvviz", run_name="__main__")
+    err = capsys.readouterr()
+    assert exit_.value.code == 2 and err.out == "" and len(err.err.strip().splitlines()) == 1, err.err
+    assert "Z" in err.err

@@ -1,6 +1,7 @@
 """The engine's shape: every model follows the whole protocol, and the modules import each other
 without circles (and without imports tucked into functions to dodge one)."""
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -53,9 +54,16 @@ def test_limits_are_enforced_by_the_stepper(name, request):
         run_generation(model, [word], model.limits.max_new_tokens + 1)
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A file's syntax tree, parsed once for every check of this module (read-only)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+@functools.cache
 def _imports(path: Path) -> tuple[set[str], list[str]]:
     """kvviz modules ``path`` imports at its top level, and those it imports inside a function."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _tree(path)
     in_function = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
                    for n in ast.walk(f) if n is not f}
     top, nested = set(), []
@@ -222,10 +230,11 @@ def test_cost_is_formulas_and_measurements_sit_above_decoding():
     assert any(m.startswith("kvviz.decoding") for m in _imports(modules["kvviz.measure.timing"])[0])
 
 
+@functools.cache
 def _third_party(path: Path) -> set[str]:
     """Top-level packages other than kvviz that ``path`` imports."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.ImportFrom) and node.module and not node.level:
             out.add(node.module.split(".")[0])
         elif isinstance(node, ast.Import):
@@ -265,7 +274,7 @@ def test_no_private_name_is_imported_from_another_module():
     """A leading underscore means "this module's own": no other module imports it (make it public instead)."""
     found = []
     for path in _python_files():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("kvviz"):
                 found += [f"{path.name}: {node.module}.{a.name}" for a in node.names
                           if a.name.startswith("_") and not a.name.startswith("__")]
@@ -290,7 +299,7 @@ def test_the_scheduler_reaches_the_paged_cache_only_through_its_manager():
     touched = {n.attr for n in ast.walk(manager) if isinstance(n, ast.Attribute)
                and isinstance(n.value, ast.Attribute) and n.value.attr == "cache"}
     assert "set_active" in touched and not {a for a in touched if a.startswith("_") or a in ("pool", "layers")}
-    builders = [name for name, path in modules.items() for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+    builders = [name for name, path in modules.items() for n in ast.walk(_tree(path))
                 if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "StepRecord"]
     assert builders == []          # StepRecord.of calls cls(...): no module calls StepRecord(...) itself
 
@@ -301,7 +310,7 @@ def test_benches_and_tools_import_no_test_code():
     root = ENGINE.parent
     found = []
     for path in [*(root / "bench").glob("*.py"), *(root / "tools").glob("*.py")]:
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(path)):
             names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
                      else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
             found += [f"{path.relative_to(root)}: {n}" for n in names if n == "tests" or n.startswith("tests.")]

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import torch
 
-from kvviz.cache import DynamicCache
 from kvviz.compress._protocol import next_logits
 from kvviz.compress.evaluation import kl_divergence
 from kvviz.compress.variants import Variant, variant_cache, variant_model
@@ -60,7 +59,7 @@ def trace_variant(model, variant: Variant, ids: Sequence[int], prefill: int) -> 
     if not 1 <= prefill <= len(ids):
         raise LimitError(f"The prefill must be 1..{len(ids)} tokens, got {prefill}.")
     net = variant_model(model, variant)
-    full, cache = DynamicCache(model.n_layers), variant_cache(model, variant)
+    full, cache = variant_cache(model, Variant.of("full")), variant_cache(model, variant)   # full: the model's own
     n_kv = net.cost_config.n_kv_heads
     steps = []
     before: list = [[] for _ in range(model.n_layers)]

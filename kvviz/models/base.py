@@ -174,8 +174,9 @@ def new_cache(layout: Sequence[LayerLayout], kind: str = "dense", **options) -> 
         return QuantizedCache(n, **options)
     if kind == "fp8":
         return Fp8Cache(n, **options)
-    if kind in ("h2o", "snapkv", "pyramid"):
-        return {"h2o": H2OCache, "snapkv": SnapKVCache, "pyramid": PyramidKVCache}[kind](n, **options)
+    if kind in ("h2o", "snapkv", "pyramid"):    # a sliding layer chooses only inside its window (kvviz.cache.scored)
+        windows = [layer.window if layer.attention == "sliding" else None for layer in layout]
+        return {"h2o": H2OCache, "snapkv": SnapKVCache, "pyramid": PyramidKVCache}[kind](n, windows=windows, **options)
     raise ValueError(f"unknown cache kind {kind!r}; kinds: {', '.join(CACHE_KINDS)}")
 
 

@@ -12,7 +12,6 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 import streamlit as st
 
-from kvviz.cache import DynamicCache
 from kvviz.compress import DEFAULT_PREFILL, DEFAULT_TOKENS, Variant, variant_cache
 from kvviz.compress.budget import ANSWER_TOKENS, BudgetComparison, compare_at_budgets, verdict
 from kvviz.compress.evaluation import held_out_stream, held_out_text, kl_divergence, run_cache
@@ -69,7 +68,7 @@ def _latent_drift(name: str, ids: tuple[int, ...], ranks: tuple[int, ...], _mode
     model = _model
     prefill = min(DEFAULT_PREFILL, len(ids) - 1)
     head, rest = list(ids[:prefill]), list(ids[prefill:])
-    _, full = run_cache(model, head, len(rest) + 1, DynamicCache(model.n_layers), forced=rest)
+    _, full = run_cache(model, head, len(rest) + 1, variant_cache(model, Variant.of("full")), forced=rest)
     out = []
     for r in ranks:
         _, got = run_cache(model, head, len(rest) + 1, variant_cache(model, Variant.of("latent", rank=r)),

@@ -17,7 +17,7 @@ kvviz.models.hf.HFCausalLM). Private to kvviz.compress (nothing outside it impor
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import torch
@@ -29,12 +29,16 @@ from kvviz.models.hf import HFCausalLM
 
 
 @torch.inference_mode()
-def next_logits(model, ids: Sequence[int], cache: Cache, start: int) -> torch.Tensor:
+def next_logits(model, ids: Sequence[int], cache: Cache, start: int,
+                on_record: Callable[[object], None] | None = None) -> torch.Tensor:
     """[V] float32: the logits that choose the token after ``ids`` (see the module doc). A cache
     that scores rows by attention (``needs_attention``: kvviz.cache.scored) runs the recording
-    ``forward`` and is handed the pass's weights afterwards."""
+    ``forward`` and is handed the pass's weights afterwards; ``on_record(record)`` sees the pass
+    first, while the cache still holds every row the pass read (kvviz.compress.trace)."""
     if getattr(cache, "needs_attention", False):
         record = model.forward(list(ids), cache, start)
+        if on_record is not None:
+            on_record(record)
         cache.observe(record.attention)
         return record.logits[-1].float()
     return model.logits(list(ids), cache, start, keep=1)[-1].float()

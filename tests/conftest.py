@@ -269,12 +269,13 @@ def gpt():
 
 
 @pytest.fixture(scope="session")
-def tiny_gemma_hf():
+def tiny_gemma_hf(tiny_hf):
     """A tiny random Gemma 3 (tests/tiny_models.py: three sliding layers of window 8, one global)
-    behind kvviz's model protocol, built in memory (eager attention, float32)."""
+    behind kvviz's model protocol, built in memory with the tiny Llama's tokenizer (eager attention,
+    float32)."""
     from kvviz.models.hf import HFCausalLM
-    from tests import tiny_llama, tiny_models
-    tok = tiny_llama.tokenizer()
+    from tests import tiny_models
+    tok = tiny_hf.tokenizer
     net = tiny_models.model("gemma3", len(tok))
     net.config._attn_implementation = "eager"
     return HFCausalLM(net, tok, name="tiny-gemma3")

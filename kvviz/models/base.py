@@ -157,8 +157,9 @@ def new_cache(layout: Sequence[LayerLayout], kind: str = "dense", **options) -> 
     - "window": SlidingWindowCache, ``window`` and optional ``sinks``, ``positions`` (its options);
     - "quantized": QuantizedCache, ``bits``, ``group_size``, ``key_axis``, ``residual``;
     - "h2o", "snapkv", "pyramid": eviction by attention score (kvviz.cache.scored), ``budget`` rows
-      per layer and K/V head (H2O: ``recent``; SnapKV, PyramidKV: ``window``, ``kernel``); run them
-      with ``forward`` and ``cache.observe(record.attention)`` after each pass;
+      per layer and K/V head (H2O: ``recent``; SnapKV, PyramidKV: ``window``, ``kernel``); on a
+      sliding-attention layer only among the rows its window reaches; run them with ``forward`` and
+      ``cache.observe(record.attention)`` after each pass;
     - "fp8": Fp8Cache, E4M3 codes with a ``scale`` per "tensor" or per "token".
 
     The paged cache is made by kvviz.serving (it shares one pool between sequences)."""

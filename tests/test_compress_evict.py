@@ -60,12 +60,31 @@ def test_small_budget_holds_the_budget_and_changes_logits(model_ids, kind):
         assert len(heads) == model.cost_config.n_kv_heads
         for pos in heads:
             assert pos == sorted(pos)
+            if layer.window is not None:              # a sliding layer holds nothing its window cannot reach
+                assert pos[0] >= len(ids) - (layer.window - 1) and layer.budget <= layer.window - 1
             if kind == "h2o":
                 assert len(pos) == layer.budget and pos[-2:] == [len(ids) - 2, len(ids) - 1]
             else:       # compressed once after the prefill, decode rows appended (a sliding layer: in its window)
                 cap = len(ids) if layer.window is None else layer.window - 1
                 assert len(pos) == min(layer.budget + len(ids) - 12, cap)
                 assert pos[-min(len(ids) - 12 + 3, cap):] == list(range(len(ids) - min(len(ids) - 9, cap), len(ids)))
+
+
+def test_a_sliding_layer_drops_what_left_its_window_first_by_hand():
+    """One sliding layer (window 4: rows of the last 3 positions), two K/V heads, H2O budget 2 with 1
+    recent: the window drops first, then the heavy hitter per head; where the heads then differ, each
+    keeps as many rows as the one with the fewest inside its window (the newest)."""
+    cache = H2OCache(1, budget=2, recent=1, windows=[4])
+    assert cache.is_sliding == [True] and cache.layers[0].budget == 2
+    k = torch.arange(10.0).reshape(1, 2, 5, 1)
+    cache.update(k, k, 0)
+    cache.observe(torch.tensor([[[[0, 0, 0.6, 0.2, 0.2]], [[0, 0, 0.2, 0.6, 0.2]]]]))      # [L, H, N, T]
+    assert cache.head_positions(0) == [[2, 4], [3, 4]]          # 0, 1 left the window; heavy 2 / 3, recent 4
+    cache.update(torch.full((1, 2, 1, 1), 9.0), torch.full((1, 2, 1, 1), 9.0), 0)
+    assert cache.get_mask_sizes(1, 0) == (1, 6)                 # a decode step: a one-column mask
+    cache.observe(torch.zeros(1, 2, 1, 3))
+    assert cache.head_positions(0) == [[4, 5], [4, 5]]          # head 0 had 2 rows inside: both keep 2
+    assert cache.layers[0].evicted[-1].tolist() == [[2], [3]]
 
 
 def test_h2o_keeps_the_heavy_hitters_by_hand():

@@ -1,5 +1,6 @@
-"""Benchmark: what smaller caches cost in time and accuracy, on either model (``--model gpt``, the
-trained tiny GPT, or ``--model smollm2``, SmolLM2-135M-Instruct), through kvviz.compress's one run
+"""Benchmark: what smaller caches cost in time and accuracy, on any model (``--model gpt``, the
+trained tiny GPT, ``--model smollm2``, SmolLM2-135M-Instruct, or ``--model gemma3``, Gemma 3 270M),
+through kvviz.compress's one run
 (``run_cache``) and one evaluation.
 
 1. Decode step time of each cache kind at each context against the full cache (kvviz's
@@ -18,11 +19,12 @@ trained tiny GPT, or ``--model smollm2``, SmolLM2-135M-Instruct), through kvviz.
 
 3. ``--policies C ...``: one decode step of H2O, SnapKV, PyramidKV, FP8 and the latent cache after C
    positions against the full cache's (kvviz.measure.clock's median).
-4. ``--budgets``: every variant at 25 % and 10 % of the full cache's bytes, and the verdict.
+4. ``--budgets``: every variant at 25 % and 10 % of the full cache's bytes, and the verdict
+   (``--csv PATH``: the table's rows as CSV, the page's download).
 
-usage: python bench/compress.py [--model gpt|smollm2] [--runs N] [--reps N] [--contexts N ...] [--span N]
+usage: python bench/compress.py [--model gpt|smollm2|gemma3] [--runs N] [--reps N] [--contexts N ...] [--span N]
        [--threads 1] [--skip-timing] [--skip-table] [--prompts 8] [--new-tokens 32] [--seed 0] [--tokens 96]
-       [--policies C ...] [--budgets]
+       [--policies C ...] [--budgets] [--csv PATH]
 (defaults: gpt: 3 runs × 10 repetitions, contexts 128 248, span 32; smollm2: 1 × 1, contexts 128 512, span 8)
 """
 from __future__ import annotations
@@ -90,6 +92,7 @@ PLANS = {
         Variant.of("quant", bits=2, group_size=32, key_axis="channel", residual=0),
         Variant.of("gqa", kv_heads=1))), (128, 512), 8, 1, 1),
 }
+PLANS["gemma3"] = PLANS["smollm2"]           # the same kinds (one K/V head: the pooled one is the model itself)
 
 
 def load() -> str:
@@ -102,8 +105,8 @@ def load_model(name: str):
     if name == "gpt":
         from kvviz.models.gpt import GPTModel, load_tiny_gpt
         return GPTModel(load_tiny_gpt())
-    from kvviz.models.smollm2 import SmolLM2
-    return SmolLM2()
+    from kvviz.models.registry import get_model
+    return get_model(name)
 
 
 def text_ids(model, name: str, length: int) -> list[int]:
@@ -219,10 +222,16 @@ def policy_steps(model, ids: list[int], context: int, repeats: int) -> None:
               f"×{t.median / rec:4.2f} of the recording forward  (range {t.low * 1e3:.2f}..{t.high * 1e3:.2f})")
 
 
-def budgets(model, name: str, tokens: int) -> None:
+def budgets(model, name: str, tokens: int, csv: str | None = None) -> None:
     """4. Every variant at 25 % and 10 % of the full cache's bytes on the held-out text, the verdict."""
+    t0 = time.perf_counter()
     cmp = compare_at_budgets(model, tokens)
-    print(f"\nat equal bytes, held-out text of {tokens} tokens, prefill {DEFAULT_PREFILL}:")
+    if csv:
+        import pandas as pd
+        rows = [{**r, "model": name, "settings": json.dumps(r["settings"])} for r in cmp.rows()]
+        pd.DataFrame(rows).to_csv(csv, index=False)
+    print(f"\nat equal bytes, held-out text of {tokens} tokens, prefill {DEFAULT_PREFILL} "
+          f"({time.perf_counter() - t0:.0f} s, {load()}):")
     for r in cmp.rows():
         print(f"  {r['fraction']:4.0%} {r['variant']:34s} bytes {r['bytes_fraction']:6.1%}  KL {r['kl_mean']:.4g}  "
               f"top-1 {r['top1_agreement']:.1%}  answer {'changed' if r['answer_changed'] else 'kept'}")
@@ -248,6 +257,7 @@ def main() -> None:
     ap.add_argument("--policies", type=int, nargs="*", metavar="CONTEXT",
                     help="time one decode step of each eviction/FP8/latent policy after these contexts")
     ap.add_argument("--budgets", action="store_true", help="every variant at 25 %% and 10 %% of the bytes")
+    ap.add_argument("--csv", help="--budgets: write the table's rows to this CSV file")
     a = ap.parse_args()
     plan = PLANS[a.model]
     torch.set_num_threads(a.threads)
@@ -259,7 +269,7 @@ def main() -> None:
         for context in a.policies or ():
             policy_steps(model, text_ids(model, a.model, context + 64), context, a.reps or 20)
         if a.budgets:
-            budgets(model, a.model, a.tokens)
+            budgets(model, a.model, a.tokens, a.csv)
         return
     if not a.skip_timing:
         contexts = tuple(a.contexts or plan.contexts)

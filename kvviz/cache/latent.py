@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import torch
 
 from kvviz.cache.base import KV, Cache, CacheLayer, storage_bytes
-from kvviz.cache.window import rerotate
+from kvviz.cache.window import per_layer_freqs, rerotate
 from kvviz.limits import LimitError
 
 
@@ -95,16 +95,16 @@ class LatentLayer(CacheLayer):
 
 class LatentCache(Cache):
     """One latent per token and layer (``bases``: per layer (U_r ``[D, rank]``, bias ``[D]``), e.g.
-    from kvviz.compress.latent; ``inv_freq``: the model's rotary frequencies, None for learned
-    positions)."""
+    from kvviz.compress.latent; ``inv_freq``: the model's rotary frequencies, one set or one per
+    layer, None for learned positions)."""
 
     def __init__(self, bases: Sequence[tuple[torch.Tensor, torch.Tensor]], kv_heads: int, head_dim: int,
-                 inv_freq: torch.Tensor | None = None) -> None:
+                 inv_freq: torch.Tensor | Sequence[torch.Tensor] | None = None) -> None:
         for basis, bias in bases:
             if basis.shape[0] != 2 * kv_heads * head_dim or bias.shape != (basis.shape[0],):
                 raise LimitError("A latent basis must have 2 · K/V heads · head size rows.")
-        inv = None if inv_freq is None else inv_freq.detach().double()
-        super().__init__([LatentLayer(b.double(), c.double(), kv_heads, head_dim, inv) for b, c in bases])
+        super().__init__([LatentLayer(b.double(), c.double(), kv_heads, head_dim, inv)
+                          for (b, c), inv in zip(bases, per_layer_freqs(inv_freq, len(bases)))])
 
     def ranks(self) -> list[int]:
         return [layer.rank for layer in self.layers]

@@ -13,7 +13,7 @@ and its score (``scores``, float64): bookkeeping beside the tensors, not counted
 (which is the K/V really held). A query head's weights count for its K/V head (summed over the
 group: grouped-query attention shares the row).
 
-- ``H2OCache(n_layers, budget, recent)`` (Zhang et al., 2023): after every pass each row's score
+- ``H2OCache(n_layers, budget, recent, windows)`` (Zhang et al., 2023): after every pass each row's score
   grows by the attention it received; above ``budget`` rows a head keeps its ``recent`` newest rows
   and the ``budget − recent`` heavy hitters (largest accumulated score) among the others.
 - ``SnapKVCache(n_layers, budget, window, kernel)`` (Li et al., 2024): once, after the prefill, the
@@ -25,6 +25,16 @@ group: grouped-query attention shares the row).
 - ``PyramidKVCache(n_layers, budget, ...)`` (Cai et al., 2024): SnapKV's selection with a budget per
   layer, larger in low layers and smaller in high ones (``pyramid_budgets``: a linear ramp whose
   mean is ``budget``).
+
+**A model's sliding-attention layers** (Gemma 3's five of every six; ``windows``: per layer the
+model's sliding window or None, from its ``layout``): the policy applies to every layer, and on a
+sliding layer it chooses only among the rows the model's own window still reaches. After each pass
+such a layer first drops what left the window (positions before ``seen − (window − 1)``, as
+kvviz.cache.hybrid's ``DynamicSlidingWindowLayer`` does; every K/V head keeps the same number of rows,
+so where heads differ, the fewest any head has inside the window, the newest of them), then the
+policy evicts as on a global layer, its budget capped at ``window − 1``. So a sliding layer never
+holds a row its query could not read, and it says ``is_sliding``: transformers builds its sliding
+mask from such a layer's sizes (every row held is inside the band).
 
 With a budget at least the text's length nothing is evicted, ``update`` concatenates exactly as
 ``DynamicCache`` does and ``attention_mask`` is None: the full cache's arithmetic, bit for bit.
@@ -52,8 +62,10 @@ class ScoredLayer(CacheLayer):
     """One layer's K/V, per K/V head its rows' positions and scores; subclasses decide what to evict
     in ``observe``."""
 
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
+    def __init__(self, budget: int, window: int | None = None) -> None:
+        self.window = window                           # the model's sliding window on this layer (None: global)
+        self.is_sliding = window is not None
+        self.budget = budget if window is None else max(1, min(budget, window - 1))
         self.reset()
 
     def reset(self) -> None:
@@ -96,6 +108,10 @@ class ScoredLayer(CacheLayer):
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
         held = 0 if self.keys is None else self.keys.shape[-2]
+        if self.window is not None and int(query_length) == 1:
+            # one query reads every row a sliding layer holds (all inside its window): a one-column
+            # mask, which broadcasts, fits every sliding layer however many rows each holds
+            return 1, self.seen
         return held + int(query_length), self.seen - held
 
     def get_seq_length(self) -> int:
@@ -108,6 +124,18 @@ class ScoredLayer(CacheLayer):
 
     def observe(self, attention: torch.Tensor) -> None:
         raise NotImplementedError
+
+    def slide(self) -> int:
+        """A sliding layer: drop the rows that left the model's window (see the module doc); returns
+        how many leading columns every head dropped (0: none, or a global layer)."""
+        if self.window is None or self.positions is None:
+            return 0
+        inside = int((self.positions >= self.seen - (self.window - 1)).sum(-1).min())
+        cut = self.positions.shape[-1] - inside
+        if cut > 0:
+            rows = self.positions.shape[-1]
+            self.keep(torch.arange(cut, rows).expand(self.positions.shape[0], inside))
+        return cut
 
     def keep(self, idx: torch.Tensor) -> None:
         """Keep rows ``idx`` [H_kv, B] of every head (sorted here: positions stay ascending)."""
@@ -148,13 +176,14 @@ class ScoredLayer(CacheLayer):
 class H2OLayer(ScoredLayer):
     """Heavy hitters (accumulated attention) plus the ``recent`` newest rows, ``budget`` rows per head."""
 
-    def __init__(self, budget: int, recent: int) -> None:
+    def __init__(self, budget: int, recent: int, window: int | None = None) -> None:
         self.recent = recent
-        super().__init__(budget)
+        super().__init__(budget, window)
 
     def observe(self, attention: torch.Tensor) -> None:
         """attention [H, N, T] over the rows the last update returned (T = rows held now)."""
         self.scores += self.group_attention(attention).sum(1)                # [H_kv, T]
+        self.slide()
         rows = self.scores.shape[-1]
         if rows <= self.budget:
             return
@@ -171,9 +200,10 @@ class SnapKVLayer(ScoredLayer):
     have piled up past the budget, the last ``window`` decode queries vote the same way and the layer
     is compressed back to ``budget`` rows (so it holds between budget and budget + window rows)."""
 
-    def __init__(self, budget: int, window: int, kernel: int, hold: bool = False) -> None:
-        self.window, self.kernel, self.hold = window, kernel, hold
-        super().__init__(budget)
+    def __init__(self, budget: int, window: int, kernel: int, hold: bool = False,
+                 sliding: int | None = None) -> None:
+        self.obs_window, self.kernel, self.hold = window, kernel, hold
+        super().__init__(budget, sliding)
 
     def reset(self) -> None:
         super().reset()
@@ -195,10 +225,14 @@ class SnapKVLayer(ScoredLayer):
         self.keep(torch.cat([top, last], dim=-1))
 
     def observe(self, attention: torch.Tensor) -> None:
+        cut = self.slide()                                                  # a sliding layer: out of its window
+        attention = attention[..., cut:]
+        if self.votes is not None:
+            self.votes = self.votes[:, cut:]
         rows = self.scores.shape[-1]
         if not self.compressed:
             self.compressed = True                                           # the prefill's pass
-            window = min(self.window, self.budget, attention.shape[1], rows)
+            window = min(self.obs_window, self.budget, attention.shape[1], rows)
             self._compress(self.group_attention(attention[:, -window:, :]).sum(1), window)   # [H_kv, T] votes
             return
         if not self.hold:
@@ -207,8 +241,8 @@ class SnapKVLayer(ScoredLayer):
         if self.votes is not None:
             votes[:, :self.votes.shape[-1]] += self.votes
         self.votes = votes
-        if rows >= self.budget + self.window:
-            self._compress(votes, min(self.window, self.budget))
+        if rows >= self.budget + self.obs_window:
+            self._compress(votes, min(self.obs_window, self.budget))
             self.votes = None
 
 
@@ -238,14 +272,25 @@ def _budget(budget: int) -> int:
     return check_int("Budget", budget, 1, MAX_BUDGET)
 
 
+def _windows(n_layers: int, windows: Sequence[int | None] | None) -> list[int | None]:
+    """Per layer the model's sliding window or None (global); None: every layer global."""
+    out = [None] * n_layers if windows is None else [None if w is None else int(w) for w in windows]
+    if len(out) != n_layers:
+        raise LimitError(f"{len(out)} windows for {n_layers} layers.")
+    if any(w is not None and w < 2 for w in out):
+        raise LimitError("A sliding window must hold at least 2 positions.")
+    return out
+
+
 class H2OCache(ScoredCache):
     """H2O: ``budget`` rows per layer and K/V head, ``recent`` of them the newest (default half)."""
 
-    def __init__(self, n_layers: int, budget: int, recent: int | None = None) -> None:
+    def __init__(self, n_layers: int, budget: int, recent: int | None = None,
+                 windows: Sequence[int | None] | None = None) -> None:
         budget = _budget(budget)
         recent = budget // 2 if recent is None else check_int("Recent positions", recent, 0, budget)
         self.budget, self.recent = budget, recent
-        super().__init__([H2OLayer(budget, recent) for _ in range(n_layers)])
+        super().__init__([H2OLayer(budget, recent, w) for w in _windows(n_layers, windows)])
 
 
 def _window(window: int, kernel: int) -> tuple[int, int]:
@@ -259,11 +304,13 @@ def _window(window: int, kernel: int) -> tuple[int, int]:
 class SnapKVCache(ScoredCache):
     """SnapKV: the prompt compressed once to ``budget`` rows per layer and K/V head."""
 
-    def __init__(self, n_layers: int, budget: int, window: int = 8, kernel: int = 5, hold: bool = False) -> None:
+    def __init__(self, n_layers: int, budget: int, window: int = 8, kernel: int = 5, hold: bool = False,
+                 windows: Sequence[int | None] | None = None) -> None:
         self.budget = _budget(budget)
         self.window, self.kernel = _window(window, kernel)
         self.hold = bool(hold)
-        super().__init__([SnapKVLayer(self.budget, self.window, self.kernel, self.hold) for _ in range(n_layers)])
+        super().__init__([SnapKVLayer(self.budget, self.window, self.kernel, self.hold, w)
+                          for w in _windows(n_layers, windows)])
 
 
 def pyramid_budgets(n_layers: int, budget: int, spread: float = 0.5) -> list[int]:
@@ -280,14 +327,16 @@ class PyramidKVCache(ScoredCache):
     """PyramidKV: SnapKV's selection with ``pyramid_budgets`` (larger low, smaller high)."""
 
     def __init__(self, n_layers: int, budget: int, window: int = 8, kernel: int = 5, hold: bool = False,
-                 spread: float = 0.5, budgets: Sequence[int] | None = None) -> None:
+                 spread: float = 0.5, budgets: Sequence[int] | None = None,
+                 windows: Sequence[int | None] | None = None) -> None:
         self.budget = _budget(budget)
         self.window, self.kernel = _window(window, kernel)
         per_layer = list(budgets) if budgets is not None else pyramid_budgets(n_layers, self.budget, spread)
         if len(per_layer) != n_layers:
             raise LimitError(f"{len(per_layer)} budgets for {n_layers} layers.")
         self.hold = bool(hold)
-        super().__init__([SnapKVLayer(_budget(b), self.window, self.kernel, self.hold) for b in per_layer])
+        super().__init__([SnapKVLayer(_budget(b), self.window, self.kernel, self.hold, w)
+                          for b, w in zip(per_layer, _windows(n_layers, windows))])
 
     def get_mask_sizes(self, query_length: int, layer_idx: int = 0) -> tuple[int, int]:
         """transformers builds one causal mask for every layer from one layer's sizes, but after a

@@ -32,6 +32,17 @@ from kvviz.limits import MAX_CACHE_SINKS, MAX_CACHE_WINDOW, LimitError, check_in
 POSITIONS = ("own", "cache")
 
 
+def per_layer_freqs(inv_freq: torch.Tensor | Sequence[torch.Tensor] | None, n_layers: int) -> list:
+    """Rotary frequencies per layer (float64 copies): one set for every layer, or one per layer."""
+    if inv_freq is None:
+        return [None] * n_layers
+    if isinstance(inv_freq, torch.Tensor):
+        inv_freq = [inv_freq] * n_layers
+    if len(inv_freq) != n_layers:
+        raise LimitError(f"{len(inv_freq)} sets of rotary frequencies for {n_layers} layers.")
+    return [f.detach().to(torch.float64).clone() for f in inv_freq]
+
+
 def rerotate(keys: torch.Tensor, shift: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
     """Keys ``[..., n, d]`` already rotated (Llama's ``rotate_half`` layout: pair i is dimensions i
     and i + d/2) turned by ``shift`` [n] more positions each: R(p + s)·k = R(s)·R(p)·k. Angles in
@@ -196,10 +207,11 @@ class SlidingWindowCache(Cache):
 
     ``positions``: ``"own"`` (every key at the position it was computed at) or ``"cache"``
     (StreamingLLM: the kept keys re-rotated to their positions in the cache; rotary models only,
-    ``inv_freq`` their rotary frequencies, e.g. ``HFCausalLM.rope_inv_freq()``)."""
+    ``inv_freq`` their rotary frequencies, e.g. ``HFCausalLM.rope_inv_freq()``, or one set per layer
+    where the model's layers rotate with different bases, as Gemma 3's)."""
 
     def __init__(self, n_layers: int, window: int, sinks: int = 0, positions: str = "own",
-                 inv_freq: torch.Tensor | None = None) -> None:
+                 inv_freq: torch.Tensor | Sequence[torch.Tensor] | None = None) -> None:
         self.window = check_int("Window", window, 1, MAX_CACHE_WINDOW)
         self.sinks = check_int("Sink tokens", sinks, 0, MAX_CACHE_SINKS)
         if positions not in POSITIONS:
@@ -208,8 +220,8 @@ class SlidingWindowCache(Cache):
             raise LimitError("Cache positions re-rotate the kept keys: they need a model with rotary positions "
                              "(the tiny GPT learns absolute positions).")
         self.position_rule = positions
-        inv = None if inv_freq is None else inv_freq.detach().to(torch.float64).clone()
-        super().__init__([SlidingWindowLayer(self.window, self.sinks, positions, inv) for _ in range(n_layers)])
+        super().__init__([SlidingWindowLayer(self.window, self.sinks, positions, inv)
+                          for inv in per_layer_freqs(inv_freq, n_layers)])
 
     def attention_mask(self, layer_idx: int, start_pos: int, n_new: int) -> torch.Tensor | None:
         return self.layers[layer_idx].attention_mask(start_pos, n_new)

@@ -39,9 +39,9 @@ from kvviz.limits import (
     LimitError,
 )
 from kvviz.models.gpt import GPTModel, load_tiny_gpt
-from kvviz.models.smollm2 import SmolLM2
+from kvviz.models.registry import REAL_MODELS, get_model
 
-MODELS = ("gpt", "smollm2")
+MODELS = ("gpt", *REAL_MODELS)      # the tiny GPT, SmolLM2, Gemma 3 and any the host names
 NEW_KINDS = ("h2o", "snapkv", "pyramid", "latent", "fp8")
 
 
@@ -52,7 +52,8 @@ def add_command(sub: argparse._SubParsersAction) -> None:
                                    "bytes_per_token, kl_mean, top1_agreement, prompts, positions.")
     c.add_argument("--kind", required=True, choices=KINDS)
     c.add_argument("--model", choices=MODELS, default="gpt",
-                   help="gpt (the tiny GPT, default) or smollm2 (SmolLM2-135M-Instruct, rotary positions)")
+                   help="gpt (the tiny GPT, default), smollm2 (SmolLM2-135M-Instruct, rotary positions) or gemma3 "
+                        "(Gemma 3 270M: on its sliding layers an evicting policy chooses inside the window)")
     c.add_argument("--window", type=int, help=f"window: recent positions kept (default 16, ≤ {MAX_CACHE_WINDOW})")
     c.add_argument("--sinks", type=int, help=f"window: first positions kept (default 4, ≤ {MAX_CACHE_SINKS})")
     c.add_argument("--positions", choices=POSITIONS,
@@ -90,7 +91,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
 
 
 def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    theirs = {"gpt": ("tokens", "prefill"), "smollm2": ("prompts", "new_tokens", "seed")}[a.model]
+    theirs = ("tokens", "prefill") if a.model == "gpt" else ("prompts", "new_tokens", "seed")
     if a.text is not None:
         theirs = ("tokens", "prompts", "new_tokens", "seed")
     stray = [n for n in theirs if getattr(a, n) is not None]
@@ -106,7 +107,7 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             if variant.kind == "window" and variant.positions == "cache":
                 raise LimitError("Cache positions re-rotate the kept keys: they need a model with rotary positions "
                                  "(--model smollm2); the tiny GPT learns absolute positions.")
-        model = SmolLM2() if a.model == "smollm2" else GPTModel(load_tiny_gpt())
+        model = get_model(a.model) if a.model != "gpt" else GPTModel(load_tiny_gpt())
         if a.text is not None:
             ids = _text_ids(model, a.text)
             prefill = min(DEFAULT_PREFILL, len(ids) - 1) if a.prefill is None else a.prefill

@@ -28,7 +28,7 @@ from functools import lru_cache
 
 import torch
 
-from kvviz.cache import Cache, DynamicCache
+from kvviz.cache import Cache
 from kvviz.compress._protocol import next_logits
 from kvviz.compress.text import held_out_ids
 from kvviz.compress.variants import Variant, variant_cache, variant_model
@@ -46,6 +46,8 @@ from kvviz.limits import (
 from kvviz.models.gpt import GPTModel, TinyGPT, load_tiny_gpt
 from kvviz.models.gpt.corpus import corpus_tokens
 from kvviz.models.gpt.train import split_train_val
+
+FULL = Variant.of("full")
 
 # --- held-out prompts -------------------------------------------------------------------------
 
@@ -248,7 +250,7 @@ def _evaluate(model, variants: list[Variant], prompts: list[HeldOutPrompt], new_
     splits = [(p.ids[:prefill or len(p.ids)], p.ids[prefill or len(p.ids):]) for p in prompts]
     reference = []                                     # the full cache: the text, then greedy
     for head, rest in splits:
-        cache = DynamicCache(model.n_layers)
+        cache = variant_cache(model, FULL)            # the model's own full cache (hybrid where it is)
         tokens, logits = run_cache(model, head, length, cache, forced=rest, step=step)
         reference.append((tokens, logits[:new_tokens], cache.nbytes()))
         if run_done:

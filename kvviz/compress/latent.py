@@ -29,7 +29,8 @@ def _svd(model) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ...]:
 
 
 def full_rank(model) -> int:
-    return min(u.shape[1] for u, _, _ in _svd(model))
+    """min(D, C) of the stacked projections, from their shapes (no SVD: a page asks before any run)."""
+    return min(min(w.shape) for w, _ in kv_projections(model))
 
 
 def check_rank(model, rank: int | str | None) -> int:

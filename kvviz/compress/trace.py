@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import torch
 
-from kvviz.cache import DynamicCache
 from kvviz.compress._protocol import next_logits
 from kvviz.compress.evaluation import kl_divergence
 from kvviz.compress.variants import Variant, variant_cache, variant_model
@@ -38,6 +37,17 @@ class TraceStep:
     scored: tuple[tuple[tuple[int, ...], ...], ...] | None      # [layer][head] their positions
     kept_scores: tuple[tuple[tuple[float, ...], ...], ...] | None = None   # [layer][head] aligned with kept
     gone: tuple[tuple[tuple[tuple[int, float], ...], ...], ...] = ()      # [layer][head] (position, score) so far
+    # an evicting cache: the pass's last query, what it read before the eviction (the attention that remains)
+    attention: torch.Tensor | None = None     # [layer, query head, rows] float32 weights (0 past a layer's rows)
+    read: tuple[tuple[tuple[int, ...], ...], ...] | None = None   # [layer][K/V head] the positions of those rows
+
+    def attention_over(self, layer: int, head: int, group: int) -> dict[int, float]:
+        """Query head ``head``'s weights in ``layer`` by position (its K/V head is ``head // group``):
+        only the rows it read, so an evicted position is absent."""
+        if self.attention is None or self.read is None:
+            return {}
+        rows = self.read[layer][head // group]
+        return {p: float(w) for p, w in zip(rows, self.attention[layer, head, :len(rows)].tolist())}
 
     def as_dict(self) -> dict:
         return {"position": self.position, "kl": round(self.kl, 8), "top1_agreement": self.agree,
@@ -60,13 +70,20 @@ def trace_variant(model, variant: Variant, ids: Sequence[int], prefill: int) -> 
     if not 1 <= prefill <= len(ids):
         raise LimitError(f"The prefill must be 1..{len(ids)} tokens, got {prefill}.")
     net = variant_model(model, variant)
-    full, cache = DynamicCache(model.n_layers), variant_cache(model, variant)
+    full, cache = variant_cache(model, Variant.of("full")), variant_cache(model, variant)   # full: the model's own
     n_kv = net.cost_config.n_kv_heads
     steps = []
     before: list = [[] for _ in range(model.n_layers)]
     gone: list = [[{} for _ in range(n_kv)] for _ in range(model.n_layers)]     # position → its deciding score
+    seen: dict = {}
+
+    def look(record) -> None:               # before the eviction: the rows this pass read, and its weights
+        seen["attention"] = record.attention[:, :, -1, :].detach().float().clone()       # [L, H, T]
+        seen["read"] = tuple(tuple(tuple(h) for h in layer.positions.tolist()) for layer in cache.layers)
+
     for start, chunk in [(0, ids[:prefill])] + [(i, [t]) for i, t in enumerate(ids[prefill:], start=prefill)]:
-        p, q = next_logits(model, chunk, full, start), next_logits(net, chunk, cache, start)
+        seen.clear()
+        p, q = next_logits(model, chunk, full, start), next_logits(net, chunk, cache, start, on_record=look)
         kept = _kept(cache, n_kv)
         new = set(range(start, start + len(chunk)))          # held before or computed now, and not held after
         evicted = [[sorted((set(b) | new) - set(a)) for a, b in zip(now, was or [[]] * len(now))]
@@ -95,6 +112,7 @@ def trace_variant(model, variant: Variant, ids: Sequence[int], prefill: int) -> 
                                int(p.argmax()), int(q.argmax()), cache.nbytes(), full.nbytes(),
                                tuple(tuple(tuple(h) for h in layer) for layer in kept),
                                tuple(tuple(tuple(h) for h in layer) for layer in evicted), scores, scored,
-                               kept_scores, tuple(tuple(tuple(sorted(g.items())) for g in layer) for layer in gone)))
+                               kept_scores, tuple(tuple(tuple(sorted(g.items())) for g in layer) for layer in gone),
+                               seen.get("attention"), seen.get("read")))
         before = kept
     return steps

@@ -20,6 +20,7 @@ event).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -148,13 +149,15 @@ class Variant:
                     + (", held" if self.hold else ""))
         return "full cache"
 
-    def lossless_for(self, positions: int, n_kv_heads: int, n_layers: int = 1) -> bool:
+    def lossless_for(self, positions: int, n_kv_heads: int, n_layers: int = 1,
+                     windows: Sequence[int | None] | None = None) -> bool:
         """Whether this variant must give exactly the full cache's logits on a text of ``positions``
         positions with a model of ``n_kv_heads`` K/V heads: the full cache; a window that, with
         its sinks, covers every position (nothing is ever evicted); a residual window that covers every position
         (nothing is ever quantized); as many K/V heads as the model (the weights are copied); an
         evicting cache whose every layer's budget covers every position (``n_layers``: PyramidKV's
-        budgets depend on the depth)."""
+        budgets depend on the depth; ``windows``: a model's sliding layers, whose full cache holds
+        only the window's last ``window − 1`` positions and whose budget is capped there)."""
         if self.kind == "window":
             return self.window + self.sinks >= positions                      # type: ignore[operator]
         if self.kind == "quant":
@@ -166,12 +169,16 @@ class Variant:
         if self.kind == "fp8":
             return positions <= 1                      # the prefill reads its own rows as computed
         if self.kind in EVICTING:
-            return min(self.make_cache(n_layers).budgets()) >= positions
+            ws = windows or [None] * n_layers
+            return all(b >= (positions if w is None else min(positions, w - 1))
+                       for b, w in zip(self.make_cache(n_layers, windows=ws).budgets(), ws))
         return True
 
-    def make_cache(self, n_layers: int, inv_freq: torch.Tensor | None = None) -> Cache:
+    def make_cache(self, n_layers: int, inv_freq: torch.Tensor | None = None,
+                   windows: Sequence[int | None] | None = None) -> Cache:
         """An empty cache of this kind (``inv_freq``: the model's rotary frequencies, which a
-        window with cache positions needs to re-rotate its keys)."""
+        window with cache positions needs to re-rotate its keys; ``windows``: per layer the model's
+        sliding window or None, within which an evicting policy chooses, kvviz.cache.scored)."""
         if self.kind == "window":
             return SlidingWindowCache(n_layers, self.window, self.sinks, self.positions,  # type: ignore[arg-type]
                                       inv_freq)
@@ -180,12 +187,14 @@ class Variant:
         if self.kind == "fp8":
             return Fp8Cache(n_layers, self.scale)  # type: ignore[arg-type]
         if self.kind == "h2o":
-            return H2OCache(n_layers, self.budget, self.recent)  # type: ignore[arg-type]
+            return H2OCache(n_layers, self.budget, self.recent, windows)  # type: ignore[arg-type]
         if self.kind == "snapkv":
-            return SnapKVCache(n_layers, self.budget, self.obs_window, self.kernel, self.hold)  # type: ignore[arg-type]
+            return SnapKVCache(n_layers, self.budget, self.obs_window, self.kernel, self.hold,  # type: ignore[arg-type]
+                               windows=windows)
         if self.kind == "pyramid":
-            return PyramidKVCache(n_layers, self.budget, self.obs_window, self.kernel, self.hold)  # type: ignore[arg-type]
-        return DynamicCache(n_layers)
+            return PyramidKVCache(n_layers, self.budget, self.obs_window, self.kernel, self.hold,  # type: ignore[arg-type]
+                                  windows=windows)
+        return DynamicCache(n_layers, windows)        # the model's own: a sliding layer keeps its window
 
 
 def variant_model(model, variant: Variant):
@@ -207,7 +216,14 @@ def variant_cache(model, variant: Variant) -> Cache:
     if variant.kind == "latent":
         return latent_cache(model, variant.rank)
     rotary = variant.kind == "window" and variant.positions == "cache"
-    return variant.make_cache(model.n_layers, rope_inv_freq(model) if rotary else None)
+    return variant.make_cache(model.n_layers, rope_inv_freq(model) if rotary else None, model_windows(model))
+
+
+def model_windows(model) -> list[int | None]:
+    """Per layer the model's sliding window, None for a global layer (its ``layout``; the tiny GPT
+    and SmolLM2: every layer global)."""
+    layout = getattr(model, "layout", None) or ()
+    return [layer.window if layer.attention == "sliding" else None for layer in layout] or [None] * model.n_layers
 
 
 def page_variants() -> list[Variant]:

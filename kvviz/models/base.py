@@ -157,8 +157,9 @@ def new_cache(layout: Sequence[LayerLayout], kind: str = "dense", **options) -> 
     - "window": SlidingWindowCache, ``window`` and optional ``sinks``, ``positions`` (its options);
     - "quantized": QuantizedCache, ``bits``, ``group_size``, ``key_axis``, ``residual``;
     - "h2o", "snapkv", "pyramid": eviction by attention score (kvviz.cache.scored), ``budget`` rows
-      per layer and K/V head (H2O: ``recent``; SnapKV, PyramidKV: ``window``, ``kernel``); run them
-      with ``forward`` and ``cache.observe(record.attention)`` after each pass;
+      per layer and K/V head (H2O: ``recent``; SnapKV, PyramidKV: ``window``, ``kernel``); on a
+      sliding-attention layer only among the rows its window reaches; run them with ``forward`` and
+      ``cache.observe(record.attention)`` after each pass;
     - "fp8": Fp8Cache, E4M3 codes with a ``scale`` per "tensor" or per "token".
 
     The paged cache is made by kvviz.serving (it shares one pool between sequences)."""
@@ -174,8 +175,9 @@ def new_cache(layout: Sequence[LayerLayout], kind: str = "dense", **options) -> 
         return QuantizedCache(n, **options)
     if kind == "fp8":
         return Fp8Cache(n, **options)
-    if kind in ("h2o", "snapkv", "pyramid"):
-        return {"h2o": H2OCache, "snapkv": SnapKVCache, "pyramid": PyramidKVCache}[kind](n, **options)
+    if kind in ("h2o", "snapkv", "pyramid"):    # a sliding layer chooses only inside its window (kvviz.cache.scored)
+        windows = [layer.window if layer.attention == "sliding" else None for layer in layout]
+        return {"h2o": H2OCache, "snapkv": SnapKVCache, "pyramid": PyramidKVCache}[kind](n, windows=windows, **options)
     raise ValueError(f"unknown cache kind {kind!r}; kinds: {', '.join(CACHE_KINDS)}")
 
 

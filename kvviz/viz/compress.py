@@ -256,7 +256,9 @@ EVICT_LABELS = {"evict_title": "Layer {layer}: rows kept and evicted after posit
                 "drift_title": "KL(full ‖ policy) at every step", "kl": "KL, nats", "step": "position",
                 "first_diff": "top-1 first differs", "latent_title": "Latent cache: elements per token and layer",
                 "rank": "rank", "elements": "elements per token and layer", "full_kv": "full K and V",
-                "drift": "mean KL (right axis)"}
+                "drift": "mean KL (right axis)",
+                "remains_title": "Layer {layer}: the attention that remains at position {position}",
+                "query_head": "query head", "weight": "weight"}
 
 
 def eviction_figure(step, layer: int, tokens: Sequence[str] | None = None, labels: Mapping | None = None,
@@ -289,6 +291,39 @@ def eviction_figure(step, layer: int, tokens: Sequence[str] | None = None, label
                                  ticktext=ticks if n <= 40 else None),
                       yaxis=dict(autorange="reversed"))
     return theme.style(fig, w["evict_title"].format(layer=layer + 1, position=step.position), height=height)
+
+
+def remaining_attention_figure(step, layer: int, group: int, tokens: Sequence[str] | None = None,
+                               labels: Mapping | None = None, height: int = 300) -> go.Figure:
+    """The attention that remains: in ``layer``, each query head's weights at ``step``'s pass over the
+    rows its K/V head still held (``TraceStep.attention_over``; ``group`` query heads per K/V head);
+    a position evicted earlier is grey, one never held blank. The weights sum to 1 over what is
+    left: what the full cache gave the evicted rows went to the kept ones."""
+    w = theme.words(EVICT_LABELS, labels)
+    n = step.position + 1
+    heads = 0 if step.attention is None else int(step.attention.shape[1])
+    z = [[None] * n for _ in range(heads)]
+    grey = [[None] * n for _ in range(heads)]
+    text = [[""] * n for _ in range(heads)]
+    for h in range(heads):
+        for pos, _ in (step.gone[layer][h // group] if step.gone else ()):
+            grey[h][pos], text[h][pos] = 1, w["evicted"]
+        for pos, weight in step.attention_over(layer, h, group).items():
+            z[h][pos], text[h][pos], grey[h][pos] = weight, f"{weight:.3f}", None
+    x = list(range(n))
+    ticks = [f"{i}<br>{tokens[i]}" if tokens and i < len(tokens) else str(i) for i in x]
+    y = [f"{w['query_head']} {h + 1}" for h in range(heads)]
+    fig = go.Figure()
+    fig.add_trace(go.Heatmap(z=grey, x=x, y=y, colorscale=[[0, COLORS["removed"]], [1, COLORS["removed"]]],
+                             showscale=False, text=text, hovertemplate="%{y}, %{x}: %{text}<extra></extra>",
+                             xgap=1, ygap=1))
+    fig.add_trace(go.Heatmap(z=z, x=x, y=y, colorscale=ATTENTION_SCALE, zmin=0, colorbar=dict(title=w["weight"]),
+                             text=text, hovertemplate="%{y}, %{x}: " + w["weight"] + " %{text}<extra></extra>",
+                             xgap=1, ygap=1))
+    fig.update_layout(xaxis=dict(title=w["position"], tickvals=x if n <= 40 else None,
+                                 ticktext=ticks if n <= 40 else None),
+                      yaxis=dict(autorange="reversed"))
+    return theme.style(fig, w["remains_title"].format(layer=layer + 1, position=step.position), height=height)
 
 
 def drift_figure(steps: Sequence, labels: Mapping | None = None, current: int | None = None,

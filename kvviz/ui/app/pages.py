@@ -132,7 +132,9 @@ PAGES: tuple[PageSpec, ...] = (
                  ({"sc_kind": "window", "sc_window": 16, "sc_sinks": 4, "step": 31}, "compress_exact"),
                  ({"sc_kind": "quant", "sc_bits": 4, "sc_axis": "token", "step": 12}, "compress_quant"),
                  ({"sc_kind": "gqa", "sc_kv_heads": 1, "step": 3}, "compress_gqa"),
-                 ({"sc_model": "smollm2", "sc_klayer": 11}, "compress_llm_keys"))),
+                 ({"sc_model": "smollm2", "sc_klayer": 11}, "compress_llm_keys"),
+                 ({"sc_policy": "h2o", "sc_budget": 16, "sc_elayer": 3}, "compress_evict"),
+                 ({"sc_model": "gemma3", "sc_policy": "snapkv", "sc_budget": 24}, "compress_gemma"))),
     # the default run: "It is rainy in London , so we", 12 tokens, γ = 4, greedy
     PageSpec("speculative", "pages/8_Speculative_decoding.py", ":material/fast_forward:", "kvviz.ui.pages.speculative",
              stepper="",

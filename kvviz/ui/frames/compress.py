@@ -59,7 +59,7 @@ def figure_labels(tr: Tr) -> dict:
 def evict_labels(tr: Tr) -> dict:
     """The words of the eviction and latent figures (kvviz.viz.compress.EVICT_LABELS), in ``tr``'s language."""
     keys = ("evict_title", "head", "position", "score", "evicted", "drift_title", "kl", "step", "first_diff",
-            "latent_title", "rank", "elements", "full_kv", "drift")
+            "latent_title", "rank", "elements", "full_kv", "drift", "remains_title", "query_head", "weight")
     return {k: tr("evict.fig_" + k) for k in keys}
 
 
@@ -245,3 +245,26 @@ def run_check(cmp: StepComparison, n_kv_heads: int, tr: Tr) -> tuple[str, str]:
     where = tr("compress.lossy_first", first=fmt.integer(first, lang=lang)) if first is not None \
         else tr("compress.lossy_never")
     return "info", reason + " " + where
+
+
+def evict_notice(steps: Sequence, index: int, layer: int, budget: int, tr: Tr) -> str:
+    """What to notice at one step of the eviction view (``steps``: kvviz.compress.trace's records),
+    one line from the record: what ``layer`` evicted here and why, then whether the chosen token
+    is still the full cache's (and whether it differs here for the first time)."""
+    s = steps[index]
+    dropped = sorted({p for head in s.evicted[layer] for p in head})
+    held = max(len(h) for h in s.kept[layer]) if s.kept[layer] else 0
+    lang = lang_of(tr)
+    if dropped:
+        first = tr("evict.notice_evicted", position=s.position, layer=layer + 1, n=len(dropped),
+                   positions=positions_text(dropped, lang))
+    else:
+        first = tr("evict.notice_kept", position=s.position, layer=layer + 1, held=held, budget=budget)
+    kl = fmt.num(s.kl, ".3g", lang)
+    if s.agree:
+        second = tr("evict.notice_same", kl=kl)
+    elif all(x.agree for x in steps[:index]):
+        second = tr("evict.notice_first_diff", kl=kl)
+    else:
+        second = tr("evict.notice_differs", kl=kl)
+    return first + " " + second

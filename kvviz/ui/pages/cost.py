@@ -222,11 +222,16 @@ def _fit_table(cfg: cost.ModelConfig, rep: cost.MemoryReport, weights: int | Non
     for gb in cost.ACCELERATOR_GB:
         free = cost.accelerator_bytes(gb) - (weights or 0)
         n = cost.tokens_that_fit(cfg, max(free, 0), rep.batch, rep.dtype)
-        fits.append({t("cost.fit_accel"): f"{fmt.integer(gb)} GiB",
-                     t("cost.fit_tokens", B=fmt.integer(rep.batch)): fmt.integer(n) if free > 0
-                     else t("cost.fit_no_room")})
+        row = {t("cost.fit_accel"): f"{fmt.integer(gb)} GiB",
+               t("cost.fit_tokens", B=fmt.integer(rep.batch)): fmt.integer(n) if free > 0 else t("cost.fit_no_room")}
+        if cfg.max_context:          # what the model can use: memory and its context length both limit it
+            row[t("look.fit_usable", ctx=fmt.integer(cfg.max_context))] = (
+                fmt.integer(min(n, cfg.max_context)) if free > 0 else t("cost.fit_no_room"))
+        fits.append(row)
     st.markdown(t("cost.fit_title_weights", size=fmt.nbytes(weights)) if weights else t("cost.fit_title"))
     st.dataframe(pd.DataFrame(fits), hide_index=True, width="stretch")
+    if cfg.max_context:
+        st.caption(t("look.fit_context", n=cfg.max_context))
 
 
 def _sharing_chart(cfg: cost.ModelConfig, rep: cost.MemoryReport) -> None:

@@ -132,8 +132,11 @@ def _prompt_view(tokens: list[str], values: dict[str, float]) -> None:
 
 def render() -> None:
     st.title(t("weather.title"))
-    presenter.intro(t("weather.intro", d_k=D_K))
     presenting = presenter.presenting()
+    # positions count from 1 here only (as in the source texts): said where the count starts
+    presenter.intro(t("weather.intro", d_k=D_K) + ("\n\n" + t("look.weather_positions") if presenting else ""))
+    if not presenting:
+        st.caption(t("look.weather_positions"))
     with presenter.settings():
         tokens, new, repair = _prompt_inputs()
         rule, seed = rule_controls("weather")

@@ -158,7 +158,7 @@ def _pool_marks(step: StepRecord, block_size: int, columns: int, block_ids: bool
         for b in range(len(step.refcounts)):
             r, c0 = b // columns, (b % columns) * (block_size + 1)
             notes.append({"x": c0 + (block_size - 1) / 2, "y": r + 0.5, "text": str(b), "showarrow": False,
-                          "yanchor": "top", "font": {"size": 11, "color": "#555555"}, "name": "block id"})
+                          "yanchor": "top", "font": {"size": 12, "color": "#555555"}, "name": "block id"})
     return shapes, notes
 
 
@@ -177,7 +177,7 @@ def block_pool_spec(step: StepRecord, block_size: int, columns: int = 8, title: 
     z, text, hover = _pool_cells(step, block_size, columns, w, prompt_lens)
     if show_tokens is None:
         show_tokens = n_blocks * block_size <= 96
-    trace = {"type": "heatmap", "z": z, "textfont": {"size": 11}, "customdata": hover,
+    trace = {"type": "heatmap", "z": z, "textfont": {"size": 12}, "customdata": hover,
              "hovertemplate": "%{customdata}<extra></extra>", "colorscale": _discrete_scale(_CATEGORIES),
              "zmin": -0.5, "zmax": len(_CATEGORIES) - 0.5, "showscale": False, "xgap": 1,
              "ygap": 22 if block_ids else 6, "hoverongaps": False}
@@ -268,7 +268,7 @@ def timeline_spec(run: ServeRun, title: str | None = None, words: Mapping[str, s
         show_tokens = run.total_steps <= 30
     colors = [COLORS["waiting"], COLORS["prefill"], COLORS["decode"], COLORS["focus"]]
     grid = {"type": "heatmap", "z": z, "x": list(range(run.total_steps)), "y": [f"{w['request']} {i}" for i in ids],
-            "textfont": {"size": 10, "color": "#FFFFFF"}, "customdata": hover,
+            "textfont": {"size": 12, "color": "#FFFFFF"}, "customdata": hover,
             "hovertemplate": "%{customdata}<extra></extra>", "colorscale": _discrete_scale(colors),
             "zmin": -0.5, "zmax": len(colors) - 0.5, "showscale": False, "xgap": 1, "ygap": 2, "hoverongaps": False}
     if show_tokens:

@@ -1,10 +1,11 @@
 """Presenter mode on a projector: every event of every stepping page's default run, legible on one
 screen. At 1280×720 in Spanish, English and German each page is opened once and stepped with the
 Right key through all its events; at each one, one scan (tests/browser/legibility.py) reads every
-text box shown and every chart: nothing smaller than 11 px, no text over other text, no tick labels
-of one axis touching, no chart squashed below what its labels need, no title cut, and the step's
-token strip, charts and cache table inside the window. The cache table keeps position 0 (which the
-newest query reads too) or says how many rows it leaves out. The stepper fits the step
+text box shown and every chart: no text smaller than 14 px, no chart label smaller than 12 px, no
+text over other text, no tick labels of one axis touching, no chart squashed below what its labels
+need, no title cut, and the step's token strip, charts and cache table inside the window. The cache
+table keeps position 0 (which the newest query reads too) or says how many rows it leaves out. The
+stepper fits the step
 (kvviz/ui/components/step_view.js fit(), plotly_view.js needHeight). Settings are folded away,
 nothing scrolls sideways; each tab is resized to 1920×1080 at its last event (a lecturer's window
 moving to a larger projector) and scanned again. In German the last event is reached once more
@@ -37,7 +38,8 @@ AXE = {"ABC_miniature": (1, False), "Tiny_GPT": (2, False), "Speculative_decodin
 # views not legible yet (what is left), each with its reason: none
 KNOWN: dict[tuple[str, str], str] = {}
 BLUR = "() => document.activeElement && document.activeElement.blur()"   # (a click would scroll the page)
-OPTS = {"min_px": 11, "min_plot": 40, "screen": True, "scope": ".kvs-root"}
+# presenter mode enlarges: no text below 14 px, no chart label below 12 px (issue 42)
+OPTS = {"min_text": 14, "min_px": 12, "min_plot": 40, "screen": True, "scope": ".kvs-root"}
 
 
 def _scan(tab: Page, where: str, step: int | None = None, strip: bool = True) -> list[str]:

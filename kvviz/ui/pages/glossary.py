@@ -63,7 +63,7 @@ def render() -> None:
     st.markdown(t("glossary.intro"))
     known = words()
     for term, _ in TERMS:
-        st.subheader(t(f"glossary.h_{term}"), anchor=term)
+        st.header(t(f"glossary.h_{term}"), anchor=term)          # h2 under the page's h1
         st.markdown(t(f"glossary.d_{term}"))
         if term in known:
             st.caption(t("glossary.in_langs", **known[term]))

@@ -141,13 +141,11 @@ def render() -> None:
         tokens, new, repair = _prompt_inputs()
         rule, seed = rule_controls("weather")
         st.caption(t("stepper.rule_caption"))
-        # the value inputs beside the prompt view; in presenter mode both fold away (the prompt view
-        # goes below the stepper, so that a step fits on one screen)
-        left, right = (st.container(), None) if presenting else st.columns([1, 2], gap="large")
-        with left:
-            values, problem = _values_inputs(4 if presenting else 2)
-    if problem:                                # beside the inputs, where the prompt view would be
-        (right or st).error(problem, icon=":material/error:")
+        # the value inputs in rows of four; the prompt view goes below the stepper (the step first: the
+        # first event in view without scrolling), folded in presenter mode (a step on one screen)
+        values, problem = _values_inputs(4)
+    if problem:
+        st.error(problem, icon=":material/error:")
     if tokens is None or values is None:
         return
     try:   # the engine checks the words and the caps (a URL can bypass the widgets)
@@ -156,9 +154,6 @@ def render() -> None:
     except (LimitError, ValueError) as e:
         st.error(t("weather.bad_prompt", reason=str(e), vocab=" ".join(VOCAB)), icon=":material/error:")
         return
-    if right is not None:
-        with right:
-            _prompt_view(run.prompt, values)
     step_view.url_step_notice(len(run.events))
     nav.hidden_heading(t("stepper.section"))
     step_view.page_stepper("weather.step", _payload(key, current_lang()), len(run.events), key="kvs_weather",
@@ -167,6 +162,8 @@ def render() -> None:
     if presenting:
         with st.expander(t("weather.prompt_table"), icon=":material/table:"):
             _prompt_view(run.prompt, values)
+    else:
+        _prompt_view(run.prompt, values)
 
 
 # ---------------------------------------------------------------- the stepper

@@ -3,6 +3,7 @@ decode, and the append-only cache that goes stale. The file in pages/ only sets 
 from __future__ import annotations
 
 import html
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import streamlit as st
@@ -141,8 +142,10 @@ def render() -> None:
         tokens, new, repair = _prompt_inputs()
         rule, seed = rule_controls("weather")
         st.caption(t("stepper.rule_caption"))
-        # the value inputs in rows of four; the prompt view goes below the stepper (the step first: the
-        # first event in view without scrolling), folded in presenter mode (a step on one screen)
+        # the step first: normally the stepper takes this place, the token values (rows of four) and the
+        # prompt view come below it, so the first event is in view without scrolling; presenter mode
+        # folds the values away with the other settings and the prompt view below the stepper
+        step_slot = nullcontext() if presenting else st.container()
         values, problem = _values_inputs(4)
     if problem:
         st.error(problem, icon=":material/error:")
@@ -154,11 +157,12 @@ def render() -> None:
     except (LimitError, ValueError) as e:
         st.error(t("weather.bad_prompt", reason=str(e), vocab=" ".join(VOCAB)), icon=":material/error:")
         return
-    step_view.url_step_notice(len(run.events))
-    nav.hidden_heading(t("stepper.section"))
-    step_view.page_stepper("weather.step", _payload(key, current_lang()), len(run.events), key="kvs_weather",
-                           run_id=repr(key))
-    downloads.trace_button(run, WeatherModel.logit_tokens, "weather")
+    with step_slot:
+        step_view.url_step_notice(len(run.events))
+        nav.hidden_heading(t("stepper.section"))
+        step_view.page_stepper("weather.step", _payload(key, current_lang()), len(run.events), key="kvs_weather",
+                               run_id=repr(key))
+        downloads.trace_button(run, WeatherModel.logit_tokens, "weather")
     if presenting:
         with st.expander(t("weather.prompt_table"), icon=":material/table:"):
             _prompt_view(run.prompt, values)

@@ -19,12 +19,19 @@ else:                                        # the home page
     from kvviz.ui.app.i18n import t
     from kvviz.ui.app.links import deep_link, show_links
     from kvviz.ui.app.nav import page_setup
-    from kvviz.ui.app.pages import PAGES
+    from kvviz.ui.app.pages import PAGE, PAGES, PATH
 
     page_setup("home.title")
 
     st.title(t("home.title"))
     st.markdown(t("home.intro"))
-    st.header(t("home.pages"))
+    # the path: the lesson's core pages, then further, then the lecture's; one line each of what it shows
+    st.header(t("look.home_path"))
+    for part, keys in PATH:
+        st.subheader(t(f"look.home_{part}"))
+        if part != "reference":
+            st.markdown(t(f"look.home_{part}_intro"))
+        show_links([(t(PAGE[k].label_key), deep_link(PAGE[k].script), t(f"look.line_{k}")) for k in keys])
     # plain links with their addresses (the sidebar has the same pages as in-app links)
-    show_links([(t(page.label_key), deep_link(page.script), t(page.blurb_key)) for page in PAGES[1:]])
+    with st.expander(t("look.home_details")):
+        show_links([(t(page.label_key), deep_link(page.script), t(page.blurb_key)) for page in PAGES[1:]])

@@ -6,7 +6,6 @@ per-token keys on SmolLM2's own keys, the CLI and the figures."""
 import json
 import math
 
-import plotly.colors
 import pytest
 import torch
 
@@ -39,6 +38,7 @@ from kvviz.models.gpt.corpus import corpus_tokens
 from kvviz.models.grouped import pooled_network
 from kvviz.models.hf import HFCausalLM
 from kvviz.viz import compress as compress_viz
+from kvviz.viz.theme import ATTENTION_SCALE
 
 MODELS = ["gpt", "smollm2"]
 
@@ -499,7 +499,7 @@ def test_the_attention_figure_marks_the_sinks_and_their_weight(window_steps):
     # the masses take the colour bar's place (it sat on them); the cells carry their values
     assert prefill.data[0].showscale is False and all(t for row, z in zip(prefill.data[0].text, prefill.data[0].z)
                                                       for t, v in zip(row, z) if v is not None)
-    assert fig.data[0].colorscale[0][1] == plotly.colors.sequential.Cividis[0]          # cividis
+    assert fig.data[0].colorscale[0][1] == ATTENTION_SCALE[0][1]          # the attention scale (kvviz.viz.theme)
     full = compress_viz.attention_sinks_figure(window_steps, 8, layer=2, head=1, compressed=False)
     assert len(full.data[0].x) == ev.positions[0] + 1 and not full.layout.shapes
 

@@ -35,6 +35,8 @@ def test_memory_tab_shows_the_gpt2_seed_figures():
     assert list(fits["Accelerator memory"]) == ["24 GiB", "40 GiB", "80 GiB"]
     free = 80 * 2**30 - cost.weight_bytes(cost.GPT2_SMALL, "fp16")
     assert fits.iloc[2, 1] == f"{cost.tokens_that_fit(cost.GPT2_SMALL, free, 1, 'fp16'):,}"
+    # what memory alone would allow, and what GPT-2 small's context of 1,024 positions lets it use
+    assert list(fits.iloc[:, 2]) == ["1,024"] * 3 and any("1,024 positions" in c.value for c in at.caption)
     assert "7.4% more than 80 × 10⁹" in next(m.help for m in at.metric if m.label == "Cache size")
     assert cost.weight_bytes(cost.GPT2_SMALL, "fp16") in lines  # and the weights beside the cache
 

@@ -4,6 +4,7 @@ import pytest
 from kvviz.models.gpt.corpus import WEATHER
 from kvviz.ui.app.i18n import LANGS, strings
 from kvviz.ui.app.pages import script
+from kvviz.viz.theme import COLORS
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
@@ -43,8 +44,10 @@ def test_prefill_shows_attention_probabilities_and_per_layer_cache():
     assert h["z"][0][1] is None                                   # the causal mask, left blank
     b = bars(at)
     assert len(b["y"]) == 10 and b["y"][-1] in WEATHER_WORDS       # most probable on top: a weather word
-    chosen = [y for y, c in zip(b["y"], b["marker"]["color"]) if c == "#D55E00"]
-    assert chosen == [b["y"][-1]]                                  # greedy picks it (from the next event)
+    assert COLORS["choice"] not in b["marker"]["color"]             # nothing is chosen yet on a pass
+    b1 = bars(at, 1)
+    chosen = [y for y, c in zip(b1["y"], b1["marker"]["color"]) if c == COLORS["choice"]]
+    assert chosen == [b1["y"][-1]] == [b["y"][-1]]                 # greedy picks it on the choose event
     sh = shapes(at)
     assert sh["K shape"] == ["[1, 4, 5, 32]"] * 4 and sh["bytes (K + V)"] == ["5,120"] * 4
     assert "20,480 bytes" in frame_text(frame(at)) and "✓" in frame_text(frame(at))

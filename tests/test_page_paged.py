@@ -40,7 +40,8 @@ def test_defaults_share_a_prefix_at_step_1_and_cross_a_block_boundary_at_step_2(
     tables = next(b["tbl"] for b in one["side"] if "tbl" in b)
     assert tables["rows"] == [["0", "0 ×2", "1 ×2", "2", ""], ["1", "0 ×2", "1 ×2", "3", "4"]]
     pool = one["figs"][0]
-    assert {a["text"] for a in pool["layout"]["annotations"] if a.get("name") != "block id"} == {"×2"}
+    # over each held block its requests (told apart by label, not hue), ×2 on the two shared ones
+    assert {a["text"] for a in pool["layout"]["annotations"] if a.get("name") != "block id"} == {"r0 r1 ×2", "r0", "r1"}
     assert "position 12 starts its logical block 3" in frame_text(two) and "took block 5" in frame_text(two)
     assert run.steps[2].tables[0] == (0, 1, 2, 5)
     rows = frame_table(at, 2)                                # the logical cache read through the table

@@ -8,7 +8,7 @@ import pytest
 from kvviz.models.gpt import GPTModel
 from kvviz.serving import block_size_sweep, compare_policies, request_stream
 from kvviz.viz.paged import (
-    OWNER_COLORS,
+    ROLE_COLORS,
     block_pool_figure,
     block_pool_spec,
     block_size_figure,
@@ -43,7 +43,8 @@ def _cells(fig):
 def test_pool_grid_shows_owners_filled_and_free_slots_and_shared_counts(runs):
     run = runs["continuous"]
     step = next(s for s in run.steps if any(n > 1 for n in s.refcounts) and len(s.block_tables) > 1)
-    fig = block_pool_figure(step, run.block_size, columns=4)
+    prompt_lens = {r.id: len(r.request.prompt) for r in run.requests}
+    fig = block_pool_figure(step, run.block_size, columns=4, prompt_lens=prompt_lens)
     cells = _cells(fig)
     assert len(cells) == run.num_blocks * run.block_size
     filled = [c for c in cells if c[0] >= 2 and c[0] % 2 == 0]
@@ -51,15 +52,22 @@ def test_pool_grid_shows_owners_filled_and_free_slots_and_shared_counts(runs):
     held = [b for b, n in enumerate(step.refcounts) if n]
     assert len(filled) == sum(step.filled) and len(pale) == len(held) * run.block_size - sum(step.filled)
     assert sum(1 for c in cells if c[0] in (0, 1)) == len(step.free_blocks) * run.block_size
-    # block b's slots are cells b*bs..; the owner's colour; each filled slot shows its token
+    # block b's slots are cells b*bs..; the role's colour (prompt or generated, as the token chips:
+    # requests are told apart by label, not hue); each filled slot shows its token
     contexts = dict(step.contexts)
+    roles = set()
     for rid, table in step.block_tables:
         for pos, tok in enumerate(contexts[rid]):
             z, text = cells[table[pos // run.block_size] * run.block_size + pos % run.block_size]
-            holder = min(r for r, t in step.block_tables if table[pos // run.block_size] in t)
-            assert z == 2 + 2 * (holder % len(OWNER_COLORS)) and tok.startswith(text.rstrip("…"))
-    shared = {f"×{n}" for n in step.refcounts if n > 1}
-    assert {a.text for a in fig.layout.annotations} == shared
+            role = 0 if pos < prompt_lens[rid] else 1
+            roles.add(role)
+            assert z == 2 + 2 * role and tok.startswith(text.rstrip("…"))
+            assert fig.data[0].colorscale[2 * z][1] == ROLE_COLORS[role] == COLORS[("prompt", "generated")[role]]
+    assert roles == {0, 1}
+    holders = {a.text for a in fig.layout.annotations if a.name == "holders"}
+    shared = {n for n in step.refcounts if n > 1}
+    assert {int(t.rsplit("×", 1)[1]) for t in holders if "×" in t} == shared
+    assert {h for t in holders for h in t.split(" ") if h.startswith("r")} == {f"r{r}" for r, _ in step.block_tables}
     labelled = block_pool_figure(step, run.block_size, columns=4, block_ids=True).layout.annotations
     assert [a.text for a in labelled if a.name == "block id"] == [str(b) for b in range(run.num_blocks)]
 
@@ -70,7 +78,7 @@ def test_pool_grid_outlines_blocks_taken_copied_and_freed():
                                                                         copied=((2, 5),), freed=(6,)))
     shapes = block_pool_figure(step, 4).layout.shapes
     assert sorted((s.name, s.line.color) for s in shapes) == sorted(
-        [("taken", "#000000"), ("copied", COLORS["chosen"]), ("freed", "#777777")])
+        [("taken", "#000000"), ("copied", COLORS["focus"]), ("freed", "#777777")])
 
 
 def test_memory_lines_are_the_allocators_counts(runs):
@@ -135,4 +143,6 @@ def test_specs_are_valid_plotly_json_and_what_the_figures_show(runs):
         assert [(s["x0"], s["type"]) for s in spec["layout"]["shapes"]] == [(2, "line")]
     assert [t["name"] for t in timeline["data"][1:]] == ["waiting", "prefill", "Dekodierung", "preempted"]
     assert [t["marker"]["color"] for t in timeline["data"][1:]] == [
-        COLORS["pending"], COLORS["prefill"], COLORS["decode"], COLORS["chosen"]]
+        COLORS["waiting"], COLORS["prompt"], COLORS["generated"], COLORS["focus"]]
+    # the roles' colours are the chips' (prompt / generated / pending) and none is a request's hue
+    assert COLORS["waiting"] not in (COLORS["prompt"], COLORS["generated"], COLORS["pending"], COLORS["removed"])

@@ -67,7 +67,7 @@ def attention_heatmap_spec(weights: torch.Tensor, query_labels: Sequence[str], k
     if outline_row is not None:
         extra["shapes"] = [{"type": "rect", "xref": "x", "yref": "y", "x0": -0.5, "x1": t - 0.5,
                             "y0": outline_row - 0.5, "y1": outline_row + 0.5,
-                            "line": {"color": COLORS["chosen"], "width": 3}, "layer": "above"}]
+                            "line": {"color": COLORS["focus"], "width": 3}, "layer": "above"}]
     xaxis = {"title": {"text": w["key_axis"]}, "side": "bottom"}
     if position_ticks:
         every = -(-t // position_ticks)                    # ceil: at most position_ticks labels
@@ -179,7 +179,7 @@ def attention_model_view_spec(weights: torch.Tensor, title: str, selected: tuple
         pad_x, pad_y = gap_x * 0.4, gap_y * 0.4
         shapes.append({"type": "rect", "xref": "x", "yref": "y", "x0": x0 - 0.5 - pad_x, "x1": x0 + t - 0.5 + pad_x,
                        "y0": y0 - 0.5 - pad_y, "y1": y0 + n - 0.5 + pad_y,
-                       "line": {"color": COLORS["chosen"], "width": 3}, "layer": "above"})
+                       "line": {"color": COLORS["focus"], "width": 3}, "layer": "above"})
     width, height = n_heads * (t + gap_x) - gap_x, n_layers * (n + gap_y) - gap_y
     row_px = max(26, min(70, 14 * n))          # a decode step's single query: a strip; a prefill: squares
     return {"data": traces, "layout": {
@@ -211,7 +211,7 @@ def head_grid_spec(values: torch.Tensor, title: str, selected: tuple[int, int] |
     if selected is not None:
         layer, head = selected
         shapes.append({"type": "rect", "xref": "x", "yref": "y", "x0": head + 0.5, "x1": head + 1.5,
-                       "y0": layer + 0.5, "y1": layer + 1.5, "line": {"color": COLORS["chosen"], "width": 3},
+                       "y0": layer + 0.5, "y1": layer + 1.5, "line": {"color": COLORS["focus"], "width": 3},
                        "layer": "above"})
     every = 1 if n_layers <= 12 else 5
     return {"data": [trace], "layout": {

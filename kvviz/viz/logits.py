@@ -1,5 +1,9 @@
 """Bar charts of one choice: the logits a step produced and the most probable next tokens (``*_spec``
-twins as in kvviz.viz.attention)."""
+twins as in kvviz.viz.attention).
+
+``chosen`` is the token a choose event picked, drawn in the "choice" colour (docs/colours.md); a
+prefill or decode pass has chosen nothing yet, so its callers pass None and no bar is marked (the
+tallest bar says which token is most likely without a colour)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -12,13 +16,14 @@ from kvviz.viz.theme import COLORS
 
 def logits_bar_spec(logits: Sequence[float], tokens: Sequence[str], chosen: int | None,
                     title: str, kept: Sequence[int] | None = None) -> dict:
-    """Bars of logits; the chosen token highlighted, tokens outside ``kept`` greyed."""
+    """Bars of logits; the chosen token (a choose event's, else None) in the choice colour, tokens
+    outside ``kept`` greyed."""
     colors = []
     for i in range(len(tokens)):
         if kept is not None and i not in kept:
             colors.append(COLORS["removed"])
         elif i == chosen:
-            colors.append(COLORS["chosen"])
+            colors.append(COLORS["choice"])
         else:
             colors.append(COLORS["bar"])
     logits = [float(v) for v in logits]
@@ -40,14 +45,15 @@ def logits_bar(*args, **kwargs) -> go.Figure:
 
 def top_probs_bar_spec(probs: Sequence[float], tokens: Sequence[str], chosen: int | None, title: str,
                        k: int = 10, axis_title: str = "probability") -> dict:
-    """Horizontal bars of the ``k`` most probable tokens (largest on top); the chosen one highlighted
-    even when it is outside the top k (then it is added as an extra bar)."""
+    """Horizontal bars of the ``k`` most probable tokens (largest on top); the chosen one (a choose
+    event's, else None) in the choice colour even when it is outside the top k (then it is added as
+    an extra bar)."""
     probs = [float(p) for p in probs]
     order = sorted(range(len(probs)), key=lambda i: -probs[i])[:k]
     if chosen is not None and chosen not in order:
         order.append(chosen)
     order = order[::-1]                                          # plotly draws the first bar at the bottom
-    colors = [COLORS["chosen"] if i == chosen else COLORS["bar"] for i in order]
+    colors = [COLORS["choice"] if i == chosen else COLORS["bar"] for i in order]
     trace = {"type": "bar", "y": [tokens[i] for i in order], "x": [probs[i] for i in order], "orientation": "h",
              "marker": {"color": colors}, "text": [f"{probs[i]:.3f}" for i in order], "textposition": "outside",
              "textfont": {"size": 15}, "hovertemplate": "%{y}: p = %{x:.4f}<extra></extra>"}

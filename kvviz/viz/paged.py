@@ -1,9 +1,10 @@
 """Plotly figures of a served run (kvviz.serving): a step record or a run in, a figure out.
 
 - ``block_pool_figure``: the physical block pool after one step, one cell per slot, blocks side by
-  side in rows; slots coloured by the request that holds the block (dark: filled, pale: reserved
-  but empty), free blocks grey (darker if they still hold a cached prefix block), shared blocks
-  marked with their reference count, blocks taken / copied / freed this step outlined.
+  side in rows; slots coloured by what they hold (prompt blue, generated green; pale: reserved but
+  empty), free blocks grey (darker if they still hold a cached prefix block), each held block
+  labelled with its requests (r0, r0 r2 ×2 when shared), blocks taken / copied / freed this step
+  outlined.
 - ``memory_figure``: KV bytes over the steps: reserved under contiguous reservation, held by
   paging, and holding K/V; the gap between the last two is paging's slack.
 - ``timeline_figure``: one row per request, one column per step: waiting, prefill, decode,
@@ -11,8 +12,9 @@
 - ``latency_figure``: TTFT per request for several runs of the same stream (continuous vs static).
 - ``block_size_figure``: peak bytes against block size (serving.block_size_sweep).
 
-Colours follow kvviz.viz.theme (Okabe–Ito): requests cycle through the palette below; prefill is
-blue and decode green as on every page; waiting is the pending orange.
+Colours are kvviz.viz.theme's roles (docs/colours.md), the same as the token chips beside them:
+prompt blue, generated green; prefill blue and decode green, waiting reddish purple, preempted
+vermillion (focus). Requests are told apart by their labels (r0, r1, …), not by hue.
 
 As in kvviz.viz.attention, each builder has a ``*_spec`` twin returning plain plotly JSON (``{"data": [...],
 "layout": {...}}``) without a validated ``go.Figure``: the stepper draws one pool, memory and timeline
@@ -28,13 +30,13 @@ import plotly.graph_objects as go
 from kvviz.serving.records import ServeRun, StepRecord
 from kvviz.serving.sweeps import SizePoint
 from kvviz.viz import theme
-from kvviz.viz.theme import COLORS, OKABE_ITO
+from kvviz.viz.theme import COLORS
 
-# requests take these in turn (yellow last: it is faint on white)
-OWNER_COLORS = list(OKABE_ITO)
+# a filled slot's colour by its role, as the token chips beside the pool (prompt, generated)
+ROLE_COLORS = [COLORS["prompt"], COLORS["generated"]]
 FREE = "#EEEEEE"
 CACHED_FREE = "#C8C8C8"
-MARKS = {"taken": "#000000", "copied": COLORS["chosen"], "freed": "#777777"}
+MARKS = {"taken": "#000000", "copied": COLORS["focus"], "freed": "#777777"}
 
 WORDS = {
     "block": "block", "slot": "slot", "request": "request", "free": "free", "cached": "free, cached prefix",
@@ -48,18 +50,14 @@ WORDS = {
 }
 
 
-def owner_color(request_id: int) -> str:
-    return OWNER_COLORS[request_id % len(OWNER_COLORS)]
-
-
 def _pale(hex_color: str, keep: float = 0.3) -> str:
     """``hex_color`` mixed with white (``keep`` of the colour): a reserved but empty slot."""
     r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
     return "#" + "".join(f"{round(255 - keep * (255 - c)):02X}" for c in (r, g, b))
 
 
-# the pool grid's categories: z value -> colour
-_CATEGORIES = [FREE, CACHED_FREE] + [c for color in OWNER_COLORS for c in (color, _pale(color))]
+# the pool grid's categories: z value -> colour (2 + 2 · role + (1 if reserved, still empty))
+_CATEGORIES = [FREE, CACHED_FREE] + [c for color in ROLE_COLORS for c in (color, _pale(color))]
 
 
 def _short(token: str, n: int = 6) -> str:
@@ -87,25 +85,31 @@ def _discrete_scale(colors: Sequence[str]) -> list[list]:
     return scale
 
 
-def _holders(step: StepRecord, block_size: int) -> tuple[dict[int, list[int]], dict[tuple[int, int], str]]:
-    """Per block the requests whose tables hold it, and per (block, slot) the token written there."""
+def _holders(step: StepRecord, block_size: int, prompt_lens: Mapping[int, int] | None = None
+             ) -> tuple[dict[int, list[int]], dict[tuple[int, int], str], dict[tuple[int, int], int]]:
+    """Per block the requests whose tables hold it; per (block, slot) the token written there and its
+    role (0: a prompt position, 1: generated) for the first table that holds it."""
     owners: dict[int, list[int]] = {}
     slot_token: dict[tuple[int, int], str] = {}
+    slot_role: dict[tuple[int, int], int] = {}
     contexts = dict(step.contexts)
     for rid, table in step.block_tables:
         tokens = contexts.get(rid, ())
+        n_prompt = (prompt_lens or {}).get(rid, 0)
         for i, block in enumerate(table):
             owners.setdefault(block, []).append(rid)
             for o in range(block_size):
+                slot_role.setdefault((block, o), 0 if i * block_size + o < n_prompt else 1)
                 if i * block_size + o < len(tokens):
                     slot_token.setdefault((block, o), tokens[i * block_size + o])
-    return owners, slot_token
+    return owners, slot_token, slot_role
 
 
-def _pool_cells(step: StepRecord, block_size: int, columns: int, w: Mapping[str, str]) -> tuple[list, list, list]:
+def _pool_cells(step: StepRecord, block_size: int, columns: int, w: Mapping[str, str],
+                prompt_lens: Mapping[int, int] | None = None) -> tuple[list, list, list]:
     """The grid's z (a category of _CATEGORIES), texts and hovers: block b at row b // columns, its
     slots from column (b % columns) · (block_size + 1) on, a blank column between blocks."""
-    owners, slot_token = _holders(step, block_size)
+    owners, slot_token, slot_role = _holders(step, block_size, prompt_lens)
     n_blocks = len(step.refcounts)
     rows = -(-n_blocks // columns)
     width = columns * (block_size + 1) - 1
@@ -123,8 +127,7 @@ def _pool_cells(step: StepRecord, block_size: int, columns: int, w: Mapping[str,
                 hover[r][c] = f"{w['block']} {b} · {w['slot']} {o}<br>{state}"
                 continue
             filled = o < step.filled[b]
-            k = holders[0] % len(OWNER_COLORS)
-            z[r][c] = 2 + 2 * k + (0 if filled else 1)
+            z[r][c] = 2 + 2 * slot_role[(b, o)] + (0 if filled else 1)
             tok = slot_token.get((b, o), "") if filled else ""
             text[r][c] = _short(tok)
             who = ", ".join(str(h) for h in holders)
@@ -134,8 +137,8 @@ def _pool_cells(step: StepRecord, block_size: int, columns: int, w: Mapping[str,
 
 
 def _pool_marks(step: StepRecord, block_size: int, columns: int, block_ids: bool) -> tuple[list, list]:
-    """Outlines of the blocks taken, copied and freed this step; the holders count on shared blocks
-    and (``block_ids``) each block's id under it."""
+    """Outlines of the blocks taken, copied and freed this step; over each held block its requests
+    (r0; r0 r2 ×2 when shared: the holders count) and (``block_ids``) each block's id under it."""
     shapes, notes = [], []
     marked = [(b, "taken") for b in step.taken if b not in {c for _, c in step.copied}]
     marked += [(c, "copied") for _, c in step.copied] + [(b, "freed") for b in step.freed]
@@ -144,34 +147,37 @@ def _pool_marks(step: StepRecord, block_size: int, columns: int, block_ids: bool
         line = {"color": MARKS[kind], "width": 3, "dash": "dot" if kind == "freed" else "solid"}
         shapes.append({"type": "rect", "x0": c0 - 0.5, "x1": c0 + block_size - 0.5, "y0": r - 0.45, "y1": r + 0.45,
                        "line": line, "name": kind})
+    owners, _, _ = _holders(step, block_size)
     for b, n in enumerate(step.refcounts):
-        if n > 1:
+        if owners.get(b):
             r, c0 = b // columns, (b % columns) * (block_size + 1)
-            notes.append({"x": c0 + (block_size - 1) / 2, "y": r - 0.5, "text": f"×{n}", "showarrow": False,
-                          "yanchor": "bottom", "font": {"size": 13, "color": "#000000"}})
+            label = " ".join(f"r{h}" for h in sorted(owners[b])) + (f" ×{n}" if n > 1 else "")
+            notes.append({"x": c0 + (block_size - 1) / 2, "y": r - 0.5, "text": label, "showarrow": False,
+                          "yanchor": "bottom", "font": {"size": 13, "color": "#000000"}, "name": "holders"})
     if block_ids:
         for b in range(len(step.refcounts)):
             r, c0 = b // columns, (b % columns) * (block_size + 1)
             notes.append({"x": c0 + (block_size - 1) / 2, "y": r + 0.5, "text": str(b), "showarrow": False,
-                          "yanchor": "top", "font": {"size": 11, "color": "#555555"}, "name": "block id"})
+                          "yanchor": "top", "font": {"size": 12, "color": "#555555"}, "name": "block id"})
     return shapes, notes
 
 
 def block_pool_spec(step: StepRecord, block_size: int, columns: int = 8, title: str | None = None,
                     words: Mapping[str, str] | None = None, show_tokens: bool | None = None,
-                    block_ids: bool = False) -> dict:
+                    block_ids: bool = False, prompt_lens: Mapping[int, int] | None = None) -> dict:
     """The pool after ``step``: block b is drawn at row b // columns, column b % columns, as
     ``block_size`` slot cells. Filled slots carry their token (while the grid is small, or
     ``show_tokens``); hovering a slot names block, slot, holders and token. ``block_ids``: each
-    block's id under it, so block tables can be read off the grid."""
+    block's id under it, so block tables can be read off the grid. ``prompt_lens``: each request's
+    prompt length, which colours its slots prompt or generated (without it every slot is generated)."""
     w = theme.words(WORDS, words)
     n_blocks = len(step.refcounts)
     rows = -(-n_blocks // columns)
     width = columns * (block_size + 1) - 1
-    z, text, hover = _pool_cells(step, block_size, columns, w)
+    z, text, hover = _pool_cells(step, block_size, columns, w, prompt_lens)
     if show_tokens is None:
         show_tokens = n_blocks * block_size <= 96
-    trace = {"type": "heatmap", "z": z, "textfont": {"size": 11}, "customdata": hover,
+    trace = {"type": "heatmap", "z": z, "textfont": {"size": 12}, "customdata": hover,
              "hovertemplate": "%{customdata}<extra></extra>", "colorscale": _discrete_scale(_CATEGORIES),
              "zmin": -0.5, "zmax": len(_CATEGORIES) - 0.5, "showscale": False, "xgap": 1,
              "ygap": 22 if block_ids else 6, "hoverongaps": False}
@@ -260,9 +266,9 @@ def timeline_spec(run: ServeRun, title: str | None = None, words: Mapping[str, s
               for t, st in enumerate(states[i])] for i in ids]
     if show_tokens is None:
         show_tokens = run.total_steps <= 30
-    colors = [COLORS["pending"], COLORS["prefill"], COLORS["decode"], COLORS["chosen"]]
+    colors = [COLORS["waiting"], COLORS["prefill"], COLORS["decode"], COLORS["focus"]]
     grid = {"type": "heatmap", "z": z, "x": list(range(run.total_steps)), "y": [f"{w['request']} {i}" for i in ids],
-            "textfont": {"size": 10, "color": "#FFFFFF"}, "customdata": hover,
+            "textfont": {"size": 12, "color": "#FFFFFF"}, "customdata": hover,
             "hovertemplate": "%{customdata}<extra></extra>", "colorscale": _discrete_scale(colors),
             "zmin": -0.5, "zmax": len(colors) - 0.5, "showscale": False, "xgap": 1, "ygap": 2, "hoverongaps": False}
     if show_tokens:
@@ -328,6 +334,6 @@ def block_size_figure(*args, **kwargs) -> go.Figure:
     return go.Figure(block_size_spec(*args, **kwargs))
 
 
-__all__ = ["OWNER_COLORS", "WORDS", "block_pool_figure", "block_pool_spec", "block_size_figure", "block_size_spec",
-           "latency_figure", "latency_spec", "memory_figure", "memory_spec", "owner_color", "timeline_figure",
+__all__ = ["ROLE_COLORS", "WORDS", "block_pool_figure", "block_pool_spec", "block_size_figure", "block_size_spec",
+           "latency_figure", "latency_spec", "memory_figure", "memory_spec", "timeline_figure",
            "timeline_spec", "timeline_states"]

@@ -1,10 +1,14 @@
 """The one visual language of every figure kvviz draws (no streamlit, no torch, no plotly import).
 
-A colour-blind-safe sequential scale for attention (cividis), fixed colours for prompt / processed /
-pending tokens and for prefill / decode rows, and the Okabe-Ito palette for series; one font size;
-one layout (title, height, margins, tick fonts) as plain plotly JSON (``layout``) or applied to a
-``go.Figure`` (``style``); the default words drawn inside figures, which pages replace with their
-translation (``words``).
+Colours are roles, written down in docs/colours.md: prompt blue, generated green, the chosen token
+orange (only once a choose step has picked it: its bar, then its dashed chip until a pass writes it),
+vermillion for what a page points to (``focus``: an outlined row, a stale key, a rejection), grey for
+masked, removed and free only, a neutral sky blue for bars without a role; a colour-blind-safe
+sequential scale for attention with no grey in it (``ATTENTION_SCALE``, ColorBrewer YlGnBu: pale
+yellow-green for small weights, dark blue for large ones) and the Okabe-Ito palette for series. One
+font size; one layout (title, height, margins, tick fonts) as plain plotly JSON (``layout``) or
+applied to a ``go.Figure`` (``style``); the default words drawn inside figures, which pages replace
+with their translation (``words``).
 """
 from __future__ import annotations
 
@@ -14,16 +18,29 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:                 # plain data only: the home page imports WORDS without plotly or torch
     import plotly.graph_objects as go
 
-ATTENTION_SCALE = "Cividis"
+# ColorBrewer YlGnBu from its second class on (its first, #FFFFD9, is nearly the blank of a masked
+# cell): every stop and every blend between two of them is clearly tinted, so no weight reads as
+# the grey of "masked" or "free"; lightness falls monotonically, so it reads in grey-scale and for
+# every colour-vision deficiency (cividis, before, had a grey middle: 0.4-0.5 looked masked).
+ATTENTION_SCALE = [[0.0, "#EDF8B1"], [0.143, "#C7E9B4"], [0.286, "#7FCDBB"], [0.429, "#41B6C4"],
+                   [0.571, "#1D91C0"], [0.714, "#225EA8"], [0.857, "#253494"], [1.0, "#081D58"]]
+# Okabe-Ito roles (docs/colours.md). "choice" is the chosen token's role: the same orange as its
+# pending chip, and drawn only on a choose event (a prefill or decode pass has chosen nothing yet).
+# "focus" is vermillion, what a page points to; "chosen" is that colour's older name, kept for the
+# figures that still call it so (they mean focus: outlines, rejections, highlighted lines).
 COLORS = {
-    "prompt": "#0072B2",      # blue
-    "processed": "#009E73",   # green
-    "pending": "#E69F00",     # orange
+    "prompt": "#0072B2",      # blue: prompt tokens, prefill passes, prompt slots
+    "processed": "#009E73",   # green: generated tokens already in the cache, decode passes
+    "generated": "#009E73",
+    "pending": "#E69F00",     # orange: the chosen token, not in the cache yet (dashed chip)
+    "choice": "#E69F00",      # orange: the chosen token's bar, on its choose event only
     "prefill": "#0072B2",
     "decode": "#009E73",
-    "removed": "#BBBBBB",
-    "bar": "#56B4E9",
-    "chosen": "#D55E00",      # vermillion
+    "waiting": "#CC79A7",     # reddish purple: a request queued, nothing of it computed yet
+    "removed": "#BBBBBB",     # grey: masked, removed, free; nothing else
+    "bar": "#56B4E9",         # sky blue: bars without a role
+    "focus": "#D55E00",       # vermillion: what the page points to
+    "chosen": "#D55E00",      # older name of "focus"
 }
 # Okabe-Ito without black (yellow last: it is faint on white), for series that are neither
 # prompt/processed/pending: requests in the block pool, lines of the cost charts

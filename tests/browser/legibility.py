@@ -3,8 +3,9 @@ box shown (HTML text and plotly's SVG text) and every plotly figure, and lists w
 
 ``SCAN(opts)`` returns ``{"problems": [str, ...], "texts": n, "figs": n}``. A problem is one of
 
-- **small**: text drawn smaller than ``opts.min_px`` (its computed size times the scale plotly may
-  shrink a bar's inside text by);
+- **small**: a chart's text drawn smaller than ``opts.min_px`` (its computed size times the scale
+  plotly may shrink a bar's inside text by), HTML text smaller than ``opts.min_text`` (default
+  ``min_px``);
 - **overlap**: two texts of one figure, or two texts of the HTML around them, sharing more than
   2 px each way (their real, possibly slanted, outlines);
 - **crowded**: two upright tick labels of one axis whose line boxes touch (more than 1 px deep),
@@ -24,7 +25,7 @@ stepper; ``[data-testid='stMain']`` for a whole page); ``opts.html`` false scans
 """
 
 SCAN = r"""(opts) => {
-  const minPx = opts.min_px || 11, minPlot = opts.min_plot || 40;
+  const minPx = opts.min_px || 11, minText = opts.min_text || minPx, minPlot = opts.min_plot || 40;
   const problems = [];
   const say = (kind, where, what) => { if (problems.length < 40) problems.push(`${kind}: ${where}: ${what}`); };
   const vis = (el) => el.checkVisibility({ opacityProperty: true, visibilityProperty: true });
@@ -193,7 +194,7 @@ SCAN = r"""(opts) => {
       const px = parseFloat(getComputedStyle(el).fontSize);
       texts++;
       const where = short(el.closest("[class]")?.className || el.tagName);
-      if (px < minPx - 0.05) say("small", where, `${short(s)} at ${px.toFixed(1)} px`);
+      if (px < minText - 0.05) say("small", where, `${short(s)} at ${px.toFixed(1)} px`);
       for (const r of rs) items.push({ text: s, quad: rectQuad(r), box: r, el });
       if (opts.screen && el.closest(".kvs-strip, .kvs-cachetbl, .kvs-cache .kvs-ttl") && rs.some(offScreen)) {
         say("off screen", where, short(s));

@@ -24,6 +24,7 @@ PAGES = [
     "/Smaller_caches?step=17",                   # evicted rows greyed, sink columns outlined
     "/Speculative_decoding?step=7",               # the rollback: struck rows and chips, the badge
     "/Lecture_script",
+    "/Glossary",                                 # headings with anchors, captions
 ]
 # the dark theme's colours come from the theme and kvviz/ui/app/style.css, the same on every page: one
 # page of each kind (home, a stepper with its chips and tables, widgets, the block pool; a Cost tab

@@ -35,7 +35,7 @@ def test_deep_link_to_the_stale_decode_keys_and_reveal(server, tab):
     # every chart, the stepper's and the causal mask below it, drawn by kvviz's plotly.js bundle:
     # Streamlit's 4.7 MB plotly chunk is never loaded (kvviz/ui/components/plotly_js.py)
     assert tab.page.locator(".kvc-chart[data-drawn='1']").count() == 1
-    # the causal mask, above the stepper, waited for the stepper's first drawing (plotly_view.js)
+    # the causal mask, below the stepper, waited for the stepper's first drawing (plotly_view.js)
     assert tab.page.evaluate("() => window.__drawnOrder") == ["stepper", "chart"]
     loaded = tab.page.evaluate("() => performance.getEntriesByType('resource').map((e) => e.name)")
     assert [u for u in loaded if f"/app/static/{PLOTLY_BUNDLE}?v=" in u], loaded

@@ -158,6 +158,14 @@ PAGES: tuple[PageSpec, ...] = (
                  ({"loop_prompt": "i love you because"}, "llm_greedy_loop"),
                  ({"loop_layer": 4, "loop_head": 2, "loop_passes": 6}, "llm_whole_run"))),
     PageSpec("lecture", "pages/10_Lecture_script.py", ":material/school:", "kvviz.ui.pages.lecture", charts=False),
+    PageSpec("glossary", "pages/11_Glossary.py", ":material/menu_book:", "kvviz.ui.pages.glossary", charts=False),
+)
+# the home page's path through the pages (look.home_<part>): the lesson's core first, then further, then
+# the pages for the lecture; every page but home once
+PATH: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("core", ("abc", "weather", "sampling", "gpt", "cost")),
+    ("further", ("paged", "compress", "speculative", "llm")),
+    ("reference", ("lecture", "glossary")),
 )
 PAGE: dict[str, PageSpec] = {p.key: p for p in PAGES}
 BY_TITLE: dict[str, PageSpec] = {p.title_key: p for p in PAGES}

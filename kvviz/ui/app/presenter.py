@@ -5,6 +5,7 @@ so a lecturer can open a deep link straight into presenter mode.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -65,10 +66,44 @@ def settings(label_key: str = "present.settings") -> Iterator[None]:
         yield
 
 
+# a sentence ends at . ! ? (or a closing quote or bracket after one) followed by a space and a capital,
+# an opening quote or bold: "1.5" and "e.g. the" do not end one
+_SENTENCE_END = re.compile(r"(?<=[.!?])[»”)*]*\s+(?=[A-ZÁÉÍÓÚÑÄÖÜ¿¡«“*])")
+LEAD_CHARS = 320          # at most this much of the introduction stays open above the stepper
+
+
+def lead(text: str, limit: int = LEAD_CHARS) -> tuple[str, str]:
+    """An introduction split into what stays open (its first paragraph, or as many of its first
+    sentences as fit ``limit`` characters, at least one) and the rest, which folds away; the two
+    joined again are the whole text (up to the space at the split)."""
+    first, sep, rest = text.partition("\n\n")
+    if len(first) <= limit:
+        return first, rest
+    cut = 0
+    for m in _SENTENCE_END.finditer(first):
+        if m.start() > limit and cut:
+            break
+        cut = m.start()
+        if cut > limit:
+            break
+    if not cut:
+        return first, rest
+    head, tail = first[:cut], first[cut:].lstrip()
+    if head.count("**") % 2 or head.count("$") % 2 or head.count("`") % 2:    # never split inside markup
+        return first, rest
+    return head, tail + (sep + rest if rest else "")
+
+
 def intro(text: str) -> None:
-    """A page's introduction: shown normally; in presenter mode folded away (one idea on screen)."""
+    """A page's introduction, the step first: normally its lead (``lead``) open and the rest folded
+    (the stepper is visible without scrolling at 1400 × 900); in presenter mode all of it folded
+    away (one idea on screen)."""
     if presenting():
         with st.expander(t("present.intro"), icon=":material/info:"):
             st.markdown(text)
-    else:
-        st.markdown(text)
+        return
+    head, rest = lead(text)
+    st.markdown(head)
+    if rest:
+        with st.expander(t("look.intro_more"), icon=":material/info:"):
+            st.markdown(rest)

@@ -51,7 +51,7 @@ def sentences(ev: Event, run: Run, model, tr: Tr) -> tuple[str, str]:
 
 def probs_blocks(pl: Payload, ev: Event, nxt: Event | None, model, tr: Tr) -> list[dict]:
     choice = ev.choice or (nxt.choice if nxt is not None else None)
-    chosen = choice.index if choice is not None else None
+    chosen = ev.choice.index if ev.choice is not None else None      # marked once chosen (docs/colours.md)
     probs = next_token_probs(ev.logits)
     fig = top_probs_bar_spec(probs, model.logit_tokens, chosen, tr("gpt.probs_title", pos=ev.cache_len - 1),
                              axis_title=tr("gpt.probs_axis"))

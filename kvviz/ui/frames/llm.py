@@ -157,7 +157,7 @@ def model_view_note(src: Event, model, tr: Tr) -> dict:
 
 def probs_blocks(pl: Payload, ev: Event, nxt: Event | None, shown_vocab: list[str], tr: Tr) -> list[dict]:
     choice = ev.choice or (nxt.choice if nxt is not None else None)
-    chosen = choice.index if choice is not None else None
+    chosen = ev.choice.index if ev.choice is not None else None      # marked once chosen (docs/colours.md)
     probs = next_token_probs(ev.logits)
     fig = top_probs_bar_spec(probs, shown_vocab, chosen, tr("llm.probs_title", pos=ev.cache_len - 1),
                              axis_title=tr("llm.probs_axis"))

@@ -193,6 +193,7 @@ def build(run: ServeRun, tr: Tr) -> Payload:
     for s in run.steps:
         did, todo = what_happened(run, s, prev, tr)
         pool = block_pool_spec(s, run.block_size, columns=POOL_COLUMNS, words=words, show_tokens=False, block_ids=True,
+                               prompt_lens={r.id: len(r.request.prompt) for r in run.requests},
                                title=tr("paged.pool_title", i=s.step, n=run.num_blocks, bs=run.block_size))
         memory = memory_spec(run, words=words, step=s.step, title=tr("paged.memory_title"))
         # a narrow column: the legend below the axis (its title left out: the chart's title says "steps")

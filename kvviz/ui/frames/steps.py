@@ -52,10 +52,11 @@ def attention_blocks(pl: Payload, ev: Event, src: Event, tr: Tr, layer: int = 0,
 
 
 def logits_blocks(pl: Payload, ev: Event, logit_tokens: Sequence[str], nxt: Event | None, tr: Tr) -> list[dict]:
-    """Logits of the last processed position; the choice (this event's or the next one's)
-    highlighted; with sampling the removed tokens greyed and the draw's probabilities listed."""
+    """Logits of the last processed position; the choice highlighted on a choose event only (a pass
+    has chosen nothing yet, docs/colours.md); with sampling the tokens the rule removes greyed and
+    the draw's probabilities listed (the next event's rule on a pass: it depends on the logits alone)."""
     choice = ev.choice or (nxt.choice if nxt is not None else None)
-    chosen = choice.index if choice is not None else None
+    chosen = ev.choice.index if ev.choice is not None else None
     sampled = choice is not None and choice.rule.get("name") != "greedy"
     fig = logits_bar_spec(ev.logits.tolist(), list(logit_tokens), chosen, tr("stepper.logits_title"),
                      kept=choice.kept if sampled else None)

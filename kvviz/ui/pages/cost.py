@@ -132,7 +132,7 @@ def _memory() -> None:
         _memory_chart(rep, preset, same, weights)
     left, right = st.columns([3, 2])
     with left:
-        _fit_table(cfg, rep, weights)
+        _fit_table(cfg, rep, weights, preset.max_context if same else 0)
     with right:
         _sharing_chart(cfg, rep)
     if rep.kind == "MHA":
@@ -216,17 +216,23 @@ def _memory_chart(rep: cost.MemoryReport, preset: cost.ModelConfig, same: bool, 
     chart(fig, t("cost.fig_mem_alt"), key="cost_memory_chart")
 
 
-def _fit_table(cfg: cost.ModelConfig, rep: cost.MemoryReport, weights: int | None) -> None:
-    """How many tokens' cache fit on each accelerator (beside the weights, when known)."""
+def _fit_table(cfg: cost.ModelConfig, rep: cost.MemoryReport, weights: int | None, context: int = 0) -> None:
+    """How many tokens' cache fit on each accelerator (beside the weights, when known), and, for a
+    preset's shape, how many of them its context length (``context`` positions) lets the model use."""
     fits = []
     for gb in cost.ACCELERATOR_GB:
         free = cost.accelerator_bytes(gb) - (weights or 0)
         n = cost.tokens_that_fit(cfg, max(free, 0), rep.batch, rep.dtype)
-        fits.append({t("cost.fit_accel"): f"{fmt.integer(gb)} GiB",
-                     t("cost.fit_tokens", B=fmt.integer(rep.batch)): fmt.integer(n) if free > 0
-                     else t("cost.fit_no_room")})
+        row = {t("cost.fit_accel"): f"{fmt.integer(gb)} GiB",
+               t("cost.fit_tokens", B=fmt.integer(rep.batch)): fmt.integer(n) if free > 0 else t("cost.fit_no_room")}
+        if context:          # what the model can use: memory and its context length both limit it
+            row[t("look.fit_usable", ctx=fmt.integer(context))] = (
+                fmt.integer(min(n, context)) if free > 0 else t("cost.fit_no_room"))
+        fits.append(row)
     st.markdown(t("cost.fit_title_weights", size=fmt.nbytes(weights)) if weights else t("cost.fit_title"))
     st.dataframe(pd.DataFrame(fits), hide_index=True, width="stretch")
+    if context:
+        st.caption(t("look.fit_context", n=context))
 
 
 def _sharing_chart(cfg: cost.ModelConfig, rep: cost.MemoryReport) -> None:

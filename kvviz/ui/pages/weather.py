@@ -3,6 +3,7 @@ decode, and the append-only cache that goes stale. The file in pages/ only sets 
 from __future__ import annotations
 
 import html
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import streamlit as st
@@ -132,19 +133,22 @@ def _prompt_view(tokens: list[str], values: dict[str, float]) -> None:
 
 def render() -> None:
     st.title(t("weather.title"))
-    presenter.intro(t("weather.intro", d_k=D_K))
     presenting = presenter.presenting()
+    # positions count from 1 here only (as in the source texts): said where the count starts
+    presenter.intro(t("weather.intro", d_k=D_K) + ("\n\n" + t("look.weather_positions") if presenting else ""))
+    if not presenting:
+        st.caption(t("look.weather_positions"))
     with presenter.settings():
         tokens, new, repair = _prompt_inputs()
         rule, seed = rule_controls("weather")
         st.caption(t("stepper.rule_caption"))
-        # the value inputs beside the prompt view; in presenter mode both fold away (the prompt view
-        # goes below the stepper, so that a step fits on one screen)
-        left, right = (st.container(), None) if presenting else st.columns([1, 2], gap="large")
-        with left:
-            values, problem = _values_inputs(4 if presenting else 2)
-    if problem:                                # beside the inputs, where the prompt view would be
-        (right or st).error(problem, icon=":material/error:")
+        # the step first: normally the stepper takes this place, the token values (rows of four) and the
+        # prompt view come below it, so the first event is in view without scrolling; presenter mode
+        # folds the values away with the other settings and the prompt view below the stepper
+        step_slot = nullcontext() if presenting else st.container()
+        values, problem = _values_inputs(4)
+    if problem:
+        st.error(problem, icon=":material/error:")
     if tokens is None or values is None:
         return
     try:   # the engine checks the words and the caps (a URL can bypass the widgets)
@@ -153,17 +157,17 @@ def render() -> None:
     except (LimitError, ValueError) as e:
         st.error(t("weather.bad_prompt", reason=str(e), vocab=" ".join(VOCAB)), icon=":material/error:")
         return
-    if right is not None:
-        with right:
-            _prompt_view(run.prompt, values)
-    step_view.url_step_notice(len(run.events))
-    nav.hidden_heading(t("stepper.section"))
-    step_view.page_stepper("weather.step", _payload(key, current_lang()), len(run.events), key="kvs_weather",
-                           run_id=repr(key))
-    downloads.trace_button(run, WeatherModel.logit_tokens, "weather")
+    with step_slot:
+        step_view.url_step_notice(len(run.events))
+        nav.hidden_heading(t("stepper.section"))
+        step_view.page_stepper("weather.step", _payload(key, current_lang()), len(run.events), key="kvs_weather",
+                               run_id=repr(key))
+        downloads.trace_button(run, WeatherModel.logit_tokens, "weather")
     if presenting:
         with st.expander(t("weather.prompt_table"), icon=":material/table:"):
             _prompt_view(run.prompt, values)
+    else:
+        _prompt_view(run.prompt, values)
 
 
 # ---------------------------------------------------------------- the stepper

@@ -4,9 +4,9 @@ Right key through all its events, English and German jump with the event slider 
 (from event 1 and 2) and to the last; at each event, one scan (tests/browser/legibility.py) reads every
 text box shown and every chart: no text smaller than 14 px, no chart label smaller than 12 px, no
 text over other text, no tick labels of one axis touching, no chart squashed below what its labels
-need, no title cut, and the step's token strip, charts and cache table inside the window. The cache table keeps position 0 (which the
-newest query reads too) or says how many rows it leaves out. The stepper fits the step
-(kvviz/ui/components/step_view.js fit(), plotly_view.js needHeight). Settings are folded away,
+need, no title cut, and the step's token strip, charts and cache table inside the window. The cache
+table keeps position 0 (which the newest query reads too) or says how many rows it leaves out. The
+stepper fits the step (kvviz/ui/components/step_view.js fit(), plotly_view.js needHeight). Settings are folded away,
 nothing scrolls sideways; each tab is resized to 1920×1080 at its last event (a lecturer's window
 moving to a larger projector) and scanned again. In German the last event is reached once more
 with End, and from the page's first frame no title, folded expander or skeleton shows before the

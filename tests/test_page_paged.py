@@ -156,15 +156,14 @@ def test_presenter_mode_shows_each_request_on_one_short_line(default_page):
     assert checked >= 10
 
 
-# ---- the real LLM: ?pg_model=smollm2 ----------------------------------------------------------------
+# ---- a real LLM: ?pg_model=smollm2 (chat requests), ?pg_model=gemma3 (a base model: plain text) -------
 
 LLM_QUERY = {"pg_model": "smollm2", "pg_llm_requests": "2", "pg_llm_new": "2"}
 
 
-@pytest.fixture(scope="module")
-def llm_page(smollm2):
-    """The SmolLM2 case from the address, its run made with the button (2 chat requests of 2 tokens)."""
-    at = open_page(PAGE, LLM_QUERY, timeout=300)
+def _real_page(query: dict):
+    """A real model's case from the address, its run made with the button."""
+    at = open_page(PAGE, query, timeout=300)
     no_exception(at)
     before = ([i.value for i in at.info], stepper(at))
     at.button(key="pg_llm_go").click().run(timeout=300)
@@ -172,16 +171,33 @@ def llm_page(smollm2):
     return at, before
 
 
-def test_smollm2_runs_behind_a_button_from_the_address(llm_page):
-    at, (infos, mounted) = llm_page
+@pytest.fixture(scope="module")
+def llm_page(smollm2):
+    """The SmolLM2 case from the address, its run made with the button (2 chat requests of 2 tokens)."""
+    return _real_page(LLM_QUERY)
+
+
+@pytest.fixture(scope="module")
+def gemma_page(gemma3):
+    """Gemma 3 through the same body: 2 plain-text requests of 2 tokens."""
+    return _real_page(LLM_QUERY | {"pg_model": "gemma3"})
+
+
+@pytest.mark.parametrize("case", ["llm_page", "gemma_page"])
+def test_a_real_model_runs_behind_a_button_from_the_address_and_is_checked(case, request):
+    at, (infos, mounted) = request.getfixturevalue(case)
     assert mounted is None and any("No run of these settings yet" in i for i in infos)
-    assert at.segmented_control(key="pg_model").value == "smollm2"
+    assert at.segmented_control(key="pg_model").value == {"llm_page": "smollm2", "gemma_page": "gemma3"}[case]
     assert at.number_input(key="pg_llm_requests").value == 2 and at.number_input(key="pg_llm_block").value == 8
+    assert len(stepper(at)["payload"]["frames"]) == 3
+    success = " ".join(x.value for x in at.success)
+    assert "All 2 requests got exactly the tokens of their solo greedy runs" in success
+    assert "bit for bit (torch.equal)" in success                                   # the fork
 
 
 def test_smollm2_shares_the_system_prompt_and_shows_the_engines_checks(smollm2, llm_page):
     at, _ = llm_page
-    frames = stepper(at)["payload"]["frames"]         # tests/test_serving_smollm2.py checks the engine's run
+    frames = stepper(at)["payload"]["frames"]         # tests/test_serving.py checks the engine's run
     assert len(frames) == 3 and frames[1]["heading"] == "Event 1 of 2: prefill 1 · decode 0 · 0 done"
     assert "blocks 0, 1, and 2 were already in the pool" in frame_text(frame(at, 1))
     assert "24 prefill positions saved" in frame_text(frame(at, 1))
@@ -207,8 +223,10 @@ def test_a_finished_smollm2_run_opens_at_once_for_the_next_visitor(llm_page):
     assert frame(at)["heading"].startswith("Ereignis 1 von 2") and all(b.key != "pg_llm_go" for b in at.button)
 
 
-def test_smollm2_settings_beyond_the_caps_give_a_message(smollm2):
-    at = open_page(PAGE, {"pg_model": "smollm2", "pg_llm_block": "32", "pg_llm_blocks": "64"})
+@pytest.mark.parametrize("model", ["smollm2", "gemma3"])
+def test_real_model_settings_beyond_the_caps_give_a_message(model, request):
+    request.getfixturevalue(model)
+    at = open_page(PAGE, {"pg_model": model, "pg_llm_block": "32", "pg_llm_blocks": "64"})
     no_exception(at)
     assert any("the limit for this model is 1,024" in e.value for e in at.error)
     assert stepper(at) is None

@@ -418,3 +418,30 @@ def test_a_pass_on_the_paged_cache_records_the_rows_it_wrote(case, request):
     for tokens, start in ((ids, 0), (ids[-1:], len(ids))):
         a, b = model.forward(tokens, paged, start), model.forward(tokens, dense, start)
         assert torch.equal(a.k, b.k) and torch.equal(a.v, b.v) and torch.equal(a.logits, b.logits)
+
+
+def test_tokens_equal_transformers_continuous_batching(tmp_path):
+    """The same requests through transformers' own continuous batching (``generate_batch``, its paged
+    cache and scheduler) give kvviz's tokens, with and without prefix caching and chunked prefill.
+    A tiny random Qwen2 (tests/tiny_models.py); flash attention off: on CPU transformers otherwise
+    spends ≈ 25 s looking for its kernels before the first batch."""
+    from transformers import ContinuousBatchingConfig, GenerationConfig
+
+    from kvviz.models import registry
+    from tests import tiny_models
+    name = str(tiny_models.save("qwen2", tmp_path / "qwen2"))
+    m = registry.host_models([name])[name]()
+    prompts = [[5, 6, 7, 8, 9, 30, 40], [5, 6, 7, 8, 11, 50], [60, 12, 70]]       # 0 and 1 share 4 tokens
+    new = 5
+    reqs = [Request(i, tuple(m.logit_tokens[t] for t in p), new, i) for i, p in enumerate(prompts)]
+    out = m.model.generate_batch(
+        inputs=prompts, generation_config=GenerationConfig(max_new_tokens=new, do_sample=False, eos_token_id=None,
+                                                           pad_token_id=0),
+        continuous_batching_config=ContinuousBatchingConfig(page_size=16, num_blocks=16, max_batch_tokens=64,
+                                                            max_requests_per_batch=4, auto_switch_to_flash=False,
+                                                            use_cuda_graph=False, use_async_batching=False))
+    theirs = [list(out[f"req_{i}"].generated_tokens) for i in range(len(prompts))]
+    assert all(len(t) == new for t in theirs)
+    for sharing, budget in ((False, None), (True, 4)):
+        run = serve(m, reqs, 4, 32, prefix_caching=sharing, chunk_budget=budget)
+        assert [[m.logit_tokens.index(t) for t in r.tokens] for r in run.requests] == theirs, (sharing, budget)

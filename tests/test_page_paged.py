@@ -245,3 +245,28 @@ def test_smollm2_without_weights_says_how_to_install_them(monkeypatch):
     at = open_page(PAGE, {"pg_model": "smollm2"})
     no_exception(at)
     assert any("weights are not installed" in w.value for w in at.warning) and stepper(at) is None
+
+
+def test_a_token_budget_from_the_address_prefills_in_chunks_and_shows_what_filled_each_step():
+    """?pg_budget=6 (the lecture's screen): request 0's decode first, then 5 of request 1's prompt;
+    the budget chart under the timeline, the step's budget line and what to notice, all from the run."""
+    at = open_page(PAGE, {"pg_budget": "6", "step": "2"})
+    no_exception(at)
+    run = serve(M, request_stream(6, 0, 12, 8), 4, 16, "continuous", 4, prefix_caching=True, check=True,
+                chunk_budget=6)
+    assert run.steps[2].chunks == ((0, 1), (1, 5)) and run.steps[2].decode == (0,)
+    f = frame(at)
+    assert len(stepper(at)["payload"]["frames"]) == run.total_steps
+    text = frame_text(f)
+    assert "Budget: 6 tokens this step: 1 decode first, then prompt chunks request 1 +5 (cache up to 6)" in text
+    assert "Notice: request 1 processed only 5 prompt positions" in text
+    budget = next(g for g in f["figs"] if g["layout"]["title"]["text"].startswith("Each step's token budget (6)"))
+    assert budget["data"][0]["y"] == [sum(n for r, n in s.chunks if r in s.decode) for s in run.steps]
+    assert budget["data"][1]["y"] == [sum(n for r, n in s.chunks if r not in s.decode) for s in run.steps]
+    assert "All 6 requests got exactly the tokens of their solo greedy runs" in " ".join(x.value for x in at.success)
+
+
+def test_a_budget_below_the_batch_is_refused_with_a_message():
+    at = open_page(PAGE, {"pg_budget": "2"})
+    no_exception(at)
+    assert any("Chunk budget" in e.value for e in at.error) and stepper(at) is None

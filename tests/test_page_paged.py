@@ -270,3 +270,55 @@ def test_a_budget_below_the_batch_is_refused_with_a_message():
     at = open_page(PAGE, {"pg_budget": "2"})
     no_exception(at)
     assert any("Chunk budget" in e.value for e in at.error) and stepper(at) is None
+
+
+def test_prefix_caching_two_ways_steps_through_the_chat_trace_with_the_engines_numbers():
+    """?pg_view=prefix: one frame per request of the stream's chat trace; each frame's hits, what to
+    notice and the tree's nodes are kvviz.cache.radix's trace of the same prompts."""
+    from kvviz.cache.radix import trace_prefix_caches
+    from kvviz.models.base import encode
+    from kvviz.serving import conversation_trace
+    at = open_page(PAGE, {"pg_view": "prefix", "step": "3"})
+    no_exception(at)
+    prompts = conversation_trace(request_stream(6, 0, 12, 8), 0)
+    trace = trace_prefix_caches([encode(M, p) for p in prompts], 4, 4 * 16)
+    assert len(stepper(at)["payload"]["frames"]) == len(prompts)
+    s = trace.steps[3]
+    assert s.radix_hit > s.hash_hit and s.hash_hit % 4 == 0               # the tree goes on to the token
+    text = frame_text(frame(at))
+    assert f"Notice: the tree found {s.radix_hit} positions of request 3, block hashing {s.hash_hit}" in text
+    assert len(frame_table(at)) == len(s.tree)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Found by block hashing"] == str(trace.result("hash").total)
+    assert metrics["Found by the radix tree"] == str(trace.result("radix").total)
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_prefill_and_decode_apart_show_the_shipped_records_behind_a_button(wrong, monkeypatch):
+    """The page's table and check read each request's Shipped record (the two processes themselves:
+    tests/test_serving_disagg.py; here a record per request, one of them wrong on demand, so the
+    page's check is seen to fail too) and scale the formula to large models, labelled."""
+    from kvviz import cost
+    from kvviz.models.base import encode
+    from kvviz.serving.disagg import Shipped
+    from kvviz.ui.pages import paged_serving
+    seed = 3 if wrong else 2                                # a run of its own
+    stream = request_stream(6, seed, 12, 8)
+    run = serve(M, stream, 4, 16, prefix_caching=True)
+    calls = []
+
+    def shipped(name, ids, new):
+        calls.append((name, list(ids), new))
+        i = len(calls) - 1
+        nbytes = cost.cache_bytes(M.cost_config, len(ids), 1, "fp32") + (1 if wrong and i == 1 else 0)
+        return Shipped(tuple(M.logit_tokens.index(x) for x in run.requests[i].tokens), nbytes, 0.001)
+    monkeypatch.setattr(paged_serving, "serve_disaggregated", shipped)
+    at = open_page(PAGE, {"pg_view": "disagg", "pg_seed": str(seed)})
+    no_exception(at)
+    assert not at.success and any(b.key == "pg_dg_go" for b in at.button) and not calls
+    at.button(key="pg_dg_go").click().run(timeout=300)
+    no_exception(at)
+    assert calls == [("gpt", encode(M, stream[i].prompt), len(run.requests[i].tokens)) for i in range(2)]
+    assert any("bytes shipped equal the cache formula" in s.value for s in at.success) != wrong
+    assert any("differs from the cache formula" in e.value for e in at.error) == wrong
+    assert list(at.dataframe[1].value["model"]) == ["Llama-3-8B", "Llama-3.1-70B"]

@@ -62,6 +62,7 @@ from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.frames import paged as frames_paged
 from kvviz.ui.frames import translator
+from kvviz.ui.pages import paged_serving
 from kvviz.viz.paged import block_pool_figure, block_size_figure, latency_figure, memory_figure, timeline_figure
 
 PAGE = script("paged")                   # kvviz/ui/app/pages.py
@@ -538,6 +539,16 @@ def _intro(name: str, model) -> str:
         "paged.llm_intro_chat" if model.SPEC.chat_template else "paged.llm_intro_plain")
 
 
+def _view_picker() -> str:
+    """The page's view (``?pg_view=``): the served stream, prefix caching two ways, or prefill and
+    decode on two processes."""
+    views = paged_serving.VIEWS
+    urlstate.choice_param("pg_view", views, views[0])
+    return st.segmented_control(t("serving.pg_view"), views, key="pg_view", required=True,
+                                format_func=lambda v: t("serving.view_" + v), on_change=urlstate.sync,
+                                args=("pg_view", views[0]), help=t("serving.pg_view_help"))
+
+
 def render() -> None:
     st.title(t("paged.title"))
     with presenter.settings():
@@ -556,10 +567,18 @@ def render() -> None:
         s = _inputs(name, model)
     if s is None:
         return
+    view = _view_picker()
+    if view == "prefix":                      # needs no served run: the trace is the stream's prompts
+        paged_serving.render_prefix(model, repr(s.without_pool()) + repr((s.block, s.blocks)),
+                                    _stream(model, s), s.seed, s.block, s.blocks)
+        return
     got = _served(s) if s.inline else _real_run(s)
     if got is None:
         return
     run = got.run
+    if view == "disagg":
+        paged_serving.render_disagg(s.model, model, repr(s), run)
+        return
     step_view.url_step_notice(run.total_steps)
     nav.hidden_heading(t("stepper.section"))
     step_view.page_stepper("paged.step", lambda _layer, _head, lang: _payload(s, run, lang), run.total_steps,

@@ -539,16 +539,6 @@ def _intro(name: str, model) -> str:
         "paged.llm_intro_chat" if model.SPEC.chat_template else "paged.llm_intro_plain")
 
 
-def _view_picker() -> str:
-    """The page's view (``?pg_view=``): the served stream, prefix caching two ways, or prefill and
-    decode on two processes."""
-    views = paged_serving.VIEWS
-    urlstate.choice_param("pg_view", views, views[0])
-    return st.segmented_control(t("serving.pg_view"), views, key="pg_view", required=True,
-                                format_func=lambda v: t("serving.view_" + v), on_change=urlstate.sync,
-                                args=("pg_view", views[0]), help=t("serving.pg_view_help"))
-
-
 def render() -> None:
     st.title(t("paged.title"))
     with presenter.settings():
@@ -567,7 +557,7 @@ def render() -> None:
         s = _inputs(name, model)
     if s is None:
         return
-    view = _view_picker()
+    view = paged_serving.view_picker()
     if view == "prefix":                      # needs no served run: the trace is the stream's prompts
         paged_serving.render_prefix(model, repr(s.without_pool()) + repr((s.block, s.blocks)),
                                     _stream(model, s), s.seed, s.block, s.blocks)

@@ -28,7 +28,7 @@ from kvviz.limits import LimitError
 from kvviz.models.base import encode
 from kvviz.serving import Request, ServeRun, conversation_trace
 from kvviz.serving.disagg import Shipped, serve_disaggregated
-from kvviz.ui.app import fmt, nav
+from kvviz.ui.app import fmt, nav, urlstate
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.turns import RunStore
 from kvviz.ui.components import step_view
@@ -43,6 +43,15 @@ SCALED_MODELS = ("llama3-8b", "llama3.1-70b")
 # links between a prefill and a decode machine, Gbit/s: a 100G Ethernet / RDMA NIC, 400G InfiniBand
 # NDR, NVLink 4 within one node (900 GB/s both ways together, 450 GB/s each way)
 LINKS = (("100G", 100.0), ("400G", 400.0), ("NVLink", 3_600.0))
+
+
+def view_picker() -> str:
+    """The page's view (``?pg_view=``): the served stream, prefix caching two ways, or prefill and
+    decode on two processes."""
+    urlstate.choice_param("pg_view", VIEWS, VIEWS[0])
+    return st.segmented_control(t("serving.pg_view"), VIEWS, key="pg_view", required=True,
+                                format_func=lambda v: t("serving.view_" + v), on_change=urlstate.sync,
+                                args=("pg_view", VIEWS[0]), help=t("serving.pg_view_help"))
 
 
 # ---- prefix caching two ways ---------------------------------------------------------------------

@@ -555,12 +555,11 @@ def render() -> None:
     presenter.intro(_intro(name, model))
     with presenter.settings():
         s = _inputs(name, model)
+        view = paged_serving.view_picker()
     if s is None:
         return
-    view = paged_serving.view_picker()
     if view == "prefix":                      # needs no served run: the trace is the stream's prompts
-        paged_serving.render_prefix(model, repr(s.without_pool()) + repr((s.block, s.blocks)),
-                                    _stream(model, s), s.seed, s.block, s.blocks)
+        paged_serving.render_prefix(model, repr(s), _stream(model, s), s.seed, s.block, s.blocks)
         return
     got = _served(s) if s.inline else _real_run(s)
     if got is None:

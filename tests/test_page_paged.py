@@ -157,15 +157,14 @@ def test_presenter_mode_shows_each_request_on_one_short_line(default_page):
     assert checked >= 10
 
 
-# ---- the real LLM: ?pg_model=smollm2 ----------------------------------------------------------------
+# ---- a real LLM: ?pg_model=smollm2 (chat requests), ?pg_model=gemma3 (a base model: plain text) -------
 
 LLM_QUERY = {"pg_model": "smollm2", "pg_llm_requests": "2", "pg_llm_new": "2"}
 
 
-@pytest.fixture(scope="module")
-def llm_page(smollm2):
-    """The SmolLM2 case from the address, its run made with the button (2 chat requests of 2 tokens)."""
-    at = open_page(PAGE, LLM_QUERY, timeout=300)
+def _real_page(query: dict):
+    """A real model's case from the address, its run made with the button."""
+    at = open_page(PAGE, query, timeout=300)
     no_exception(at)
     before = ([i.value for i in at.info], stepper(at))
     at.button(key="pg_llm_go").click().run(timeout=300)
@@ -173,16 +172,33 @@ def llm_page(smollm2):
     return at, before
 
 
-def test_smollm2_runs_behind_a_button_from_the_address(llm_page):
-    at, (infos, mounted) = llm_page
+@pytest.fixture(scope="module")
+def llm_page(smollm2):
+    """The SmolLM2 case from the address, its run made with the button (2 chat requests of 2 tokens)."""
+    return _real_page(LLM_QUERY)
+
+
+@pytest.fixture(scope="module")
+def gemma_page(gemma3):
+    """Gemma 3 through the same body: 2 plain-text requests of 2 tokens."""
+    return _real_page(LLM_QUERY | {"pg_model": "gemma3"})
+
+
+@pytest.mark.parametrize("case", ["llm_page", "gemma_page"])
+def test_a_real_model_runs_behind_a_button_from_the_address_and_is_checked(case, request):
+    at, (infos, mounted) = request.getfixturevalue(case)
     assert mounted is None and any("No run of these settings yet" in i for i in infos)
-    assert at.segmented_control(key="pg_model").value == "smollm2"
+    assert at.segmented_control(key="pg_model").value == {"llm_page": "smollm2", "gemma_page": "gemma3"}[case]
     assert at.number_input(key="pg_llm_requests").value == 2 and at.number_input(key="pg_llm_block").value == 8
+    assert len(stepper(at)["payload"]["frames"]) == 3
+    success = " ".join(x.value for x in at.success)
+    assert "All 2 requests got exactly the tokens of their solo greedy runs" in success
+    assert "bit for bit (torch.equal)" in success                                   # the fork
 
 
 def test_smollm2_shares_the_system_prompt_and_shows_the_engines_checks(smollm2, llm_page):
     at, _ = llm_page
-    frames = stepper(at)["payload"]["frames"]         # tests/test_serving_smollm2.py checks the engine's run
+    frames = stepper(at)["payload"]["frames"]         # tests/test_serving.py checks the engine's run
     assert len(frames) == 3 and frames[1]["heading"] == "Event 1 of 2: prefill 1 · decode 0 · 0 done"
     assert "blocks 0, 1, and 2 were already in the pool" in frame_text(frame(at, 1))
     assert "24 prefill positions saved" in frame_text(frame(at, 1))
@@ -208,8 +224,10 @@ def test_a_finished_smollm2_run_opens_at_once_for_the_next_visitor(llm_page):
     assert frame(at)["heading"].startswith("Ereignis 1 von 2") and all(b.key != "pg_llm_go" for b in at.button)
 
 
-def test_smollm2_settings_beyond_the_caps_give_a_message(smollm2):
-    at = open_page(PAGE, {"pg_model": "smollm2", "pg_llm_block": "32", "pg_llm_blocks": "64"})
+@pytest.mark.parametrize("model", ["smollm2", "gemma3"])
+def test_real_model_settings_beyond_the_caps_give_a_message(model, request):
+    request.getfixturevalue(model)
+    at = open_page(PAGE, {"pg_model": model, "pg_llm_block": "32", "pg_llm_blocks": "64"})
     no_exception(at)
     assert any("the limit for this model is 1,024" in e.value for e in at.error)
     assert stepper(at) is None
@@ -228,3 +246,80 @@ def test_smollm2_without_weights_says_how_to_install_them(monkeypatch):
     at = open_page(PAGE, {"pg_model": "smollm2"})
     no_exception(at)
     assert any("weights are not installed" in w.value for w in at.warning) and stepper(at) is None
+
+
+def test_a_token_budget_from_the_address_prefills_in_chunks_and_shows_what_filled_each_step():
+    """?pg_budget=6 (the lecture's screen): request 0's decode first, then 5 of request 1's prompt;
+    the budget chart under the timeline, the step's budget line and what to notice, all from the run."""
+    at = open_page(PAGE, {"pg_budget": "6", "step": "2"})
+    no_exception(at)
+    run = serve(M, request_stream(6, 0, 12, 8), 4, 16, "continuous", 4, prefix_caching=True, check=True,
+                chunk_budget=6)
+    assert run.steps[2].chunks == ((0, 1), (1, 5)) and run.steps[2].decode == (0,)
+    f = frame(at)
+    assert len(stepper(at)["payload"]["frames"]) == run.total_steps
+    text = frame_text(f)
+    assert "Budget: 6 tokens this step: 1 decode first, then prompt chunks request 1 +5 (cache up to 6)" in text
+    assert "Notice: request 1 processed only 5 prompt positions" in text
+    budget = next(g for g in f["figs"] if g["layout"]["title"]["text"].startswith("Each step's token budget (6)"))
+    assert budget["data"][0]["y"] == [sum(n for r, n in s.chunks if r in s.decode) for s in run.steps]
+    assert budget["data"][1]["y"] == [sum(n for r, n in s.chunks if r not in s.decode) for s in run.steps]
+    assert "All 6 requests got exactly the tokens of their solo greedy runs" in " ".join(x.value for x in at.success)
+
+
+def test_a_budget_below_the_batch_is_refused_with_a_message():
+    at = open_page(PAGE, {"pg_budget": "2"})
+    no_exception(at)
+    assert any("Chunk budget" in e.value for e in at.error) and stepper(at) is None
+
+
+def test_prefix_caching_two_ways_steps_through_the_chat_trace_with_the_engines_numbers():
+    """?pg_view=prefix: one frame per request of the stream's chat trace; each frame's hits, what to
+    notice and the tree's nodes are kvviz.cache.radix's trace of the same prompts."""
+    from kvviz.cache.radix import trace_prefix_caches
+    from kvviz.models.base import encode
+    from kvviz.serving import conversation_trace
+    at = open_page(PAGE, {"pg_view": "prefix", "step": "3"})
+    no_exception(at)
+    prompts = conversation_trace(request_stream(6, 0, 12, 8), 0)
+    trace = trace_prefix_caches([encode(M, p) for p in prompts], 4, 4 * 16)
+    assert len(stepper(at)["payload"]["frames"]) == len(prompts)
+    s = trace.steps[3]
+    assert s.radix_hit > s.hash_hit and s.hash_hit % 4 == 0               # the tree goes on to the token
+    text = frame_text(frame(at))
+    assert f"Notice: the tree found {s.radix_hit} positions of request 3, block hashing {s.hash_hit}" in text
+    assert len(frame_table(at)) == len(s.tree)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Found by block hashing"] == str(trace.result("hash").total)
+    assert metrics["Found by the radix tree"] == str(trace.result("radix").total)
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_prefill_and_decode_apart_show_the_shipped_records_behind_a_button(wrong, monkeypatch):
+    """The page's table and check read each request's Shipped record (the two processes themselves:
+    tests/test_serving_disagg.py; here a record per request, one of them wrong on demand, so the
+    page's check is seen to fail too) and scale the formula to large models, labelled."""
+    from kvviz import cost
+    from kvviz.models.base import encode
+    from kvviz.serving.disagg import Shipped
+    from kvviz.ui.pages import paged_serving
+    seed = 3 if wrong else 2                                # a run of its own
+    stream = request_stream(6, seed, 12, 8)
+    run = serve(M, stream, 4, 16, prefix_caching=True)
+    calls = []
+
+    def shipped(name, ids, new):
+        calls.append((name, list(ids), new))
+        i = len(calls) - 1
+        nbytes = cost.cache_bytes(M.cost_config, len(ids), 1, "fp32") + (1 if wrong and i == 1 else 0)
+        return Shipped(tuple(M.logit_tokens.index(x) for x in run.requests[i].tokens), nbytes, 0.001)
+    monkeypatch.setattr(paged_serving, "serve_disaggregated", shipped)
+    at = open_page(PAGE, {"pg_view": "disagg", "pg_seed": str(seed)})
+    no_exception(at)
+    assert not at.success and any(b.key == "pg_dg_go" for b in at.button) and not calls
+    at.button(key="pg_dg_go").click().run(timeout=300)
+    no_exception(at)
+    assert calls == [("gpt", encode(M, stream[i].prompt), len(run.requests[i].tokens)) for i in range(2)]
+    assert any("bytes shipped equal the cache formula" in s.value for s in at.success) != wrong
+    assert any("differs from the cache formula" in e.value for e in at.error) == wrong
+    assert list(at.dataframe[1].value["model"]) == ["Llama-3-8B", "Llama-3.1-70B"]

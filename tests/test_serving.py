@@ -1,6 +1,9 @@
 """Serving a stream of requests from one paged cache (kvviz.serving): continuous and static
-batching, preemption, prefix sharing. Every request gets the tokens of its solo greedy run, and the
-allocator's books balance at every step."""
+batching, preemption, prefix sharing, forks. Every request gets the tokens of its solo greedy run, and
+the allocator's books balance at every step, on the tiny GPT and on the real models (SmolLM2's chat
+and plain-text requests through transformers' own forward, Gemma 3's plain text): one test per
+claim, parametrized over the models; real weights only where a number needs them (loaded once per
+worker, the session fixtures)."""
 import dataclasses
 import json
 
@@ -14,19 +17,46 @@ from kvviz.decoding.loops import generate_cached
 from kvviz.decoding.stepper import run_generation
 from kvviz.limits import MAX_SERVE_REQUESTS, LimitError
 from kvviz.models.abc import ABCModel
+from kvviz.models.base import encode
 from kvviz.models.gpt import GPTModel
-from kvviz.serving import Request, compare_policies, fork_run, request_stream, serve, serve_run_dict
-from tests.test_cli import cli
+from kvviz.serving import (
+    Request,
+    chat_stream,
+    common_prefix,
+    compare_policies,
+    fork_run,
+    request_stream,
+    serve,
+    serve_run_dict,
+)
+from tests.test_cli import cli, one_line_error
 
 M = GPTModel()
 STREAM = request_stream(6, seed=0, max_new_tokens=10)
 SHARED = request_stream(5, seed=1, max_new_tokens=6, shared_prefix=8)
 
 
-def _solo_tokens(req: Request) -> tuple[str, ...]:
+BLOCK = 8          # real models: SmolLM2's 24 tokens of system prompt and markers fill three full blocks
+REAL = {"smollm2_chat": ("smollm2", True), "smollm2_plain": ("smollm2", False), "gemma3_plain": ("gemma3", False)}
+_REAL_RUNS: dict = {}
+
+
+def _solo_tokens(req: Request, model=M) -> tuple[str, ...]:
     """The request alone through the fast loop (a contiguous StaticCache): an independent path."""
-    gen = generate_cached(M, [M.vocab.index(w) for w in req.prompt], req.max_new_tokens)
-    return tuple(M.vocab[i] for i in gen.tokens)
+    gen = generate_cached(model, encode(model, req.prompt), req.max_new_tokens)
+    return tuple(model.logit_tokens[i] for i in gen.tokens)
+
+
+def _real(request, case: str):
+    """(model, stream, checked run) of a real model's case: 2 requests of 2 tokens, one step apart, in
+    blocks of 8; chat requests with prefix caching (request 1's prefill shares a pass with request 0's
+    decode). Served once per module."""
+    if case not in _REAL_RUNS:
+        name, chat = REAL[case]
+        model = request.getfixturevalue(name)
+        stream = chat_stream(model, 2, 2, chat=chat)
+        _REAL_RUNS[case] = (model, stream, serve(model, stream, BLOCK, 32, prefix_caching=chat, check=True))
+    return _REAL_RUNS[case]
 
 
 @pytest.fixture(scope="module")
@@ -57,15 +87,22 @@ def _balanced(run) -> None:
         assert set(s.running) | set(s.waiting) | set(s.preempted) >= set(s.finished)
 
 
-@pytest.mark.parametrize("name", ["continuous", "static", "tight", "shared"])
-def test_every_request_gets_its_solo_greedy_tokens(runs, name):
-    run = runs[name]
-    stream = SHARED if name == "shared" else STREAM
-    assert [r.tokens for r in run.requests] == [_solo_tokens(q) for q in stream]
-    assert all(len(r.tokens) == r.request.max_new_tokens for r in run.requests)
+@pytest.mark.parametrize("name", ["continuous", "static", "tight", "shared", *REAL])
+def test_every_request_gets_its_solo_greedy_tokens(runs, name, request):
+    """Tokens equal the fast loop's on a contiguous cache; a request ends at its length or at the
+    model's end token, as its solo run does (plain text on SmolLM2 used to run past it: an IndexError)."""
+    if name in REAL:
+        model, stream, run = _real(request, name)
+    else:
+        model, stream, run = M, SHARED if name == "shared" else STREAM, runs[name]
+    assert [r.tokens for r in run.requests] == [_solo_tokens(q, model) for q in stream]
+    ends = getattr(model, "end_tokens", ())
+    assert all(len(r.tokens) == r.request.max_new_tokens or r.tokens[-1] in ends for r in run.requests)
     if name != "static":                                     # the checked runs: logits within fp32 rounding
         assert run.tolerance == 1e-4
         assert all(r.max_abs_diff is not None and r.max_abs_diff <= run.tolerance for r in run.requests)
+        assert all(r.tokens == r.solo_tokens for r in run.requests)
+        assert all(s.max_abs_diff is not None and s.max_abs_diff <= 1e-4 for s in run.steps if s.chosen)
     _balanced(run)
 
 
@@ -151,6 +188,17 @@ def test_the_pool_read_through_a_block_table_is_the_requests_cache(runs):
     assert float((keys - solo.layers[0].keys[0]).abs().max()) <= 1e-4
 
 
+@pytest.mark.parametrize("name", ["shared", "smollm2_chat"])
+def test_only_full_blocks_of_a_shared_prefix_are_shared_and_every_saved_position_counted(runs, name, request):
+    run = runs[name] if name in runs else _real(request, name)[2]
+    prompts = [r.request.prompt for r in run.requests]
+    full = common_prefix([r.request for r in run.requests]) // run.block_size
+    assert run.blocks_saved == full * (len(prompts) - 1) > 0       # every later request attached them all
+    assert run.prefill_saved == run.block_size * run.blocks_saved
+    assert sum(s.prefill_saved for s in run.steps) == run.prefill_saved
+    assert not any(s.copied for s in run.steps)                  # only full blocks are shared: nothing to copy
+
+
 def test_shared_prefix_blocks_are_counted_shared_and_saved(runs):
     shared, plain = runs["shared"], runs["unshared"]
     prompts = [r.request.prompt for r in shared.requests]
@@ -222,7 +270,7 @@ def test_cli_prints_the_documented_shape(capsys):
 
 @pytest.mark.parametrize("args", [["--block-size", "0"], ["--num-blocks", "2"], ["--policy", "fifo"],
                                   ["--requests", "x"], ["--requests", "99"], ["--shared-prefix", "-1"],
-                                  ["--max-new-tokens", "0"], ["--seed", "-3"]])
+                                  ["--max-new-tokens", "0"], ["--seed", "-3"], ["--prefix-cache", "tree"]])
 def test_cli_bad_arguments_give_one_line_and_exit_2(args, capsys):
     """In-process (``python -m kvviz`` is this ``main``): a subprocess each would mostly time torch's import."""
     with pytest.raises(SystemExit) as ex:
@@ -232,14 +280,21 @@ def test_cli_bad_arguments_give_one_line_and_exit_2(args, capsys):
     assert len(out.err.strip().splitlines()) == 1 and out.err.startswith("kvviz: error: "), out.err
 
 
-@pytest.mark.parametrize("model,prompt,bs", [(M, ("It", "was", "lovely", "in", "Dublin"), 4),
-                                             (ABCModel(), ("A", "B", "A"), 2)])
-def test_fork_run_shares_the_prompt_copies_on_first_write_and_equals_each_solo_run_bit_for_bit(model, prompt, bs):
+@pytest.mark.parametrize("model,prompt,bs,new", [(M, ("It", "was", "lovely", "in", "Dublin"), 4, 4),
+                                                 (ABCModel(), ("A", "B", "A"), 2, 4),
+                                                 ("smollm2", None, BLOCK, 3)])
+def test_fork_run_shares_the_prompt_copies_on_first_write_and_equals_each_solo_run_bit_for_bit(model, prompt, bs,
+                                                                                              new, request):
     """Parallel sampling (the page's copy-on-write section): the prompt's blocks are held by every
     sample after the fork; the first write into the partly filled last block copies it, once per
     sample but the last (who then owns the original); every sample's logits equal its own
-    contiguous run's bit for bit; at the end every block is free."""
-    run = fork_run(model, prompt, new_tokens=4, block_size=bs, num_blocks=16, samples=3, seed=5)
+    contiguous run's bit for bit; at the end every block is free. SmolLM2: request 1's chat prompt
+    (37 tokens, 5 in its last block of 8)."""
+    if isinstance(model, str):
+        model, stream, _ = _real(request, "smollm2_chat")
+        prompt = stream[1].prompt
+    assert len(prompt) % bs
+    run = fork_run(model, prompt, new_tokens=new, block_size=bs, num_blocks=16, samples=3, seed=5)
     first = run.steps[0]
     n_prompt_blocks = -(-len(prompt) // bs)
     assert first.prefill == (0,) and first.refcounts[:n_prompt_blocks] == (3,) * n_prompt_blocks
@@ -249,7 +304,7 @@ def test_fork_run_shares_the_prompt_copies_on_first_write_and_equals_each_solo_r
     assert all(run.identical)
     assert all(s.max_abs_diff == 0.0 for s in run.steps)
     for i, seed in enumerate(run.seeds):
-        solo = run_generation_tokens(model, prompt, 4, seed)
+        solo = run_generation_tokens(model, prompt, new, seed)
         assert run.samples[i] == solo
     end = run.steps[-1]
     assert end.finished == (0, 1, 2) and sum(end.refcounts) == 0 and len(end.free_blocks) == 16
@@ -257,8 +312,12 @@ def test_fork_run_shares_the_prompt_copies_on_first_write_and_equals_each_solo_r
 
 
 def run_generation_tokens(model, prompt, n, seed):
+    """The sample alone on a contiguous cache: the fast loop where the model has one (the stepper's
+    draws, seeded alike), else the stepper (the ABC model)."""
     from kvviz.decoding.sampling import Sampler
-    from kvviz.decoding.stepper import run_generation
+    if hasattr(model, "logits"):
+        gen = generate_cached(model, encode(model, prompt), n, Sampler(1.0), seed)
+        return tuple(model.logit_tokens[i] for i in gen.tokens)
     run = run_generation(model, list(prompt), n, Sampler(1.0), seed)
     return tuple(e.chosen for e in run.events if e.phase == "choose")
 
@@ -268,3 +327,153 @@ def test_fork_run_with_a_full_last_block_copies_nothing_and_refuses_a_small_pool
     assert run.copies == () and all(run.identical)
     with pytest.raises(LimitError):
         fork_run(M, ("It", "was", "lovely", "in"), new_tokens=12, block_size=4, num_blocks=4)
+
+
+# ---- the real models' own numbers (SmolLM2's chat template, its caps, the CLI) -------------------------
+
+def test_every_prompt_begins_with_the_system_prompt_and_its_markers(request):
+    smollm2, stream, _ = _real(request, "smollm2_chat")
+    n = common_prefix(stream)
+    assert n == 24 and stream[1].arrival_step == 1
+    assert smollm2.decode(stream[0].prompt[:n]) == ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, "
+                                                    "trained by Hugging Face<|im_end|>\n<|im_start|>user\n")
+
+
+def test_the_system_prompts_full_blocks_are_shared(request):
+    served = _real(request, "smollm2_chat")[2]
+    assert served.steps[1].prefill == (1,) and served.steps[1].decode == (0,)       # one padded batch
+    first, second = served.requests
+    assert (first.blocks_saved, first.prefill_saved) == (0, 0)
+    assert (second.blocks_saved, second.prefill_saved) == (3, 24)
+    assert served.blocks_saved == 3 and served.prefill_saved == 24
+    s0, s1 = served.steps[:2]
+    assert s0.tables[0][:3] == (0, 1, 2) and s1.shared == (0, 1, 2) and s1.tables[1][:3] == (0, 1, 2)
+    assert s1.finished == (0,) and [s1.refcounts[b] for b in (0, 1, 2)] == [1, 1, 1]     # request 0 let go
+
+
+def test_the_engine_caps_a_served_run_on_smollm2(request):
+    smollm2, stream, _ = _real(request, "smollm2_chat")
+    with pytest.raises(LimitError, match="between 1 and 6"):
+        serve(smollm2, [Request(i, stream[0].prompt, 2) for i in range(7)], BLOCK, 32)
+    with pytest.raises(LimitError, match="limit for this model is 1,024"):
+        serve(smollm2, stream, 32, 64)
+    with pytest.raises(LimitError, match="new tokens must be between 1 and 16"):
+        serve(smollm2, [Request(0, stream[0].prompt, 17)], BLOCK, 32)
+    with pytest.raises(LimitError, match="between 1 and 6"):
+        chat_stream(smollm2, 7)
+
+
+def test_cli_serve_smollm2_chat(smollm2, capsys, monkeypatch):
+    from kvviz.models import registry
+    monkeypatch.setitem(registry.MODELS, "smollm2", lambda: smollm2)        # the worker's loaded model
+    code, out, _ = cli(capsys, "serve", "--model", "smollm2", "--chat", "--requests", "2", "--max-new-tokens", "1")
+    d = json.loads(out)
+    assert code == 0 and d["model"] == "smollm2" and d["block_size"] == 8 and d["chat"] is True
+    assert {"requests", "steps", "num_blocks", "policy"} <= set(d)
+    assert [r["blocks_saved"] for r in d["requests"]] == [0, 3] and d["prefill_saved"] == 24
+    assert all(r["same_as_solo"] and r["max_abs_diff"] <= d["tolerance"] for r in d["requests"])
+    assert d["requests"][1]["prompt_text"].endswith("What is 2+2?<|im_end|>\n<|im_start|>assistant\n")
+    assert d["steps"][1]["prefill"] == [1] and d["steps"][1]["block_tables"] == {}      # both done at step 1
+
+
+@pytest.mark.parametrize("seed", [0, 4])
+def test_cli_serve_smollm2_plain_text_stops_a_request_at_its_end_token_as_its_solo_run(smollm2, capsys, monkeypatch,
+                                                                                       seed):
+    """Plain-text requests (no chat template): SmolLM2 answers "Hi!" style prompts with <|im_end|> at
+    once. The served request finishes there, as its solo run does (it used to run on past it and
+    compare with solo logits that do not exist: an IndexError on every seed)."""
+    from kvviz.models import registry
+    monkeypatch.setitem(registry.MODELS, "smollm2", lambda: smollm2)
+    code, out, _ = cli(capsys, "serve", "--model", "smollm2", "--seed", str(seed))
+    d = json.loads(out)
+    assert code == 0 and d["chat"] is False
+    assert all(r["same_as_solo"] and r["max_abs_diff"] <= d["tolerance"] for r in d["requests"])
+    ended = [r for r in d["requests"] if r["tokens"][-1] == "<|im_end|>"]
+    assert ended and all(r["finish_step"] == r["first_token_step"] + len(r["tokens"]) - 1 for r in ended)
+    assert any(len(r["tokens"]) == 4 for r in d["requests"])      # the others run to --max-new-tokens
+
+
+def test_cli_serve_smollm2_refuses_bad_numbers_before_the_weights_load(capsys, monkeypatch):
+    from kvviz.models import registry
+
+    def never():
+        raise AssertionError("the weights were loaded")
+    monkeypatch.setitem(registry.MODELS, "smollm2", type("S", (), {"LIMITS": registry.SmolLM2.LIMITS,
+                                                                   "__new__": lambda cls: never()}))
+    base = ["serve", "--model", "smollm2", "--chat"]
+    assert "between 1 and 6" in one_line_error(capsys, *base, "--requests", "7")
+    assert "1,024" in one_line_error(capsys, *base, "--block-size", "32", "--num-blocks", "64")
+    assert "between 1 and 16" in one_line_error(capsys, *base, "--max-new-tokens", "17")
+    assert "--chat needs --model smollm2" in one_line_error(capsys, "serve", "--chat")
+
+
+@pytest.mark.parametrize("case", ["gpt", "smollm2_chat", "gemma3_plain"])
+def test_a_pass_on_the_paged_cache_records_the_rows_it_wrote(case, request):
+    """A model's forward with a PagedCache reads its K/V through the block table, not the pool: the
+    same records as with a contiguous cache, bit for bit."""
+    from kvviz.cache import DynamicCache, PagedCache
+    model, stream = (M, SHARED) if case == "gpt" else _real(request, case)[:2]
+    ids = encode(model, stream[0].prompt)
+    paged, dense = PagedCache(model.n_layers, BLOCK, 8), DynamicCache(model.n_layers)
+    for tokens, start in ((ids, 0), (ids[-1:], len(ids))):
+        a, b = model.forward(tokens, paged, start), model.forward(tokens, dense, start)
+        assert torch.equal(a.k, b.k) and torch.equal(a.v, b.v) and torch.equal(a.logits, b.logits)
+
+
+def test_tokens_equal_transformers_continuous_batching(tmp_path):
+    """The same requests through transformers' own continuous batching (``generate_batch``, its paged
+    cache and scheduler) give kvviz's tokens, with and without prefix caching and chunked prefill.
+    A tiny random Qwen2 (tests/tiny_models.py); flash attention off: on CPU transformers otherwise
+    spends ≈ 25 s looking for its kernels before the first batch."""
+    from transformers import ContinuousBatchingConfig, GenerationConfig
+
+    from kvviz.models import registry
+    from tests import tiny_models
+    name = str(tiny_models.save("qwen2", tmp_path / "qwen2"))
+    m = registry.host_models([name])[name]()
+    prompts = [[5, 6, 7, 8, 9, 30, 40], [5, 6, 7, 8, 11, 50], [60, 12, 70]]       # 0 and 1 share 4 tokens
+    new = 5
+    reqs = [Request(i, tuple(m.logit_tokens[t] for t in p), new, i) for i, p in enumerate(prompts)]
+    out = m.model.generate_batch(
+        inputs=prompts, generation_config=GenerationConfig(max_new_tokens=new, do_sample=False, eos_token_id=None,
+                                                           pad_token_id=0),
+        continuous_batching_config=ContinuousBatchingConfig(page_size=16, num_blocks=16, max_batch_tokens=64,
+                                                            max_requests_per_batch=4, auto_switch_to_flash=False,
+                                                            use_cuda_graph=False, use_async_batching=False))
+    theirs = [list(out[f"req_{i}"].generated_tokens) for i in range(len(prompts))]
+    assert all(len(t) == new for t in theirs)
+    for sharing, budget in ((False, None), (True, 4)):
+        run = serve(m, reqs, 4, 32, prefix_caching=sharing, chunk_budget=budget)
+        assert [[m.logit_tokens.index(t) for t in r.tokens] for r in run.requests] == theirs, (sharing, budget)
+
+
+@pytest.mark.parametrize("seed,blocks,budget", [(0, 40, None), (0, 12, 5), (4, 14, None)])
+def test_radix_prefix_caching_matches_to_the_token_and_keeps_every_solo_run(seed, blocks, budget):
+    """The scheduler's radix mode on a chat trace (shared system prompt, repeated earlier turns):
+    every request its solo tokens and logits within float32's 1e-4, with preemptions and chunked
+    prefill too; it saves at least what full-block hashing saves, and more where a match ends
+    inside a block (copied or taken back, never written under another reader)."""
+    from kvviz.serving import conversation_trace
+    prompts = conversation_trace(request_stream(8, seed, 12, 6), seed)
+    reqs = [Request(i, p, 6, i) for i, p in enumerate(prompts)]
+    runs = {mode: serve(M, reqs, 4, blocks, prefix_caching=True, check=True, chunk_budget=budget, prefix_cache=mode)
+            for mode in ("hash", "radix")}
+    for run in runs.values():
+        assert all(r.tokens == r.solo_tokens and r.max_abs_diff <= run.tolerance for r in run.requests)
+        _balanced(run)
+    assert runs["radix"].prefill_saved > runs["hash"].prefill_saved
+    assert any(r.prefill_saved % 4 for r in runs["radix"].requests)                # a match inside a block
+    assert all(r.prefill_saved % 4 == 0 for r in runs["hash"].requests)
+    assert [r.tokens for r in runs["radix"].requests] == [r.tokens for r in runs["hash"].requests]
+
+
+def test_cli_prefix_cache_radix_prints_each_requests_check(capsys):
+    code, out, err = cli(capsys, "serve", "--requests", "4", "--shared-prefix", "6", "--prefix-cache", "radix",
+                         "--max-new-tokens", "4", "--num-blocks", "16")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["prefix_cache"] == "radix" and d["tolerance"] == 1e-4
+    assert all(r["same_as_solo"] and r["max_abs_diff"] <= 1e-4 for r in d["requests"])
+    assert d["prefill_saved"] == sum(r["prefill_saved"] for r in d["requests"]) > 0
+    run = serve(M, request_stream(4, 0, 4, 6), 4, 16, prefix_caching=True, prefix_cache="radix")
+    assert [r["tokens"] for r in d["requests"]] == [list(r.tokens) for r in run.requests]

@@ -64,6 +64,7 @@ class BlockPool:
         self._free: dict[int, None] = dict.fromkeys(range(self.num_blocks))   # an ordered set: oldest first
         self.hash_of: list[str | None] = [None] * self.num_blocks
         self._cached: dict[str, int] = {}     # prefix-cache name -> block
+        self.generation = [0] * self.num_blocks   # times each block was taken: its rows are new since
         self._events: list[BlockEvent] = []
         self.changes = 0
 
@@ -87,6 +88,7 @@ class BlockPool:
             del self._cached[name]
             self.hash_of[block] = None
         self.refcount[block] = 1
+        self.generation[block] += 1
         self.changes += 1
         kind = "take" if source is None else "copy"
         self._events.append(BlockEvent(kind, block, seq_id, source=source, evicted=name is not None))
@@ -125,6 +127,12 @@ class BlockPool:
         if self.hash_of[block] is None and name not in self._cached:
             self.hash_of[block] = name
             self._cached[name] = block
+
+    def overwrite(self, block: int) -> None:
+        """Its one holder is about to write past what it shares of ``block``: the block's name goes
+        and its generation counts up, so every earlier spelling of its rows reads as stale."""
+        self.unname_if_sole(block)
+        self.generation[block] += 1
 
     def unname_if_sole(self, block: int) -> None:
         """Drop ``block``'s name when its one holder is about to overwrite part of it (a crop into

@@ -102,6 +102,9 @@ class PagedCache(Cache):
         self._n_new: tuple[int, ...] | None = None
         self._version = 0                    # bumped whenever a block table changes (with pool.changes)
         self._plan: tuple | None = None
+        # token-granular prefix caching (``radix_hits``): per sequence, its cached tokens and the
+        # blocks holding them with each block's generation (a block taken again holds new rows)
+        self._spelled: dict[int, tuple[tuple[int, ...], tuple[tuple[int, int], ...]]] = {}
 
     @property
     def num_free_blocks(self) -> int:
@@ -228,6 +231,65 @@ class PagedCache(Cache):
             name = block_hash(seq.hashes[-1] if i else None, token_ids[i * bs:(i + 1) * bs])
             seq.hashes.append(name)
             self.pool.name(seq.blocks[i], name)
+
+    # -- token-granular prefix caching (SGLang's radix tree, over the pool's blocks) -----------
+
+    def remember(self, seq_id: int, token_ids: Sequence[int]) -> None:
+        """Keep ``seq_id``'s cached tokens and the blocks holding them, for ``radix_hits``: after the
+        sequence is freed they stay findable until their blocks are taken again."""
+        seq = self.seqs[seq_id]
+        n = min(min(seq.lengths), len(token_ids))
+        blocks = seq.blocks[:-(-n // self.block_size)]
+        self._spelled[seq_id] = (tuple(int(t) for t in token_ids[:n]),
+                                 tuple((b, self.pool.generation[b]) for b in blocks))
+
+    def radix_hits(self, token_ids: Sequence[int]) -> tuple[int, tuple[int, ...]]:
+        """The longest cached beginning of ``token_ids`` to the token (at most ``len - 1``: the last
+        prompt token is computed) and the blocks that hold it, the last one perhaps partly: the
+        radix tree's match, kept as the sequences' own blocks (nothing is attached)."""
+        bs, want = self.block_size, [int(t) for t in token_ids[:len(token_ids) - 1]]
+        best: tuple[int, tuple[int, ...]] = (0, ())
+        for tokens, blocks in self._spelled.values():
+            valid = next((i for i, (b, g) in enumerate(blocks) if self.pool.generation[b] != g), len(blocks))
+            n = 0
+            limit = min(len(tokens), len(want), valid * bs)
+            while n < limit and tokens[n] == want[n]:
+                n += 1
+            if n > best[0]:
+                best = (n, tuple(b for b, _ in blocks[:-(-n // bs)]))
+        return best
+
+    def match_radix(self, seq_id: int, token_ids: Sequence[int]) -> int:
+        """Attach the blocks of ``radix_hits`` to the empty sequence ``seq_id``; the positions they
+        hold. A partly matched last block that someone else holds is copied at once (a "copy" event);
+        a free one is taken back and written in place past the match (its prefix name dropped)."""
+        seq = self._seq(seq_id)
+        if seq.blocks:
+            raise ValueError(f"sequence {seq_id} is not empty")
+        n, blocks = self.radix_hits(token_ids)
+        bs = self.block_size
+        partial = blocks[-1] if n % bs else None
+        for b in blocks:
+            if b == partial and self.pool.refcount[b] > 0:
+                # someone else holds it and may write into it this very pass: copy it now, once
+                new = self.pool.take(seq_id, source=b)
+                for layer in self.layers:
+                    if layer.keys is not None:
+                        layer.keys[new].copy_(layer.keys[b])
+                        layer.values[new].copy_(layer.values[b])
+                seq.blocks.append(new)
+                continue
+            self.pool.hold(b, seq_id)
+            seq.blocks.append(b)
+        parent = None
+        for i in range(n // bs):
+            parent = block_hash(parent, token_ids[i * bs:(i + 1) * bs])
+            seq.hashes.append(parent)
+        if partial is not None and seq.blocks[-1] == partial:
+            self.pool.overwrite(partial)                   # taken back: its slots past the match will change
+        seq.lengths = [n] * len(self.layers)
+        self._version += 1
+        return n
 
     # -- writing and reading ------------------------------------------------------------------
 

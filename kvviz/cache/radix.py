@@ -20,6 +20,7 @@ class _Node:
     parent: _Node | None = None
     children: dict[int, _Node] = field(default_factory=dict)     # first token of the edge -> child
     last_used: int = 0
+    uid: int = -1                                # a number for drawings, given when first drawn
 
 
 class RadixTree:
@@ -30,6 +31,13 @@ class RadixTree:
             raise ValueError("A radix cache holds at least one token.")
         self.capacity, self.root, self.clock = capacity, _Node(()), 0
         self.evicted: list[tuple[int, ...]] = []      # the full sequence of every evicted leaf, in order
+        self._next_uid = 0
+
+    def uids(self, node: _Node) -> int:
+        """A small number naming ``node`` for drawings (given in the order nodes are first drawn)."""
+        if node.uid < 0:
+            node.uid, self._next_uid = self._next_uid, self._next_uid + 1
+        return node.uid
 
     def _tick(self) -> int:
         self.clock += 1
@@ -138,14 +146,76 @@ class PrefixHits:
         return sum(self.hits)
 
 
-def compare_prefix_caches(prompts: Sequence[Sequence[int]], block_size: int, capacity_tokens: int
-                          ) -> tuple[PrefixHits, PrefixHits]:
+@dataclass(frozen=True)
+class TreeNode:
+    """A node of the radix tree as drawn: ``uid`` stays the node's while it lives (a split keeps it
+    on the lower half), ``parent`` -1 under the root, ``depth`` edges from the root."""
+
+    uid: int
+    parent: int
+    depth: int
+    tokens: tuple[int, ...]         # the edge into it
+    reused: bool                    # on the path the newest prompt found cached
+
+
+@dataclass(frozen=True)
+class PrefixStep:
+    """Both caches right after one prompt looked up its beginning and was stored."""
+
+    hash_hit: int                   # positions found cached as full named blocks
+    radix_hit: int                  # positions found cached in the tree, to the token
+    hash_blocks: int                # named blocks held
+    radix_tokens: int               # tokens the tree holds
+    hash_evicted: int               # blocks evicted so far
+    radix_evicted: int              # sequences (leaves) evicted so far
+    tree: tuple[TreeNode, ...]
+
+
+@dataclass(frozen=True)
+class PrefixTrace:
+    """One stream of prompts through block hashing and through a radix tree, step by step."""
+
+    prompts: tuple[tuple[int, ...], ...]
+    block_size: int
+    capacity_tokens: int
+    steps: tuple[PrefixStep, ...]
+
+    def hits(self, mode: str) -> tuple[int, ...]:
+        return tuple(s.hash_hit if mode == "hash" else s.radix_hit for s in self.steps)
+
+    def result(self, mode: str) -> PrefixHits:
+        last = self.steps[-1]
+        if mode == "hash":
+            return PrefixHits("hash", self.hits("hash"), last.hash_blocks, last.hash_evicted)
+        return PrefixHits("radix", self.hits("radix"), last.radix_tokens, last.radix_evicted)
+
+
+def _drawn(tree: RadixTree, prompt: Sequence[int], hit: int) -> tuple[TreeNode, ...]:
+    """The tree's nodes, parents first; ``reused``: on ``prompt``'s path within its first ``hit`` tokens."""
+    uid = tree.uids
+    reused, node, i = set(), tree.root, 0
+    while i < len(prompt) and prompt[i] in node.children:
+        node = node.children[prompt[i]]
+        i += len(node.tokens)
+        if i <= hit:
+            reused.add(id(node))
+    out, todo = [], [(c, -1, 1) for c in tree.root.children.values()]
+    while todo:
+        n, parent, depth = todo.pop(0)
+        out.append(TreeNode(uid(n), parent, depth, n.tokens, id(n) in reused))
+        todo.extend((c, uid(n), depth + 1) for c in n.children.values())
+    return tuple(out)
+
+
+def trace_prefix_caches(prompts: Sequence[Sequence[int]], block_size: int, capacity_tokens: int) -> PrefixTrace:
     """Each prompt, in order, looks up its beginning and is then stored, under block hashing (full
     blocks named by ``block_hash``, LRU over blocks, ``capacity_tokens // block_size`` of them) and
-    under a radix tree (token granularity, LRU leaves, ``capacity_tokens``)."""
+    under a radix tree (token granularity, LRU leaves, ``capacity_tokens``); a snapshot after each."""
     names: dict[str, int] = {}                       # block name -> last use
-    hash_hits, evicted_blocks, clock = [], 0, 0
+    evicted_blocks, clock = 0, 0
     cap_blocks = max(1, capacity_tokens // block_size)
+    tree = RadixTree(capacity_tokens)
+    steps = []
     for p in prompts:
         clock += 1
         parent, n, chain = None, 0, []
@@ -157,16 +227,20 @@ def compare_prefix_caches(prompts: Sequence[Sequence[int]], block_size: int, cap
                 break
             names[name] = clock
             n += block_size
-        hash_hits.append(n)
         for name in chain:
             names[name] = clock
         while len(names) > cap_blocks:
             del names[min(names, key=names.__getitem__)]
             evicted_blocks += 1
-    tree = RadixTree(capacity_tokens)
-    radix_hits = []
-    for p in prompts:
-        radix_hits.append(tree.match(p))
+        hit = tree.match(p)
         tree.insert(p)
-    return (PrefixHits("hash", tuple(hash_hits), len(names), evicted_blocks),
-            PrefixHits("radix", tuple(radix_hits), tree.tokens_held, len(tree.evicted)))
+        steps.append(PrefixStep(n, hit, len(names), tree.tokens_held, evicted_blocks, len(tree.evicted),
+                                _drawn(tree, p, hit)))
+    return PrefixTrace(tuple(tuple(int(t) for t in p) for p in prompts), block_size, capacity_tokens, tuple(steps))
+
+
+def compare_prefix_caches(prompts: Sequence[Sequence[int]], block_size: int, capacity_tokens: int
+                          ) -> tuple[PrefixHits, PrefixHits]:
+    """``trace_prefix_caches``'s totals: (block hashing, radix tree)."""
+    trace = trace_prefix_caches(prompts, block_size, capacity_tokens)
+    return trace.result("hash"), trace.result("radix")

@@ -9,7 +9,12 @@ checked against its solo greedy run (``same_as_solo``, ``max_abs_diff``) and the
 ``--chunk-budget N``: chunked prefill (kvviz.serving.scheduler): each step's pass processes at most N
 positions, the decodes first; the JSON adds each step's ``budget`` and ``chunks``. Every request's
 ``ttft_steps`` and ``gap_steps`` (steps between its tokens) are printed with or without it; ``--timed`` times every pass
-and adds ``ttft_s`` and ``gaps_s`` (measured seconds, one sample per pass)."""
+and adds ``ttft_s`` and ``gaps_s`` (measured seconds, one sample per pass).
+
+``--prefix-cache hash|radix``: prefix caching on, by full blocks named by hash (vLLM) or to the token
+(a radix tree's match, SGLang; a partly matched block copied); every request is checked against its
+solo run and the JSON adds ``prefix_cache``, ``tolerance`` and per request ``same_as_solo``,
+``max_abs_diff``, ``blocks_saved`` and ``prefill_saved``."""
 from __future__ import annotations
 
 import argparse
@@ -30,7 +35,7 @@ from kvviz.models.base import encode
 from kvviz.models.registry import get_model, limits_before_loading
 from kvviz.serving import POLICIES, chat_stream, request_stream, serve, serve_run_dict
 from kvviz.serving.disagg import serve_disaggregated
-from kvviz.serving.scheduler import MAX_CHUNK_BUDGET
+from kvviz.serving.scheduler import MAX_CHUNK_BUDGET, PREFIX_CACHES
 
 SERVE_MODELS = ("gpt", "smollm2")
 LLM_DEFAULTS = {"requests": 3, "block_size": 8, "num_blocks": 32, "max_new_tokens": 4}   # --model smollm2
@@ -59,6 +64,9 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--chunk-budget", type=int, default=None, metavar="N",
                    help=f"chunked prefill: tokens each step's pass may process, decodes first, prompts in chunks "
                         f"in the rest (batch size..{MAX_CHUNK_BUDGET}; default: whole prompts)")
+    p.add_argument("--prefix-cache", choices=PREFIX_CACHES, default=None,
+                   help="prefix caching on, by full blocks named by hash (vLLM) or to the token through a radix "
+                        "tree (SGLang); every request is checked against its solo run: same_as_solo, prefill_saved")
     p.add_argument("--timed", action="store_true",
                    help="time every pass (kvviz.measure.clock): each request's ttft_s and gaps_s in seconds")
     p.add_argument("--disaggregated", action="store_true",
@@ -82,10 +90,13 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         stream = request_stream(_value(a, "requests", 6), a.seed, _value(a, "max_new_tokens", 12), a.shared_prefix)
         served = serve(get_model("gpt"), stream, _value(a, "block_size", 4), _value(a, "num_blocks", 32), a.policy,
-                       prefix_caching=a.shared_prefix > 0, chunk_budget=a.chunk_budget, timed=a.timed)
+                       prefix_caching=a.shared_prefix > 0 or a.prefix_cache is not None, chunk_budget=a.chunk_budget,
+                       timed=a.timed, check=a.prefix_cache is not None, prefix_cache=a.prefix_cache or "hash")
     except (LimitError, ValueError) as e:
         parser.error(str(e))
     out = serve_run_dict(served)
+    if a.prefix_cache is not None:
+        _checked(out, served, a.prefix_cache)
     if a.disaggregated:
         model = get_model("gpt")
         for r, d in zip(served.requests, out["requests"]):
@@ -118,7 +129,8 @@ def run_llm(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             check_int("New tokens", new, 1, early.serve_new_tokens)
         model = get_model(a.model)                      # ModelUnavailable (a LimitError) without weights
         served = serve(model, chat_stream(model, n, new, chat=a.chat, seed=a.seed), bs, blocks, a.policy,
-                       prefix_caching=a.chat, check=True, chunk_budget=a.chunk_budget, timed=a.timed)
+                       prefix_caching=a.chat or a.prefix_cache is not None, check=True, chunk_budget=a.chunk_budget,
+                       timed=a.timed, prefix_cache=a.prefix_cache or "hash")
     except (LimitError, ValueError) as e:
         parser.error(str(e))
     out = serve_run_dict(served)
@@ -126,8 +138,20 @@ def run_llm(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         d.update(prompt_text=model.decode(r.request.prompt), text=model.decode(r.tokens),
                  same_as_solo=r.tokens == r.solo_tokens, max_abs_diff=r.max_abs_diff,
                  blocks_saved=r.blocks_saved, prefill_saved=r.prefill_saved)
-    out.update(chat=a.chat, prefix_caching=a.chat, tolerance=served.tolerance,
+    out.update(chat=a.chat, prefix_caching=served.prefix_caching, tolerance=served.tolerance,
                blocks_saved=served.blocks_saved, prefill_saved=served.prefill_saved)
+    if a.prefix_cache is not None:
+        out["prefix_cache"] = a.prefix_cache
     json.dump(out, sys.stdout, indent=1)
     print()
     return 0
+
+
+def _checked(out: dict, served, mode: str) -> None:
+    """The JSON of a run served with ``--prefix-cache``: the mode, the tolerance, and per request its
+    check against its solo run and what prefix caching saved."""
+    for r, d in zip(served.requests, out["requests"]):
+        d.update(same_as_solo=r.tokens == r.solo_tokens, max_abs_diff=r.max_abs_diff, blocks_saved=r.blocks_saved,
+                 prefill_saved=r.prefill_saved)
+    out.update(prefix_cache=mode, tolerance=served.tolerance, blocks_saved=served.blocks_saved,
+               prefill_saved=served.prefill_saved)

@@ -16,9 +16,17 @@ from kvviz.serving.kv_manager import KVCacheManager, PromptBlocks
 from kvviz.serving.records import BlockState, Memory, RequestResult, ServeRun, StepRecord
 from kvviz.serving.scheduler import POLICIES, Scheduler, serve
 from kvviz.serving.sweeps import SizePoint, block_size_sweep, compare_policies
-from kvviz.serving.workload import CHAT_MESSAGES, Request, chat_stream, common_prefix, request_stream, solo_run
+from kvviz.serving.workload import (
+    CHAT_MESSAGES,
+    Request,
+    chat_stream,
+    common_prefix,
+    conversation_trace,
+    request_stream,
+    solo_run,
+)
 
 __all__ = ["CHAT_MESSAGES", "POLICIES", "BlockState", "ForkRun", "KVCacheManager", "Memory", "PromptBlocks",
            "Request", "RequestResult", "Scheduler", "ServeRun", "SizePoint", "StepRecord", "block_size_sweep",
-           "chat_stream", "common_prefix",
+           "chat_stream", "common_prefix", "conversation_trace",
            "compare_policies", "fork_run", "request_stream", "serve", "serve_run_dict", "solo_run"]

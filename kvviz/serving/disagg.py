@@ -33,7 +33,7 @@ class Shipped:
 
     tokens: tuple[int, ...]           # the first from the prefill worker, the rest from the decode worker
     bytes_sent: int                   # K/V bytes over the socket (the header not counted)
-    transfer_s: float                 # decode worker: first byte received to cache rebuilt (measured)
+    transfer_s: float                 # decode worker: header received to cache rebuilt (measured)
 
 
 def _prefill_worker(model_name: str, prompt_ids: list[int], conn) -> None:
@@ -55,8 +55,9 @@ def _decode_worker(model_name: str, n_prompt: int, new_tokens: int, conn, out) -
     cache = m.new_cache()
     got: dict = {}
 
+    head = conn.recv()           # waits for the prefill worker: its start-up and prefill are not the transfer
+
     def receive() -> None:
-        head = conn.recv()
         dtype = getattr(torch, head["dtype"].removeprefix("torch."))
         n = 0
         for layer, (ks, vs) in zip(cache.layers, head["shapes"]):

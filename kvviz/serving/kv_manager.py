@@ -48,20 +48,35 @@ class KVCacheManager:
         when the last one is full, a copy when it is shared)."""
         return sum(self.cache.blocks_needed(s, n_new) for s in seq_ids)
 
-    def prompt_blocks(self, token_ids: Sequence[int], prefix_caching: bool) -> PromptBlocks:
-        """What a prompt of ``token_ids`` takes if admitted now (nothing is attached yet)."""
-        hits = self.cache.prefix_hits(token_ids) if prefix_caching else []
+    def prompt_blocks(self, token_ids: Sequence[int], prefix_caching: bool, mode: str = "hash") -> PromptBlocks:
+        """What a prompt of ``token_ids`` takes if admitted now (nothing is attached yet). ``mode``:
+        "hash" shares named full blocks; "radix" shares to the token, a partly matched last block
+        copied on its first write when someone else holds it (that copy counted as fresh)."""
+        bs = self.block_size
         holders = self.cache.refcounts()
+        copy = 0
+        if not prefix_caching:
+            hits: Sequence[int] = []
+        elif mode == "radix":
+            n, hits = self.cache.radix_hits(token_ids)
+            copy = int(bool(n % bs) and holders[hits[-1]] > 0)
+        else:
+            hits = self.cache.prefix_hits(token_ids)
         revived = sum(1 for b in hits if holders[b] == 0)
-        return PromptBlocks(len(hits), revived, -(-len(token_ids) // self.block_size) - len(hits))
+        return PromptBlocks(len(hits), revived, -(-len(token_ids) // bs) - len(hits) + copy)
 
-    def attach_prefix(self, seq_id: int, token_ids: Sequence[int]) -> int:
+    def attach_prefix(self, seq_id: int, token_ids: Sequence[int], mode: str = "hash") -> int:
         """Attach the cached blocks that begin ``token_ids``; the positions they hold (not prefilled)."""
+        if mode == "radix":
+            return self.cache.match_radix(seq_id, token_ids)
         return self.cache.match_prefix(seq_id, token_ids)
 
-    def name_blocks(self, seq_id: int, token_ids: Sequence[int]) -> None:
-        """Name the sequence's full blocks for prefix caching (``token_ids`` from position 0)."""
+    def name_blocks(self, seq_id: int, token_ids: Sequence[int], mode: str = "hash") -> None:
+        """Name the sequence's full blocks for prefix caching (``token_ids`` from position 0); radix
+        mode also keeps its cached tokens to the token."""
         self.cache.register(seq_id, token_ids)
+        if mode == "radix":
+            self.cache.remember(seq_id, token_ids)
 
     def computed(self, seq_id: int) -> int:
         """Positions of ``seq_id`` in the cache (its next pass starts there)."""

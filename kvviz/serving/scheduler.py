@@ -63,6 +63,7 @@ from kvviz.serving.records import Memory, RequestResult, ServeRun, StepRecord
 from kvviz.serving.workload import GREEDY, Request, solo_run
 
 POLICIES = ("continuous", "static")
+PREFIX_CACHES = ("hash", "radix")     # full blocks named by hash (vLLM); a radix tree's match to the token (SGLang)
 MAX_CHUNK_BUDGET = 4096      # tokens one step's pass may process (a cap on the batch's width)
 
 
@@ -121,10 +122,12 @@ class Scheduler:
                  policy: str = "continuous", max_batch: int = 4, prefix_caching: bool = False,
                  check: bool = False, keep_kv: bool = False,
                  progress: Callable[[int, int], None] | None = None, chunk_budget: int | None = None,
-                 timed: bool = False) -> None:
+                 timed: bool = False, prefix_cache: str = "hash") -> None:
         if policy not in POLICIES:
             raise LimitError(f"Unknown policy {policy!r}; choose one of {', '.join(POLICIES)}.")
-        self.model, self.policy = model, policy
+        if prefix_cache not in PREFIX_CACHES:
+            raise LimitError(f"Unknown prefix cache {prefix_cache!r}; choose one of {', '.join(PREFIX_CACHES)}.")
+        self.model, self.policy, self.prefix_cache = model, policy, prefix_cache
         self.block_size = check_int("Block size", block_size, 1, MAX_SERVE_BLOCK_SIZE)
         self.num_blocks = check_int("Number of blocks", num_blocks, 1, MAX_SERVE_BLOCKS)
         self.max_batch = check_int("Batch size", max_batch, 1, MAX_SERVE_BATCH)
@@ -241,11 +244,11 @@ class Scheduler:
                 break                                  # this step's tokens are spoken for
             cand = self.waiting[0]
             ids = cand.ids
-            need = self.kv.prompt_blocks(ids, self.prefix_caching)
+            need = self.kv.prompt_blocks(ids, self.prefix_caching, self.prefix_cache)
             if need.taken > self.kv.num_free_blocks - reserved:
                 break
             self.waiting.pop(0)
-            cand.saved += self.kv.attach_prefix(cand.id, ids) if self.prefix_caching else 0
+            cand.saved += self.kv.attach_prefix(cand.id, ids, self.prefix_cache) if self.prefix_caching else 0
             cand.hits += need.hits
             if cand.admitted < 0:
                 cand.admitted = step
@@ -299,7 +302,7 @@ class Scheduler:
             if r.first < 0:
                 r.first = step
             if self.prefix_caching:
-                self.kv.name_blocks(r.id, r.ids)
+                self.kv.name_blocks(r.id, r.ids, self.prefix_cache)
         vocab = self.model.vocab
         contexts = tuple((r.id, tuple(vocab[i] for i in r.ids[:self.kv.computed(r.id)])) for r in rows)
         finished = []
@@ -359,13 +362,14 @@ def serve(model: BatchModel, requests: Sequence[Request], block_size: int = 4, n
           policy: str = "continuous", max_batch: int = 4, prefix_caching: bool = False,
           check: bool = False, keep_kv: bool = False,
           progress: Callable[[int, int], None] | None = None, chunk_budget: int | None = None,
-          timed: bool = False) -> ServeRun:
+          timed: bool = False, prefix_cache: str = "hash") -> ServeRun:
     """Serve ``requests`` step by step (``Scheduler``; see the module notes) and return every step and
     request. ``prefix_caching``: share the full blocks of common prompt beginnings. ``check``: compare
     every row with the request's cold solo run. ``keep_kv``: keep layer 0's K pool in every step record.
     ``progress(finished, total)``: called after every step (a page's progress bar). ``chunk_budget``:
     tokens one step's pass may process, decodes first, prompts prefilled in chunks in what is left
     (None: every newcomer's whole prompt in one pass). ``timed``: each step's pass is timed
-    (kvviz.measure.clock; ``StepRecord.seconds``)."""
+    (kvviz.measure.clock; ``StepRecord.seconds``). ``prefix_cache``: "hash" (full blocks by name) or
+    "radix" (to the token, a partly matched block copied on write)."""
     return Scheduler(model, requests, block_size, num_blocks, policy, max_batch, prefix_caching, check,
-                     keep_kv, progress, chunk_budget, timed).run()
+                     keep_kv, progress, chunk_budget, timed, prefix_cache).run()

@@ -98,3 +98,24 @@ def common_prefix(requests: Sequence[Request]) -> int:
     prompts = [r.prompt for r in requests]
     n = min((len(p) for p in prompts), default=0)
     return next((i for i in range(n) if len({p[i] for p in prompts}) > 1), n)
+
+
+def conversation_trace(requests: Sequence[Request], seed: int = 0, follow: float = 0.5) -> tuple[tuple[str, ...], ...]:
+    """A chat trace for prefix caching from a stream: every prompt begins with the stream's shared
+    beginning (a system prompt); each request either starts a conversation (its own prompt) or, with
+    probability ``follow``, continues an earlier one: that conversation's latest prompt, then this
+    request's own tokens (its prompt after the shared beginning), so later turns share the earlier
+    turns too. Seeded; the first request always starts a conversation."""
+    rng = random.Random(check_int("Seed", seed, 0, MAX_SEED))
+    shared = common_prefix(requests)
+    talks: list[tuple[str, ...]] = []
+    out = []
+    for r in requests:
+        if talks and rng.random() < follow:
+            c = rng.randrange(len(talks))
+            talks[c] = talks[c] + tuple(r.prompt[shared:])
+        else:
+            talks.append(tuple(r.prompt))
+            c = len(talks) - 1
+        out.append(talks[c])
+    return tuple(out)

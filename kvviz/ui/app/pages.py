@@ -124,7 +124,10 @@ PAGES: tuple[PageSpec, ...] = (
                  ({"step": 1}, "paged_shared"),
                  ({"step": 2}, "paged_boundary"),
                  ({"pg_blocks": 8, "step": 6}, "paged_preempt"),
-                 ({"pg_policy": "static", "step": 4}, "paged_static"))),
+                 ({"pg_policy": "static", "step": 4}, "paged_static"),
+                 ({"pg_budget": 6, "step": 2}, "paged_chunked"),
+                 ({"pg_view": "prefix", "step": 3}, "paged_prefix"),
+                 ({"pg_view": "disagg"}, "paged_disagg"))),
     PageSpec("compress", "pages/7_Smaller_caches.py", ":material/compress:", "kvviz.ui.pages.compress", stepper="",
              sources=("xiao2024", "liu2024", "ainslie2023", "shazeer2019"),
              lecture=_screens(

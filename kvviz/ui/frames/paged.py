@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from kvviz.serving import ServeRun, StepRecord
 from kvviz.ui.app import fmt
 from kvviz.ui.frames import Payload, Tr, cols_block, md, metrics, note_block, presenter_only, strip_block, table_block
+from kvviz.viz import paged_serving
 from kvviz.viz.paged import WORDS, block_pool_spec, memory_spec, timeline_spec
 
 K_DIMS = 4             # the first components of layer 1, head 1's key shown per cache row (head size 32)
@@ -27,6 +28,52 @@ PRESENT_COLS = ["request", "position", "token", "logical block", "block", "slot"
 def figure_words(tr: Tr) -> dict[str, str]:
     """The words of kvviz.viz.paged in ``tr``'s language."""
     return {k: tr(f"paged.fw_{k}") for k in WORDS}
+
+
+def serving_words(tr: Tr) -> dict[str, str]:
+    """The words of kvviz.viz.paged_serving in ``tr``'s language."""
+    return {k: tr(f"serving.fw_{k}") for k in paged_serving.WORDS}
+
+
+def budget_line(run: ServeRun, s: StepRecord, tr: Tr) -> str | None:
+    """What filled this step's token budget (chunked prefill): the decodes first, then the prompt
+    chunks, in the scheduler's order; None without a budget or when nothing ran."""
+    if run.chunk_budget is None or not s.chunks:
+        return None
+    contexts = dict(s.contexts)
+    decodes = sum(n for r, n in s.chunks if r in s.decode)
+    chunks = [tr("serving.chunk", r=r, n=n, done=len(contexts.get(r, ())))
+              for r, n in s.chunks if r not in s.decode]
+    return tr("serving.did_budget", budget=run.chunk_budget, decodes=decodes, chunks=", ".join(chunks) or "—",
+              left=run.chunk_budget - s.tokens_used)
+
+
+def notice(run: ServeRun, s: StepRecord, prev: StepRecord | None, tr: Tr) -> str:
+    """What to notice at this step, in one line: the cell, block or bar that carries its point."""
+    if s.preempted:
+        return tr("serving.notice_preempt", r=s.preempted[0])
+    if s.copied:
+        src, dst = s.copied[0]
+        return tr("serving.notice_copy", src=src, dst=dst)
+    if s.shared:
+        return tr("serving.notice_shared", blocks=sorted(set(s.shared)), saved=s.prefill_saved)
+    if run.chunk_budget is not None:
+        part = [(r, n) for r, n in s.chunks if r not in s.decode and r not in dict(s.chosen)]
+        if part:
+            r, n = part[0]
+            return tr("serving.notice_chunk", r=r, n=n, budget=run.chunk_budget, decodes=len(s.decode))
+    if s.finished:
+        return tr("serving.notice_finished", ids=list(s.finished), n=len(s.freed or ()))
+    before = prev.tables if prev is not None else {}
+    for r in s.decode:
+        new = [b for b in s.tables.get(r, ()) if b not in before.get(r, ())]
+        if new:
+            return tr("serving.notice_boundary", r=r, block=new[-1])
+    if s.prefill:
+        return tr("serving.notice_prefill", ids=list(s.prefill))
+    if s.decode:
+        return tr("serving.notice_decode", n=len(s.decode))
+    return tr("serving.notice_idle")
 
 
 def _blocks(blocks: Sequence[int]) -> str:
@@ -90,10 +137,10 @@ def strips(run: ServeRun, s: StepRecord, tr: Tr, tail: int = STRIP_TAIL) -> list
     for r, ctx in s.contexts:
         prompt = run.requests[r].request.prompt
         start = max(0, len(ctx) - tail)
-        seq = list(ctx[start:]) + [chosen[r]]
+        seq = list(ctx[start:]) + ([chosen[r]] if r in chosen else [])    # a prompt chunk chooses nothing yet
         where = (tr("paged.strip_table", blocks=_blocks(tables[r])) if r in tables
                  else tr("paged.strip_freed"))
-        out.append(strip_block(seq, max(0, len(prompt) - start), len(ctx) - start, legend=False,
+        out.append(strip_block(seq, max(0, min(len(prompt), len(ctx)) - start), len(ctx) - start, legend=False,
                                position_base=start, label=tr("paged.strip_label", r=r) + " · " + where))
     return out
 
@@ -141,10 +188,11 @@ def cache_rows(run: ServeRun, s: StepRecord, lang: str) -> tuple[list[list[objec
     bs = run.block_size
     rows, new = [], []
     shared = set(s.shared)
+    processed = dict(s.chunks)
     for r, ctx in s.contexts:
         table = s.tables.get(r)
         keys = s.logical_keys(r)           # [H, T, d] or None (finished, or the run kept no pool)
-        first_new = len(ctx) - 1 if r in s.decode else 0
+        first_new = len(ctx) - processed.get(r, len(ctx))      # this pass's rows (a decode's one, a chunk's)
         for p, tok in enumerate(ctx):
             k = ("[" + ", ".join(fmt.fixed(x, 2, lang=lang) for x in keys[0, p, :K_DIMS].tolist()) + ", …]"
                  if keys is not None else "")
@@ -203,13 +251,23 @@ def build(run: ServeRun, tr: Tr) -> Payload:
         del layout["xaxis"]["title"]
         timeline = timeline_spec(run, words=words, step=s.step,
                                  title=tr("paged.timeline_title", policy=tr("paged.policy_" + run.policy)))
+        wide = [dict(pl.fig(timeline, tr("paged.timeline_alt")), x=1)]
+        if run.chunk_budget is not None:       # each step's budget and what filled it, under the timeline
+            wide.append(pl.fig(paged_serving.budget_spec(run, words=serving_words(tr), step=s.step,
+                                                         title=tr("serving.budget_title", budget=run.chunk_budget)),
+                               tr("serving.budget_alt")))
         rows, new = cache_rows(run, s, pl.lang)
         notes = [tr("paged.rows_note", bs=run.block_size, d=K_DIMS)]
         if s.finished:
             notes.append(tr("paged.rows_freed"))
         if not rows:
             notes.append(tr("paged.rows_empty"))
-        top: list[dict] = [{"lines": [["did", md(x)] for x in did] + ([["todo", md(todo)]] if todo else [])}]
+        budget = budget_line(run, s, tr)
+        if budget is not None:
+            did.append(budget)
+        # what to notice: first in the frame (a notice block once the stepper has one)
+        top: list[dict] = [note_block(tr("serving.notice", text=notice(run, s, prev, tr))),
+                           {"lines": [["did", md(x)] for x in did] + ([["todo", md(todo)]] if todo else [])}]
         for tail in (STRIP_TAIL, PRESENT_STRIP_TAIL):     # the page's strips, presenter mode's shorter ones
             s_strips = strips(run, s, tr, tail)
             if s_strips:
@@ -220,7 +278,7 @@ def build(run: ServeRun, tr: Tr) -> Payload:
         pl.add(heading(s, last, tr), top=top,
                main=[pl.fig(pool, tr("paged.pool_alt")), note_block(tr("paged.pool_note"), explain=True)],
                side=[block_table_block(run, s, prev, tr), tables_note(tr), pl.fig(memory, tr("paged.memory_alt"))],
-               wide=[dict(pl.fig(timeline, tr("paged.timeline_alt")), x=1)],
+               wide=wide,
                metrics=step_metrics(run, s, tr),
                table=pl.cache_table(CSV_COLS, headers, rows, tr("paged.rows_title", n=len(rows)), new=new,
                                     notes=" ".join(notes), present_cols=[CSV_COLS.index(c) for c in PRESENT_COLS]))

@@ -1,0 +1,188 @@
+"""Two views of the Paged cache page beside its served stream (``?pg_view=``), on whichever model the
+page serves:
+
+- ``prefix``: prefix caching two ways on one chat trace (kvviz.cache.radix.trace_prefix_caches):
+  the stream's prompts (a shared system prompt) turned into conversations whose later turns repeat
+  the earlier ones (kvviz.serving.conversation_trace), looked up and stored under block hashing
+  (full blocks of the page's block size) and under a radix tree (to the token), both holding at
+  most the page's pool of positions. Steppable: one frame per request, the tree as the stream
+  arrives.
+- ``disagg``: prefill on one process, decode on another, the cache's bytes shipped over a local
+  socket between them (kvviz.serving.disagg), for the stream's first requests; the bytes against
+  kvviz.cost's formula, the tokens against the single-process run; the measured transfer here and
+  the same formula scaled to large models at a long context over the links serving systems use
+  (each number says which it is). Behind a button: it starts two processes per request.
+
+Every number comes from an engine record; this module reads settings, caches results, draws them."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+import streamlit as st
+
+from kvviz import cost
+from kvviz.cache.radix import PrefixTrace, trace_prefix_caches
+from kvviz.limits import LimitError
+from kvviz.models.base import encode
+from kvviz.serving import Request, ServeRun, conversation_trace
+from kvviz.serving.disagg import Shipped, serve_disaggregated
+from kvviz.ui.app import fmt, nav, urlstate
+from kvviz.ui.app.i18n import t
+from kvviz.ui.app.turns import RunStore
+from kvviz.ui.components import step_view
+from kvviz.ui.frames import paged_serving as frames_prefix
+from kvviz.ui.frames import translator
+
+VIEWS = ("stream", "prefix", "disagg")
+DISAGG_REQUESTS = 2           # requests served by two processes each (every one starts two workers)
+DISAGG_RUNS = 4               # finished disaggregated runs kept per server
+SCALED_CONTEXT = 32_768       # the long context the measured transfer is scaled to
+SCALED_MODELS = ("llama3-8b", "llama3.1-70b")
+# links between a prefill and a decode machine, Gbit/s: a 100G Ethernet / RDMA NIC, 400G InfiniBand
+# NDR, NVLink 4 within one node (900 GB/s both ways together, 450 GB/s each way)
+LINKS = (("100G", 100.0), ("400G", 400.0), ("NVLink", 3_600.0))
+
+
+def view_picker() -> str:
+    """The page's view (``?pg_view=``): the served stream, prefix caching two ways, or prefill and
+    decode on two processes."""
+    urlstate.choice_param("pg_view", VIEWS, VIEWS[0])
+    return st.segmented_control(t("serving.pg_view"), VIEWS, key="pg_view", required=True,
+                                format_func=lambda v: t("serving.view_" + v), on_change=urlstate.sync,
+                                args=("pg_view", VIEWS[0]), help=t("serving.pg_view_help"))
+
+
+# ---- prefix caching two ways ---------------------------------------------------------------------
+
+def _text_of(model):
+    """Token ids → text: the model's tokenizer where it has one, the tiny GPT's words joined."""
+    decode = getattr(model, "decode", None)
+
+    def text(ids: Sequence[int]) -> str:
+        tokens = [model.logit_tokens[i] for i in ids]
+        return decode(tokens) if decode is not None else " ".join(tokens)
+    return text
+
+
+def prefix_trace(model, requests: Sequence[Request], seed: int, block: int, blocks: int) -> PrefixTrace:
+    prompts = conversation_trace(requests, seed)
+    return trace_prefix_caches([encode(model, p) for p in prompts], block, block * blocks)
+
+
+@st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
+def _prefix_payload(key: tuple, _trace: PrefixTrace, _model, lang: str) -> str:
+    """Every request's frame in one language (``key`` names the settings; the others are its)."""
+    return frames_prefix.build(_trace, _text_of(_model), translator(lang)).to_json()
+
+
+def render_prefix(model, key: tuple, requests: Sequence[Request], seed: int, block: int, blocks: int) -> None:
+    st.markdown(t("serving.px_intro", bs=block, cap=block * blocks))
+    try:
+        trace = prefix_trace(model, requests, seed, block, blocks)
+    except (LimitError, ValueError) as e:
+        st.error(t("paged.bad_input", reason=str(e)), icon=":material/error:")
+        return
+    n = len(trace.prompts)
+    step_view.url_step_notice(n)
+    nav.hidden_heading(t("stepper.section"))
+    step_view.page_stepper("paged.prefix", lambda _l, _h, lang: _prefix_payload(key, trace, model, lang), n,
+                           key="kvs_paged_prefix", run_id=repr(("prefix", key)))
+    hashed, radix = trace.result("hash"), trace.result("radix")
+    c = st.columns(4)
+    c[0].metric(t("serving.px_total_hash"), hashed.total, help=t("serving.px_total_hash_help"))
+    c[1].metric(t("serving.px_total_radix"), radix.total, help=t("serving.px_total_radix_help"))
+    c[2].metric(t("serving.px_m_blocks"), hashed.held, help=t("serving.px_m_blocks_help"))
+    c[3].metric(t("serving.px_m_tokens"), radix.held, help=t("serving.px_m_tokens_help"))
+    st.caption(t("serving.px_evicted", blocks=hashed.evicted, leaves=radix.evicted))
+    table = pd.DataFrame([{"request": i, "prompt_tokens": len(p), "hash_hit": s.hash_hit, "radix_hit": s.radix_hit,
+                           "hash_blocks_held": s.hash_blocks, "radix_tokens_held": s.radix_tokens,
+                           "radix_nodes": len(s.tree), "hash_evicted": s.hash_evicted,
+                           "radix_evicted": s.radix_evicted}
+                          for i, (p, s) in enumerate(zip(trace.prompts, trace.steps))])
+    st.download_button(t("serving.px_dl_csv"), lambda: table.to_csv(index=False),
+                       file_name=f"prefix_caches_b{block}x{blocks}.csv", mime="text/csv",
+                       icon=":material/download:", on_click="ignore", help=t("serving.px_dl_csv_help"))
+
+
+# ---- disaggregated prefill and decode --------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Disaggregated:
+    """The stream's first requests, each prefilled in one process and decoded in another."""
+
+    rows: tuple[tuple[Request, Shipped, int, bool], ...]    # request, what came back, formula bytes, same tokens
+
+
+@st.cache_resource(show_spinner=False)
+def _disagg_store() -> RunStore:
+    return RunStore(DISAGG_RUNS)
+
+
+def _ship(model_name: str, model, run: ServeRun) -> Disaggregated:
+    rows = []
+    for r in run.requests[:DISAGG_REQUESTS]:
+        ids = encode(model, r.request.prompt)
+        shipped = serve_disaggregated(model_name, ids, len(r.tokens))
+        formula = cost.cache_bytes(model.cost_config, len(ids), 1, "fp32")
+        same = [model.logit_tokens[i] for i in shipped.tokens] == list(r.tokens)
+        rows.append((r.request, shipped, formula, same))
+    return Disaggregated(tuple(rows))
+
+
+def render_disagg(model_name: str, model, key: tuple, run: ServeRun) -> None:
+    st.markdown(t("serving.dg_intro", n=min(DISAGG_REQUESTS, len(run.requests))))
+    st.markdown(t("serving.notice", text=t("serving.dg_notice")))
+    store = _disagg_store()
+    got = store.get(key)
+    if got is None:
+        if not st.button(t("serving.dg_run"), type="primary", icon=":material/play_arrow:", key="pg_dg_go",
+                         help=t("serving.dg_run_help")):
+            return
+        if not store.running.acquire(blocking=False):
+            st.warning(t("serving.dg_busy"), icon=":material/hourglass_top:")
+            return
+        try:
+            with st.spinner(t("serving.dg_running")):
+                got = _ship(model_name, model, run)
+            store.put(key, got)
+        except LimitError as e:
+            st.error(t("serving.dg_failed", reason=str(e)), icon=":material/error:")
+            return
+        finally:
+            store.running.release()
+    assert isinstance(got, Disaggregated)
+    text = _text_of(model)
+    table = pd.DataFrame([{
+        "request": r.id, "prompt_tokens": len(r.prompt), "bytes_shipped": s.bytes_sent, "cache_formula_bytes": f,
+        "transfer_s_measured": s.transfer_s, "tokens": text(s.tokens), "same_as_one_process": same}
+        for r, s, f, same in got.rows])
+    ok = all(s.bytes_sent == f and same for _, s, f, same in got.rows)
+    (st.success if ok else st.error)(t("serving.dg_check_ok" if ok else "serving.dg_check_bad", n=len(got.rows)),
+                                     icon=":material/check_circle:" if ok else ":material/error:")
+    names = {c: t(f"serving.dg_col_{c}") for c in table.columns}
+    shown = table.copy()
+    shown["bytes_shipped"] = [fmt.nbytes(v) for v in shown["bytes_shipped"]]
+    shown["cache_formula_bytes"] = [fmt.nbytes(v) for v in shown["cache_formula_bytes"]]
+    shown["transfer_s_measured"] = [fmt.duration(v) for v in shown["transfer_s_measured"]]
+    shown["same_as_one_process"] = [t("paged.llm_yes" if v else "paged.llm_no") for v in shown["same_as_one_process"]]
+    st.dataframe(shown.rename(columns=names), hide_index=True, width="stretch")
+    rate = sum(s.bytes_sent for _, s, _, _ in got.rows) / max(sum(s.transfer_s for _, s, _, _ in got.rows), 1e-9)
+    st.subheader(t("serving.dg_scaled_h"))
+    st.markdown(t("serving.dg_scaled_intro", rate=fmt.nbytes(int(rate)), context=SCALED_CONTEXT))
+    rows = []
+    for name in SCALED_MODELS:
+        cfg = cost.PRESETS[name]
+        moved = cost.cache_bytes(cfg, SCALED_CONTEXT, 1, "fp16")
+        row = {t("serving.dg_sc_model"): cfg.name, t("serving.dg_sc_bytes"): fmt.nbytes(moved),
+               t("serving.dg_sc_here"): fmt.duration(moved / rate)}
+        for label, gbit in LINKS:
+            row[t("serving.dg_sc_link", link=label)] = fmt.duration(
+                cost.cache_transfer(cfg, SCALED_CONTEXT, 1, "fp16", gbit).seconds)
+        rows.append(row)
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.caption(t("serving.dg_scaled_note"))
+    st.download_button(t("serving.dg_dl_csv"), lambda: table.to_csv(index=False),
+                       file_name=f"disaggregated_{model_name}.csv", mime="text/csv", icon=":material/download:",
+                       on_click="ignore", help=t("serving.dg_dl_csv_help"))

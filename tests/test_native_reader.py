@@ -88,7 +88,7 @@ FLAGS = [
      r"Chatvorlage \(Systemprompt und Rollenmarker\) wird um sie herum gelegt"),
     ("de", ["llm.new_tokens_help", "llm.tokens_intro_chat", "llm.part_assistant", "llm.ended"], r"\bZug\b",
      r"\bBeitrag\b"),
-    ("de", ["paged.llm_fork_intro", "paged.lq_prefill_saved"], r"durchs Prefill|gespartes Prefill",
+    ("de", ["paged.fork_intro", "paged.lq_prefill_saved"], r"durchs Prefill|gespartes Prefill",
      r"durch den Prefill|gesparter Prefill"),
     ("de", ["paged.llm_run_help", "specllm.measure_intro", "speculative.measure_intro", "compress.llm_run_help",
             "cost.ms_caps"], r"zur Zeit|gleichzeitig", r"jeweils nur"),

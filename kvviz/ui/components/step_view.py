@@ -70,9 +70,11 @@ import streamlit as st
 
 from kvviz.ui.app import presenter, urlstate
 from kvviz.ui.app.i18n import current_lang, t
+from kvviz.ui.app.pages import BY_TITLE
 from kvviz.ui.app.perf import timing
 from kvviz.ui.components import plotly_js
 from kvviz.ui.components.picker import LayerHeadPicker
+from kvviz.ui.pages import lecture
 
 # a run's frames for a layer and head (0-based) in a language: a cached function, or one fixed text
 Frames = Callable[[int, int, str], str] | str
@@ -151,6 +153,12 @@ def _picked(key: str, on_pick: Callable[[int, int], None]) -> None:
     on_pick(row, col)
 
 
+def _page_key() -> str | None:
+    """The key of the page this run draws (nav.page_setup records its title key)."""
+    spec = BY_TITLE.get(st.session_state.get("_page"))
+    return spec.key if spec else None
+
+
 def _is_browser() -> bool:
     """A web browser runs this session (it will draw the stepper and say so); AppTest and scripted
     clients send no browser User-Agent and always get whole pages."""
@@ -209,6 +217,7 @@ def stepper(payload: str, n_events: int, *, key: str, run_id: str,
     else:
         data = {"payload": payload, "start": step, "run": run_id, "plotly": plotly_js.PLOTLY,
                 "present": presenter.presenting(),
+                "lecture": lecture.stepper_places(_page_key()),
                 "fmt": st.session_state.get("chart_format") or "png"}
     st.session_state.pop(_REPORTED, None)
     st.session_state.setdefault(_LAST, {})[key] = data

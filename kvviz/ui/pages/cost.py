@@ -26,6 +26,7 @@ from kvviz.limits import (
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import LANGS, current_lang, join, strings, t
 from kvviz.ui.components.charts import chart
+from kvviz.ui.pages import lecture
 from kvviz.viz.cost import disaggregated_diagram, flops_vs_n, kv_sharing_bars, memory_vs_context
 
 TAB_KEYS = ["tab_memory", "tab_compute", "tab_batch", "tab_measure", "tab_serving"]
@@ -56,6 +57,7 @@ def _tab_labels() -> list[str]:
 
 def render() -> None:
     st.title(t("cost.title"))
+    lecture.show_place("cost")
     presenter.intro(t("cost.intro"))
     labels = _tab_labels()
     tabs = st.tabs(labels, key="tab", bind="query-params")

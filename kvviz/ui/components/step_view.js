@@ -318,7 +318,9 @@ class Stepper {
       `<span class="kvs-mark" style="--kvs-at:${Math.min(1, i / last)}" title="${esc(label)}"></span>`).join("");
     const b = this.bar.querySelector('[data-act="moment"]');
     b.hidden = !M.length;
-    b.innerHTML = `<span aria-hidden="true">⏭</span> ${esc(w.moment_next || "")} <kbd>${esc(w.key_moment || "M")}</kbd>`;
+    b.innerHTML = `<span aria-hidden="true">»</span><span class="kvs-mtext"> ${esc(w.moment_next || "")}</span> ` +
+      `<kbd>${esc(w.key_moment || "M")}</kbd>`;
+    b.setAttribute("aria-label", w.moment_next || "");
   }
 
   nextMoment() {
@@ -450,6 +452,7 @@ class Stepper {
     const n = f.notice;
     const moment = (this.P.moments || []).find(([i]) => i === this.step);
     this.noticeEl.hidden = !n;
+    this.root.classList.toggle("kvs-noticed", !!n);    // presenter mode: the notice stands for the ✓ / ⌛ lines
     this.setHTML(this.noticeEl, n ? `<span class="kvs-nlabel">${esc(moment ? moment[1] : w.label)}</span>` +
       `<span class="kvs-ntext">${this.S(n.notice)}</span>` +
       (n.jump !== null && n.jump !== undefined && n.jump !== this.step

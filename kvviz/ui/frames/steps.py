@@ -45,6 +45,9 @@ def attention_blocks(pl: Payload, ev: Event, src: Event, tr: Tr, layer: int = 0,
     if head_titles:
         fig = attention_heads_spec(att, queries, keys, head_titles, title, max_text_keys=max_text_keys,
                                    words=figure_words(tr))
+        if len(keys) > 5:         # narrower cells: the weights in 12 px, cells 1 px apart (plotly hides a text
+            for trace in fig["data"]:        # that does not fit its cell)
+                trace.update(textfont={"size": 12}, xgap=1)
     else:
         fig = attention_heatmap_spec(att[head], queries, keys, title, words=figure_words(tr))
     out = [pl.fig(fig, tr("stepper.attention_alt"))]

@@ -10,9 +10,9 @@ Every stepping page (A/B/C, weather, tiny GPT, the Cost page's Batching tab) use
    and so are long texts and cache rows. See the format in ``kvviz/ui/frames/__init__.py``;
    ``kvviz/ui/frames/abc.py`` is the smallest example, a page over a ``Run`` looks like::
 
-       from kvviz.ui.frames import Payload, counters, lines_block, strip_block
+       from kvviz.ui.frames import Payload, counters, lines_block, moments, strip_block
        from kvviz.ui.frames.steps import (attention_blocks, cache_frame_table, logits_blocks,
-                                          next_choice, source)
+                                          next_choice, run_notice, source)
 
        def build(run, tr) -> Payload:                   # tr: translator(lang), like i18n.t
            pl = Payload(tr, ratio=(1, 1), csv="mypage")  # column widths; CSV file stem
@@ -23,7 +23,9 @@ Every stepping page (A/B/C, weather, tiny GPT, the Cost page's Batching tab) use
                            lines_block(did_text, not_yet_text)],
                       main=attention_blocks(pl, ev, src, tr),
                       side=logits_blocks(pl, ev, logit_tokens, next_choice(run, ev), tr),
-                      metrics=counters(ev, tr), table=cache_frame_table(pl, ev, tr))
+                      metrics=counters(ev, tr), table=cache_frame_table(pl, ev, tr),
+                      notice=run_notice(run, ev, tr))     # what to notice (docs/adding-a-page.md)
+           moments.run(pl, run, tr)                       # key moments: ticks on the slider, key M
            return pl
 
    Blocks that only explain (``explain=True``) are left out in presenter mode; ``lead`` holds a
@@ -43,7 +45,12 @@ Every stepping page (A/B/C, weather, tiny GPT, the Cost page's Batching tab) use
 
 In the browser the component draws event i (plotly.js ``react`` on the prepared figures, tables as
 HTML), with Prev / Next / Reset / End buttons and keys (← → Home End), an event slider and autoplay
-(Play / Pause, Space, a speed in events per second; it stops at the last event). It writes
+(Play / Pause, Space, a speed in events per second; it stops at the last event). Each frame's "what
+to notice" line comes first under the controls (in presenter mode instead of the ✓ / ⌛ lines), with a
+button to the event it names; the payload's key moments are ticks under the slider, and key M (or
+the *Key moment* button) jumps to the next one. Where the address is a screen of the lecture script
+(kvviz/ui/pages/lecture.py ``stepper_places``), the event that screen shows says its place and links
+the script's next screen. It writes
 ``?step=i`` into the address at once (``history.replaceState``, other parameters kept) and reports
 the step to Python 250 ms after the last press or autoplay tick (``setStateValue``): the fragment
 then reruns cheaply (the payload text is reused), ``st.session_state["step"]`` learns the step and

@@ -160,6 +160,12 @@ def _picked(key: str, on_pick: Callable[[int, int], None]) -> None:
     on_pick(row, col)
 
 
+def notice(text: str) -> None:
+    """A view without a stepper: its "what to notice" line (the thing on screen that carries the
+    view's point, and why), above what it points at, in the stepper's words."""
+    st.info(f"**{t('notice.label')}:** {text}", icon=":material/visibility:")
+
+
 def _page_key() -> str | None:
     """The key of the page this run draws (nav.page_setup records its title key)."""
     spec = BY_TITLE.get(st.session_state.get("_page"))

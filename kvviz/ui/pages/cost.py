@@ -25,6 +25,7 @@ from kvviz.limits import (
 )
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import LANGS, current_lang, join, strings, t
+from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.pages import lecture
 from kvviz.viz.cost import disaggregated_diagram, flops_vs_n, kv_sharing_bars, memory_vs_context
@@ -123,6 +124,10 @@ def _memory() -> None:
     if got is None:
         return
     weights = cost.weight_bytes(preset, rep.dtype) if same and preset.vocab else None
+    step_view.notice(t("notice.cost_memory", tokens=rep.tokens, batch=rep.batch,
+                       total=fmt.nbytes(rep.total), per_token=fmt.nbytes(rep.bytes_per_token))
+                     + (" " + t("notice.cost_memory_shared", kind=rep.kind, x=fmt.sig(rep.saving_vs_mha))
+                        if rep.kind != "MHA" else ""))
     if present:
         numbers, plot = st.columns([1, 3])
         with numbers:
@@ -347,6 +352,8 @@ def _compute() -> None:
         "uncached_attention": t("cost.fig_uncached_att"), "cached_attention": t("cost.fig_cached_att"),
         "uncached_counted": t("cost.fig_uncached_counted"), "cached_counted": t("cost.fig_cached_counted"),
         "x": t("cost.fig_n"), "y": t("cost.fig_flops"), "title": t("cost.fig_flops_title", name=cfg.name, p=p)})
+    step_view.notice(t("notice.cost_compute", n=n, x=_ratio(without.total, with_c.total),
+                       step=_ratio(step_u.total, step_c.total)))
     chart(fig, t("cost.fig_flops_alt"), key="cost_flops_chart")
     if counted:
         last = len(counted["n"]) - 1

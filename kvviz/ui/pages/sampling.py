@@ -17,6 +17,7 @@ from kvviz.ui.app import fmt, links, pages, presenter, urlstate
 from kvviz.ui.app.i18n import current_lang, join, t
 from kvviz.ui.app.perf import timed
 from kvviz.ui.app.runs import cached_run
+from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.components.rule_controls import rule_controls
 from kvviz.ui.pages import lecture, sampling_tail
@@ -154,7 +155,7 @@ def _notice(stages: list[Stage], tokens: list[str]) -> None:
         quiz = links.deep_link(pages.script("sampling"), {"sampling_top_p": QUIZ_P})
         text = (t("notice.sampling_none", tau=fmt.sig(tau), h0=fmt.fixed(stages[0].entropy_bits, 3),
                   h1=fmt.fixed(last.entropy_bits, 3)) + f" [{t('notice.sampling_quiz_link')} →]({quiz})")
-    st.info(f"**{t('notice.label')}:** {text}", icon=":material/visibility:")
+    step_view.notice(text)
 
 
 def _stages(stages: list[Stage], tokens: list[str]) -> None:

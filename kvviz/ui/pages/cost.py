@@ -57,8 +57,7 @@ def _tab_labels() -> list[str]:
 
 
 def render() -> None:
-    st.title(t("cost.title"))
-    lecture.show_place("cost")
+    lecture.title("cost", t("cost.title"))           # with its place in the lecture script
     presenter.intro(t("cost.intro"))
     labels = _tab_labels()
     tabs = st.tabs(labels, key="tab", bind="query-params")
@@ -124,17 +123,19 @@ def _memory() -> None:
     if got is None:
         return
     weights = cost.weight_bytes(preset, rep.dtype) if same and preset.vocab else None
-    step_view.notice(t("notice.cost_memory", tokens=rep.tokens, batch=rep.batch,
-                       total=fmt.nbytes(rep.total), per_token=fmt.nbytes(rep.bytes_per_token))
-                     + (" " + t("notice.cost_memory_shared", kind=rep.kind, x=fmt.sig(rep.saving_vs_mha))
-                        if rep.kind != "MHA" else ""))
+    notice = (t("notice.cost_memory", tokens=rep.tokens, batch=rep.batch, total=fmt.nbytes(rep.total),
+                per_token=fmt.nbytes(rep.bytes_per_token))
+              + (" " + t("notice.cost_memory_shared", kind=rep.kind, x=fmt.sig(rep.saving_vs_mha))
+                 if rep.kind != "MHA" else ""))
     if present:
         numbers, plot = st.columns([1, 3])
-        with numbers:
+        with numbers:                          # presenter mode: beside the chart, not above it (one screen)
             _memory_numbers(cfg, rep, stacked=True)
+            step_view.notice(notice)
         with plot:
             _memory_chart(rep, preset, same, weights, height=MEM_PRESENT_HEIGHT)
     else:
+        step_view.notice(notice)
         _memory_numbers(cfg, rep)
         _memory_chart(rep, preset, same, weights)
     left, right = st.columns([3, 2])

@@ -244,8 +244,7 @@ def render() -> None:
     tiny = _tiny()
     model = GPTModel(tiny)
     cfg = model.config
-    st.title(t("gpt.title"))
-    lecture.show_place("gpt")
+    lecture.title("gpt", t("gpt.title"))           # with its place in the lecture script
     presenter.intro(t("gpt.intro", layers=cfg.n_layer, heads=cfg.n_head, d=cfg.n_embd, vocab=cfg.vocab_size,
                       block=cfg.block_size, params=model.network.n_params()))
     if tiny.trained:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from kvviz.ui.app import presenter
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.links import anchor, deep_link, show_links
 from kvviz.ui.app.pages import PAGE, PAGES, PageSpec, Screen
@@ -76,14 +77,24 @@ def stepper_places(page_key: str | None) -> list[list]:
             for p, nxt in matching(page_key, st.query_params.to_dict()) if p.step is not None]
 
 
-def show_place(page_key: str) -> None:
-    """On a page or view without a stepper: the place of the screen the address shows, and the next one."""
-    for p, nxt in matching(page_key, st.query_params.to_dict()):
-        if p.step is not None:
-            continue
-        nxt_link = (" · " + anchor(f"{t('notice.lecture_next')} →", deep_link(nxt.page.script, nxt.screen.params))
-                    if nxt else "")
-        st.markdown(f"<p class='kv-place'>{html.escape(place_text(p))}{nxt_link}</p>", unsafe_allow_html=True)
+def title(page_key: str, text: str) -> None:
+    """A page's title; where the address is a screen of the script without a step (the stepper says
+    those with one), its place and the link to the next screen under it (in presenter mode beside it)."""
+    found = [(p, nxt) for p, nxt in matching(page_key, st.query_params.to_dict()) if p.step is None]
+    if not found:
+        st.title(text)
+        return
+    p, nxt = found[0]
+    nxt_link = (" · " + anchor(f"{t('notice.lecture_next')} →", deep_link(nxt.page.script, nxt.screen.params))
+                if nxt else "")
+    place = f"<p class='kv-place'>{html.escape(place_text(p))}{nxt_link}</p>"
+    if presenter.presenting():                 # beside the title: the screen keeps its height
+        left, right = st.columns([3, 1], vertical_alignment="center")
+        left.title(text)
+        right.markdown(place, unsafe_allow_html=True)
+    else:
+        st.title(text)
+        st.markdown(place, unsafe_allow_html=True)
 
 
 def render() -> None:

@@ -282,8 +282,7 @@ def warm() -> None:
 
 @timed("sampling.render")
 def render() -> None:
-    st.title(t("sampling.title"))
-    lecture.show_place("sampling")
+    lecture.title("sampling", t("sampling.title"))           # with its place in the lecture script
     present = presenter.presenting()
     pipeline = f"**{t('sampling.pipeline_title')}**\n\n{t('sampling.pipeline_body')}"
     # presenter mode: the formulas fold into the introduction, the charts' key into the heading's help

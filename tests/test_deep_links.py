@@ -5,8 +5,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from kvviz.ui.app.pages import script
-from kvviz.ui.pages.lecture import SCRIPT, places
+from kvviz.ui.app.pages import places, script
+from kvviz.ui.pages.lecture import SCRIPT
 from tests.conftest import frame, no_exception, open_page, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)

@@ -146,7 +146,7 @@ def test_speculative_moments_are_the_first_rejected_proposal_and_the_first_bonus
     spec = speculative_generate(GPTModel(tiny), GPTModel(load_draft_gpt()),
                                 tiny.tokenizer.encode("It is rainy in London , so we"), 12, 4, Sampler(1.0), seed=2)
     pl = _Pl().pl
-    moments.speculative(pl, spec, translator("en"))
+    moments.speculative(pl, spec, plan(spec), translator("en"))
     got = dict((label, i) for i, label in pl.moments)
     s = plan(spec)[got["First rejected proposal"]]
     rd = spec.rounds[s.r]
@@ -174,8 +174,8 @@ def test_smaller_cache_moments_are_the_first_eviction_and_the_first_difference()
 # ---- the lecture script: places, next screens, minutes -----------------------------------------------------
 
 def test_each_screen_knows_its_place_and_the_next_one():
+    from kvviz.ui.app import pages as lecture  # the script's places are part of the declaration
     from kvviz.ui.app.i18n import lookup
-    from kvviz.ui.pages import lecture
     every = lecture.places()
     assert [p.screen for p in every] == [s for page in PAGES for s in page.lecture]
     for p in every:                       # the place's section is the number the script's heading gives it

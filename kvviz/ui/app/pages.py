@@ -8,6 +8,7 @@ docs/adding-a-page.md. This module imports nothing of kvviz or Streamlit: the se
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -165,3 +166,50 @@ BY_TITLE: dict[str, PageSpec] = {p.title_key: p for p in PAGES}
 def script(key: str) -> str:
     """The script of the page ``key`` (``"gpt"`` -> ``pages/4_Tiny_GPT.py``)."""
     return PAGE[key].script
+
+
+# ---------------------------------------------------------------- the lecture script's places
+
+# address parameters that say how to show a screen, not which screen it is
+_NOT_THE_SCREEN = ("lang", "present", "step")
+
+
+@dataclass(frozen=True)
+class Place:
+    """One screen of the lecture script: section ``section`` (1-based, teaching order), ``index`` of
+    ``of`` in it."""
+    section: int
+    index: int
+    of: int
+    page: PageSpec
+    screen: Screen
+
+    @property
+    def number(self) -> str:
+        return f"{self.section}.{self.index}"
+
+    @property
+    def step(self) -> int | None:
+        """The stepper's event it shows (None: a screen without one)."""
+        return int(self.screen.params["step"]) if "step" in self.screen.params else None
+
+
+def places() -> list[Place]:
+    """Every screen of the lecture script in order, numbered as the script's sections are."""
+    out = []
+    for s, page in enumerate((p for p in PAGES if p.lecture), start=1):
+        out += [Place(s, i, len(page.lecture), page, screen) for i, screen in enumerate(page.lecture, start=1)]
+    return out
+
+
+def matching(page_key: str, query: Mapping[str, str]) -> list[tuple[Place, Place | None]]:
+    """The screens of ``page_key`` that the address ``query`` shows (its parameters, the language,
+    presenter mode and the step aside, are exactly the screen's), each with the script's next screen."""
+    here = {k: str(v) for k, v in query.items() if k not in _NOT_THE_SCREEN}
+    every = places()
+    out = []
+    for n, p in enumerate(every):
+        if p.page.key == page_key and {k: str(v) for k, v in p.screen.params.items()
+                                       if k not in _NOT_THE_SCREEN} == here:
+            out.append((p, every[n + 1] if n + 1 < len(every) else None))
+    return out

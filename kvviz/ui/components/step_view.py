@@ -49,8 +49,8 @@ HTML), with Prev / Next / Reset / End buttons and keys (← → Home End), an ev
 to notice" line comes first under the controls (in presenter mode instead of the ✓ / ⌛ lines), with a
 button to the event it names; the payload's key moments are ticks under the slider, and key M (or
 the *Key moment* button) jumps to the next one. Where the address is a screen of the lecture script
-(kvviz/ui/pages/lecture.py ``stepper_places``), the event that screen shows says its place and links
-the script's next screen. It writes
+(kvviz/ui/app/pages.py ``matching``; ``lecture_places`` below), the event that screen shows says its
+place and links the script's next screen. It writes
 ``?step=i`` into the address at once (``history.replaceState``, other parameters kept) and reports
 the step to Python 250 ms after the last press or autoplay tick (``setStateValue``): the fragment
 then reruns cheaply (the payload text is reused), ``st.session_state["step"]`` learns the step and
@@ -77,11 +77,11 @@ import streamlit as st
 
 from kvviz.ui.app import presenter, urlstate
 from kvviz.ui.app.i18n import current_lang, t
-from kvviz.ui.app.pages import BY_TITLE
+from kvviz.ui.app.links import deep_link
+from kvviz.ui.app.pages import BY_TITLE, PAGE, matching
 from kvviz.ui.app.perf import timing
 from kvviz.ui.components import plotly_js
 from kvviz.ui.components.picker import LayerHeadPicker
-from kvviz.ui.pages import lecture
 
 # a run's frames for a layer and head (0-based) in a language: a cached function, or one fixed text
 Frames = Callable[[int, int, str], str] | str
@@ -166,6 +166,17 @@ def notice(text: str) -> None:
     st.info(f"**{t('notice.label')}:** {text}", icon=":material/visibility:")
 
 
+def lecture_places(page_key: str | None) -> list[list]:
+    """The screens of the lecture script this address shows that name a step (kvviz/ui/app/pages.py
+    ``matching``): ``[step, "Lecture 2.3 of 4", next screen's address, its line]`` each, for the stepper."""
+    if page_key not in PAGE:
+        return []
+    return [[p.step, t("notice.lecture_place", n=p.number, of=p.of),
+             deep_link(nxt.page.script, nxt.screen.params) if nxt else "",
+             t(f"lecture.{nxt.screen.key}") if nxt else ""]
+            for p, nxt in matching(page_key, st.query_params.to_dict()) if p.step is not None]
+
+
 def _page_key() -> str | None:
     """The key of the page this run draws (nav.page_setup records its title key)."""
     spec = BY_TITLE.get(st.session_state.get("_page"))
@@ -230,7 +241,7 @@ def stepper(payload: str, n_events: int, *, key: str, run_id: str,
     else:
         data = {"payload": payload, "start": step, "run": run_id, "plotly": plotly_js.PLOTLY,
                 "present": presenter.presenting(),
-                "lecture": lecture.stepper_places(_page_key()),
+                "lecture": lecture_places(_page_key()),
                 "fmt": st.session_state.get("chart_format") or "png"}
     st.session_state.pop(_REPORTED, None)
     st.session_state.setdefault(_LAST, {})[key] = data

@@ -38,12 +38,10 @@ def paged(pl: Payload, serve_run, tr: Tr) -> None:
     pl.moment(_first(steps, lambda s: bool(s.finished)), tr("notice.m_finish"))
 
 
-def speculative(pl: Payload, spec, tr: Tr) -> None:
-    """A speculative run (kvviz.speculative): the test of the first rejected proposal and the first
-    round whose proposals were all accepted (its bonus token)."""
-    from kvviz.ui.frames.speculative import plan  # the page's events (frames.speculative imports this module)
-
-    steps = plan(spec)
+def speculative(pl: Payload, spec, steps, tr: Tr) -> None:
+    """A speculative run (kvviz.speculative) stepped as ``steps`` (kvviz.ui.frames.speculative.plan: its
+    ``Step`` records): the test of the first rejected proposal and the first round whose proposals
+    were all accepted (its bonus token)."""
     rd = next((r for r in spec.rounds if r.rejected_at is not None), None)
     if rd is not None:
         kind = "test" if spec.source == "draft-model" else "round"

@@ -3,78 +3,21 @@ section; and, on each page, the place of the screen it shows ("Lecture 2.3 of 4 
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
-from dataclasses import dataclass
 
 import streamlit as st
 
 from kvviz.ui.app import presenter
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.links import anchor, deep_link, show_links
-from kvviz.ui.app.pages import PAGE, PAGES, PageSpec, Screen
+from kvviz.ui.app.pages import PAGE, PAGES, Place, matching
 
 # (section, [(page, address parameters, i18n key of the line to say)]) in the order of a lecture: each
 # page's screens as its declaration lists them (kvviz/ui/app/pages.py), the pages in teaching order
 SCRIPT: list[tuple[str, list[tuple[str, dict, str]]]] = [
     (page.key, [(page.script, screen.params, screen.key) for screen in page.lecture]) for page in PAGES if page.lecture]
 
-# address parameters that say how to show a screen, not which screen it is
-_NOT_THE_SCREEN = ("lang", "present", "step")
-
-
-@dataclass(frozen=True)
-class Place:
-    """One screen of the script: section ``section`` (1-based, teaching order), ``index`` of ``of`` in it."""
-    section: int
-    index: int
-    of: int
-    page: PageSpec
-    screen: Screen
-
-    @property
-    def number(self) -> str:
-        return f"{self.section}.{self.index}"
-
-    @property
-    def step(self) -> int | None:
-        """The stepper's event it shows (None: a screen without one)."""
-        return int(self.screen.params["step"]) if "step" in self.screen.params else None
-
-
-def places() -> list[Place]:
-    """Every screen of the script in order, numbered as the script's sections are."""
-    out = []
-    for s, page in enumerate((p for p in PAGES if p.lecture), start=1):
-        out += [Place(s, i, len(page.lecture), page, screen) for i, screen in enumerate(page.lecture, start=1)]
-    return out
-
-
-def matching(page_key: str, query: Mapping[str, str]) -> list[tuple[Place, Place | None]]:
-    """The screens of ``page_key`` that the address ``query`` shows (its parameters, the language,
-    presenter mode and the step aside, are exactly the screen's), each with the script's next screen."""
-    here = {k: str(v) for k, v in query.items() if k not in _NOT_THE_SCREEN}
-    every = places()
-    out = []
-    for n, p in enumerate(every):
-        if p.page.key != page_key:
-            continue
-        if {k: str(v) for k, v in p.screen.params.items() if k not in _NOT_THE_SCREEN} == here:
-            out.append((p, every[n + 1] if n + 1 < len(every) else None))
-    return out
-
-
 def place_text(p: Place) -> str:
     return t("notice.lecture_place", n=p.number, of=p.of)
-
-
-def stepper_places(page_key: str | None) -> list[list]:
-    """For the stepper (step_view.stepper): ``[step, "Lecture 2.3 of 4", next address, next title]``
-    for each screen of the address shown that names a step."""
-    if page_key not in PAGE:
-        return []
-    return [[p.step, place_text(p), deep_link(nxt.page.script, nxt.screen.params) if nxt else "",
-             t(f"lecture.{nxt.screen.key}") if nxt else ""]
-            for p, nxt in matching(page_key, st.query_params.to_dict()) if p.step is not None]
 
 
 def title(page_key: str, text: str) -> None:

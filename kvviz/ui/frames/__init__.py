@@ -77,8 +77,7 @@ WORD_KEYS = ("prev", "prev_help", "next", "next_help", "reset", "reset_help", "e
              "legend_pending")
 OWN_WORD_KEYS = ("play", "pause", "play_help", "speed", "speed_help", "controls",
                  "key_left", "key_right", "key_home", "key_end", "key_space", "rows_hidden")
-NOTICE_WORD_KEYS = ("label", "moment_next", "moment_next_help", "key_moment", "moments_label", "moment_at",
-                    "lecture_place", "lecture_next", "lecture_next_help")
+NOTICE_WORD_KEYS = ("label", "moment_next", "moment_next_help", "key_moment", "moment_at", "lecture_next")
 SPEEDS = (0.5, 1, 2, 4)    # autoplay, events per second: step_view.js's SPEEDS
 TEXT_POOL_MIN = 160        # HTML strings at least this long are stored once in "texts"
 PRESENT_TOP_K = 5          # bars of a next-token chart in presenter mode (ten are slivers on a projector)

@@ -5,13 +5,15 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from kvviz.ui.app.pages import script
+from kvviz.ui.app.pages import places, script
 from kvviz.ui.pages.lecture import SCRIPT
-from tests.conftest import frame, no_exception, open_page
+from tests.conftest import frame, no_exception, open_page, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
 LINKS = [(page, params, key) for _, steps in SCRIPT for page, params, key in steps]
+PLACE = {p.screen.key: p for p in places()}
+SHOWS_PLACE = ("sampling", "gpt", "cost")      # pages that show a place without a stepper (lecture.title)
 
 
 def _notices(at) -> list[str]:
@@ -26,6 +28,13 @@ def test_lecture_link_opens_the_named_state(page, params, key):
     if "step" in params:
         heading = frame(at)["heading"]
         assert heading.startswith(f"Event {params['step']} of"), heading
+    # the screen says its place in the script ("Lecture 2.3 of 4 · next →"): the stepper at its event
+    place = PLACE[key]
+    said = f"Lecture {place.number} of {place.of}"
+    if "step" in params:
+        assert [params["step"], said] in [row[:2] for row in stepper(at)["lecture"]]
+    elif place.page.key in SHOWS_PLACE:
+        assert any(said in m.value for m in at.markdown), said
     for k, v in params.items():                      # every named widget shows the linked value
         if k in ("step", "tab", "lang", "present"):
             continue

@@ -8,6 +8,7 @@ docs/adding-a-page.md. This module imports nothing of kvviz or Streamlit: the se
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -31,6 +32,7 @@ class PageSpec:
     # until the step is drawn, serve_files.HOLD_SCRIPT), a query for a view with one ("tab=Batching"), None
     stepper: str | None = None
     lecture: tuple[Screen, ...] = field(default=())     # its screens in the lecture script, in order
+    minutes: int = 0                # its section's share of a 90-minute lecture (the lecture script shows it)
     # the papers and documentation its mechanism comes from: keys of kvviz/references.py, listed at its foot
     sources: tuple[str, ...] = field(default=())
 
@@ -79,7 +81,7 @@ def _screens(*screens: tuple[dict[str, object], str]) -> tuple[Screen, ...]:
 PAGES: tuple[PageSpec, ...] = (
     PageSpec("home", "app.py", ":material/home:", charts=False),
     PageSpec("abc", "pages/1_ABC_miniature.py", ":material/looks_one:", "kvviz.ui.pages.abc", stepper="",
-             sources=("shazeer2019", "hf_generation", "hf_cache"),
+             minutes=10, sources=("shazeer2019", "hf_generation", "hf_cache"),
              lecture=_screens(
                  ({"step": 0}, "abc_prefill"),
                  ({"step": 1}, "abc_chosen"),
@@ -87,21 +89,21 @@ PAGES: tuple[PageSpec, ...] = (
                  ({"step": 8}, "abc_counters"),
                  ({"abc_rule": "sample", "abc_tau": 1.5, "abc_seed": 3, "step": 1}, "abc_sampling"))),
     PageSpec("weather", "pages/2_Weather_heads.py", ":material/looks_two:", "kvviz.ui.pages.weather", stepper="",
-             sources=("vaswani2017", "shazeer2019", "hf_cache"),
+             minutes=12, sources=("vaswani2017", "shazeer2019", "hf_cache"),
              lecture=_screens(
                  ({"step": 0}, "weather_prefill"),
                  ({"step": 1}, "weather_logits"),
                  ({"step": 2}, "weather_stale"),
                  ({"step": 2, "repair": "true"}, "weather_repair"))),
     PageSpec("sampling", "pages/3_Sampling.py", ":material/casino:", "kvviz.ui.pages.sampling",
-             sources=("holtzman2020", "hf_generation"),
+             minutes=10, sources=("holtzman2020", "hf_generation"),
              lecture=_screens(
                  ({"sampling_top_p": 0.8}, "sampling_quiz"),
                  ({"sampling_tau": 0.3}, "sampling_sharp"),
                  ({"sampling_tau": 2.0, "sampling_top_k": 2}, "sampling_flat"),
                  ({"sampling_tail_k": 50}, "sampling_tail"))),
     PageSpec("gpt", "pages/4_Tiny_GPT.py", ":material/smart_toy:", "kvviz.ui.pages.gpt", stepper="",
-             sources=("radford2019", "nanogpt", "shazeer2019", "hf_cache"),
+             minutes=12, sources=("radford2019", "nanogpt", "shazeer2019", "hf_cache"),
              lecture=_screens(
                  ({"step": 0}, "gpt_prefill"),
                  ({"step": 2}, "gpt_decode"),
@@ -109,7 +111,7 @@ PAGES: tuple[PageSpec, ...] = (
                  ({"step": 3}, "gpt_loop"),
                  ({"gpt_passes": 2}, "gpt_whole_run"))),
     PageSpec("cost", "pages/5_Cost_and_scale.py", ":material/speed:", "kvviz.ui.pages.cost", stepper="tab=Batching",
-             sources=("shazeer2019", "orca2022", "distserve2024", "splitwise2024"),
+             minutes=12, sources=("shazeer2019", "orca2022", "distserve2024", "splitwise2024"),
              lecture=_screens(
                  ({"tab": "Memory"}, "cost_memory"),
                  ({"tab": "Memory", "mem_preset": "llama3-8b", "mem_tokens": 8192, "mem_batch": 8}, "cost_memory_gqa"),
@@ -119,7 +121,7 @@ PAGES: tuple[PageSpec, ...] = (
                  ({"tab": "Measured here"}, "cost_measured"),
                  ({"tab": "Disaggregated serving"}, "cost_serving"))),
     PageSpec("paged", "pages/6_Paged_cache.py", ":material/view_module:", "kvviz.ui.pages.paged", stepper="",
-             sources=("kwon2023", "orca2022"),
+             minutes=10, sources=("kwon2023", "orca2022"),
              lecture=_screens(
                  ({"step": 1}, "paged_shared"),
                  ({"step": 2}, "paged_boundary"),
@@ -129,7 +131,7 @@ PAGES: tuple[PageSpec, ...] = (
                  ({"pg_view": "prefix", "step": 3}, "paged_prefix"),
                  ({"pg_view": "disagg"}, "paged_disagg"))),
     PageSpec("compress", "pages/7_Smaller_caches.py", ":material/compress:", "kvviz.ui.pages.compress", stepper="",
-             sources=("xiao2024", "liu2024", "ainslie2023", "shazeer2019"),
+             minutes=10, sources=("xiao2024", "liu2024", "ainslie2023", "shazeer2019"),
              lecture=_screens(
                  ({"sc_kind": "window", "sc_window": 8, "sc_sinks": 4, "step": 17}, "compress_window"),
                  ({"sc_kind": "window", "sc_window": 16, "sc_sinks": 4, "step": 31}, "compress_exact"),
@@ -141,7 +143,7 @@ PAGES: tuple[PageSpec, ...] = (
     # the default run: "It is rainy in London , so we", 12 tokens, γ = 4, greedy
     PageSpec("speculative", "pages/8_Speculative_decoding.py", ":material/fast_forward:", "kvviz.ui.pages.speculative",
              stepper="",
-             sources=("leviathan2023", "chen2023", "saxena2023"),
+             minutes=8, sources=("leviathan2023", "chen2023", "saxena2023"),
              lecture=_screens(
                  ({"step": 4}, "speculative_verify"),
                  ({"step": 7}, "speculative_rollback"),
@@ -150,7 +152,7 @@ PAGES: tuple[PageSpec, ...] = (
                  ({"sd_draft": "prompt-lookup"}, "speculative_lookup"))),
     # the default run: "What is the capital of France?" in the chat template, greedy
     PageSpec("llm", "pages/9_Real_LLM.py", ":material/forum:", "kvviz.ui.pages.llm", stepper="",
-             sources=("allal2025", "ainslie2023", "hf_generation", "hf_cache"),
+             minutes=6, sources=("allal2025", "ainslie2023", "hf_generation", "hf_cache"),
              lecture=_screens(
                  ({"step": 0}, "llm_prefill"),
                  ({"llm_layer": 4, "llm_head": 2, "step": 2}, "llm_gqa"),
@@ -177,3 +179,50 @@ BY_TITLE: dict[str, PageSpec] = {p.title_key: p for p in PAGES}
 def script(key: str) -> str:
     """The script of the page ``key`` (``"gpt"`` -> ``pages/4_Tiny_GPT.py``)."""
     return PAGE[key].script
+
+
+# ---------------------------------------------------------------- the lecture script's places
+
+# address parameters that say how to show a screen, not which screen it is
+_NOT_THE_SCREEN = ("lang", "present", "step")
+
+
+@dataclass(frozen=True)
+class Place:
+    """One screen of the lecture script: section ``section`` (1-based, teaching order), ``index`` of
+    ``of`` in it."""
+    section: int
+    index: int
+    of: int
+    page: PageSpec
+    screen: Screen
+
+    @property
+    def number(self) -> str:
+        return f"{self.section}.{self.index}"
+
+    @property
+    def step(self) -> int | None:
+        """The stepper's event it shows (None: a screen without one)."""
+        return int(self.screen.params["step"]) if "step" in self.screen.params else None
+
+
+def places() -> list[Place]:
+    """Every screen of the lecture script in order, numbered as the script's sections are."""
+    out = []
+    for s, page in enumerate((p for p in PAGES if p.lecture), start=1):
+        out += [Place(s, i, len(page.lecture), page, screen) for i, screen in enumerate(page.lecture, start=1)]
+    return out
+
+
+def matching(page_key: str, query: Mapping[str, str]) -> list[tuple[Place, Place | None]]:
+    """The screens of ``page_key`` that the address ``query`` shows (its parameters, the language,
+    presenter mode and the step aside, are exactly the screen's), each with the script's next screen."""
+    here = {k: str(v) for k, v in query.items() if k not in _NOT_THE_SCREEN}
+    every = places()
+    out = []
+    for n, p in enumerate(every):
+        if p.page.key == page_key and {k: str(v) for k, v in p.screen.params.items()
+                                       if k not in _NOT_THE_SCREEN} == here:
+            out.append((p, every[n + 1] if n + 1 < len(every) else None))
+    return out

@@ -3,7 +3,7 @@
 // plotConfig). One instance per mounted component, kept on its parent element so that a
 // re-invocation (new data after a rerun) reuses the DOM, the plots and the current step.
 
-const KEYS = { ArrowLeft: "prev", ArrowRight: "next", Home: "reset", End: "end" };
+const KEYS = { ArrowLeft: "prev", ArrowRight: "next", Home: "reset", End: "end", m: "moment", M: "moment" };
 // widgets that use these keys themselves keep them (the same rules as Streamlit's shortcuts)
 const OWN = 'input, textarea, select, [contenteditable="true"], [role="slider"], [role="tab"], ' +
   '[role="tablist"], [role="listbox"], [role="option"], [role="combobox"], [role="radio"], ' +
@@ -199,6 +199,7 @@ class Stepper {
     this.path = location.pathname;
     this.present = !!data.present;
     this.fmt = data.fmt || "png";
+    this.lecture = data.lecture || [];
     this.root.classList.toggle("kvs-present", this.present);
     const [a, b] = (this.present && P.present_ratio) || P.ratio || [3, 2];
     this.root.style.setProperty("--kvs-cols", `minmax(0, ${Number(a)}fr) minmax(0, ${Number(b)}fr)`);
@@ -233,9 +234,13 @@ class Stepper {
           <button type="button" class="kvs-btn" data-act="play" aria-keyshortcuts="Space" aria-pressed="false"></button>
           <label class="kvs-speed"><span></span><select>${SPEEDS.map((s) =>
             `<option value="${s}"${s === 1 ? " selected" : ""}>${s}</option>`).join("")}</select></label>
-          <label class="kvs-slider"><span></span><input type="range" min="0" step="1" value="0"></label>
+          <label class="kvs-slider"><span></span><span class="kvs-track"><input type="range" min="0" step="1" value="0">` +
+          `<span class="kvs-marks" aria-hidden="true"></span></span></label>
+          <button type="button" class="kvs-btn kvs-moment" data-act="moment" aria-keyshortcuts="M" hidden></button>
         </div>
       </div>
+      <div class="kvs-lecture" hidden></div>
+      <div class="kvs-notice" role="note" hidden></div>
       <div class="kvs-region" data-region="top"></div>
       <div class="kvs-grid">
         <div class="kvs-region kvs-lead" data-region="lead"></div>
@@ -247,6 +252,13 @@ class Stepper {
       <div class="kvs-cache"></div>
       <div class="kvs-region kvs-more" data-region="more"></div>`;
     this.heading = r.querySelector(".kvs-heading");
+    this.noticeEl = r.querySelector(".kvs-notice");
+    this.lectureEl = r.querySelector(".kvs-lecture");
+    this.marksEl = r.querySelector(".kvs-marks");
+    this.noticeEl.addEventListener("click", (e) => {
+      const b = e.target.closest("[data-jump]");
+      if (b) this.go(Number(b.dataset.jump));
+    });
     this.bar = r.querySelector(".kvs-bar");
     this.slider = r.querySelector(".kvs-slider input");
     this.speedSel = r.querySelector(".kvs-speed select");
@@ -293,6 +305,28 @@ class Stepper {
     this.slider.setAttribute("aria-label", w.step);
     this.slider.title = w.step_help;
     this.playLabel();
+    this.drawMarks();
+  }
+
+  // the run's key moments: ticks under the slider (their labels on hover) and the button (key M)
+  // that jumps to the next one after the step shown (from the last one back to the first)
+  drawMarks() {
+    const M = this.P.moments || [];
+    const last = Math.max(1, this.P.frames.length - 1);
+    const w = this.P.words;
+    this.marksEl.innerHTML = M.map(([i, label]) =>
+      `<span class="kvs-mark" style="--kvs-at:${Math.min(1, i / last)}" title="${esc(label)}"></span>`).join("");
+    const b = this.bar.querySelector('[data-act="moment"]');
+    b.hidden = !M.length;
+    b.innerHTML = `<span aria-hidden="true">»</span><span class="kvs-mtext"> ${esc(w.moment_next || "")}</span> ` +
+      `<kbd>${esc(w.key_moment || "M")}</kbd>`;
+    b.setAttribute("aria-label", w.moment_next || "");
+  }
+
+  nextMoment() {
+    const M = this.P.moments || [];
+    if (!M.length) return null;
+    return M.find(([i]) => i > this.step) || M[0];
   }
 
   playLabel() {
@@ -312,6 +346,7 @@ class Stepper {
     else if (a === "reset") this.go(0);
     else if (a === "end") this.go(last);
     else if (a === "play") this.playing ? this.stop() : this.play();
+    else if (a === "moment") { const m = this.nextMoment(); if (m) this.go(m[0]); }
   }
 
   play() {
@@ -382,6 +417,7 @@ class Stepper {
     for (const name of REGIONS) {
       this.fill(this.regions[name], f[name] || [], figs);
     }
+    this.drawNotice(f);
     this.setHTML(this.metricsEl, this.metricsHTML(f));
     this.setHTML(this.cacheEl, this.cacheHTML(f));
     const n = this.step;
@@ -407,6 +443,28 @@ class Stepper {
         this.prefetch();
       }
     }, (e) => { this.tellDrawn(); throw e; });    // a failed drawing must not hold the page back either
+  }
+
+  // what to notice on this event (first in presenter mode), the key moment it is, the jump it offers;
+  // the lecture script's screen this event is, and the next one
+  drawNotice(f) {
+    const w = this.P.words;
+    const n = f.notice;
+    const moment = (this.P.moments || []).find(([i]) => i === this.step);
+    this.noticeEl.hidden = !n;
+    this.root.classList.toggle("kvs-noticed", !!n);    // presenter mode: the notice stands for the ✓ / ⌛ lines
+    this.setHTML(this.noticeEl, n ? `<span class="kvs-nlabel">${esc(moment ? moment[1] : w.label)}</span>` +
+      `<span class="kvs-ntext">${this.S(n.notice)}</span>` +
+      (n.jump !== null && n.jump !== undefined && n.jump !== this.step
+        ? ` <button type="button" class="kvs-btn kvs-jump" data-jump="${Number(n.jump)}">${esc(n.jl || "")} →</button>` : "")
+      : "");
+    const mb = this.bar.querySelector('[data-act="moment"]');
+    const next = this.nextMoment();
+    mb.title = next ? `${w.moment_next_help || ""} ${String(w.moment_at || "").replace("{i}", next[0])}: ${next[1]}` : "";
+    const L = (this.lecture || []).find(([i]) => i === this.step);
+    this.lectureEl.hidden = !L;
+    this.setHTML(this.lectureEl, L ? `<span>${esc(L[1])}</span>` + (L[2]
+      ? ` · <a href="${esc(L[2])}" target="_self" title="${esc(L[3])}">${esc(w.lecture_next)} →</a>` : "") : "");
   }
 
   // The page may wait with its rest until this stepper's first drawing (step_view.whole_page: its
@@ -682,10 +740,12 @@ class Stepper {
     // marks, and the newest, presentRows besides row 0; a row says how many are left out between
     let shown = ids.map((_, k) => k);
     if (this.present && ids.length > this.presentRows + 1) {
-      const marked = [...(c.new || []), ...(c.rewritten || []), ...(c.struck || []), ...(c.flagged || []).map(([r]) => r)];
-      const keep = new Set([0]);
+      const marked = [...(c.new || []), ...(c.rewritten || []), ...(c.struck || [])];
+      // flagged cells are the step's point (the weather page's stale key): their rows are never folded away
+      const keep = new Set([0, ...(c.flagged || []).map(([r]) => r)]);
+      const room = keep.size + this.presentRows - 1;       // presentRows besides row 0 and the flagged rows
       for (const k of [...marked.sort((a, b) => b - a), ...ids.map((_, k) => ids.length - 1 - k)]) {
-        if (keep.size > this.presentRows) break;
+        if (keep.size > room) break;
         keep.add(k);
       }
       shown = [...keep].sort((a, b) => a - b);

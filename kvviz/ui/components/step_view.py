@@ -10,9 +10,9 @@ Every stepping page (A/B/C, weather, tiny GPT, the Cost page's Batching tab) use
    and so are long texts and cache rows. See the format in ``kvviz/ui/frames/__init__.py``;
    ``kvviz/ui/frames/abc.py`` is the smallest example, a page over a ``Run`` looks like::
 
-       from kvviz.ui.frames import Payload, counters, lines_block, strip_block
+       from kvviz.ui.frames import Payload, counters, lines_block, moments, strip_block
        from kvviz.ui.frames.steps import (attention_blocks, cache_frame_table, logits_blocks,
-                                          next_choice, source)
+                                          next_choice, run_notice, source)
 
        def build(run, tr) -> Payload:                   # tr: translator(lang), like i18n.t
            pl = Payload(tr, ratio=(1, 1), csv="mypage")  # column widths; CSV file stem
@@ -23,7 +23,9 @@ Every stepping page (A/B/C, weather, tiny GPT, the Cost page's Batching tab) use
                            lines_block(did_text, not_yet_text)],
                       main=attention_blocks(pl, ev, src, tr),
                       side=logits_blocks(pl, ev, logit_tokens, next_choice(run, ev), tr),
-                      metrics=counters(ev, tr), table=cache_frame_table(pl, ev, tr))
+                      metrics=counters(ev, tr), table=cache_frame_table(pl, ev, tr),
+                      notice=run_notice(run, ev, tr))     # what to notice (docs/adding-a-page.md)
+           moments.run(pl, run, tr)                       # key moments: ticks on the slider, key M
            return pl
 
    Blocks that only explain (``explain=True``) are left out in presenter mode; ``lead`` holds a
@@ -43,7 +45,12 @@ Every stepping page (A/B/C, weather, tiny GPT, the Cost page's Batching tab) use
 
 In the browser the component draws event i (plotly.js ``react`` on the prepared figures, tables as
 HTML), with Prev / Next / Reset / End buttons and keys (← → Home End), an event slider and autoplay
-(Play / Pause, Space, a speed in events per second; it stops at the last event). It writes
+(Play / Pause, Space, a speed in events per second; it stops at the last event). Each frame's "what
+to notice" line comes first under the controls (in presenter mode instead of the ✓ / ⌛ lines), with a
+button to the event it names; the payload's key moments are ticks under the slider, and key M (or
+the *Key moment* button) jumps to the next one. Where the address is a screen of the lecture script
+(kvviz/ui/app/pages.py ``matching``; ``lecture_places`` below), the event that screen shows says its
+place and links the script's next screen. It writes
 ``?step=i`` into the address at once (``history.replaceState``, other parameters kept) and reports
 the step to Python 250 ms after the last press or autoplay tick (``setStateValue``): the fragment
 then reruns cheaply (the payload text is reused), ``st.session_state["step"]`` learns the step and
@@ -70,6 +77,8 @@ import streamlit as st
 
 from kvviz.ui.app import presenter, urlstate
 from kvviz.ui.app.i18n import current_lang, t
+from kvviz.ui.app.links import deep_link
+from kvviz.ui.app.pages import BY_TITLE, PAGE, matching
 from kvviz.ui.app.perf import timing
 from kvviz.ui.components import plotly_js
 from kvviz.ui.components.picker import LayerHeadPicker
@@ -151,6 +160,29 @@ def _picked(key: str, on_pick: Callable[[int, int], None]) -> None:
     on_pick(row, col)
 
 
+def notice(text: str) -> None:
+    """A view without a stepper: its "what to notice" line (the thing on screen that carries the
+    view's point, and why), above what it points at, in the stepper's words."""
+    st.info(f"**{t('notice.label')}:** {text}", icon=":material/visibility:")
+
+
+def lecture_places(page_key: str | None) -> list[list]:
+    """The screens of the lecture script this address shows that name a step (kvviz/ui/app/pages.py
+    ``matching``): ``[step, "Lecture 2.3 of 4", next screen's address, its line]`` each, for the stepper."""
+    if page_key not in PAGE:
+        return []
+    return [[p.step, t("notice.lecture_place", n=p.number, of=p.of),
+             deep_link(nxt.page.script, nxt.screen.params) if nxt else "",
+             t(f"lecture.{nxt.screen.key}") if nxt else ""]
+            for p, nxt in matching(page_key, st.query_params.to_dict()) if p.step is not None]
+
+
+def _page_key() -> str | None:
+    """The key of the page this run draws (nav.page_setup records its title key)."""
+    spec = BY_TITLE.get(st.session_state.get("_page"))
+    return spec.key if spec else None
+
+
 def _is_browser() -> bool:
     """A web browser runs this session (it will draw the stepper and say so); AppTest and scripted
     clients send no browser User-Agent and always get whole pages."""
@@ -209,6 +241,7 @@ def stepper(payload: str, n_events: int, *, key: str, run_id: str,
     else:
         data = {"payload": payload, "start": step, "run": run_id, "plotly": plotly_js.PLOTLY,
                 "present": presenter.presenting(),
+                "lecture": lecture_places(_page_key()),
                 "fmt": st.session_state.get("chart_format") or "png"}
     st.session_state.pop(_REPORTED, None)
     st.session_state.setdefault(_LAST, {})[key] = data

@@ -18,6 +18,8 @@ Payload (JSON, ``Payload.to_json()``)::
                 "csv_rows": [[cell, ...], ...] | null (as the engine wrote them, when they differ),
                 "present_cols": [...] | null}
      "csv":    "abc" | null   # file stem of the per-step cache CSV download (null: no download)
+     "moments": [[i, label], ...]   # the run's key moments (event i), marked on the slider; a key
+                                      # (M) or button jumps to the next one (kvviz/ui/frames/moments.py)
      "pick":   {"rows": L, "cols": H, "sel": [row, col], "cells": [[label, ...], ...], "label": str,
                 "fold": str} | null   # figures marked "pick" are a rows × cols grid of tiles (trace
                                       # r·cols + c on one pair of axes, spanning x0 - 0.5 .. x0 + T - 0.5,
@@ -27,6 +29,10 @@ Payload (JSON, ``Payload.to_json()``)::
      "frames": [frame, ...]}  # one per event
 
     frame = {"heading": "Event 2 of 11: decode",
+             "notice": {"notice": html, "jump": i | null, "jl": label | null} | null,
+                                        # what to notice: the cell, row or bar that carries the step's
+                                        # point and why; first on the screen in presenter mode; "jump":
+                                        # the event where it will happen, when nothing differs yet
              "top":  [block, ...],      # token strip(s) and the "what happened / not yet" lines
              "lead": [block, ...],      # full width above the columns (a wide attention figure)
              "main": [block, ...],      # left column (attention)
@@ -71,6 +77,7 @@ WORD_KEYS = ("prev", "prev_help", "next", "next_help", "reset", "reset_help", "e
              "legend_pending")
 OWN_WORD_KEYS = ("play", "pause", "play_help", "speed", "speed_help", "controls",
                  "key_left", "key_right", "key_home", "key_end", "key_space", "rows_hidden")
+NOTICE_WORD_KEYS = ("label", "moment_next", "moment_next_help", "key_moment", "moment_at", "lecture_next")
 SPEEDS = (0.5, 1, 2, 4)    # autoplay, events per second: step_view.js's SPEEDS
 TEXT_POOL_MIN = 160        # HTML strings at least this long are stored once in "texts"
 PRESENT_TOP_K = 5          # bars of a next-token chart in presenter mode (ten are slivers on a projector)
@@ -92,6 +99,7 @@ def lang_of(tr: Tr) -> str:
 def words(tr: Tr) -> dict[str, str]:
     out = {k: tr("stepper." + k) for k in WORD_KEYS}
     out.update({k: tr("stepview." + k) for k in OWN_WORD_KEYS})
+    out.update({k: tr("notice." + k) for k in NOTICE_WORD_KEYS})
     out["csv"] = tr("stepper.dl_cache")
     # the autoplay speeds as the language writes them ("0,5 eventos/s", "1 evento/s"), keyed as
     # step_view.js writes each speed (String(0.5) == "0.5")
@@ -158,6 +166,13 @@ def md(text: str) -> str:
 
 
 # ---------------------------------------------------------------- blocks
+
+def notice_block(text: str, jump: int | None = None, jump_label: str | None = None) -> dict:
+    """What to notice on an event (``Payload.add(notice=...)``): ``text`` points at the cell, row or
+    bar that carries the step's point and says why it matters. ``jump``: where nothing differs yet,
+    the event where it will (the stepper offers the jump, labelled ``jump_label``)."""
+    return {"notice": md(text), "jump": jump, "jl": jump_label if jump is not None else None}
+
 
 def fig_block(index: int, alt: str) -> dict:
     return {"fig": index, "alt": alt}
@@ -319,6 +334,7 @@ class Payload:
         self.present_ratio = list(present_ratio) if present_ratio else None
         self.csv = csv
         self.pick: dict | None = None
+        self.moments: list[list] = []
         self.colors = {k: COLORS[k] for k in ("prompt", "processed", "pending", "chosen")}
 
     # -- pooled pieces
@@ -342,6 +358,14 @@ class Payload:
             raise ValueError("one accessible name per tile")
         self.pick = {"rows": rows, "cols": cols, "sel": [int(selected[0]), int(selected[1])],
                      "cells": [list(map(str, r)) for r in cells], "label": label, "fold": fold}
+
+    def moment(self, step: int | None, label: str) -> None:
+        """Mark event ``step`` as a key moment of the run (``label``: what happens there); None and
+        repeats are ignored (a moment that the run does not reach is simply not marked)."""
+        if step is None or any(m[0] == step for m in self.moments):
+            return
+        self.moments.append([int(step), label])
+        self.moments.sort(key=lambda m: m[0])
 
     def fig_index(self, spec: dict) -> int:
         key = json.dumps(spec, sort_keys=True, separators=(",", ":"))
@@ -390,7 +414,7 @@ class Payload:
 
     def _pool_block(self, b: dict) -> dict:
         b = dict(b)
-        for k in ("html", "note", "text"):
+        for k in ("html", "note", "text", "notice"):
             if k in b:
                 b[k] = self._pool(b[k])
         if "lines" in b:
@@ -404,8 +428,8 @@ class Payload:
     # -- frames
     def add(self, heading: str, *, top: Sequence[dict] = (), lead: Sequence[dict] = (), main: Sequence[dict] = (),
             side: Sequence[dict] = (), wide: Sequence[dict] = (), metrics: dict | None = None,
-            table: dict | None = None, more: Sequence[dict] = ()) -> None:
-        frame = {"heading": heading}
+            table: dict | None = None, more: Sequence[dict] = (), notice: dict | None = None) -> None:
+        frame = {"heading": heading, "notice": self._pool_block(notice) if notice else None}
         for name, blocks in (("top", top), ("lead", lead), ("main", main), ("side", side), ("wide", wide),
                              ("more", more)):
             frame[name] = [self._pool_block(b) for b in blocks]
@@ -436,7 +460,7 @@ class Payload:
         shown = [[self._shown_cell(c) for c in r] for r in self.rows]
         return {"v": 1, "words": words(self.tr), "colors": self.colors, "ratio": self.ratio,
                 "present_ratio": self.present_ratio, "figs": self.figs,
-                "texts": self.texts, "csv": self.csv, "pick": self.pick,
+                "texts": self.texts, "csv": self.csv, "pick": self.pick, "moments": self.moments,
                 # rows as shown (numbers in the page's language); csv_rows as the engine wrote them,
                 # for the per-step CSV (machine-readable), sent only when they differ
                 "table": None if self.table_cols is None else {

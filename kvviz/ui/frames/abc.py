@@ -3,13 +3,14 @@ from __future__ import annotations
 
 from kvviz.decoding.stepper import Event, Run
 from kvviz.ui.app import fmt
-from kvviz.ui.frames import Payload, Tr, counters, html_block, lang_of, lines_block, strip_block
+from kvviz.ui.frames import Payload, Tr, counters, html_block, lang_of, lines_block, moments, strip_block
 from kvviz.ui.frames.steps import (
     attention_blocks,
     cache_frame_table,
     choice_sentence,
     logits_blocks,
     next_choice,
+    run_notice,
     source,
 )
 
@@ -46,5 +47,6 @@ def build(run: Run, tr: Tr, logit_tokens=LOGIT_TOKENS) -> Payload:
                + [html_block(tr("abc.h_line", h0=fmt.fixed(h[0], 3, lang=pl.lang), h1=fmt.fixed(h[1], 3, lang=pl.lang),
                                 pos=src.positions[-1]), explain=True)],
                metrics=counters(ev, tr),
-               table=cache_frame_table(pl, ev, tr))
+               table=cache_frame_table(pl, ev, tr), notice=run_notice(run, ev, tr))
+    moments.run(pl, run, tr)
     return pl

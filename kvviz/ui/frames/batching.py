@@ -16,6 +16,7 @@ from kvviz.ui.frames import (
     lines_block,
     metrics,
     note_block,
+    notice_block,
     strip_block,
 )
 from kvviz.viz.attention import attention_heatmap_spec
@@ -32,6 +33,26 @@ def what_happened(ev: BatchEvent, tr: Tr) -> str:
         toks = [f"**{tok[0]}**" for tok in ev.tokens]                # joined the language's way
         return tr("cost.bt_did_decode", B=ev.batch, toks=toks, col=ev.n_columns - 1)
     return tr("cost.bt_did_choose", toks=[f"**{p}**" for p in ev.pending])
+
+
+def notice(run: BatchRun, ev: BatchEvent, tr: Tr) -> dict:
+    """What to notice: the padded cache grid's padding after the prefill, the column a choice has not
+    added yet, the one new column a decode adds for all."""
+    if ev.phase == "prefill":
+        return notice_block(tr("notice.bt_prefill", B=ev.batch, pad=ev.kv_padding))
+    if ev.phase == "decode":
+        return notice_block(tr("notice.bt_decode", B=ev.batch, col=ev.n_columns - 1))
+    toks = [f"**{p}**" for p in ev.pending]
+    nxt = next((e for e in run.events[ev.index + 1:] if e.record is not None), None)
+    if nxt is None:
+        return notice_block(tr("notice.bt_choose_last", toks=toks))
+    return notice_block(tr("notice.bt_choose", toks=toks))
+
+
+def moments_of(pl: Payload, run: BatchRun, tr: Tr) -> None:
+    """The first choice (chosen by each sequence, processed by none) and the first shared decode pass."""
+    pl.moment(next((e.index for e in run.events if e.phase == "choose"), None), tr("notice.m_choose"))
+    pl.moment(next((e.index for e in run.events if e.phase == "decode"), None), tr("notice.m_decode"))
 
 
 def attention_fig(src: BatchEvent, labels: list[str], layer: int, head: int, name_head: bool, tr: Tr):
@@ -124,5 +145,7 @@ def build(run: BatchRun, comparisons: list[SoloComparison], model, layer: int, h
                    (tr("cost.bt_kv_pad"), ev.kv_padding, tr("cost.bt_kv_pad_help"), None)]),
                table=pl.cache_table(cols, cols, table.values.tolist(), title, new=new_cols,
                                     notes=tr("cost.bt_table_caption"),
-                                    present_cols=[cols.index(c) for c in present]))
+                                    present_cols=[cols.index(c) for c in present]),
+               notice=notice(run, ev, tr))
+    moments_of(pl, run, tr)
     return pl

@@ -15,7 +15,7 @@ from kvviz.compress import StepComparison, Variant, pass_event, row_errors, sink
 from kvviz.decoding.stepper import Event
 from kvviz.ui.app import fmt
 from kvviz.ui.app.i18n import join
-from kvviz.ui.frames import Payload, Tr, lang_of, lines_block, metrics, note_block, strip_block
+from kvviz.ui.frames import Payload, Tr, lang_of, lines_block, metrics, moments, note_block, strip_block
 from kvviz.ui.frames.steps import cache_frame_table
 from kvviz.viz.compress import attention_sinks_spec, next_token_pair_spec, row_error_heatmap_spec
 
@@ -223,6 +223,7 @@ def build(cmp: StepComparison, model, layer: int, head: int, tr: Tr) -> Payload:
                side=[figs["dist"]], metrics=step_metrics(cmp, ev, layer, head, tr),
                table=cache_frame_table(pl, ev, tr, labels, layer, present_cols=present),
                more=more)
+    moments.compress(pl, cmp, tr)
     return pl
 
 

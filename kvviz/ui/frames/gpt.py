@@ -19,12 +19,13 @@ from kvviz.ui.frames import (
     html_block,
     lang_of,
     lines_block,
+    moments,
     note_block,
     presenter_only,
     strip_block,
     table_block,
 )
-from kvviz.ui.frames.steps import attention_blocks, cache_frame_table, next_choice, source
+from kvviz.ui.frames.steps import attention_blocks, cache_frame_table, next_choice, run_notice, source
 from kvviz.viz.attention import attention_model_view_spec
 from kvviz.viz.logits import top_probs_bar_spec
 
@@ -124,5 +125,6 @@ def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
                main=main, side=probs_blocks(pl, ev, next_choice(run, ev), model, tr), metrics=m,
                table=cache_frame_table(pl, ev, tr, labels, layer, present_cols=present),
                more=[note_block(tr("gpt.cache_table_note", layer=layer + 1, hs=model.config.head_dim), explain=True)]
-               + growth_blocks(ev, model, layer, tr))
+               + growth_blocks(ev, model, layer, tr), notice=run_notice(run, ev, tr))
+    moments.run(pl, run, tr)
     return pl

@@ -29,6 +29,7 @@ from kvviz.ui.frames import (
     lang_of,
     lines_block,
     literal,
+    moments,
     note_block,
     presenter_only,
     strip_block,
@@ -228,4 +229,5 @@ def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
                table=cache_frame_table(pl, ev, tr, labels, layer, present_cols=present),
                more=[note_block(tr("llm.cache_table_note", layer=layer + 1, kv=model.n_kv_heads, hs=model.head_dim),
                                 explain=True)] + growth_blocks(ev, model, layer, tr))
+    moments.run(pl, run, tr)
     return pl

@@ -13,7 +13,18 @@ from collections.abc import Sequence
 
 from kvviz.serving import ServeRun, StepRecord
 from kvviz.ui.app import fmt
-from kvviz.ui.frames import Payload, Tr, cols_block, md, metrics, note_block, presenter_only, strip_block, table_block
+from kvviz.ui.frames import (
+    Payload,
+    Tr,
+    cols_block,
+    md,
+    metrics,
+    moments,
+    note_block,
+    presenter_only,
+    strip_block,
+    table_block,
+)
 from kvviz.viz import paged_serving
 from kvviz.viz.paged import WORDS, block_pool_spec, memory_spec, timeline_spec
 
@@ -283,4 +294,5 @@ def build(run: ServeRun, tr: Tr) -> Payload:
                table=pl.cache_table(CSV_COLS, headers, rows, tr("paged.rows_title", n=len(rows)), new=new,
                                     notes=" ".join(notes), present_cols=[CSV_COLS.index(c) for c in PRESENT_COLS]))
         prev = s
+    moments.paged(pl, run, tr)
     return pl

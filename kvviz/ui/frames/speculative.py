@@ -30,6 +30,7 @@ from kvviz.ui.frames import (
     html_block,
     lines_block,
     metrics,
+    moments,
     note_block,
     presenter_only,
     strip_block,
@@ -413,6 +414,7 @@ def build(spec: Speculation, vocab: Sequence[str], layer: int, head: int, tr: Tr
                top=strips(spec, s, vocab, tr) + [lines_block(did, todo)],
                lead=[cache], main=main, side=side, metrics=counters(spec, s, tr),
                table=cache_table(pl, spec, s, vocab, tr), more=more)
+    moments.speculative(pl, spec, steps, tr)
     return pl
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from kvviz.decoding.stepper import Event, Run
 from kvviz.decoding.trace import cache_table
 from kvviz.ui.app import fmt
-from kvviz.ui.frames import Payload, Tr, figure_words, lang_of, note_block, table_headers
+from kvviz.ui.frames import Payload, Tr, figure_words, lang_of, note_block, notice_block, table_headers
 from kvviz.viz.attention import attention_heads_spec, attention_heatmap_spec
 from kvviz.viz.logits import logits_bar_spec
 
@@ -34,15 +34,20 @@ def choice_sentence(ev: Event, logit_tokens: Sequence[str], greedy_text: str, tr
 
 def attention_blocks(pl: Payload, ev: Event, src: Event, tr: Tr, layer: int = 0, head: int = 0,
                      title: str | None = None, head_titles: Sequence[str] | None = None,
-                     position_base: int = 0) -> list[dict]:
+                     position_base: int = 0, max_text_keys: int = 5) -> list[dict]:
     """Heatmap of a pass's attention (queries × keys); on a choose event the pass before it, with a
-    note. ``head_titles``: every head of ``layer`` side by side on one colour scale."""
+    note. ``head_titles``: every head of ``layer`` side by side on one colour scale, each cell's weight
+    printed while there are at most ``max_text_keys`` keys."""
     att = src.record.attention[layer]                     # [H, N, T]
     keys = [f"{i + position_base}:{tok}" for i, tok in enumerate(src.sequence[: att.shape[-1]])]
     queries = [f"{p + position_base}:{src.sequence[p]}" for p in src.positions]
     title = title or tr("stepper.attention_title", phase=src.phase)
     if head_titles:
-        fig = attention_heads_spec(att, queries, keys, head_titles, title, words=figure_words(tr))
+        fig = attention_heads_spec(att, queries, keys, head_titles, title, max_text_keys=max_text_keys,
+                                   words=figure_words(tr))
+        if len(keys) > 5:         # narrower cells: the weights in 12 px, cells 1 px apart (plotly hides a text
+            for trace in fig["data"]:        # that does not fit its cell)
+                trace.update(textfont={"size": 12}, xgap=1)
     else:
         fig = attention_heatmap_spec(att[head], queries, keys, title, words=figure_words(tr))
     out = [pl.fig(fig, tr("stepper.attention_alt"))]
@@ -95,3 +100,22 @@ def cache_frame_table(pl: Payload, ev: Event, tr: Tr, head_labels: list[str] | N
     return pl.cache_table(cols, table_headers(cols, tr), df.values.tolist(), tr("stepper.cache_title", n=ev.cache_len),
                           new=new, rewritten=rewritten, evicted=evicted, flagged=flags, notes=" ".join(notes),
                           present_cols=[cols.index(c) for c in present_cols if c in cols] if present_cols else None)
+
+
+def next_pass(run: Run, ev: Event) -> Event | None:
+    """The pass that processes what ``ev`` chose (None: the run ends first)."""
+    return next((e for e in run.events[ev.index + 1:] if e.record is not None), None)
+
+
+def run_notice(run: Run, ev: Event, tr: Tr, position_base: int = 0) -> dict:
+    """What to notice on an event of a ``Run``: the cache table's rows after a prefill, the row a
+    choice has not added yet (the next event adds it), the one new row of a decode and the counters' gap."""
+    if ev.phase == "prefill":
+        return notice_block(tr("notice.run_prefill", n=ev.cache_len))
+    if ev.phase == "choose":
+        nxt = next_pass(run, ev)
+        if nxt is None:
+            return notice_block(tr("notice.run_choose_last", tok=ev.chosen, n=ev.cache_len))
+        return notice_block(tr("notice.run_choose", tok=ev.chosen, n=ev.cache_len))
+    return notice_block(tr("notice.run_decode", tok=ev.tokens[0], pos=ev.positions[0] + position_base,
+                           kv=ev.kv_computed, re=ev.kv_recompute))

@@ -17,7 +17,9 @@ from kvviz.ui.frames import (
     html_block,
     lang_of,
     lines_block,
+    moments,
     note_block,
+    notice_block,
     strip_block,
     table_block,
 )
@@ -27,10 +29,13 @@ from kvviz.ui.frames.steps import (
     choice_sentence,
     logits_blocks,
     next_choice,
+    next_pass,
+    run_notice,
     source,
 )
 
 BASE = 1                       # docs/design.md §2 numbers positions 1..n; so does this page
+TEXT_KEYS = 8                  # the heatmaps print their weights up to 8 keys (the default run reaches 6)
 
 
 def head_title(h: int, tr: Tr) -> str:
@@ -185,6 +190,40 @@ def logits_formula_block(src: Event, tr: Tr) -> dict:
                       + "\n\n" + tr("lesson.heads_combined", h=len(HEADS), avg=num(avg, lang_of(tr))), explain=True)
 
 
+def notice(run: Run, ev: Event, diagnoses: dict[int, Diagnosis], stale_at: int | None, tr: Tr) -> dict:
+    """What to notice: the last row of the heatmaps after the prefill (and where the cache will go
+    stale), the cached key a choice leaves as it was, the flagged stale key of a decode and what it
+    does to its head's context (docs/design.md §2), or the rows the repair rewrote."""
+    lang = lang_of(tr)
+    src = source(run, ev)
+    diag = diagnoses[src.index]
+    jump = {} if stale_at is None or stale_at <= ev.index else {"jump": stale_at,
+                                                                "jump_label": tr("notice.jump_stale", j=stale_at)}
+    if ev.phase == "prefill":
+        ctx = ", ".join(num(x, lang) for x in src.record.output[-1].tolist())
+        j = int(src.record.logits[-1].argmax())
+        return notice_block(tr("notice.weather_prefill", pos=src.positions[-1] + BASE, ctx=ctx,
+                               tok=WeatherModel.logit_tokens[j],
+                               logit=fmt.fixed(src.record.logits[-1, j].item(), 3, lang=lang)), **jump)
+    if ev.phase == "choose":
+        nxt = next_pass(run, ev)
+        if nxt is not None and nxt.index == stale_at:
+            return notice_block(tr("notice.weather_choose", tok=ev.chosen, n=ev.cache_len,
+                                   last=_pos(ev.positions[0] - 1, ev.sequence)), **jump)
+        return run_notice(run, ev, tr, BASE)
+    keys = [r for r in diag.stale if r.kind == "key"]
+    bad = {d.component: d for d in diag.differing()}
+    if keys and keys[0].head in bad:
+        row, d = keys[0], bad[keys[0].head]
+        return notice_block(tr("notice.weather_stale", head=row.head + 1, pos=_pos(row.position, ev.sequence),
+                               cached=fmt.num(row.cached[0].item(), "+g", lang=lang),
+                               recomputed=fmt.num(row.recomputed[0].item(), "+g", lang=lang),
+                               c=num(d.cached, lang), r=num(d.recomputed, lang)))
+    if src.repaired:
+        return notice_block(tr("notice.weather_repaired"))
+    return notice_block(tr("notice.weather_agree"), **jump)
+
+
 def build(run: Run, values: dict[str, float], tr: Tr) -> Payload:
     """``values``: the token values the run used (the model's)."""
     model = WeatherModel(values)
@@ -194,12 +233,16 @@ def build(run: Run, values: dict[str, float], tr: Tr) -> Payload:
     first_decode = next((e.index for e in run.events if e.phase == "decode"), None)
     shorts = short_heads(tr)
     for ev in run.events:
+        if ev.record is not None:              # reruns the prefix once per pass
+            diagnoses[ev.index] = diagnose(model, ev)
+    stale_at = next((i for i, d in diagnoses.items() if d.differing()), None)
+    repaired_at = next((e.index for e in run.events if e.record is not None and e.repaired), None)
+    for ev in run.events:
         src = source(run, ev)
-        if src.index not in diagnoses:         # reruns the prefix once per pass
-            diagnoses[src.index] = diagnose(model, src)
         diag = diagnoses[src.index]
         did, todo = sentences(ev, run, tr)
         lead = attention_blocks(pl, ev, src, tr, head_titles=head_titles(tr), position_base=BASE,
+                                max_text_keys=TEXT_KEYS,
                                 title=tr("weather.attention_title", phase=tr("weather.phase_" + src.phase)))
         main = [reads_block(src, tr)]
         main += (prefill_blocks(src, model.values, tr) if src.phase == "prefill"
@@ -218,5 +261,9 @@ def build(run: Run, values: dict[str, float], tr: Tr) -> Payload:
                top=[strip_block(ev.sequence, len(run.prompt), ev.cache_len, position_base=BASE),
                     lines_block(did, todo)],
                lead=lead, main=main, side=side, metrics=counters(ev, tr),
-               table=cache_frame_table(pl, ev, tr, shorts, position_base=BASE, flagged=flagged), more=more)
+               table=cache_frame_table(pl, ev, tr, shorts, position_base=BASE, flagged=flagged), more=more,
+               notice=notice(run, ev, diagnoses, stale_at, tr))
+    pl.moment(stale_at, tr("notice.m_stale"))            # before the run's own: the stale key is this page's point
+    pl.moment(repaired_at, tr("notice.m_repair"))
+    moments.run(pl, run, tr)
     return pl

@@ -25,7 +25,9 @@ from kvviz.limits import (
 )
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import LANGS, current_lang, join, strings, t
+from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
+from kvviz.ui.pages import lecture
 from kvviz.viz.cost import disaggregated_diagram, flops_vs_n, kv_sharing_bars, memory_vs_context
 
 TAB_KEYS = ["tab_memory", "tab_compute", "tab_batch", "tab_measure", "tab_serving"]
@@ -55,7 +57,7 @@ def _tab_labels() -> list[str]:
 
 
 def render() -> None:
-    st.title(t("cost.title"))
+    lecture.title("cost", t("cost.title"))           # with its place in the lecture script
     presenter.intro(t("cost.intro"))
     labels = _tab_labels()
     tabs = st.tabs(labels, key="tab", bind="query-params")
@@ -121,13 +123,19 @@ def _memory() -> None:
     if got is None:
         return
     weights = cost.weight_bytes(preset, rep.dtype) if same and preset.vocab else None
+    notice = (t("notice.cost_memory", tokens=rep.tokens, batch=rep.batch, total=fmt.nbytes(rep.total),
+                per_token=fmt.nbytes(rep.bytes_per_token))
+              + (" " + t("notice.cost_memory_shared", kind=rep.kind, x=fmt.sig(rep.saving_vs_mha))
+                 if rep.kind != "MHA" else ""))
     if present:
         numbers, plot = st.columns([1, 3])
-        with numbers:
+        with numbers:                          # presenter mode: beside the chart, not above it (one screen)
             _memory_numbers(cfg, rep, stacked=True)
+            step_view.notice(notice)
         with plot:
             _memory_chart(rep, preset, same, weights, height=MEM_PRESENT_HEIGHT)
     else:
+        step_view.notice(notice)
         _memory_numbers(cfg, rep)
         _memory_chart(rep, preset, same, weights)
     left, right = st.columns([3, 2])
@@ -351,6 +359,8 @@ def _compute() -> None:
         "uncached_attention": t("cost.fig_uncached_att"), "cached_attention": t("cost.fig_cached_att"),
         "uncached_counted": t("cost.fig_uncached_counted"), "cached_counted": t("cost.fig_cached_counted"),
         "x": t("cost.fig_n"), "y": t("cost.fig_flops"), "title": t("cost.fig_flops_title", name=cfg.name, p=p)})
+    step_view.notice(t("notice.cost_compute", n=n, x=_ratio(without.total, with_c.total),
+                       step=_ratio(step_u.total, step_c.total)))
     chart(fig, t("cost.fig_flops_alt"), key="cost_flops_chart")
     if counted:
         last = len(counted["n"]) - 1

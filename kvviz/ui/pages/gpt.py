@@ -24,7 +24,7 @@ from kvviz.ui.components.prompts import prompt_tokens
 from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls, rule_from_key
 from kvviz.ui.frames import gpt as frames_gpt
 from kvviz.ui.frames import translator
-from kvviz.ui.pages import gpt_long, gpt_whole_run
+from kvviz.ui.pages import gpt_long, gpt_whole_run, lecture
 from kvviz.viz.cost import speedup_chart
 
 TIMING = "gpt_timing"      # the server lock of the loop timings and the sweep (kvviz.ui.app.turns)
@@ -244,7 +244,7 @@ def render() -> None:
     tiny = _tiny()
     model = GPTModel(tiny)
     cfg = model.config
-    st.title(t("gpt.title"))
+    lecture.title("gpt", t("gpt.title"))           # with its place in the lecture script
     presenter.intro(t("gpt.intro", layers=cfg.n_layer, heads=cfg.n_head, d=cfg.n_embd, vocab=cfg.vocab_size,
                       block=cfg.block_size, params=model.network.n_params()))
     if tiny.trained:

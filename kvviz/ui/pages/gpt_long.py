@@ -13,6 +13,7 @@ from kvviz.models.gpt import GPTModel, TinyGPT
 from kvviz.ui.app import fmt
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.turns import my_turn
+from kvviz.ui.components import step_view
 from kvviz.ui.components.rule_controls import RuleKey, rule_from_key
 from kvviz.ui.frames.long_runs import crop_table, loop_table, marked_text
 
@@ -48,6 +49,11 @@ def loop_section(tiny: TinyGPT, model: GPTModel, ids: tuple[int, ...], seed: int
     words = {k: [model.vocab[i] for i in g.tokens] for k, g in (("greedy", greedy), ("sampled", sampled))}
     found: dict[str, Repeat | None] = {k: repeated_span(w) for k, w in words.items()}
     st.markdown(t("lesson.loop_intro", n=len(greedy.tokens)))
+    split = next((i for i, (a, b) in enumerate(zip(words["greedy"], words["sampled"])) if a != b), None)
+    rep = found["greedy"]
+    if rep is not None:
+        step_view.notice(t("notice.gpt_loop", span=" ".join(map(str, rep.span)), count=rep.count,
+                           share=fmt.percent(rep.covered / len(words["greedy"]))))
     labels = {"greedy": t("lesson.loop_greedy"),
               "sampled": t("lesson.loop_sampled", tau=fmt.sig(SAMPLE_TAU), seed=seed)}
     for k in ("greedy", "sampled"):
@@ -59,7 +65,6 @@ def loop_section(tiny: TinyGPT, model: GPTModel, ids: tuple[int, ...], seed: int
         else:
             st.caption(t("lesson.loop_found", who=who, span=" ".join(map(str, rep.span)), count=rep.count,
                          covered=rep.covered, n=len(words[k]), share=fmt.percent(rep.covered / len(words[k]))))
-    split = next((i for i, (a, b) in enumerate(zip(words["greedy"], words["sampled"])) if a != b), None)
     if split is not None:
         st.markdown(t("lesson.loop_why", step=split + 1, word=words["sampled"][split],
                       greedy_word=words["greedy"][split]))
@@ -93,6 +98,8 @@ def crop_section(tiny: TinyGPT, model: GPTModel, ids: tuple[int, ...], rule_key:
     run: CropRun = stored[1]
     words = [model.vocab[i] for i in run.prompt + run.uncached.tokens]
     p, n = len(run.prompt), len(run.cached.tokens)
+    if run.first_cropped is not None:
+        step_view.notice(t("notice.gpt_crop", first=run.first_cropped + 1, block=block, n=n))
     st.markdown(t("lesson.crop_cached", n=n, block=block, p=p, total=total))
     st.caption(f"`LimitError: {run.stop_reason}`")
     first = run.first_cropped

@@ -13,13 +13,14 @@ from kvviz.decoding.sampling import Sampler, Stage, draw_counts
 from kvviz.decoding.stepper import run_generation
 from kvviz.limits import MAX_DRAWS, MAX_NEW_TOKENS, MAX_SEED, MAX_TYPED_CHARS, LimitError
 from kvviz.models.registry import get_model
-from kvviz.ui.app import fmt, presenter, urlstate
+from kvviz.ui.app import fmt, links, pages, presenter, urlstate
 from kvviz.ui.app.i18n import current_lang, join, t
 from kvviz.ui.app.perf import timed
 from kvviz.ui.app.runs import cached_run
+from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.components.rule_controls import rule_controls
-from kvviz.ui.pages import sampling_tail
+from kvviz.ui.pages import lecture, sampling_tail
 from kvviz.viz.sampling import display_order, draws_histogram, removed_heights, stage_bars
 
 PREFIX = "sampling"                 # key prefix of this page's rule controls
@@ -129,6 +130,32 @@ def _stage_caption(i: int, s: Stage, stages: list[Stage], tokens: list[str]) -> 
     first = min(s.removed, key=lambda j: s.mass_before[j])
     return t("sampling.cap_top_p", p=fmt.sig(s.setting), kept=_set_list([tokens[j] for j in s.kept]),
              tok=tokens[first], mass=fmt.fixed(s.mass_before[first], 3))
+
+
+def _notice(stages: list[Stage], tokens: list[str]) -> None:
+    """What to notice in the stages: the stage that removes tokens and why; greedy's one token; or,
+    where nothing is removed, the lesson's quiz one click away (the lecture script's screen)."""
+    names = lambda idx: _names([tokens[j] for j in idx])                           # noqa: E731
+    last = stages[-1]
+    cutting = [i for i, s in enumerate(stages) if s.removed and s.name in ("top-k", "top-p")]
+    if last.name == "greedy":
+        text = t("notice.sampling_greedy", tok=tokens[last.kept[0]])
+    elif cutting and stages[cutting[-1]].name == "top-p":
+        i = cutting[-1]
+        s = stages[i]
+        first = min(s.removed, key=lambda j: s.mass_before[j])
+        text = t("notice.sampling_top_p", n=i + 1, tok=tokens[first], mass=fmt.fixed(s.mass_before[first], 3),
+                 p=fmt.sig(s.setting), kept=_set_list([tokens[j] for j in s.kept]))
+    elif cutting:
+        i = cutting[-1]
+        text = t("notice.sampling_top_k", n=i + 1, k=stages[i].setting, removed=names(stages[i].removed))
+    else:
+        temp = next((s for s in stages if s.name == "temperature"), None)
+        tau = temp.setting if temp is not None and temp.setting is not None else 1
+        quiz = links.deep_link(pages.script("sampling"), {"sampling_top_p": QUIZ_P})
+        text = (t("notice.sampling_none", tau=fmt.sig(tau), h0=fmt.fixed(stages[0].entropy_bits, 3),
+                  h1=fmt.fixed(last.entropy_bits, 3)) + f" [{t('notice.sampling_quiz_link')} →]({quiz})")
+    step_view.notice(text)
 
 
 def _stages(stages: list[Stage], tokens: list[str]) -> None:
@@ -255,7 +282,7 @@ def warm() -> None:
 
 @timed("sampling.render")
 def render() -> None:
-    st.title(t("sampling.title"))
+    lecture.title("sampling", t("sampling.title"))           # with its place in the lecture script
     present = presenter.presenting()
     pipeline = f"**{t('sampling.pipeline_title')}**\n\n{t('sampling.pipeline_body')}"
     # presenter mode: the formulas fold into the introduction, the charts' key into the heading's help
@@ -278,6 +305,7 @@ def render() -> None:
     else:
         st.header(t("sampling.h_stages"))
         st.caption(t("sampling.stages_caption"))
+    _notice(stages, src.tokens)
     _stages(stages, src.tokens)
     st.header(t("sampling.h_draws"))
     _draws(rule, seed, stages, src)

@@ -1,0 +1,198 @@
+"""What to notice and the key moments (kvviz/ui/frames: ``notice_block``, ``Payload.moment``,
+kvviz/ui/frames/moments.py), and each screen's place in the lecture script (kvviz/ui/pages/lecture.py):
+engine records in, frames out, without a browser. What the browser does with them (the notice first,
+the ticks under the slider, key M) is walked by tests/browser/test_presenter.py."""
+import re
+
+import pytest
+
+from kvviz.decoding.batching import compare_with_solo, run_batch, solo_runs
+from kvviz.decoding.stepper import run_generation
+from kvviz.models.abc import ABCModel
+from kvviz.models.gpt import GPTModel
+from kvviz.models.weather import DEFAULT_VALUES, WeatherModel
+from kvviz.ui.app.pages import PAGES
+from kvviz.ui.frames import abc as frames_abc
+from kvviz.ui.frames import batching as frames_batching
+from kvviz.ui.frames import gpt as frames_gpt
+from kvviz.ui.frames import moments, translator
+from kvviz.ui.frames import weather as frames_weather
+from tests.conftest import frame_of as _frame_of
+
+LANGS = ("en", "es", "de")
+GPT = GPTModel()
+
+
+def _abc(tr):
+    return frames_abc.build(run_generation(ABCModel(), ["A", "B"], 3), tr)
+
+
+def _weather(tr, repair=False):
+    model = WeatherModel(dict(DEFAULT_VALUES))
+    run = run_generation(model, ["Today", "weather", "is", "so"], 3, repair=model.repair if repair else None)
+    return frames_weather.build(run, dict(DEFAULT_VALUES), tr)
+
+
+def _gpt(tr):
+    return frames_gpt.build(run_generation(GPT, GPT.tokenize("It was"), 2), GPT, 0, 0, tr)
+
+
+def _batching(tr):
+    m = ABCModel()
+    prompts = [["A", "B"], ["C", "A", "B", "B"]]
+    run = run_batch(m, prompts, 3)
+    return frames_batching.build(run, compare_with_solo(run, solo_runs(m, run, 3)), m, 0, 0, tr)
+
+
+BUILDERS = {"abc": _abc, "weather": _weather, "gpt": _gpt, "batching": _batching}
+
+
+def frame_of(p: dict, i: int) -> dict:
+    """Frame ``i`` resolved (tests/conftest.py), its notice's pooled text too."""
+    from kvviz.ui.frames import resolve
+    f = _frame_of(p, i)
+    if f.get("notice"):
+        f["notice"] = dict(f["notice"], notice=resolve(p, f["notice"]["notice"]))
+    return f
+
+
+def _plain(html: str) -> str:
+    return re.sub(r"<[^>]+>", "", html)
+
+
+@pytest.mark.parametrize("page", list(BUILDERS))
+def test_every_event_says_what_to_notice_in_every_language(page):
+    payloads = {lang: BUILDERS[page](translator(lang)).to_dict() for lang in LANGS}
+    n = len(payloads["en"]["frames"])
+    for i in range(n):
+        texts = {lang: _plain(frame_of(p, i)["notice"]["notice"]) for lang, p in payloads.items()}
+        assert all(len(t) > 40 for t in texts.values()), (i, texts)
+        assert texts["es"] != texts["en"] != texts["de"], (i, texts)      # translated, not English fallbacks
+    first = [m for m, _ in payloads["en"]["moments"]]
+    assert first and first == sorted(first) and all(0 <= m < n for m in first)
+
+
+def test_a_choice_points_at_the_row_it_has_not_added_and_a_decode_at_the_one_it_has():
+    run = run_generation(ABCModel(), ["A", "B"], 3)
+    p = frames_abc.build(run, translator("en")).to_dict()
+    for ev in run.events:
+        text = _plain(frame_of(p, ev.index)["notice"]["notice"])
+        if ev.phase != "decode":
+            assert f"{ev.cache_len} rows" in text
+        else:
+            assert f"position {ev.positions[0]}" in text and f"{ev.kv_computed} K/V" in text
+            assert f"{ev.kv_recompute} when" in text
+        if ev.phase == "choose":
+            assert f"{ev.chosen} is chosen" in text
+    assert p["moments"] == [[1, "Chosen, not processed"], [2, "First decode from the cache"]]
+
+
+def test_the_weather_page_points_at_the_stale_key_and_offers_the_jump_to_it():
+    p = _weather(translator("en")).to_dict()
+    flagged = [i for i, f in enumerate(p["frames"]) if f["table"]["flagged"]]
+    stale = flagged[0]
+    assert [stale, "The stale key"] in p["moments"]
+    before = frame_of(p, 0)["notice"]
+    assert before["jump"] == stale and "Nothing is stale yet" in _plain(before["notice"])
+    at = _plain(frame_of(p, stale)["notice"]["notice"])
+    # the flagged cell of the table is the one the sentence names: head 2, position 4 (so), +1 cached
+    assert "head 2's cached key at position 4 (so) is still +1" in at and "6.0 instead of 7.0" in at
+    table = frame_of(p, stale)["table"]
+    row, col = table["flagged"][0]
+    assert p["table"]["cols"][col] == "k (H2)" and p["table"]["rows"][table["ids"][row]][1] == "so"
+    fixed = _weather(translator("en"), repair=True).to_dict()       # repaired: nothing stale, nothing to jump to
+    assert all(f["notice"]["jump"] is None for f in fixed["frames"])
+    assert "rewritten rows" in _plain(frame_of(fixed, 2)["notice"]["notice"])
+
+
+def test_the_weather_heatmaps_print_their_weights_beyond_five_keys():
+    p = _weather(translator("en")).to_dict()
+    last_decode = max(i for i, f in enumerate(p["frames"]) if "decode" in f["heading"])
+    fig = frame_of(p, last_decode)["figs"][0]
+    assert len(fig["data"][0]["x"]) == 6 and fig["data"][0]["texttemplate"] == "%{text}"
+
+
+# ---- moments of the other pages, from their records (kvviz/ui/frames/moments.py) ----------------------------
+
+class _Pl:
+    """A payload's moments only."""
+    def __init__(self):
+        from kvviz.ui.frames import Payload
+        self.pl = Payload(translator("en"))
+
+    def __getattr__(self, name):
+        return getattr(self.pl, name)
+
+
+def test_paged_moments_are_the_first_preemption_and_the_first_finish():
+    from kvviz.serving import request_stream, serve
+    run = serve(GPT, request_stream(6, seed=0, max_new_tokens=10), block_size=4, num_blocks=8)   # too small: preempts
+    pl = _Pl().pl
+    moments.paged(pl, run, translator("en"))
+    got = dict((label, i) for i, label in pl.moments)
+    assert run.preemptions > 0
+    pre = got["First preemption"]
+    assert run.steps[pre].preempted and not any(s.preempted for s in run.steps[:pre])
+    fin = got["First request finished"]
+    assert run.steps[fin].finished and not any(s.finished for s in run.steps[:fin])
+
+
+def test_speculative_moments_are_the_first_rejected_proposal_and_the_first_bonus():
+    from kvviz.decoding.sampling import Sampler
+    from kvviz.models.gpt import load_draft_gpt, load_tiny_gpt
+    from kvviz.speculative.decoding import speculative_generate
+    from kvviz.ui.frames.speculative import plan
+    tiny = load_tiny_gpt()
+    spec = speculative_generate(GPTModel(tiny), GPTModel(load_draft_gpt()),
+                                tiny.tokenizer.encode("It is rainy in London , so we"), 12, 4, Sampler(1.0), seed=2)
+    pl = _Pl().pl
+    moments.speculative(pl, spec, plan(spec), translator("en"))
+    got = dict((label, i) for i, label in pl.moments)
+    s = plan(spec)[got["First rejected proposal"]]
+    rd = spec.rounds[s.r]
+    assert s.kind == "test" and s.i == rd.rejected_at
+    assert all(r.rejected_at is None for r in spec.rounds[:s.r])
+    if "First bonus token" in got:
+        s = plan(spec)[got["First bonus token"]]
+        assert s.kind == "fix" and spec.rounds[s.r].rejected_at is None
+
+
+def test_smaller_cache_moments_are_the_first_eviction_and_the_first_difference():
+    from kvviz.compress import Variant, compare_steps
+    cmp = compare_steps(Variant.of("window", window=4, sinks=2), ["Today", "the", "weather", "is", "so"], 3)
+    pl = _Pl().pl
+    moments.compress(pl, cmp, translator("en"))
+    got = dict((label, i) for i, label in pl.moments)
+    ev = got["First eviction"]
+    evicted = [any(r.evicted_at is not None for r in e.cache.rows) for e in cmp.compressed.events]
+    assert evicted[ev] and not any(evicted[:ev])
+    if "First difference from the full cache" in got:
+        at = got["First difference from the full cache"]
+        assert next(s for s in cmp.scores if s.kl > 1e-6 or not s.agree).event == at
+
+
+# ---- the lecture script: places, next screens, minutes -----------------------------------------------------
+
+def test_each_screen_knows_its_place_and_the_next_one():
+    from kvviz.ui.app import pages as lecture  # the script's places are part of the declaration
+    from kvviz.ui.app.i18n import lookup
+    every = lecture.places()
+    assert [p.screen for p in every] == [s for page in PAGES for s in page.lecture]
+    for p in every:                       # the place's section is the number the script's heading gives it
+        assert lookup(f"lecture.h_{p.page.key}", "en").startswith(f"{p.section} ·")
+    abc = lecture.matching("abc", {"step": "2", "lang": "es", "present": "1"})      # the stepper picks by step
+    assert [(p.number, p.step, n.number) for p, n in abc] == [("1.1", 0, "1.2"), ("1.2", 1, "1.3"), ("1.3", 2, "1.4"),
+                                                             ("1.4", 8, "1.5")]
+    assert abc[0][0].of == 5
+    (here, nxt), = lecture.matching("abc", {"abc_rule": "sample", "abc_tau": "1.5", "abc_seed": "3", "step": "1"})
+    assert (here.number, nxt.number, nxt.page.key) == ("1.5", "2.1", "weather")
+    assert lecture.matching("abc", {"abc_rule": "sample"}) == []             # another run: no screen of the script
+    cost = lecture.matching("cost", {"tab": "Memory"})
+    assert [p.number for p, _ in cost] == ["5.1"] and cost[0][0].step is None
+    last, none = lecture.matching(every[-1].page.key, every[-1].screen.params)[-1]
+    assert last == every[-1] and none is None
+
+
+def test_the_lecture_script_gives_minutes_that_fill_ninety():
+    assert sum(p.minutes for p in PAGES if p.lecture) == 90
+    assert all(p.minutes > 0 for p in PAGES if p.lecture)

@@ -114,3 +114,35 @@ def test_a_sliding_layer_goes_back_only_until_it_dropped_a_row():
     assert DynamicCache(2, [4, None]).layers[0].sliding_window == 4
     with pytest.raises(ValueError):
         DynamicCache(2, [4])
+
+
+def test_a_long_text_run_keeps_what_its_views_draw_and_the_same_tokens_and_cache(gemma):
+    """``Keep``: a pass longer than ``rows`` keeps the last query rows, the map pooled, the last logits;
+    the tokens, the checks' rows and the cache's tensors are those of the run that keeps everything,
+    and the sliding layers' snapshots share one buffer (no copy per event)."""
+    from kvviz.models.base import Keep
+    from kvviz.models.hf import pooled
+
+    prompt = gemma.tokenize(TEXT)
+    n = len(prompt)
+    keep = Keep(rows=2, map_side=4, logits=3)
+    full = run_generation(gemma, prompt, W + 2, recheck="final")
+    lean = run_generation(gemma, prompt, W + 2, recheck="final", keep=keep)
+    assert [e.tokens for e in lean.events] == [e.tokens for e in full.events]
+    a, b = full.events[0].record, lean.events[0].record
+    assert b.attention.shape == (gemma.n_layers, gemma.n_heads, 2, n)
+    assert torch.equal(b.attention, a.attention[:, :, -2:])
+    block = -(-n // 4)
+    assert b.map_block == block and b.attention_map.shape == (gemma.n_layers, gemma.n_heads, 4, 4)
+    assert torch.allclose(b.attention_map[2], pooled(a.attention[2], 4)[0])
+    assert torch.allclose(b.attention_map[1, 0, 0, 0], a.attention[1, 0, :block, :block].mean())
+    assert b.logits.shape[0] == b.output.shape[0] == 3 and torch.equal(b.logits, a.logits[-3:])
+    assert b.q.shape[2] == 2 and b.k.shape[2] == n                 # every key (the cache, RoPE), the last queries
+    for x, y in zip(full.events, lean.events):
+        if x.record is not None:
+            assert y.check.logits_max_abs_diff < 1e-4 and y.check.logits.shape[0] == y.record.logits.shape[0]
+            assert y.record.attention_map is None or y.index == 0
+        assert all(torch.equal(k1, k2) for k1, k2 in zip(x.cache.keys, y.cache.keys))
+    sliding = [e.cache.keys[0] for e in lean.events if e.record is not None]
+    assert all(k.shape[-2] == W - 1 for k in sliding)
+    assert len({k.untyped_storage().data_ptr() for k in sliding}) <= 2   # one buffer, grown at most once

@@ -57,6 +57,26 @@ class PassRecord:
 
 
 @dataclass(frozen=True)
+class Keep:
+    """What a recording pass keeps of a long text (``forward(..., keep=Keep(...))``, a transformers
+    model: kvviz.models.hf), so a run holds what its views draw and not 18 × 4 maps of T × T plus
+    262,144 logits per position. A pass of at most ``rows`` positions is recorded in full; a longer
+    one keeps:
+
+    - attention, q: the last ``rows`` query rows (``record.attention`` [L, H, rows, T]: the newest
+      query's row is still ``[:, :, -1]``), and the whole map average-pooled to at most
+      ``map_side`` × ``map_side`` cells (``record.attention_map``, each cell the mean of a block of
+      ``record.map_block`` query rows × key columns; ``map_side`` 0: none);
+    - logits and output: the last ``logits`` positions (``logits_to_keep``: the vocabulary projection
+      runs on those rows only).
+    """
+
+    rows: int = 64
+    map_side: int = 128
+    logits: int = 64
+
+
+@dataclass(frozen=True)
 class BatchPassRecord:
     """One batched pass. B sequences, L layers, H heads, N new columns, T columns in all.
 

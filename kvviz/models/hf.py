@@ -37,7 +37,7 @@ from transformers.masking_utils import create_causal_mask
 from kvviz.cache import Cache, PagedCache, ScoredCache, layer_windows
 from kvviz.cost.shapes import ModelConfig
 from kvviz.limits import LimitError
-from kvviz.models.base import BatchPassRecord, LayerLayout, ModelLimits, PassRecord, allowed_keys, new_cache
+from kvviz.models.base import BatchPassRecord, Keep, LayerLayout, ModelLimits, PassRecord, allowed_keys, new_cache
 
 
 class Vocab(list):
@@ -70,6 +70,10 @@ class HFPassRecord(PassRecord):
 
     q_unrotated: torch.Tensor | None = None
     k_unrotated: torch.Tensor | None = None
+    # a long pass recorded with ``Keep`` (kvviz.models.base): the whole map pooled, [L, H, ⌈N/b⌉, ⌈T/b⌉]
+    # with b = map_block (``attention``, q and logits then hold the last rows only); None: in full
+    attention_map: torch.Tensor | None = None
+    map_block: int = 1
 
 
 def cost_config(config, name: str = "", source: str = "") -> ModelConfig:
@@ -120,12 +124,26 @@ def layout(config) -> tuple[LayerLayout, ...]:
     return tuple(layers)
 
 
+def pooled(m: torch.Tensor, side: int) -> tuple[torch.Tensor, int]:
+    """Maps [H, N, T] averaged over blocks of b × b cells, b the smallest block that leaves at most
+    ``side`` × ``side`` of them (a last block that overhangs averages the cells it covers) → ([H, ⌈N/b⌉,
+    ⌈T/b⌉], b)."""
+    b = max(1, -(-max(m.shape[-2:]) // side))
+    if b == 1:
+        return m, 1
+    return F.avg_pool2d(m.unsqueeze(0), b, b, ceil_mode=True)[0], b
+
+
 def _padded(maps: Sequence[torch.Tensor], right: bool = False) -> list[torch.Tensor]:
     """Attention maps [H, N, T_layer] as [H, N, T]: a layer that holds fewer rows read fewer keys; the
     missing columns are zeros, before its columns (``right=False``: a sliding-attention layer whose cache
     dropped the oldest positions) or after them (a scored cache's own rows)."""
     t = max(m.shape[-1] for m in maps)
-    return [m if m.shape[-1] == t else F.pad(m, (0, t - m.shape[-1]) if right else (t - m.shape[-1], 0)) for m in maps]
+    return [_pad_to(m, t, right) for m in maps]
+
+
+def _pad_to(m: torch.Tensor, t: int, right: bool) -> torch.Tensor:
+    return m if m.shape[-1] == t else F.pad(m, (0, t - m.shape[-1]) if right else (t - m.shape[-1], 0))
 
 
 class HFCausalLM:
@@ -262,16 +280,37 @@ class HFCausalLM:
         return t.view(t.shape[0], t.shape[1], n_heads, self.head_dim).transpose(1, 2)
 
     @torch.no_grad()
-    def forward(self, token_ids: Sequence[int], cache: Cache | None, start_pos: int) -> HFPassRecord:
+    def forward(self, token_ids: Sequence[int], cache: Cache | None, start_pos: int,
+                keep: Keep | None = None) -> HFPassRecord:
+        """One recorded pass (the module docstring); ``keep``: what a long pass keeps (kvviz.models.base.Keep),
+        None: everything."""
         ids = torch.tensor([list(token_ids)], dtype=torch.long)                      # [1, N]
         n = ids.shape[1]
         positions = torch.arange(start_pos, start_pos + n).unsqueeze(0)             # [1, N]
+        n_logits = keep.logits if keep is not None and n > keep.logits else 0       # 0: every position
         with self._recording() as got:
             out = self.model(input_ids=ids, position_ids=positions, past_key_values=cache,
-                             use_cache=cache is not None, output_attentions=True)
+                             use_cache=cache is not None, output_attentions=True, logits_to_keep=n_logits)
         # layers that hold different rows: a sliding layer dropped its oldest (its columns end at the
         # newest position: pad on the left); a scored cache's layers keep their own rows (pad on the right)
-        att = torch.stack(_padded([a[0] for a in out.attentions], right=isinstance(cache, ScoredCache))).float()
+        right = isinstance(cache, ScoredCache)
+        maps, logits = [a[0] for a in out.attentions], out.logits[0]                # L × [H, N, T_layer], [N, V]
+        del out                                                                     # the maps go with their list
+        whole, block = None, 1
+        short = keep is not None and n > keep.rows  # the last rows, and the whole map pooled, layer by layer
+        if short:
+            t = max(m.shape[-1] for m in maps)
+            whole_maps = []
+            for i, m in enumerate(maps):
+                full = _pad_to(m, t, right).float()                                 # [H, N, T]
+                if keep.map_side:
+                    small, block = pooled(full, keep.map_side)
+                    whole_maps.append(small)
+                maps[i] = full[:, -keep.rows:].clone()
+                del full
+            whole = torch.stack(whole_maps) if whole_maps else None
+        att = torch.stack(_padded(maps, right=right)).float()
+        del maps
         q = k = q_raw = k_raw = None
         per_layer = len(got["layer_rope"]) == self.n_layers
         if self._layers and len(got["q"]) == self.n_layers and (per_layer or got["rope"] is not None):
@@ -285,6 +324,8 @@ class HFCausalLM:
                 ks.append(k_i[0])
             q, k = torch.stack(qs).float(), torch.stack(ks).float()               # [L, H, N, d], [L, H_kv, N, d]
             q_raw = torch.stack([self._heads(got["q"][i], self.n_heads)[0] for i in range(self.n_layers)]).float()
+            if short:                              # a long pass: the queries of the rows kept
+                q, q_raw = q[:, :, -keep.rows:].clone(), q_raw[:, :, -keep.rows:].clone()
             k_raw = torch.stack([self._heads(got["k"][i], self.n_kv_heads)[0] for i in range(self.n_layers)]).float()
         held = [] if cache is None else [(layer.keys, layer.values) for layer in cache.layers]
         if isinstance(cache, PagedCache):     # its tensors are the block pool: the rows through the table
@@ -304,7 +345,8 @@ class HFCausalLM:
             k = torch.empty(self.n_layers, self.n_kv_heads, n, 0)
         hidden = got["hidden"][0].float() if got["hidden"] is not None else torch.empty(n, 0)
         return HFPassRecord(positions=list(range(start_pos, start_pos + n)), q=q, k=k, v=v, attention=att,
-                            output=hidden, logits=out.logits[0].float(), q_unrotated=q_raw, k_unrotated=k_raw)
+                            output=hidden, logits=logits.float(), q_unrotated=q_raw, k_unrotated=k_raw,
+                            attention_map=whole, map_block=block)
 
     @torch.inference_mode()
     def logits(self, token_ids: Sequence[int] | torch.Tensor, cache: Cache | None, start_pos: int,

@@ -9,6 +9,8 @@
 - **cache**: the hybrid cache's bytes after T = 136, 520 and 1,032 positions (kvviz's
   ``dense_cache``, the tensors' storages), against 2·1·256·4·(3·T + 15·min(T, 511)) and an
   all-global cache, and the prefill's time;
+- **long**: kvviz/data/hybrid_long_text.txt (727 tokens) through the stepper as the Real LLM page runs it,
+  recording everything, then with ``Keep`` (kvviz.models.base): time, resident memory, the run's tensors;
 - **decode**: kvviz's cached decode loop (kvviz.decoding.loops.generate_cached) against transformers'
   ``generate`` on the same weights in the same process, alternating, several runs.
 
@@ -65,6 +67,27 @@ if "--both" in sys.argv:
     out["rss_both_mb"] = rss()
 out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps(out))
+"""
+
+LONG = r"""
+import json, resource, sys, time
+from pathlib import Path
+from kvviz.decoding.stepper import run_bytes, run_generation
+from kvviz.models import gemma3 as g
+from kvviz.models.base import Keep
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
+m = g.Gemma3()
+prompt = m.prompt((Path(sys.argv[2]) / "kvviz/data/hybrid_long_text.txt").read_text(), chat=False)
+before = rss()
+t0 = time.perf_counter()
+run = run_generation(m, prompt, 6, recheck="final", keep=None if sys.argv[1] == "everything" else Keep())
+took = time.perf_counter() - t0
+chosen = [e.chosen for e in run.events if e.phase == "choose"]
+print(json.dumps({"tokens": len(prompt), "text": m.decode(chosen), "run_s": took, "rss_before_mb": before,
+                  "rss_after_mb": rss(), "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "records_mb": run_bytes(run) / 2**20,
+                  "check": max(e.check.max_abs_diff for e in run.events if e.check is not None)}))
 """
 
 
@@ -138,6 +161,16 @@ def decode(m, runs: int, steps: int) -> None:
           f"transformers generate {theirs:.2f} tok/s, ratio {ours / theirs:.2f}; load {load():.1f}")
 
 
+def long_text() -> None:
+    """The long text through the stepper as the Real LLM page runs it (6 new tokens, the final check),
+    each way in a fresh process: every map and logit recorded, then only what the views draw (Keep)."""
+    for how in ("everything", "keep"):
+        r = child(LONG, how, str(ROOT))
+        print(f"long text ({r['tokens']} tokens, recording {how}): {r['text']!r} in {r['run_s']:.1f} s; RSS "
+              f"{r['rss_before_mb']:.0f} MB before, {r['rss_after_mb']:.0f} MB after, peak {r['peak_mb']:.0f} MB; "
+              f"the run's tensors {r['records_mb']:.0f} MiB; check max |Δ| {r['check']:.1e}; load {load():.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
@@ -148,6 +181,8 @@ def main() -> None:
     from kvviz.models import gemma3 as g
     from kvviz.models import real
     directory = convert() if "convert" in sections else real.model_dir(g.SPEC, real.find_source(g.SPEC))
+    if "long" in sections:
+        long_text()
     if "memory" in sections:
         memory(real.model_dir(g.SPEC, real.find_source(g.SPEC)))
     if {"greedy", "cache", "decode"} & set(sections):

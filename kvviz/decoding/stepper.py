@@ -25,7 +25,7 @@ of the event that computed it, so kvviz.compress.row_errors gives each row's qua
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import torch
 
@@ -294,3 +294,27 @@ def _checked_at_the_end(model: Model, ids: list[int], events: list[Event], keep:
 
     return [e if e.record is None else replace(e, check=_compare(full.output[rows(e)], full.logits[rows(e)],
                                                                  e.record)) for e in events]
+
+
+def run_bytes(run: Run) -> int:
+    """Bytes of the tensors a run holds (its records, checks, snapshots and logits), each storage
+    counted once (snapshots are views of shared buffers, an event's logits a row of its record's)."""
+    seen: dict[int, int] = {}
+
+    def add(x) -> None:
+        if isinstance(x, torch.Tensor):
+            st = x.untyped_storage()
+            seen[st.data_ptr()] = st.nbytes()
+        elif isinstance(x, (tuple, list)):
+            for y in x:
+                add(y)
+
+    for ev in run.events:
+        for part in (ev.record, ev.check):
+            if part is not None:
+                for f in fields(part):
+                    add(getattr(part, f.name))
+        add(ev.cache.keys)
+        add(ev.cache.values)
+        add(ev.logits)
+    return sum(seen.values())

@@ -24,6 +24,9 @@ from kvviz.cache.fp8 import Fp8Cache
 from kvviz.cache.scored import H2OCache, PyramidKVCache, SnapKVCache
 from kvviz.cost import ModelConfig
 from kvviz.limits import (
+    LONG_KEEP_LOGITS,
+    LONG_KEEP_ROWS,
+    LONG_MAP_SIDE,
     MAX_NEW_TOKENS,
     MAX_PAGED_SLOTS,
     MAX_PROMPT_CHARS,
@@ -71,9 +74,9 @@ class Keep:
       runs on those rows only).
     """
 
-    rows: int = 64
-    map_side: int = 128
-    logits: int = 64
+    rows: int = LONG_KEEP_ROWS
+    map_side: int = LONG_MAP_SIDE
+    logits: int = LONG_KEEP_LOGITS
 
 
 @dataclass(frozen=True)

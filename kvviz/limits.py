@@ -128,9 +128,9 @@ GEMMA3_SERVE_MAX_SLOTS = 1_024        # blocks × block size: 38 MB of K/V in fl
 # LONG_KEEP_ROWS keeps its last query rows, each attention map pooled to LONG_MAP_SIDE² cells and the
 # last LONG_KEEP_LOGITS positions' logits, so Gemma 3's 1,100-token prompt does not hold 18 × 4 maps
 # of 1,100² and 1,100 × 262,144 logits (docs/measured-gemma3.md: 6.6 GB before, for 727 tokens)
-LONG_KEEP_ROWS = 64                   # query rows of a long pass kept in full (the newest: the last one)
+LONG_KEEP_ROWS = 128                  # a pass of more positions is long (the last 128 query rows kept)
 LONG_MAP_SIDE = 128                   # a long pass's whole map: at most 128 × 128 pooled cells a head
-LONG_KEEP_LOGITS = 64                 # positions of a long pass whose logits and output are kept
+LONG_KEEP_LOGITS = 16                 # positions of a long pass whose logits and output are kept (1 MB each)
 MAX_RUN_RECORD_BYTES = 512 * 2**20    # the records of one stepped run on a real model (estimated first)
 
 # Smaller caches (kvviz.cache SlidingWindowCache / QuantizedCache, kvviz.compress): the evaluation

@@ -20,6 +20,9 @@ layers.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import torch
 
 from kvviz.cache.base import KV, CacheLayer
@@ -103,3 +106,31 @@ def layer_windows(config) -> list[int | None]:
     text = config.get_text_config(decoder=True)
     types, kwargs = get_layer_types_and_kwargs(text)
     return [kw.get("sliding_window") if t == "sliding_attention" else None for t, kw in zip(types, kwargs)]
+
+
+@dataclass(frozen=True)
+class FarReach:
+    """What the newest query of a pass reads beyond the sliding windows: ``weights`` [L, H], each
+    head's attention on positions 0..``edge`` (the ones no sliding layer sees any more: 0 on those
+    layers, by their mask), and for each head the far position it weighs most (``top``)."""
+
+    query: int                     # the newest query's position
+    edge: int                      # the last position beyond every window (−1: none yet)
+    weights: torch.Tensor          # [L, H]
+    top: torch.Tensor              # [L, H] the far position of most weight (−1: none)
+    top_weight: torch.Tensor       # [L, H] its weight
+
+
+def far_reach(newest: torch.Tensor, query: int, windows: Sequence[int | None]) -> FarReach:
+    """``newest`` [L, H, T]: the attention of the newest query (position ``query``) over positions
+    0..T − 1 in every layer and head (a record's ``attention[:, :, -1]``); the positions beyond every
+    sliding window are those at a distance of at least the smallest window."""
+    sliding = [w for w in windows if w is not None]
+    edge = query - min(sliding) if sliding else -1
+    L, H, _ = newest.shape
+    if edge < 0:
+        zeros = torch.zeros(L, H)
+        return FarReach(query, edge, zeros, torch.full((L, H), -1), zeros)
+    far = newest[..., :edge + 1].float()                                   # [L, H, edge + 1]
+    best, where = far.max(-1)
+    return FarReach(query, edge, far.sum(-1), where, best)

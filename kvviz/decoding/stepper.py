@@ -31,7 +31,7 @@ import torch
 
 from kvviz.cache import Cache, DynamicCache
 from kvviz.decoding.sampling import Choice, Greedy, SelectionRule
-from kvviz.limits import MAX_SEED, LimitError, check_int
+from kvviz.limits import MAX_RUN_RECORD_BYTES, MAX_SEED, LimitError, check_int
 from kvviz.models.base import Keep, Model, PassRecord, encode
 
 
@@ -191,7 +191,8 @@ class _SnapshotBuffers:
 def run_generation(model: Model, prompt: Sequence[str], new_tokens: int,
                    rule: SelectionRule | None = None, seed: int = 0,
                    repair: RepairHook | None = None, cache: Cache | None = None,
-                   recheck: bool | str = True, keep: Keep | None = None) -> Run:
+                   recheck: bool | str = True, keep: Keep | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> Run:
     """Generate ``new_tokens`` tokens and return every event.
 
     Events: prefill, choose, then (decode, choose) for each further token, so 2 * new_tokens
@@ -204,7 +205,9 @@ def run_generation(model: Model, prompt: Sequence[str], new_tokens: int,
     recomputation (position p reads only positions ≤ p) at the cost of one pass instead of one per
     event (SmolLM2: a prefix of 300 tokens takes ≈ 1 s); not for the weather model, whose keys
     depend on the future. ``keep``: what a long pass keeps (kvviz.models.base.Keep; a transformers
-    model): a long text's run then holds the views' summaries, not every map and logit.
+    model): a long text's run then holds the views' summaries, not every map and logit, and the
+    run's records are capped (``record_bytes_estimate`` ≤ MAX_RUN_RECORD_BYTES). ``progress(done, total)``:
+    called before each pass (and the final check) with the passes done and the passes at most.
     """
     prompt = list(prompt)
     if not prompt:
@@ -212,6 +215,11 @@ def run_generation(model: Model, prompt: Sequence[str], new_tokens: int,
     check_int("Prompt length", len(prompt), 1, model.limits.max_prompt_tokens)
     new_tokens = check_int("New tokens", new_tokens, 1, model.limits.max_new_tokens)
     seed = check_int("Seed", seed, 0, MAX_SEED)
+    if keep is not None:       # a real model's stepped run: its records are capped
+        need = record_bytes_estimate(model, len(prompt), new_tokens, keep)
+        if need > MAX_RUN_RECORD_BYTES:
+            raise LimitError(f"This run would keep about {need / 2**20:,.0f} MB of records; the limit is "
+                             f"{MAX_RUN_RECORD_BYTES / 2**20:,.0f} MB: give a shorter text or fewer new tokens.")
     ids = encode(model, prompt)
     rule = rule or Greedy()
     generator = torch.Generator().manual_seed(seed)   # one stream per run: same seed, same draws
@@ -226,6 +234,7 @@ def run_generation(model: Model, prompt: Sequence[str], new_tokens: int,
     events: list[Event] = []
     sequence = list(prompt)
     kv_computed = kv_recompute = 0
+    total = new_tokens + (recheck == "final")        # passes at most (an end token stops earlier)
 
     def snapshot(new: int) -> CacheSnapshot:
         keys, values = cache.snapshot()
@@ -236,6 +245,8 @@ def run_generation(model: Model, prompt: Sequence[str], new_tokens: int,
     def do_pass(phase: str, tokens: list[str], start: int) -> None:
         nonlocal kv_computed, kv_recompute
         index = len(events)
+        if progress is not None:
+            progress(index // 2, total)
         rewritten = repair(cache, start) if repair and phase == "decode" else []
         for pos in rewritten:
             rows[pos] = replace(rows[pos], rewritten_at=index)
@@ -274,6 +285,8 @@ def run_generation(model: Model, prompt: Sequence[str], new_tokens: int,
         do_pass("decode", [sequence[pos]], pos)
         do_choose()
     if recheck == "final":
+        if progress is not None:
+            progress(total - 1, total)
         events = _checked_at_the_end(model, ids, events, keep)
     return Run(model.name, prompt, events, rule.describe(), seed)
 
@@ -294,6 +307,25 @@ def _checked_at_the_end(model: Model, ids: list[int], events: list[Event], keep:
 
     return [e if e.record is None else replace(e, check=_compare(full.output[rows(e)], full.logits[rows(e)],
                                                                  e.record)) for e in events]
+
+
+def record_bytes_estimate(model: Model, prompt_len: int, new_tokens: int, keep: Keep | None = None) -> int:
+    """An upper estimate of ``run_bytes`` for a run of a transformers model (float32 records): the
+    prefill's and each decode pass's maps, q (rotated and not), k, v (and unrotated k), logits and
+    output as ``keep`` keeps them, the final check's kept rows, the snapshots' buffers (at most twice
+    every position's K/V)."""
+    L, H, Hkv, d = model.n_layers, model.n_heads, model.n_kv_heads, model.head_dim
+    width = len(model.logit_tokens) + model.cost_config.d_model                  # a position's logits + output
+    end = prompt_len + new_tokens
+    n = prompt_len
+    rows = n if keep is None or n <= keep.rows else keep.rows
+    kept = n if keep is None or n <= keep.rows else min(n, keep.logits)
+    pooled = 0 if keep is None or n <= keep.rows else L * H * keep.map_side ** 2
+    prefill = L * H * rows * n + pooled + 2 * L * H * rows * d + 3 * L * Hkv * n * d + kept * width
+    decode = (new_tokens - 1) * (L * H * end + 2 * L * H * d + 3 * L * Hkv * d + width)
+    check = (kept + new_tokens) * width
+    snapshots = 2 * 2 * L * Hkv * d * end
+    return 4 * (prefill + decode + check + snapshots)
 
 
 def run_bytes(run: Run) -> int:

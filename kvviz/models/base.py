@@ -72,6 +72,8 @@ class Keep:
       ``record.map_block`` query rows × key columns; ``map_side`` 0: none);
     - logits and output: the last ``logits`` positions (``logits_to_keep``: the vocabulary projection
       runs on those rows only).
+
+    ``rows`` equals ``map_side`` by default: a pass short enough to be drawn whole is recorded whole.
     """
 
     rows: int = LONG_KEEP_ROWS

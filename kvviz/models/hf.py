@@ -287,7 +287,8 @@ class HFCausalLM:
         ids = torch.tensor([list(token_ids)], dtype=torch.long)                      # [1, N]
         n = ids.shape[1]
         positions = torch.arange(start_pos, start_pos + n).unsqueeze(0)             # [1, N]
-        n_logits = keep.logits if keep is not None and n > keep.logits else 0       # 0: every position
+        short = keep is not None and n > keep.rows  # a long pass: its last rows, its map pooled
+        n_logits = min(n, keep.logits) if short else 0                              # 0: every position
         with self._recording() as got:
             out = self.model(input_ids=ids, position_ids=positions, past_key_values=cache,
                              use_cache=cache is not None, output_attentions=True, logits_to_keep=n_logits)
@@ -297,8 +298,7 @@ class HFCausalLM:
         maps, logits = [a[0] for a in out.attentions], out.logits[0]                # L × [H, N, T_layer], [N, V]
         del out                                                                     # the maps go with their list
         whole, block = None, 1
-        short = keep is not None and n > keep.rows  # the last rows, and the whole map pooled, layer by layer
-        if short:
+        if short:                                   # layer by layer: the last rows, the whole map pooled
             t = max(m.shape[-1] for m in maps)
             whole_maps = []
             for i, m in enumerate(maps):

@@ -131,7 +131,7 @@ GEMMA3_SERVE_MAX_SLOTS = 1_024        # blocks × block size: 38 MB of K/V in fl
 LONG_KEEP_ROWS = 128                  # a pass of more positions is long (the last 128 query rows kept)
 LONG_MAP_SIDE = 128                   # a long pass's whole map: at most 128 × 128 pooled cells a head
 LONG_KEEP_LOGITS = 16                 # positions of a long pass whose logits and output are kept (1 MB each)
-MAX_RUN_RECORD_BYTES = 512 * 2**20    # the records of one stepped run on a real model (estimated first)
+MAX_RUN_RECORD_BYTES = 500_000_000  # bytes of the records of one stepped run on a real model (estimated first)
 
 # Smaller caches (kvviz.cache SlidingWindowCache / QuantizedCache, kvviz.compress): the evaluation
 # runs every variant over every held-out prompt, so its size is capped as a whole.

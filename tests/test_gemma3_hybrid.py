@@ -146,3 +146,43 @@ def test_a_long_text_run_keeps_what_its_views_draw_and_the_same_tokens_and_cache
     sliding = [e.cache.keys[0] for e in lean.events if e.record is not None]
     assert all(k.shape[-2] == W - 1 for k in sliding)
     assert len({k.untyped_storage().data_ptr() for k in sliding}) <= 2   # one buffer, grown at most once
+
+
+def test_a_long_runs_records_are_estimated_capped_and_its_progress_told(gemma, monkeypatch):
+    from kvviz.decoding import stepper
+    from kvviz.models.base import Keep
+
+    prompt, keep, told = gemma.tokenize(TEXT), Keep(rows=2, map_side=4, logits=3), []
+    run = run_generation(gemma, prompt, 4, recheck="final", keep=keep, progress=lambda d, n: told.append((d, n)))
+    assert told == [(0, 5), (1, 5), (2, 5), (3, 5), (4, 5)]          # prefill, 3 decode passes, the check
+    need = stepper.record_bytes_estimate(gemma, len(prompt), 4, keep)
+    assert stepper.run_bytes(run) <= need < 3 * stepper.run_bytes(run)
+    assert stepper.record_bytes_estimate(gemma, len(prompt), 4) > need      # everything recorded: more
+    monkeypatch.setattr(stepper, "MAX_RUN_RECORD_BYTES", need - 1)
+    with pytest.raises(LimitError, match="MB of records; the limit is"):
+        run_generation(gemma, prompt, 4, keep=keep)
+
+
+def test_a_long_prefills_map_is_drawn_pooled_labelled_with_its_band_and_a_notice(gemma):
+    """The frame's figure of a long prefill: the record's pooled map, cells labelled by the positions
+    they cover, blank where a sliding layer sees no key; the one-line notice at the top."""
+    from kvviz.models.base import Keep
+    from kvviz.ui.frames import llm as frames_llm
+    from kvviz.ui.frames import translator
+
+    prompt = gemma.tokenize(TEXT)
+    n = len(prompt)
+    run = run_generation(gemma, prompt, 2, recheck=False, keep=Keep(rows=2, map_side=8, logits=1))
+    src, tr = run.events[0], translator("en")
+    fig, b = frames_llm.pooled_map_spec(src, gemma, 0, 1, tr)
+    cells = -(-n // b)
+    z = fig["data"][0]["z"]
+    assert b == -(-n // 8) and len(z) == len(z[0]) == cells
+    assert fig["data"][0]["y"][0] == f"0–{b - 1}" and fig["data"][0]["x"][-1].endswith(f"–{n - 1}")
+    assert f"each cell the mean of {b} × {b} weights" in fig["layout"]["title"]["text"]
+    assert z[-1][0] is None and z[0][0] is not None                   # the band: the first keys out of reach
+    assert z[0][0] == pytest.approx(float(src.record.attention_map[0, 1, 0, 0]))
+    notice = frames_llm.notice_blocks(src, gemma, tr)[0]["note"]
+    assert f"prefill of {n} positions" in notice and "last 2 query rows" in notice
+    far = frames_llm.notice_blocks(run.events[-1], gemma, tr)[0]["note"]
+    assert f"positions 0–{run.events[-1].positions[-1] - W}" in far and "global layers (4)" in far

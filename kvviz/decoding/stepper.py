@@ -218,8 +218,8 @@ def run_generation(model: Model, prompt: Sequence[str], new_tokens: int,
     if keep is not None:       # a real model's stepped run: its records are capped
         need = record_bytes_estimate(model, len(prompt), new_tokens, keep)
         if need > MAX_RUN_RECORD_BYTES:
-            raise LimitError(f"This run would keep about {need / 2**20:,.0f} MB of records; the limit is "
-                             f"{MAX_RUN_RECORD_BYTES / 2**20:,.0f} MB: give a shorter text or fewer new tokens.")
+            raise LimitError(f"This run would keep about {need / 1e6:,.0f} MB of records; the limit is "
+                             f"{MAX_RUN_RECORD_BYTES / 1e6:,.0f} MB: give a shorter text or fewer new tokens.")
     ids = encode(model, prompt)
     rule = rule or Greedy()
     generator = torch.Generator().manual_seed(seed)   # one stream per run: same seed, same draws

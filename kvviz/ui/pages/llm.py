@@ -138,6 +138,17 @@ def hybrid(model: RealLM) -> bool:
     return any(w is not None for w in model.windows)
 
 
+def _long_tokens(model: RealLM) -> int:
+    """Tokens of kvviz's long text for a hybrid ``model`` whose caps take it (Gemma 3: 1,100), else 0
+    (the text is not offered)."""
+    if not hybrid(model):
+        return 0
+    try:
+        return len(model.prompt(real.long_text(), chat=False))
+    except LimitError:
+        return 0
+
+
 def warm() -> None:
     """Server start-up (kvviz/ui/app/warmup.py): for every real model this server loads, convert or
     download the weights once (``models.prepare``), load the float32 ones, make the default run and
@@ -146,7 +157,7 @@ def warm() -> None:
         model = models.prepare(name, DEFAULT_DTYPE)       # the one place that converts or downloads
         if model is None:
             continue                                      # not installed: the page says how to get it
-        for long in (False, True) if hybrid(model) else (False,):   # a hybrid model's long text too
+        for long in (False, True) if _long_tokens(model) else (False,):   # a hybrid model's long text too
             key = _default_key(model, long)
             run = _generate(key)
             _runs(name).put(key, run)
@@ -183,9 +194,9 @@ def _inputs(model: RealLM) -> tuple[RunKey, tuple[int, int] | None, bool] | None
                                    on_change=urlstate.sync, args=("llm_dtype", DEFAULT_DTYPE),
                                    help=t("llm.dtype_help"), width="stretch")
     long = False
-    if hybrid(model):               # kvviz's long text, past the window (?llm_text=long)
+    n_long = _long_tokens(model)
+    if n_long:                      # kvviz's long text, past the window (?llm_text=long)
         urlstate.choice_param("llm_text", TEXTS, "yours")
-        n_long = len(model.prompt(real.long_text(), chat=False))
         which = st.segmented_control(t("hybrid.text"), TEXTS, required=True, key="llm_text",
                                      format_func=lambda x: t("hybrid.text_" + x, n=n_long), on_change=urlstate.sync,
                                      args=("llm_text", "yours"), help=t("hybrid.text_help", n=n_long))

@@ -265,14 +265,16 @@ def test_a_hybrid_models_cache_per_layer_is_the_engines(host_gemma):
     lengths = next(f for f in _charts(at) if f["layout"]["title"]["text"].startswith("Rows each layer"))
     assert [d["y"][-1] for d in lengths["data"]] == [7, 7, 7, T]
     # what only the global layer reaches: the newest query's weight beyond the windows, 0 on sliding layers
-    far = next(f for f in _charts(at) if f["layout"]["title"]["text"].startswith("Weight of the newest query"))
+    far = next(f for f in _charts(at) if f["layout"]["title"]["text"].startswith("Weight of the prompt's last query"))
     by_kind = {d["name"]: d for d in far["data"]}
-    newest = run.events[-2].record.attention[:, :, -1]                        # the last pass's newest query
-    edge = run.events[-2].positions[-1] - 8
+    newest = run.events[0].record.attention[:, :, -1]           # the prompt's last query: it chose the first token
+    edge = run.events[0].positions[-1] - 8
     assert by_kind["sliding-window layers"]["y"] == [0.0] * 12
     assert by_kind["global layers"]["y"] == pytest.approx(newest[3, :, :edge + 1].sum(-1).tolist())
     assert f"positions 0–{edge}" in far["layout"]["title"]["text"]
     assert "only the global layers (4) can still read them" in frame_text(frame(at, len(run.events) - 1))
+    far_table = next(d.value for d in at.dataframe if "positions of most weight after it" in d.value.columns)
+    assert list(far_table["layer"]) == [4] * 4 and len(far_table.iloc[0]["positions of most weight after it"]) > 0
     assert any(c.value.startswith("This run keeps") and "the limit for one run is 500 MB" in c.value
                for c in at.caption)
 

@@ -110,27 +110,32 @@ def layer_windows(config) -> list[int | None]:
 
 @dataclass(frozen=True)
 class FarReach:
-    """What the newest query of a pass reads beyond the sliding windows: ``weights`` [L, H], each
-    head's attention on positions 0..``edge`` (the ones no sliding layer sees any more: 0 on those
-    layers, by their mask), and for each head the far position it weighs most (``top``)."""
+    """What one query reads beyond the sliding windows: ``weights`` [L, H], each head's attention on
+    positions 0..``edge`` (the ones no sliding layer sees any more: 0 on those layers, by their mask),
+    ``first`` [L, H] the part of it on position 0 (the start token, where many heads park their
+    weight), and for each head the ``k`` positions in 1..edge it weighs most (``top``, ``top_weight``
+    [L, H, k], most first)."""
 
-    query: int                     # the newest query's position
+    query: int                     # the query's position
     edge: int                      # the last position beyond every window (−1: none yet)
     weights: torch.Tensor          # [L, H]
-    top: torch.Tensor              # [L, H] the far position of most weight (−1: none)
-    top_weight: torch.Tensor       # [L, H] its weight
+    first: torch.Tensor            # [L, H]
+    top: torch.Tensor              # [L, H, k]
+    top_weight: torch.Tensor       # [L, H, k]
 
 
-def far_reach(newest: torch.Tensor, query: int, windows: Sequence[int | None]) -> FarReach:
-    """``newest`` [L, H, T]: the attention of the newest query (position ``query``) over positions
-    0..T − 1 in every layer and head (a record's ``attention[:, :, -1]``); the positions beyond every
-    sliding window are those at a distance of at least the smallest window."""
+def far_reach(row: torch.Tensor, query: int, windows: Sequence[int | None], k: int = 3) -> FarReach:
+    """``row`` [L, H, T]: the attention of the query at position ``query`` over positions 0..T − 1 in
+    every layer and head (a record's ``attention[:, :, -1]``); the positions beyond every sliding
+    window are those at a distance of at least the smallest window."""
     sliding = [w for w in windows if w is not None]
     edge = query - min(sliding) if sliding else -1
-    L, H, _ = newest.shape
+    L, H, _ = row.shape
     if edge < 0:
         zeros = torch.zeros(L, H)
-        return FarReach(query, edge, zeros, torch.full((L, H), -1), zeros)
-    far = newest[..., :edge + 1].float()                                   # [L, H, edge + 1]
-    best, where = far.max(-1)
-    return FarReach(query, edge, far.sum(-1), where, best)
+        return FarReach(query, edge, zeros, zeros, torch.zeros(L, H, 0, dtype=torch.long), torch.zeros(L, H, 0))
+    far = row[..., :edge + 1].float()                                      # [L, H, edge + 1]
+    best = far[..., 1:].topk(min(k, edge), dim=-1) if edge > 0 else None
+    top = best.indices + 1 if best is not None else torch.zeros(L, H, 0, dtype=torch.long)
+    return FarReach(query, edge, far.sum(-1), far[..., 0], top,
+                    best.values if best is not None else torch.zeros(L, H, 0))

@@ -438,18 +438,21 @@ def _hybrid(run: Run, model: RealLM) -> None:
 
 
 def _far(run: Run, model: RealLM) -> None:
-    """What the newest query reads beyond every sliding window (kvviz.cache.hybrid.far_reach): the
-    weight each head puts there, zero on sliding layers, and where the global heads look most."""
-    last = next(ev for ev in reversed(run.events) if ev.record is not None)
-    reach = far_reach(last.record.attention[:, :, -1], last.positions[-1], model.windows)
+    """What the prompt's last query (the one that chooses the first new token: at the end of a question,
+    the answer) reads beyond every sliding window (kvviz.cache.hybrid.far_reach): the weight each head
+    puts there, zero on sliding layers, and where the global heads look most."""
+    prefill = run.events[0]
+    reach = far_reach(prefill.record.attention[:, :, -1], prefill.positions[-1], model.windows)
     st.subheader(t("hybrid.far_section"))
     if reach.edge < 0:
         st.info(t("hybrid.far_none", q=reach.query, window=min(w for w in model.windows if w is not None)),
                 icon=":material/straighten:")
         return
-    seq = last.sequence
+    seq = run.events[-1].sequence
+    first_new = run.events[1].chosen if len(run.events) > 1 else None
     st.markdown(t("hybrid.far_body", q=reach.query, tok=html.escape(frames_llm.visible(seq[reach.query])),
-                  edge=reach.edge, first=frames_llm.shown_text(model.decode(seq[1:min(reach.edge + 1, 24)]))))
+                  edge=reach.edge, first=frames_llm.shown_text(model.decode(seq[1:min(reach.edge + 1, 24)])),
+                  chosen=html.escape(frames_llm.visible(first_new or "")), start=html.escape(seq[0])))
     words = {"layer": t("llm.col_layer"), "head": t("hybrid.head"), "far": t("hybrid.far_y"),
              "global": t("hybrid.global"), "sliding": t("hybrid.sliding")}
     chart(far_weights(reach.weights.tolist(), model.windows, t("hybrid.far_title", q=reach.query, edge=reach.edge),
@@ -458,11 +461,12 @@ def _far(run: Run, model: RealLM) -> None:
     for layer, window in enumerate(model.windows):
         if window is None:
             for h in range(model.n_heads):
-                p = int(reach.top[layer, h])
+                top = ", ".join(f"{int(p)}: {frames_llm.visible(seq[int(p)])} ({fmt.fixed(float(w), 3)})"
+                                for p, w in zip(reach.top[layer, h], reach.top_weight[layer, h]))
                 rows.append({t("llm.col_layer"): layer + 1, t("hybrid.head"): h + 1,
                              t("hybrid.far_y"): fmt.fixed(float(reach.weights[layer, h]), 3),
-                             t("hybrid.col_top"): f"{p}: {frames_llm.visible(seq[p])}",
-                             t("hybrid.col_top_w"): fmt.fixed(float(reach.top_weight[layer, h]), 3)})
+                             t("hybrid.col_first", start=seq[0]): fmt.fixed(float(reach.first[layer, h]), 3),
+                             t("hybrid.col_top"): top})
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from transformers.masking_utils import create_causal_mask
 
 from kvviz.cache import Cache, PagedCache, ScoredCache, layer_windows
 from kvviz.cost.shapes import ModelConfig
@@ -144,6 +143,14 @@ def _padded(maps: Sequence[torch.Tensor], right: bool = False) -> list[torch.Ten
 
 def _pad_to(m: torch.Tensor, t: int, right: bool) -> torch.Tensor:
     return m if m.shape[-1] == t else F.pad(m, (0, t - m.shape[-1]) if right else (t - m.shape[-1], 0))
+
+
+class _ExitReached(Exception):
+    """Raised by the early-exit hook with the hidden state after the exit layer (HFCausalLM.exit_logits)."""
+
+    def __init__(self, hidden: torch.Tensor) -> None:
+        super().__init__("exit layer reached")
+        self.hidden = hidden
 
 
 class HFCausalLM:
@@ -370,20 +377,31 @@ class HFCausalLM:
         """The network cut after its first ``exit_layer`` decoder layers (early exit,
         kvviz.speculative.early_exit): ``token_ids`` at the positions after the cache's, through those
         layers (appending their rows to those layers of ``cache``), the final norm and the vocabulary
-        projection → the logits of the last position [V] float32. The same calls as the decoder's own
-        forward (the Llama family's ``model.embed_tokens``, ``rotary_emb``, ``layers``, ``norm``), stopped
-        early."""
-        net = self.model.model                                   # the decoder stack
+        projection → the logits of the last position [V] float32. The decoder's own forward runs (its
+        masks, its rotary embedding per kind of layer: Gemma 3's sliding and global layers) and is
+        stopped by a hook once layer ``exit_layer`` has run; the final norm and the head are the model's."""
+        net = getattr(self.model, "model", None) or self.model.transformer         # the decoder (GPT-2: transformer)
+        layers = getattr(net, "layers", None) or net.h
+        norm = getattr(net, "norm", None) or net.ln_f
         start = cache.get_seq_length()
-        x = net.embed_tokens(torch.tensor([list(token_ids)]))                               # [1, N, C]
-        positions = torch.arange(start, start + len(token_ids)).unsqueeze(0)
-        mask = create_causal_mask(config=net.config, inputs_embeds=x, attention_mask=None, past_key_values=cache,
-                                  position_ids=positions)
-        rope = net.rotary_emb(x, position_ids=positions)
-        for layer in net.layers[:exit_layer]:
-            x = layer(x, attention_mask=mask, position_embeddings=rope, position_ids=positions,
-                      past_key_values=cache, use_cache=True)
-        return self.model.get_output_embeddings()(net.norm(x[:, -1:]))[0, -1].float()
+        me = threading.get_ident()
+
+        def stop(_mod, _args, out):
+            if threading.get_ident() == me:
+                raise _ExitReached(out[0] if isinstance(out, tuple) else out)
+
+        handle = layers[exit_layer - 1].register_forward_hook(stop)
+        try:
+            net(input_ids=torch.tensor([list(token_ids)]), past_key_values=cache, use_cache=True,
+                position_ids=torch.arange(start, start + len(token_ids)).unsqueeze(0))
+            raise RuntimeError("the decoder ran past its exit layer")
+        except _ExitReached as reached:
+            x = reached.hidden                                                      # [1, N, C]
+        finally:
+            handle.remove()
+        logits = self.model.get_output_embeddings()(norm(x[:, -1:]))[0, -1].float()
+        cap = getattr(self.config, "final_logit_softcapping", None)                 # Gemma 2's, as its head does
+        return torch.tanh(logits / cap) * cap if cap else logits
 
     @torch.no_grad()
     def forward_batch(self, token_ids: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor,

@@ -168,7 +168,7 @@ def test_one_generation_at_a_time_the_others_wait_then_read_the_store(monkeypatc
     from kvviz.ui.app.turns import RunStore
     from kvviz.ui.pages import llm
     calls = []
-    monkeypatch.setattr(llm, "_generate", lambda key: calls.append(key) or "the run")
+    monkeypatch.setattr(llm, "_generate", lambda key, progress=None: calls.append(key) or "the run")
     store = RunStore(llm.MAX_RUNS)                   # this test's own store: the server's keeps its runs
     monkeypatch.setattr(llm, "_runs", lambda name: store)
     store.running.acquire()                          # another visitor's generation is running

@@ -12,11 +12,14 @@
 - **long**: kvviz/data/hybrid_long_text.txt (727 tokens) through the stepper as the Real LLM page runs it,
   recording everything, then with ``Keep`` (kvviz.models.base): time, resident memory, the run's tensors;
 - **decode**: kvviz's cached decode loop (kvviz.decoding.loops.generate_cached) against transformers'
-  ``generate`` on the same weights in the same process, alternating, several runs.
+  ``generate`` on the same weights in the same process, alternating, several runs;
+- **prefill**: a 512-token prefill, kvviz's fast path against transformers' ``generate`` of one token;
+- **dtypes**: float32 against bfloat16, the same greedy decode steps (the Real LLM page's measurement).
 
 Every process here uses torch's default threads (2 on this machine), as a server does.
 
-usage: python bench/gemma3.py [--runs 3] [--steps 16] [--sections convert,memory,greedy,cache,decode]
+usage: python bench/gemma3.py [--runs 3] [--steps 16]
+                              [--sections convert,memory,greedy,cache,decode,prefill,dtypes,long]
 """
 from __future__ import annotations
 
@@ -81,10 +84,15 @@ m = g.Gemma3()
 prompt = m.prompt((Path(sys.argv[2]) / "kvviz/data/hybrid_long_text.txt").read_text(), chat=False)
 before = rss()
 t0 = time.perf_counter()
-run = run_generation(m, prompt, 6, recheck="final", keep=None if sys.argv[1] == "everything" else Keep())
+run = run_generation(m, prompt, 10, recheck="final", keep=None if sys.argv[1] == "everything" else Keep())
 took = time.perf_counter() - t0
+from kvviz.ui.frames import llm as frames_llm, translator
+t1 = time.perf_counter()
+payload = frames_llm.build(run, m, 0, 0, translator("en")).to_json()     # the page's default frames (layer 1, head 1)
+frames_s = time.perf_counter() - t1
 chosen = [e.chosen for e in run.events if e.phase == "choose"]
-print(json.dumps({"tokens": len(prompt), "text": m.decode(chosen), "run_s": took, "rss_before_mb": before,
+print(json.dumps({"tokens": len(prompt), "text": m.decode(chosen), "run_s": took, "frames_s": frames_s,
+                  "payload_mb": len(payload) / 1e6, "rss_before_mb": before,
                   "rss_after_mb": rss(), "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "records_mb": run_bytes(run) / 2**20,
                   "check": max(e.check.max_abs_diff for e in run.events if e.check is not None)}))
@@ -166,16 +174,50 @@ def long_text() -> None:
     each way in a fresh process: every map and logit recorded, then only what the views draw (Keep)."""
     for how in ("everything", "keep"):
         r = child(LONG, how, str(ROOT))
-        print(f"long text ({r['tokens']} tokens, recording {how}): {r['text']!r} in {r['run_s']:.1f} s; RSS "
+        print(f"long text ({r['tokens']} tokens, 10 new, recording {how}): {r['text']!r} in {r['run_s']:.1f} s "
+              f"+ frames {r['frames_s']:.1f} s ({r['payload_mb']:.1f} MB of JSON); RSS "
               f"{r['rss_before_mb']:.0f} MB before, {r['rss_after_mb']:.0f} MB after, peak {r['peak_mb']:.0f} MB; "
               f"the run's tensors {r['records_mb']:.0f} MiB; check max |Δ| {r['check']:.1e}; load {load():.1f}")
+
+
+def prefill(m, runs: int) -> None:
+    """A prefill of 512 tokens: kvviz's fast path (``logits``, the last position's logits, into a fresh
+    cache) against transformers' ``generate`` of one token (its prefill and one choice), alternating."""
+    import torch
+
+    from kvviz.measure.clock import interleaved
+    text = "The river runs past the old mill and the children play on the bridge. " * 60
+    ids = m.ids(m.start_tokens() + m.tokenize(text))[:512]
+    x = torch.tensor([ids])
+    with torch.inference_mode():
+        times = interleaved({"kvviz": lambda: m.logits(ids, m.new_cache("dense"), 0, keep=1),
+                             "transformers": lambda: m.model.generate(x, max_new_tokens=1, min_new_tokens=1,
+                                                                      do_sample=False)}, runs)
+    ours, theirs = times["kvviz"].median, times["transformers"].median
+    print(f"prefill (512 tokens, {runs} runs): kvviz {ours:.2f} s, transformers generate(max_new_tokens=1) "
+          f"{theirs:.2f} s, speed ratio {theirs / ours:.2f}; load {load():.1f}")
+
+
+def dtypes(m, steps: int) -> None:
+    """float32 against bfloat16: the same greedy decode steps (kvviz.measure.timing.measure_dtypes, as the
+    Real LLM page's button), the weights' bytes, the first token where they differ."""
+    from kvviz.measure.timing import measure_dtypes
+    from kvviz.models import gemma3 as g
+    half = g.Gemma3(dtype="bfloat16")
+    got = measure_dtypes([("float32", m), ("bfloat16", half)], m.ids(m.prompt("The capital of France is", chat=False)),
+                         steps)
+    first = got.first_difference()
+    print("dtypes: " + "; ".join(f"{r.dtype} {r.step_ms:.1f} ms a step, weights {r.weight_bytes:,} B"
+                                 for r in got.runs)
+          + f"; float32 / bfloat16 step time {got.ratio:.2f}; tokens "
+          + ("the same" if first is None else f"differ from token {first + 1}") + f"; load {load():.1f}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--steps", type=int, default=16)
-    ap.add_argument("--sections", default="convert,memory,greedy,cache,decode")
+    ap.add_argument("--sections", default="convert,memory,greedy,cache,decode,prefill,dtypes,long")
     a = ap.parse_args()
     sections = a.sections.split(",")
     from kvviz.models import gemma3 as g
@@ -185,7 +227,7 @@ def main() -> None:
         long_text()
     if "memory" in sections:
         memory(real.model_dir(g.SPEC, real.find_source(g.SPEC)))
-    if {"greedy", "cache", "decode"} & set(sections):
+    if {"greedy", "cache", "decode", "prefill", "dtypes"} & set(sections):
         m = g.Gemma3()
         if "greedy" in sections:
             greedy(m)
@@ -193,6 +235,10 @@ def main() -> None:
             cache(m)
         if "decode" in sections:
             decode(m, a.runs, a.steps)
+        if "prefill" in sections:
+            prefill(m, a.runs)
+        if "dtypes" in sections:
+            dtypes(m, 12)
     del directory
 
 

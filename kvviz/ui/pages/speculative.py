@@ -582,7 +582,8 @@ def _self_drafted(method: str) -> None:
         else:
             st.warning(t("hybrid.not_ready", title=title, reason=str(e)), icon=":material/download:")
         return
-    presenter.intro(t("specllm.intro_" + method.replace("-", "_"), layers=model.n_layers, title=title))
+    presenter.intro(t("specllm.intro_" + method.replace("-", "_"), layers=model.n_layers, title=title,
+                      model=speculative_speed.short_name(model)))
     with presenter.settings():
         _draft_choice()
         key = _self_inputs(model, method)

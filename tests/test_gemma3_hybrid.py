@@ -186,3 +186,15 @@ def test_a_long_prefills_map_is_drawn_pooled_labelled_with_its_band_and_a_notice
     assert f"prefill of {n} positions" in notice and "last 2 query rows" in notice
     far = frames_llm.notice_blocks(run.events[-1], gemma, tr)[0]["note"]
     assert f"positions 0–{run.events[-1].positions[-1] - W}" in far and "global layers (4)" in far
+
+
+def test_the_trace_of_a_long_pass_holds_the_newest_querys_row_and_says_its_position(gemma):
+    from kvviz.decoding.trace import run_dict
+    from kvviz.models.base import Keep
+
+    run = run_generation(gemma, gemma.tokenize(TEXT), 2, recheck="final", keep=Keep(rows=2, map_side=4, logits=1))
+    prefill, decode = run_dict(run, gemma.logit_tokens)["events"][0::2]
+    n = len(run.prompt)
+    assert prefill["attention_positions"] == [n - 1] and len(prefill["attention"][0][0]) == 1
+    assert prefill["attention"][3][0][0] == pytest.approx(run.events[0].record.attention[3, 0, -1].tolist(), abs=1e-6)
+    assert "attention_positions" not in decode and len(decode["attention"][0][0]) == 1

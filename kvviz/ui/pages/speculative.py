@@ -605,7 +605,8 @@ def _self_drafted(method: str) -> None:
     st.header(t("specllm.summary_title"))
     _self_summary(run)
     _self_exactness(run, model)
-    _self_download(run, model, run.tokens == list(self_drafted_greedy(tuple(run.prompt), run.max_new_tokens)))
+    _self_download(run, model, run.tokens == list(self_drafted_greedy(tuple(run.prompt), run.max_new_tokens,
+                                                                      model.SPEC.name)))
     _both_cases(run, key, model)
     _, method, _, k, extra = key[:5]  # the other method's settings: the session's, or their defaults
     speculative_speed.self_drafted(

@@ -14,7 +14,7 @@
 - **decode**: kvviz's cached decode loop (kvviz.decoding.loops.generate_cached) against transformers'
   ``generate`` on the same weights in the same process, alternating, several runs;
 - **prefill**: a 512-token prefill, kvviz's fast path against transformers' ``generate`` of one token;
-- **dtypes**: float32 against bfloat16, the same greedy decode steps (the Real LLM page's measurement).
+- **dtypes**: float32 against bfloat16, the same greedy decode steps timed in turns, where the tokens differ.
 
 Every process here uses torch's default threads (2 on this machine), as a server does.
 
@@ -198,18 +198,29 @@ def prefill(m, runs: int) -> None:
           f"{theirs:.2f} s, speed ratio {theirs / ours:.2f}; load {load():.1f}")
 
 
-def dtypes(m, steps: int) -> None:
-    """float32 against bfloat16: the same greedy decode steps (kvviz.measure.timing.measure_dtypes, as the
-    Real LLM page's button), the weights' bytes, the first token where they differ."""
-    from kvviz.measure.timing import measure_dtypes
+def dtypes(m, steps: int, runs: int) -> None:
+    """float32 against bfloat16: ``steps`` greedy decode steps after the same prompt, timed in turns
+    (kvviz.measure.clock.interleaved: a shared machine's load falls on both alike), the weights' bytes,
+    and the first token where the two greedy runs differ."""
+    import torch
+
+    from kvviz.decoding.loops import generate_cached
+    from kvviz.measure.clock import interleaved
     from kvviz.models import gemma3 as g
     half = g.Gemma3(dtype="bfloat16")
-    got = measure_dtypes([("float32", m), ("bfloat16", half)], m.ids(m.prompt("The capital of France is", chat=False)),
-                         steps)
-    first = got.first_difference()
-    print("dtypes: " + "; ".join(f"{r.dtype} {r.step_ms:.1f} ms a step, weights {r.weight_bytes:,} B"
-                                 for r in got.runs)
-          + f"; float32 / bfloat16 step time {got.ratio:.2f}; tokens "
+    ids = m.ids(m.prompt("The capital of France is", chat=False))
+    pair = {"float32": m, "bfloat16": half}
+    with torch.inference_mode():
+        for model in pair.values():
+            generate_cached(model, ids, 3, stop=False, keep_logits=False)       # every weight read once
+        times = interleaved({d: (lambda mm=mm: generate_cached(mm, ids, steps, stop=False, keep_logits=False))
+                             for d, mm in pair.items()}, runs)
+        tokens = {d: generate_cached(mm, ids, steps, stop=False, keep_logits=False).tokens for d, mm in pair.items()}
+    first = next((i for i, (a, b) in enumerate(zip(tokens["float32"], tokens["bfloat16"])) if a != b), None)
+    per = {d: 1000 * times[d].median / steps for d in pair}
+    print("dtypes (" + f"{steps} tokens, {runs} runs in turns, prefill included): "
+          + "; ".join(f"{d} {per[d]:.0f} ms a token, weights {mm.weight_bytes():,} B" for d, mm in pair.items())
+          + f"; bfloat16 / float32 time {per['bfloat16'] / per['float32']:.2f}; tokens "
           + ("the same" if first is None else f"differ from token {first + 1}") + f"; load {load():.1f}")
 
 
@@ -238,7 +249,7 @@ def main() -> None:
         if "prefill" in sections:
             prefill(m, a.runs)
         if "dtypes" in sections:
-            dtypes(m, 12)
+            dtypes(m, a.steps, a.runs)
     del directory
 
 

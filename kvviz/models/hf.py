@@ -18,6 +18,10 @@ caches, kvviz.cache) or without one (``use_cache=False``: the recompute check), 
 - ``k_unrotated``: the keys before the rotation (the RoPE view of the page);
 - output: the hidden state the vocabulary projection reads (a pre-hook on it), logits ``[N, V]``.
 
+A long text's pass (``forward(..., keep=Keep())``, kvviz.models.base.Keep: more than 128 positions)
+keeps what the views draw: its last query rows of attention and q, the whole map average-pooled
+(``attention_map``), the logits and output of its last positions (``logits_to_keep``).
+
 The hooks exist only during a recording forward and ignore other threads. The fast loop (no
 attention weights, no snapshots), to be timed against transformers' ``generate``, is
 kvviz.decoding.loops.generate_cached (``logits`` below).

@@ -185,23 +185,23 @@ def _inputs(model: RealLM) -> tuple[RunKey, tuple[int, int] | None, bool] | None
         mode = c[0].segmented_control(t("llm.mode"), MODES, default="plain", format_func=lambda m: t(f"llm.mode_{m}"),
                                       key="llm_mode_base", help=t("hybrid.no_chat"), width="stretch", disabled=True)
         mode = "plain"
+    n_long = _long_tokens(model)
+    if n_long:                      # kvviz's long text, past the window (?llm_text=long): the box then rests
+        urlstate.choice_param("llm_text", TEXTS, "yours")
     text = c[1].text_input(t("llm.prompt_" + mode), value=DEFAULT_MESSAGE, key="llm_prompt", bind="query-params",
-                           max_chars=model.limits.max_prompt_chars,
+                           max_chars=model.limits.max_prompt_chars, disabled=bool(n_long) and
+                           st.session_state.get("llm_text") == "long",
                            help=t("llm.prompt_help", cap=model.limits.max_prompt_tokens))
     new = c[2].number_input(t("llm.new_tokens"), 1, cap, key="llm_new", on_change=urlstate.sync,
                             args=("llm_new", DEFAULT_NEW), help=t("llm.new_tokens_help", cap=cap))
     dtype = c[3].segmented_control(t("llm.dtype"), DTYPES, required=True, key="llm_dtype",
                                    on_change=urlstate.sync, args=("llm_dtype", DEFAULT_DTYPE),
                                    help=t("llm.dtype_help"), width="stretch")
-    long = False
-    n_long = _long_tokens(model)
-    if n_long:                      # kvviz's long text, past the window (?llm_text=long)
-        urlstate.choice_param("llm_text", TEXTS, "yours")
+    if n_long:
         which = st.segmented_control(t("hybrid.text"), TEXTS, required=True, key="llm_text",
                                      format_func=lambda x: t("hybrid.text_" + x, n=n_long), on_change=urlstate.sync,
                                      args=("llm_text", "yours"), help=t("hybrid.text_help", n=n_long))
-        long = which == "long"
-        if long:
+        if which == "long":
             mode, text = "plain", real.long_text()
             with st.expander(t("hybrid.long_shown", n=n_long)):
                 st.text(text)

@@ -152,18 +152,39 @@ def _long_tokens(model: RealLM) -> int:
 def warm() -> None:
     """Server start-up (kvviz/ui/app/warmup.py): for every real model this server loads, convert or
     download the weights once (``models.prepare``), load the float32 ones, make the default run and
-    its frames (layer 1, head 1, English). The bfloat16 copy loads when first asked for."""
+    its frames (layer 1, head 1, English). The bfloat16 copy loads when first asked for; a hybrid
+    model's long text follows in the background (``warm_late``)."""
     for name in models.enabled():
         model = models.prepare(name, DEFAULT_DTYPE)       # the one place that converts or downloads
         if model is None:
             continue                                      # not installed: the page says how to get it
-        for long in (False, True) if _long_tokens(model) else (False,):   # a hybrid model's long text too
-            key = _default_key(model, long)
-            run = _generate(key)
-            _runs(name).put(key, run)
-            _payload(key, run, 0, 0, "en")
+        key = _default_key(model)
+        run = _generate(key)
+        _runs(name).put(key, run)
+        _payload(key, run, 0, 0, "en")
         if name == "smollm2":
             llm_loop.warm(models.loaded_model)            # tea / water, greedy's loop, the whole run
+
+
+def warm_late() -> None:
+    """After the start-up (kvviz/ui/app/warmup.py runs it in the background once the server answers):
+    a hybrid model's long text, its default run and frames (≈ 25 s for Gemma 3 here). It holds the
+    model's generation lock, so a visitor who asks for the long text meanwhile waits with a message
+    and then reads the run from the store."""
+    for name in models.enabled():
+        try:
+            model = models.real_model(name, DEFAULT_DTYPE)
+        except ModelUnavailable:
+            continue
+        if not _long_tokens(model):
+            continue
+        key = _default_key(model, long=True)
+        store = _runs(name)
+        with store.running:
+            if store.get(key) is None:
+                run = _generate(key)
+                store.put(key, run)
+                _payload(key, run, 0, 0, "en")
 
 
 # ---- inputs --------------------------------------------------------------------------------------

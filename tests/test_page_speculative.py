@@ -340,8 +340,10 @@ def host_gemma(tmp_path, monkeypatch):
     from tests import tiny_models
     name = str(tiny_models.save("gemma3", tmp_path / "gemma3"))
     monkeypatch.setitem(registry.MODELS, name, registry.host_models([name])[name])
-    monkeypatch.setattr(registry, "REAL_MODELS", registry.REAL_MODELS + [name])
-    return name
+    monkeypatch.setattr(registry, "REAL_MODELS", registry.REAL_MODELS)       # restored after the test
+    registry.REAL_MODELS.append(name)
+    yield name
+    registry.REAL_MODELS.remove(name)
 
 
 def test_another_real_model_drafts_for_itself_through_the_same_page(host_gemma):

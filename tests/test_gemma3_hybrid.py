@@ -198,3 +198,17 @@ def test_the_trace_of_a_long_pass_holds_the_newest_querys_row_and_says_its_posit
     assert prefill["attention_positions"] == [n - 1] and len(prefill["attention"][0][0]) == 1
     assert prefill["attention"][3][0][0] == pytest.approx(run.events[0].record.attention[3, 0, -1].tolist(), abs=1e-6)
     assert "attention_positions" not in decode and len(decode["attention"][0][0]) == 1
+
+
+def test_a_long_texts_token_strip_shows_its_last_tokens_numbered_by_position(gemma, monkeypatch):
+    from kvviz.ui.frames import llm as frames_llm
+    from kvviz.ui.frames import translator
+
+    monkeypatch.setattr(frames_llm, "STRIP_TAIL", 6)
+    run = run_generation(gemma, gemma.tokenize(TEXT), 2, recheck=False)
+    ev, n = run.events[-1], len(run.prompt)                      # choose: its token pending
+    strip = frames_llm.token_strip(ev, n, translator("en"))["strip"]
+    off = len(ev.sequence) - 6
+    assert [c[0] for c in strip["chips"]] == list(range(off, len(ev.sequence)))
+    assert [c[2] for c in strip["chips"]][-1] == "pending" and strip["chips"][0][2] == "prompt"
+    assert strip["label"].startswith(f"The last 6 of {len(ev.sequence)} tokens (positions {off}–")

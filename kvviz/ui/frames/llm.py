@@ -46,6 +46,7 @@ COST_DTYPE = {"float32": "fp32", "bfloat16": "bf16"}
 BYTES = {"float32": 4, "bfloat16": 2}
 PRESENT_TOP_K = 5
 POSITION_TICKS = 14         # the newest query's map: keys labelled by position (the token strip names them)
+STRIP_TAIL = 64             # a longer text's token strip shows its last 64 tokens
 
 
 def shown_text(text: str) -> str:
@@ -228,6 +229,18 @@ def growth_blocks(ev: Event, model, layer: int, tr: Tr) -> list[dict]:
             details_block(tr("llm.cache_growth_summary", layers=cfg.n_layers), [table])]
 
 
+def token_strip(ev: Event, prompt_len: int, tr: Tr) -> dict:
+    """The token chips of ``ev``'s text; a long text's last STRIP_TAIL only, numbered by their positions
+    and labelled so (hundreds of chips redrawn at every step press are slow to draw and to read; the
+    token view above the stepper lists them all)."""
+    seq = [visible(x) for x in ev.sequence]
+    if len(seq) <= STRIP_TAIL:
+        return strip_block(seq, prompt_len, ev.cache_len)
+    off = len(seq) - STRIP_TAIL
+    return strip_block(seq[off:], prompt_len - off, ev.cache_len - off, position_base=off,
+                       label=tr("hybrid.strip_tail", n=STRIP_TAIL, total=len(seq), first=off, last=len(seq) - 1))
+
+
 def notice_blocks(src: Event, model, tr: Tr) -> list[dict]:
     """One line of what to notice in a long text's frame: the pooled map of a long prefill, or, once the
     text is longer than a sliding window, the positions only the global layers still read."""
@@ -267,8 +280,7 @@ def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
         m = counters(ev, tr, tol=tol)
         m["notes"] = [html_block(tr("llm.check_note_" + model.dtype_name, tol=fmt.sci(tol, 0, lang=pl.lang)))["html"]]
         pl.add(tr("llm.event_heading", i=ev.index, last=last, phase=tr("llm.phase_" + ev.phase)),
-               top=notice_blocks(src, model, tr) + [strip_block([visible(x) for x in ev.sequence], len(run.prompt),
-                                                                ev.cache_len), lines_block(did, todo)],
+               top=notice_blocks(src, model, tr) + [token_strip(ev, len(run.prompt), tr), lines_block(did, todo)],
                main=main, side=side, metrics=m,
                table=cache_frame_table(pl, ev, tr, labels, layer, present_cols=present),
                more=[note_block(tr("llm.cache_table_note", layer=layer + 1, kv=model.n_kv_heads, hs=model.head_dim),

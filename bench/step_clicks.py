@@ -42,7 +42,9 @@ PAGES = [("ABC_miniature", "abc.step"),
          ("Paged_cache", "paged.step"),
          ("Smaller_caches", "compress.step"),
          ("Speculative_decoding", "speculative.step"),
-         ("Real_LLM", "llm.step")]
+         ("Real_LLM", "llm.step"),
+         ("Real_LLM?llm_model=gemma3", "llm.step"),
+         ("Real_LLM?llm_model=gemma3&llm_text=long", "llm.step")]     # Gemma 3's long text (728 tokens)
 
 # installed before the app's own scripts: sees every keydown first (the stepper's listener stops it)
 KEY_CLOCK = "window.addEventListener('keydown', (e) => { window.__kvKey = e.timeStamp; }, true);"

@@ -124,6 +124,14 @@ GEMMA3_MAX_NEW_TOKENS = 32            # tokens per run (a decode step ≈ 150 ms
 GEMMA3_SERVE_MAX_REQUESTS = 4         # requests in one served stream
 GEMMA3_SERVE_MAX_NEW_TOKENS = 12      # tokens one served request generates
 GEMMA3_SERVE_MAX_SLOTS = 1_024        # blocks × block size: 38 MB of K/V in float32 (every layer paged)
+# A long text's stepped run (kvviz.models.base.Keep, the Real LLM page): a pass of more positions than
+# LONG_KEEP_ROWS keeps its last query rows, each attention map pooled to LONG_MAP_SIDE² cells and the
+# last LONG_KEEP_LOGITS positions' logits, so Gemma 3's 1,100-token prompt does not hold 18 × 4 maps
+# of 1,100² and 1,100 × 262,144 logits (docs/measured-gemma3.md: 6.6 GB before, for 727 tokens)
+LONG_KEEP_ROWS = 128                  # a pass of more positions is long (the last 128 query rows kept)
+LONG_MAP_SIDE = 128                   # a long pass's whole map: at most 128 × 128 pooled cells a head
+LONG_KEEP_LOGITS = 16                 # positions of a long pass whose logits and output are kept (1 MB each)
+MAX_RUN_RECORD_BYTES = 500_000_000  # bytes of the records of one stepped run on a real model (estimated first)
 
 # Smaller caches (kvviz.cache SlidingWindowCache / QuantizedCache, kvviz.compress): the evaluation
 # runs every variant over every held-out prompt, so its size is capped as a whole.

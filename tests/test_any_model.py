@@ -1,8 +1,8 @@
 """Any transformers causal LM a host names (``KVVIZ_MODELS``), on tiny random models of four
 architectures saved to temporary folders (tests/tiny_models.py): Llama-style (GQA, RoPE), Qwen2
 (q/k/v biases), GPT-2 (learned positions, fused QKV) and Gemma 3 (hybrid sliding/global cache).
-Each loads by name through the registry, runs through kvviz's stepper, ``trace``, prompt lookup and
-paged serving (prompts longer than Gemma's window of 8) with greedy tokens equal to transformers'
+Each loads by name through the registry, runs through kvviz's stepper, ``trace``, prompt lookup, early
+exit and paged serving (prompts longer than Gemma's window of 8) with greedy tokens equal to transformers'
 own ``generate``; a model whose cache kvviz cannot represent is refused with a message."""
 import json
 
@@ -15,6 +15,7 @@ from kvviz.limits import LimitError
 from kvviz.models import real, registry
 from kvviz.serving.scheduler import serve
 from kvviz.serving.workload import Request
+from kvviz.speculative.early_exit import early_exit_generate
 from kvviz.speculative.prompt_lookup import prompt_lookup_generate
 from tests import tiny_models
 from tests.test_cli import cli, one_line_error
@@ -74,12 +75,13 @@ def test_a_host_model_steps_like_transformers_generate_and_traces(kind, folders,
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_host_model_serves_from_the_paged_cache_and_drafts_by_prompt_lookup(kind, folders):
+def test_a_host_model_serves_from_the_paged_cache_and_drafts_by_prompt_lookup_and_early_exit(kind, folders):
     name = folders[kind]
     m = registry.host_models([name])[name]()
     prompt = m.tokenize(TEXT + " " + TEXT)                  # a repeated text: drafts get accepted
     greedy = m.ids([e.chosen for e in run_generation(m, prompt, NEW, recheck=False).events if e.phase == "choose"])
     assert prompt_lookup_generate(m, m.ids(prompt), NEW).tokens == greedy
+    assert early_exit_generate(m, m.ids(prompt), NEW, 1, 3).tokens == greedy      # its first layer drafts
     other = m.tokenize("What is the capital of France? The capital of France is Paris.")
     run = serve(m, [Request(0, prompt, 4), Request(1, other, 4, 1)], block_size=4, num_blocks=64, check=True)
     assert all(r.tokens == r.solo_tokens and r.max_abs_diff < 1e-4 for r in run.requests)

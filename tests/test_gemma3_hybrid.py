@@ -114,3 +114,101 @@ def test_a_sliding_layer_goes_back_only_until_it_dropped_a_row():
     assert DynamicCache(2, [4, None]).layers[0].sliding_window == 4
     with pytest.raises(ValueError):
         DynamicCache(2, [4])
+
+
+def test_a_long_text_run_keeps_what_its_views_draw_and_the_same_tokens_and_cache(gemma):
+    """``Keep``: a pass longer than ``rows`` keeps the last query rows, the map pooled, the last logits;
+    the tokens, the checks' rows and the cache's tensors are those of the run that keeps everything,
+    and the sliding layers' snapshots share one buffer (no copy per event)."""
+    from kvviz.models.base import Keep
+    from kvviz.models.hf import pooled
+
+    prompt = gemma.tokenize(TEXT)
+    n = len(prompt)
+    keep = Keep(rows=2, map_side=4, logits=3)
+    full = run_generation(gemma, prompt, W + 2, recheck="final")
+    lean = run_generation(gemma, prompt, W + 2, recheck="final", keep=keep)
+    assert [e.tokens for e in lean.events] == [e.tokens for e in full.events]
+    a, b = full.events[0].record, lean.events[0].record
+    assert b.attention.shape == (gemma.n_layers, gemma.n_heads, 2, n)
+    assert torch.equal(b.attention, a.attention[:, :, -2:])
+    block = -(-n // 4)
+    assert b.map_block == block and b.attention_map.shape == (gemma.n_layers, gemma.n_heads, 4, 4)
+    assert torch.allclose(b.attention_map[2], pooled(a.attention[2], 4)[0])
+    assert torch.allclose(b.attention_map[1, 0, 0, 0], a.attention[1, 0, :block, :block].mean())
+    assert b.logits.shape[0] == b.output.shape[0] == 3 and torch.equal(b.logits, a.logits[-3:])
+    assert b.q.shape[2] == 2 and b.k.shape[2] == n                 # every key (the cache, RoPE), the last queries
+    for x, y in zip(full.events, lean.events):
+        if x.record is not None:
+            assert y.check.logits_max_abs_diff < 1e-4 and y.check.logits.shape[0] == y.record.logits.shape[0]
+            assert y.record.attention_map is None or y.index == 0
+        assert all(torch.equal(k1, k2) for k1, k2 in zip(x.cache.keys, y.cache.keys))
+    sliding = [e.cache.keys[0] for e in lean.events if e.record is not None]
+    assert all(k.shape[-2] == W - 1 for k in sliding)
+    assert len({k.untyped_storage().data_ptr() for k in sliding}) <= 2   # one buffer, grown at most once
+
+
+def test_a_long_runs_records_are_estimated_capped_and_its_progress_told(gemma, monkeypatch):
+    from kvviz.decoding import stepper
+    from kvviz.models.base import Keep
+
+    prompt, keep, told = gemma.tokenize(TEXT), Keep(rows=2, map_side=4, logits=3), []
+    run = run_generation(gemma, prompt, 4, recheck="final", keep=keep, progress=lambda d, n: told.append((d, n)))
+    assert told == [(0, 5), (1, 5), (2, 5), (3, 5), (4, 5)]          # prefill, 3 decode passes, the check
+    need = stepper.record_bytes_estimate(gemma, len(prompt), 4, keep)
+    assert stepper.run_bytes(run) <= need < 3 * stepper.run_bytes(run)
+    assert stepper.record_bytes_estimate(gemma, len(prompt), 4) > need      # everything recorded: more
+    monkeypatch.setattr(stepper, "MAX_RUN_RECORD_BYTES", need - 1)
+    with pytest.raises(LimitError, match="MB of records; the limit is"):
+        run_generation(gemma, prompt, 4, keep=keep)
+
+
+def test_a_long_prefills_map_is_drawn_pooled_labelled_with_its_band_and_a_notice(gemma):
+    """The frame's figure of a long prefill: the record's pooled map, cells labelled by the positions
+    they cover, blank where a sliding layer sees no key; the one-line notice at the top."""
+    from kvviz.models.base import Keep
+    from kvviz.ui.frames import llm as frames_llm
+    from kvviz.ui.frames import translator
+
+    prompt = gemma.tokenize(TEXT)
+    n = len(prompt)
+    run = run_generation(gemma, prompt, 2, recheck=False, keep=Keep(rows=2, map_side=8, logits=1))
+    src, tr = run.events[0], translator("en")
+    fig, b = frames_llm.pooled_map_spec(src, gemma, 0, 1, tr)
+    cells = -(-n // b)
+    z = fig["data"][0]["z"]
+    assert b == -(-n // 8) and len(z) == len(z[0]) == cells
+    assert fig["data"][0]["y"][0] == f"0–{b - 1}" and fig["data"][0]["x"][-1].endswith(f"–{n - 1}")
+    assert f"each cell the mean of {b} × {b} weights" in fig["layout"]["title"]["text"]
+    assert z[-1][0] is None and z[0][0] is not None                   # the band: the first keys out of reach
+    assert z[0][0] == pytest.approx(float(src.record.attention_map[0, 1, 0, 0]))
+    notice = frames_llm.notice_blocks(src, gemma, tr)[0]["note"]
+    assert f"prefill of {n} positions" in notice and "last 2 query rows" in notice
+    far = frames_llm.notice_blocks(run.events[-1], gemma, tr)[0]["note"]
+    assert f"positions 0–{run.events[-1].positions[-1] - W}" in far and "global layers (4)" in far
+
+
+def test_the_trace_of_a_long_pass_holds_the_newest_querys_row_and_says_its_position(gemma):
+    from kvviz.decoding.trace import run_dict
+    from kvviz.models.base import Keep
+
+    run = run_generation(gemma, gemma.tokenize(TEXT), 2, recheck="final", keep=Keep(rows=2, map_side=4, logits=1))
+    prefill, decode = run_dict(run, gemma.logit_tokens)["events"][0::2]
+    n = len(run.prompt)
+    assert prefill["attention_positions"] == [n - 1] and len(prefill["attention"][0][0]) == 1
+    assert prefill["attention"][3][0][0] == pytest.approx(run.events[0].record.attention[3, 0, -1].tolist(), abs=1e-6)
+    assert "attention_positions" not in decode and len(decode["attention"][0][0]) == 1
+
+
+def test_a_long_texts_token_strip_shows_its_last_tokens_numbered_by_position(gemma, monkeypatch):
+    from kvviz.ui.frames import llm as frames_llm
+    from kvviz.ui.frames import translator
+
+    monkeypatch.setattr(frames_llm, "STRIP_TAIL", 6)
+    run = run_generation(gemma, gemma.tokenize(TEXT), 2, recheck=False)
+    ev, n = run.events[-1], len(run.prompt)                      # choose: its token pending
+    strip = frames_llm.token_strip(ev, n, translator("en"))["strip"]
+    off = len(ev.sequence) - 6
+    assert [c[0] for c in strip["chips"]] == list(range(off, len(ev.sequence)))
+    assert [c[2] for c in strip["chips"]][-1] == "pending" and strip["chips"][0][2] == "prompt"
+    assert strip["label"].startswith(f"The last 6 of {len(ev.sequence)} tokens (positions {off}–")

@@ -1,5 +1,7 @@
 """A hybrid cache's formula (kvviz/cost/hybrid.py) and its figures (kvviz/viz/hybrid.py): the numbers
 issue 37 measured on Gemma 3 270M's tensors, and figures that draw exactly the numbers given."""
+import pytest
+
 from kvviz.cost.hybrid import all_global_bytes, held_positions, hybrid_cache_bytes
 from kvviz.viz.hybrid import cache_bytes_spec, cache_lengths_spec
 
@@ -24,3 +26,20 @@ def test_the_figures_draw_the_numbers_given_one_legend_entry_per_layer_kind():
     spec = cache_bytes_spec([5, 10], [10, 20], [10, 20], [10, 30], "bytes", {"measured": "gemessen"})
     assert [d["name"] for d in spec["data"]] == ["every layer global", "formula", "gemessen"]
     assert spec["data"][2]["y"] == [10, 20] and spec["data"][0]["y"] == [10, 30]
+
+
+def test_far_reach_is_the_weight_beyond_every_window_and_the_global_heads_top_positions():
+    import torch
+
+    from kvviz.cache.hybrid import far_reach
+    from kvviz.viz.hybrid import far_weights_spec
+    row = torch.zeros(2, 1, 10)                  # [L, H, T]: the query at position 9; windows 4 (sliding), global
+    row[0, 0, 6:] = 0.25                         # the sliding layer: only its band
+    row[1, 0, torch.tensor([0, 2, 5, 9])] = torch.tensor([0.4, 0.1, 0.3, 0.2])
+    reach = far_reach(row, 9, [4, None], k=2)
+    assert reach.edge == 5 and reach.weights.tolist() == [[0.0], [pytest.approx(0.8)]]
+    assert reach.first[1, 0] == pytest.approx(0.4) and reach.top[1, 0].tolist() == [5, 2]    # position 0 apart
+    assert far_reach(row, 3, [4, None]).edge == -1                  # within the window: nothing beyond it
+    spec = far_weights_spec(reach.weights.tolist(), [4, None], "far")
+    assert [(d["name"], d["x"], d["y"]) for d in spec["data"]] == [("global layers", [2], [pytest.approx(0.8)]),
+                                                                    ("sliding layers", [1], [0.0])]

@@ -168,7 +168,7 @@ def test_one_generation_at_a_time_the_others_wait_then_read_the_store(monkeypatc
     from kvviz.ui.app.turns import RunStore
     from kvviz.ui.pages import llm
     calls = []
-    monkeypatch.setattr(llm, "_generate", lambda key: calls.append(key) or "the run")
+    monkeypatch.setattr(llm, "_generate", lambda key, progress=None: calls.append(key) or "the run")
     store = RunStore(llm.MAX_RUNS)                   # this test's own store: the server's keeps its runs
     monkeypatch.setattr(llm, "_runs", lambda name: store)
     store.running.acquire()                          # another visitor's generation is running
@@ -264,6 +264,19 @@ def test_a_hybrid_models_cache_per_layer_is_the_engines(host_gemma):
     assert "The newest query cannot see the first" in frame_text(frame(at, 0))
     lengths = next(f for f in _charts(at) if f["layout"]["title"]["text"].startswith("Rows each layer"))
     assert [d["y"][-1] for d in lengths["data"]] == [7, 7, 7, T]
+    # what only the global layer reaches: the newest query's weight beyond the windows, 0 on sliding layers
+    far = next(f for f in _charts(at) if f["layout"]["title"]["text"].startswith("Weight of the prompt's last query"))
+    by_kind = {d["name"]: d for d in far["data"]}
+    newest = run.events[0].record.attention[:, :, -1]           # the prompt's last query: it chose the first token
+    edge = run.events[0].positions[-1] - 8
+    assert by_kind["sliding-window layers"]["y"] == [0.0] * 12
+    assert by_kind["global layers"]["y"] == pytest.approx(newest[3, :, :edge + 1].sum(-1).tolist())
+    assert f"positions 0–{edge}" in far["layout"]["title"]["text"]
+    assert "only the global layers (4) can still read them" in frame_text(frame(at, len(run.events) - 1))
+    far_table = next(d.value for d in at.dataframe if "positions of most weight after it" in d.value.columns)
+    assert list(far_table["layer"]) == [4] * 4 and len(far_table.iloc[0]["positions of most weight after it"]) > 0
+    assert any(c.value.startswith("This run keeps") and "the limit for one run is 500 MB" in c.value
+               for c in at.caption)
 
 
 def _charts(at) -> list[dict]:

@@ -331,3 +331,39 @@ def test_real_model_bad_text_missing_weights_and_the_measure_button(smollm2, mon
     at = open_page(PAGE, {"sd_draft": "early-exit"})
     no_exception(at)
     assert any("weights are not installed" in w.value for w in at.warning)
+
+
+@pytest.fixture
+def host_gemma(tmp_path, monkeypatch):
+    """A tiny random Gemma 3 (3 sliding layers, 1 global; no chat template) the host names."""
+    from kvviz.models import registry
+    from tests import tiny_models
+    name = str(tiny_models.save("gemma3", tmp_path / "gemma3"))
+    monkeypatch.setitem(registry.MODELS, name, registry.host_models([name])[name])
+    monkeypatch.setattr(registry, "REAL_MODELS", registry.REAL_MODELS)       # restored after the test
+    registry.REAL_MODELS.append(name)
+    yield name
+    registry.REAL_MODELS.remove(name)
+
+
+def test_another_real_model_drafts_for_itself_through_the_same_page(host_gemma):
+    """?sd_model=: a base model with a hybrid cache drafts by early exit (its default exit layer: four
+    fifths of its layers) and its tokens are its own greedy ones; its text is plain (no chat template)."""
+    from kvviz.ui.app import models
+    from kvviz.ui.pages.speculative import PRESETS, self_drafted_greedy, self_drafted_run
+    at = open_page(PAGE, {"sd_draft": "early-exit", "sd_model": host_gemma, "sd_llm_new": "4"}, timeout=120)
+    no_exception(at)
+    model = models.real_model(host_gemma)
+    ids = tuple(model.ids(model.prompt(PRESETS["repeat"], chat=False)))
+    assert at.number_input(key="sd_exit").value == 3 == round(4 * 24 / 30)
+    run = self_drafted_run((ids, "early-exit", 4, 4, 3, host_gemma))
+    assert run.tokens == list(self_drafted_greedy(ids, 4, host_gemma))
+    assert any(s.value.startswith("Identical: all 4 tokens") for s in at.success)
+    assert "is a base model" in at.text_area(key="sd_text").label
+
+
+def test_speculate_takes_gemma3_and_checks_its_exit_layer_before_loading(capsys):
+    from tests.test_cli import one_line_error
+    err = one_line_error(capsys, "speculate", "--model", "gemma3", "--draft", "early-exit", "--exit-layer", "18",
+                         "--prompt", "The cat sat")
+    assert "between 1 and 17" in err

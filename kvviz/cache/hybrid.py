@@ -20,6 +20,9 @@ layers.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import torch
 
 from kvviz.cache.base import KV, CacheLayer
@@ -103,3 +106,36 @@ def layer_windows(config) -> list[int | None]:
     text = config.get_text_config(decoder=True)
     types, kwargs = get_layer_types_and_kwargs(text)
     return [kw.get("sliding_window") if t == "sliding_attention" else None for t, kw in zip(types, kwargs)]
+
+
+@dataclass(frozen=True)
+class FarReach:
+    """What one query reads beyond the sliding windows: ``weights`` [L, H], each head's attention on
+    positions 0..``edge`` (the ones no sliding layer sees any more: 0 on those layers, by their mask),
+    ``first`` [L, H] the part of it on position 0 (the start token, where many heads park their
+    weight), and for each head the ``k`` positions in 1..edge it weighs most (``top``, ``top_weight``
+    [L, H, k], most first)."""
+
+    query: int                     # the query's position
+    edge: int                      # the last position beyond every window (−1: none yet)
+    weights: torch.Tensor          # [L, H]
+    first: torch.Tensor            # [L, H]
+    top: torch.Tensor              # [L, H, k]
+    top_weight: torch.Tensor       # [L, H, k]
+
+
+def far_reach(row: torch.Tensor, query: int, windows: Sequence[int | None], k: int = 3) -> FarReach:
+    """``row`` [L, H, T]: the attention of the query at position ``query`` over positions 0..T − 1 in
+    every layer and head (a record's ``attention[:, :, -1]``); the positions beyond every sliding
+    window are those at a distance of at least the smallest window."""
+    sliding = [w for w in windows if w is not None]
+    edge = query - min(sliding) if sliding else -1
+    L, H, _ = row.shape
+    if edge < 0:
+        zeros = torch.zeros(L, H)
+        return FarReach(query, edge, zeros, zeros, torch.zeros(L, H, 0, dtype=torch.long), torch.zeros(L, H, 0))
+    far = row[..., :edge + 1].float()                                      # [L, H, edge + 1]
+    best = far[..., 1:].topk(min(k, edge), dim=-1) if edge > 0 else None
+    top = best.indices + 1 if best is not None else torch.zeros(L, H, 0, dtype=torch.long)
+    return FarReach(query, edge, far.sum(-1), far[..., 0], top,
+                    best.values if best is not None else torch.zeros(L, H, 0))

@@ -1,7 +1,8 @@
 """``python -m kvviz speculate --prompt … --gamma 4``: a speculative run of the tiny GPT with its draft
 model (kvviz.speculative), as JSON.
 
-``speculate --model smollm2 --draft prompt-lookup --prompt TEXT [--chat]`` runs prompt-lookup decoding
+``speculate --model smollm2 --draft prompt-lookup --prompt TEXT [--chat]`` (or ``--model gemma3``, a base
+model: plain text only) runs prompt-lookup decoding
 on SmolLM2 instead (kvviz.speculative.prompt_lookup: the draft is looked up in the text itself) and
 runs plain greedy decoding too, to say whether the tokens are the same (``same_as_greedy``).
 ``--draft early-exit --exit-layer K`` drafts with SmolLM2's own first K layers
@@ -37,16 +38,17 @@ from kvviz.speculative.early_exit import DEFAULT_DRAFT_TOKENS, DEFAULT_EXIT_LAYE
 from kvviz.speculative.prompt_lookup import DEFAULT_LOOKUP_TOKENS, DEFAULT_MAX_NGRAM
 
 DRAFTS = ("model", "prompt-lookup", "early-exit")
-SPEC_MODELS = ("gpt", "smollm2")        # the draft model is the tiny GPT's; prompt lookup needs a transformers LM
+SPEC_MODELS = ("gpt", "smollm2", "gemma3")  # the draft model is the tiny GPT's; prompt lookup needs a transformers LM
 DEFAULT_GAMMA = 4
-EARLY_EXIT_LAYERS = {"smollm2": 30}     # layers known before the weights load (the exit layer is checked first)
+EARLY_EXIT_LAYERS = {"smollm2": 30, "gemma3": 18}   # layers known before the weights load (checked first)
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:
     sp = sub.add_parser("speculate", help="speculative decoding (the tiny GPT with its draft model, or "
                                           "prompt lookup on SmolLM2), as JSON")
     sp.add_argument("--model", choices=SPEC_MODELS, default="gpt",
-                    help="the target: gpt (default, with --draft model) or smollm2 (with --draft prompt-lookup)")
+                    help="the target: gpt (default, with --draft model), smollm2 or gemma3 (with --draft prompt-lookup "
+                         "or early-exit)")
     sp.add_argument("--draft", choices=DRAFTS, default="model",
                     help="model: the tiny GPT's draft model (default); prompt-lookup: the continuation of an "
                          "earlier occurrence of the text's last n-gram; early-exit: the target's own first "
@@ -99,8 +101,8 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 def run_prompt_lookup(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Prompt lookup or early exit on a transformers model: every number is checked before the weights load."""
     early_exit = a.draft == "early-exit"
-    if a.model != "smollm2":
-        parser.error(f"--draft {a.draft} needs a transformers model (--model smollm2), not {a.model!r}")
+    if a.model == "gpt":
+        parser.error(f"--draft {a.draft} needs a transformers model (--model smollm2 or gemma3), not {a.model!r}")
     if a.gamma is not None:
         parser.error(f"--gamma is the draft model's; --draft {a.draft} takes --lookup-tokens")
     if early_exit and a.ngram is not None:
@@ -110,7 +112,9 @@ def run_prompt_lookup(a: argparse.Namespace, parser: argparse.ArgumentParser) ->
     default_k = DEFAULT_DRAFT_TOKENS if early_exit else DEFAULT_LOOKUP_TOKENS
     k = default_k if a.lookup_tokens is None else a.lookup_tokens
     n = DEFAULT_MAX_NGRAM if a.ngram is None else a.ngram
-    exit_layer = DEFAULT_EXIT_LAYER if a.exit_layer is None else a.exit_layer
+    layers = EARLY_EXIT_LAYERS.get(a.model)
+    default_exit = DEFAULT_EXIT_LAYER if layers is None else max(1, min(layers - 1, round(layers * 4 / 5)))
+    exit_layer = default_exit if a.exit_layer is None else a.exit_layer
     early = limits_before_loading(a.model)
     try:
         rule = rule_from(a)

@@ -54,6 +54,10 @@ def event_dict(ev: Event, logit_tokens: list[str]) -> dict:
     }
     if ev.record is not None:
         att = ev.record.attention                    # [L, H, N, T]
+        if getattr(ev.record, "attention_map", None) is not None:
+            # a long pass recorded with Keep (kvviz.models.base): the newest query's row only, and its position
+            att = att[:, :, -1:]
+            d["attention_positions"] = ev.positions[-1:]
         d["attention"] = _round(att[0] if att.shape[0] == 1 else att)
         d["output"] = _round(ev.record.output)       # [N, d_out]
         d["recompute_max_abs_diff"] = _round(ev.check.max_abs_diff, 9)  # type: ignore[union-attr]

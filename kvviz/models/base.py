@@ -24,6 +24,9 @@ from kvviz.cache.fp8 import Fp8Cache
 from kvviz.cache.scored import H2OCache, PyramidKVCache, SnapKVCache
 from kvviz.cost import ModelConfig
 from kvviz.limits import (
+    LONG_KEEP_LOGITS,
+    LONG_KEEP_ROWS,
+    LONG_MAP_SIDE,
     MAX_NEW_TOKENS,
     MAX_PAGED_SLOTS,
     MAX_PROMPT_CHARS,
@@ -54,6 +57,28 @@ class PassRecord:
     attention: torch.Tensor
     output: torch.Tensor
     logits: torch.Tensor
+
+
+@dataclass(frozen=True)
+class Keep:
+    """What a recording pass keeps of a long text (``forward(..., keep=Keep(...))``, a transformers
+    model: kvviz.models.hf), so a run holds what its views draw and not 18 × 4 maps of T × T plus
+    262,144 logits per position. A pass of at most ``rows`` positions is recorded in full; a longer
+    one keeps:
+
+    - attention, q: the last ``rows`` query rows (``record.attention`` [L, H, rows, T]: the newest
+      query's row is still ``[:, :, -1]``), and the whole map average-pooled to at most
+      ``map_side`` × ``map_side`` cells (``record.attention_map``, each cell the mean of a block of
+      ``record.map_block`` query rows × key columns; ``map_side`` 0: none);
+    - logits and output: the last ``logits`` positions (``logits_to_keep``: the vocabulary projection
+      runs on those rows only).
+
+    ``rows`` equals ``map_side`` by default: a pass short enough to be drawn whole is recorded whole.
+    """
+
+    rows: int = LONG_KEEP_ROWS
+    map_side: int = LONG_MAP_SIDE
+    logits: int = LONG_KEEP_LOGITS
 
 
 @dataclass(frozen=True)

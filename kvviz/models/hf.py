@@ -18,6 +18,10 @@ caches, kvviz.cache) or without one (``use_cache=False``: the recompute check), 
 - ``k_unrotated``: the keys before the rotation (the RoPE view of the page);
 - output: the hidden state the vocabulary projection reads (a pre-hook on it), logits ``[N, V]``.
 
+A long text's pass (``forward(..., keep=Keep())``, kvviz.models.base.Keep: more than 128 positions)
+keeps what the views draw: its last query rows of attention and q, the whole map average-pooled
+(``attention_map``), the logits and output of its last positions (``logits_to_keep``).
+
 The hooks exist only during a recording forward and ignore other threads. The fast loop (no
 attention weights, no snapshots), to be timed against transformers' ``generate``, is
 kvviz.decoding.loops.generate_cached (``logits`` below).
@@ -32,12 +36,11 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from transformers.masking_utils import create_causal_mask
 
 from kvviz.cache import Cache, PagedCache, ScoredCache, layer_windows
 from kvviz.cost.shapes import ModelConfig
 from kvviz.limits import LimitError
-from kvviz.models.base import BatchPassRecord, LayerLayout, ModelLimits, PassRecord, allowed_keys, new_cache
+from kvviz.models.base import BatchPassRecord, Keep, LayerLayout, ModelLimits, PassRecord, allowed_keys, new_cache
 
 
 class Vocab(list):
@@ -70,6 +73,10 @@ class HFPassRecord(PassRecord):
 
     q_unrotated: torch.Tensor | None = None
     k_unrotated: torch.Tensor | None = None
+    # a long pass recorded with ``Keep`` (kvviz.models.base): the whole map pooled, [L, H, ⌈N/b⌉, ⌈T/b⌉]
+    # with b = map_block (``attention``, q and logits then hold the last rows only); None: in full
+    attention_map: torch.Tensor | None = None
+    map_block: int = 1
 
 
 def cost_config(config, name: str = "", source: str = "") -> ModelConfig:
@@ -120,12 +127,34 @@ def layout(config) -> tuple[LayerLayout, ...]:
     return tuple(layers)
 
 
+def pooled(m: torch.Tensor, side: int) -> tuple[torch.Tensor, int]:
+    """Maps [H, N, T] averaged over blocks of b × b cells, b the smallest block that leaves at most
+    ``side`` × ``side`` of them (a last block that overhangs averages the cells it covers) → ([H, ⌈N/b⌉,
+    ⌈T/b⌉], b)."""
+    b = max(1, -(-max(m.shape[-2:]) // side))
+    if b == 1:
+        return m, 1
+    return F.avg_pool2d(m.unsqueeze(0), b, b, ceil_mode=True)[0], b
+
+
 def _padded(maps: Sequence[torch.Tensor], right: bool = False) -> list[torch.Tensor]:
     """Attention maps [H, N, T_layer] as [H, N, T]: a layer that holds fewer rows read fewer keys; the
     missing columns are zeros, before its columns (``right=False``: a sliding-attention layer whose cache
     dropped the oldest positions) or after them (a scored cache's own rows)."""
     t = max(m.shape[-1] for m in maps)
-    return [m if m.shape[-1] == t else F.pad(m, (0, t - m.shape[-1]) if right else (t - m.shape[-1], 0)) for m in maps]
+    return [_pad_to(m, t, right) for m in maps]
+
+
+def _pad_to(m: torch.Tensor, t: int, right: bool) -> torch.Tensor:
+    return m if m.shape[-1] == t else F.pad(m, (0, t - m.shape[-1]) if right else (t - m.shape[-1], 0))
+
+
+class _ExitReached(Exception):
+    """Raised by the early-exit hook with the hidden state after the exit layer (HFCausalLM.exit_logits)."""
+
+    def __init__(self, hidden: torch.Tensor) -> None:
+        super().__init__("exit layer reached")
+        self.hidden = hidden
 
 
 class HFCausalLM:
@@ -262,16 +291,37 @@ class HFCausalLM:
         return t.view(t.shape[0], t.shape[1], n_heads, self.head_dim).transpose(1, 2)
 
     @torch.no_grad()
-    def forward(self, token_ids: Sequence[int], cache: Cache | None, start_pos: int) -> HFPassRecord:
+    def forward(self, token_ids: Sequence[int], cache: Cache | None, start_pos: int,
+                keep: Keep | None = None) -> HFPassRecord:
+        """One recorded pass (the module docstring); ``keep``: what a long pass keeps (kvviz.models.base.Keep),
+        None: everything."""
         ids = torch.tensor([list(token_ids)], dtype=torch.long)                      # [1, N]
         n = ids.shape[1]
         positions = torch.arange(start_pos, start_pos + n).unsqueeze(0)             # [1, N]
+        short = keep is not None and n > keep.rows  # a long pass: its last rows, its map pooled
+        n_logits = min(n, keep.logits) if short else 0                              # 0: every position
         with self._recording() as got:
             out = self.model(input_ids=ids, position_ids=positions, past_key_values=cache,
-                             use_cache=cache is not None, output_attentions=True)
+                             use_cache=cache is not None, output_attentions=True, logits_to_keep=n_logits)
         # layers that hold different rows: a sliding layer dropped its oldest (its columns end at the
         # newest position: pad on the left); a scored cache's layers keep their own rows (pad on the right)
-        att = torch.stack(_padded([a[0] for a in out.attentions], right=isinstance(cache, ScoredCache))).float()
+        right = isinstance(cache, ScoredCache)
+        maps, logits = [a[0] for a in out.attentions], out.logits[0]                # L × [H, N, T_layer], [N, V]
+        del out                                                                     # the maps go with their list
+        whole, block = None, 1
+        if short:                                   # layer by layer: the last rows, the whole map pooled
+            t = max(m.shape[-1] for m in maps)
+            whole_maps = []
+            for i, m in enumerate(maps):
+                full = _pad_to(m, t, right).float()                                 # [H, N, T]
+                if keep.map_side:
+                    small, block = pooled(full, keep.map_side)
+                    whole_maps.append(small)
+                maps[i] = full[:, -keep.rows:].clone()
+                del full
+            whole = torch.stack(whole_maps) if whole_maps else None
+        att = torch.stack(_padded(maps, right=right)).float()
+        del maps
         q = k = q_raw = k_raw = None
         per_layer = len(got["layer_rope"]) == self.n_layers
         if self._layers and len(got["q"]) == self.n_layers and (per_layer or got["rope"] is not None):
@@ -285,6 +335,8 @@ class HFCausalLM:
                 ks.append(k_i[0])
             q, k = torch.stack(qs).float(), torch.stack(ks).float()               # [L, H, N, d], [L, H_kv, N, d]
             q_raw = torch.stack([self._heads(got["q"][i], self.n_heads)[0] for i in range(self.n_layers)]).float()
+            if short:                              # a long pass: the queries of the rows kept
+                q, q_raw = q[:, :, -keep.rows:].clone(), q_raw[:, :, -keep.rows:].clone()
             k_raw = torch.stack([self._heads(got["k"][i], self.n_kv_heads)[0] for i in range(self.n_layers)]).float()
         held = [] if cache is None else [(layer.keys, layer.values) for layer in cache.layers]
         if isinstance(cache, PagedCache):     # its tensors are the block pool: the rows through the table
@@ -304,7 +356,8 @@ class HFCausalLM:
             k = torch.empty(self.n_layers, self.n_kv_heads, n, 0)
         hidden = got["hidden"][0].float() if got["hidden"] is not None else torch.empty(n, 0)
         return HFPassRecord(positions=list(range(start_pos, start_pos + n)), q=q, k=k, v=v, attention=att,
-                            output=hidden, logits=out.logits[0].float(), q_unrotated=q_raw, k_unrotated=k_raw)
+                            output=hidden, logits=logits.float(), q_unrotated=q_raw, k_unrotated=k_raw,
+                            attention_map=whole, map_block=block)
 
     @torch.inference_mode()
     def logits(self, token_ids: Sequence[int] | torch.Tensor, cache: Cache | None, start_pos: int,
@@ -328,20 +381,31 @@ class HFCausalLM:
         """The network cut after its first ``exit_layer`` decoder layers (early exit,
         kvviz.speculative.early_exit): ``token_ids`` at the positions after the cache's, through those
         layers (appending their rows to those layers of ``cache``), the final norm and the vocabulary
-        projection → the logits of the last position [V] float32. The same calls as the decoder's own
-        forward (the Llama family's ``model.embed_tokens``, ``rotary_emb``, ``layers``, ``norm``), stopped
-        early."""
-        net = self.model.model                                   # the decoder stack
+        projection → the logits of the last position [V] float32. The decoder's own forward runs (its
+        masks, its rotary embedding per kind of layer: Gemma 3's sliding and global layers) and is
+        stopped by a hook once layer ``exit_layer`` has run; the final norm and the head are the model's."""
+        net = getattr(self.model, "model", None) or self.model.transformer         # the decoder (GPT-2: transformer)
+        layers = getattr(net, "layers", None) or net.h
+        norm = getattr(net, "norm", None) or net.ln_f
         start = cache.get_seq_length()
-        x = net.embed_tokens(torch.tensor([list(token_ids)]))                               # [1, N, C]
-        positions = torch.arange(start, start + len(token_ids)).unsqueeze(0)
-        mask = create_causal_mask(config=net.config, inputs_embeds=x, attention_mask=None, past_key_values=cache,
-                                  position_ids=positions)
-        rope = net.rotary_emb(x, position_ids=positions)
-        for layer in net.layers[:exit_layer]:
-            x = layer(x, attention_mask=mask, position_embeddings=rope, position_ids=positions,
-                      past_key_values=cache, use_cache=True)
-        return self.model.get_output_embeddings()(net.norm(x[:, -1:]))[0, -1].float()
+        me = threading.get_ident()
+
+        def stop(_mod, _args, out):
+            if threading.get_ident() == me:
+                raise _ExitReached(out[0] if isinstance(out, tuple) else out)
+
+        handle = layers[exit_layer - 1].register_forward_hook(stop)
+        try:
+            net(input_ids=torch.tensor([list(token_ids)]), past_key_values=cache, use_cache=True,
+                position_ids=torch.arange(start, start + len(token_ids)).unsqueeze(0))
+            raise RuntimeError("the decoder ran past its exit layer")
+        except _ExitReached as reached:
+            x = reached.hidden                                                      # [1, N, C]
+        finally:
+            handle.remove()
+        logits = self.model.get_output_embeddings()(norm(x[:, -1:]))[0, -1].float()
+        cap = getattr(self.config, "final_logit_softcapping", None)                 # Gemma 2's, as its head does
+        return torch.tanh(logits / cap) * cap if cap else logits
 
     @torch.no_grad()
     def forward_batch(self, token_ids: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor,

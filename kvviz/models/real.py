@@ -104,6 +104,16 @@ class RealModelSpec:
     package_sha256: Callable[[], str] | None = None
 
 
+LONG_TEXT = Path(__file__).resolve().parents[1] / "data" / "hybrid_long_text.txt"
+
+
+def long_text() -> str:
+    """kvviz's long text for a hybrid cache (``kvviz/data/hybrid_long_text.txt``, written for kvviz:
+    727 tokens for Gemma 3): a detail in its first sentence, several hundred tokens on caches, and
+    at its end a question about the detail, past a 512-position sliding window."""
+    return LONG_TEXT.read_text(encoding="utf-8")
+
+
 # ---- finding the weights -------------------------------------------------------------------------
 
 def package_file(package: str, name: str) -> Path | None:

@@ -11,7 +11,7 @@ from kvviz.viz import theme
 
 WORDS = {"x": "positions processed", "y": "rows held", "global": "global layers", "sliding": "sliding layers",
          "layer": "layer", "measured": "measured", "formula": "formula", "all_global": "every layer global",
-         "bytes": "bytes"}
+         "bytes": "bytes", "head": "head", "far": "weight beyond the windows"}
 
 
 def _positions_axis(title: str) -> dict:
@@ -62,6 +62,38 @@ def cache_bytes_spec(positions: Sequence[int], measured: Sequence[int], formula:
                           xaxis=_positions_axis(w["x"]),
                           yaxis={"title": {"text": w["bytes"]}, "tickfont": dict(theme.FONT), "rangemode": "tozero"})
     return {"data": data, "layout": layout}
+
+
+def far_weights_spec(weights: Sequence[Sequence[float]], windows: Sequence[int | None], title: str,
+                     words: Mapping[str, str] | None = None) -> dict:
+    """``weights[layer][head]``: the newest query's attention on the positions beyond every sliding
+    window (kvviz.cache.hybrid.far_reach), one marker per head over its layer, global layers in one
+    colour and sliding ones (0: their mask hides those positions) in another."""
+    w = theme.words(WORDS, words)
+    data = []
+    for kind in ("global", "sliding"):
+        xs, ys, heads = [], [], []
+        for i, (row, window) in enumerate(zip(weights, windows)):
+            if (window is None) == (kind == "global"):
+                xs += [i + 1] * len(row)
+                ys += [float(v) for v in row]
+                heads += list(range(1, len(row) + 1))
+        if xs:
+            data.append({"type": "scatter", "x": xs, "y": ys, "customdata": heads, "mode": "markers",
+                         "name": w[kind], "marker": {"color": theme.OKABE_ITO[0 if kind == "global" else 1],
+                                                     "size": 12 if kind == "global" else 8,
+                                                     "symbol": "circle" if kind == "global" else "diamond-open"},
+                         "hovertemplate": f"{w['layer']} %{{x}}, {w['head']} %{{customdata}}: "
+                                          "%{y:.3f}<extra></extra>"})
+    layout = theme.layout(title, 360, legend=dict(theme.LEGEND_ABOVE), top=80,
+                          xaxis={"title": {"text": w["layer"]}, "tickfont": dict(theme.FONT), "dtick": 1},
+                          yaxis={"title": {"text": w["far"]}, "tickfont": dict(theme.FONT), "rangemode": "tozero"})
+    return {"data": data, "layout": layout}
+
+
+def far_weights(*args, **kwargs) -> go.Figure:
+    """``far_weights_spec`` as a figure."""
+    return go.Figure(far_weights_spec(*args, **kwargs))
 
 
 def cache_lengths(*args, **kwargs) -> go.Figure:

@@ -9,7 +9,8 @@ let the server answer at once was slower: the import held the GIL while the serv
 frontend's files.) Then each page module's ``warm()`` makes that page's default run, frames and
 sections (its cached results): the Real LLM page's ``warm`` prepares (assembles, converts or downloads)
 and loads every real model this server loads (kvviz/ui/app/models.py, the host's ``KVVIZ_REAL_MODELS``)
-and makes each one's default run. So a default first visit computes nothing (1.8 s more here;
+and makes each one's default run (a hybrid model's long text follows in a background thread once
+the server answers: ``warm_late``). So a default first visit computes nothing (1.8 s more here;
 tests/test_warmup.py checks that nothing is left). A module that fails to import, or a ``warm()``
 that fails, is logged and skipped; its page does the work again and shows the error.
 ``KVVIZ_WARM=imports`` stops after the imports (a server that starts in half the time and computes
@@ -21,6 +22,7 @@ import asyncio
 import importlib
 import os
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -92,7 +94,22 @@ def warm() -> list[str]:
                 failed.append(name + ".warm")
     log.info("warm-up: engine loaded in %.2f s, the pages' default runs made in %.2f s", t1 - t0,
              time.perf_counter() - t1)
+    late = [m for m in (sys.modules.get(name) for name in MODULES) if hasattr(m, "warm_late")]
+    if late:        # long runs (a hybrid model's long text) once the server answers: a background thread
+        threading.Thread(target=_warm_late, args=(late,), name="kvviz-warm-late", daemon=True).start()
     return failed
+
+
+def _warm_late(modules: list) -> None:
+    """Each page module's ``warm_late()``: runs too long to hold the server's start for (the Real LLM
+    page's long text: ≈ 25 s); the page waits for them under the model's lock when asked meanwhile."""
+    t0 = time.perf_counter()
+    for module in modules:
+        try:
+            module.warm_late()
+        except Exception:                   # noqa: BLE001 - the page computes it on its first visit
+            log.exception("warm-up: the late runs of %s failed", module.__name__)
+    log.info("warm-up: the late runs made in %.2f s", time.perf_counter() - t0)
 
 
 @asynccontextmanager

@@ -47,6 +47,7 @@ COST_DTYPE = {"float32": "fp32", "bfloat16": "bf16"}
 BYTES = {"float32": 4, "bfloat16": 2}
 PRESENT_TOP_K = 5
 POSITION_TICKS = 14         # the newest query's map: keys labelled by position (the token strip names them)
+STRIP_TAIL = 64             # a longer text's token strip shows its last 64 tokens
 
 
 def shown_text(text: str) -> str:
@@ -107,7 +108,11 @@ def attention_blocks(pl: Payload, ev: Event, src: Event, model, layer: int, head
     phase = tr("llm.phase_" + src.phase)
     window = model.layout[layer].window                                 # None: a global layer
     out = []
-    if len(src.positions) > 1:
+    whole = getattr(src.record, "attention_map", None)                 # a long pass: its map pooled
+    if whole is not None:
+        fig, _ = pooled_map_spec(src, model, layer, head, tr)
+        out.append(pl.fig(fig, tr("hybrid.pooled_alt"), explain=True))
+    elif len(src.positions) > 1:
         queries = [f"{p}:{plain(visible(src.sequence[p]))}" for p in src.positions]
         fig = attention_heatmap_spec(att[head], queries, keys, tr("llm.attention_title", phase=phase, layer=layer + 1,
                                                                    head=head + 1, kv=model.kv_group(head) + 1),
@@ -123,6 +128,32 @@ def attention_blocks(pl: Payload, ev: Event, src: Event, model, layer: int, head
                                  outline_row=head, position_ticks=POSITION_TICKS)
     out.append(pl.fig(gqa, tr("llm.gqa_alt")))
     return out
+
+
+def span_labels(start: int, n: int, block: int, end: int) -> list[str]:
+    """Labels of ``n`` pooled cells of ``block`` positions each from ``start``: "a–b" (the last cell
+    ends at ``end``, the last position)."""
+    return [f"{a}–{min(a + block - 1, end)}" if block > 1 else str(a)
+            for a in range(start, start + n * block, block)]
+
+
+def pooled_map_spec(src: Event, model, layer: int, head: int, tr: Tr) -> tuple[dict, int]:
+    """A long pass's whole map as the record keeps it (kvviz.models.base.Keep): the weights averaged
+    over blocks of b × b, each cell labelled by its positions; on a sliding-window layer the cells
+    with no visible key left blank (the band). → (figure, b)."""
+    rec = src.record
+    grid, b = rec.attention_map[layer, head], rec.map_block                  # [⌈N/b⌉, ⌈T/b⌉]
+    T = rec.attention.shape[-1]
+    window = model.layout[layer].window
+    seen = visible_keys(src.positions, T, window).float()
+    allowed = torch.nn.functional.avg_pool2d(seen[None, None], b, b, ceil_mode=True)[0, 0] > 0
+    queries = span_labels(src.positions[0], grid.shape[0], b, src.positions[-1])
+    keys = span_labels(0, grid.shape[1], b, T - 1)
+    title = tr("hybrid.pooled_title", n=len(src.positions), layer=layer + 1, head=head + 1,
+               kv=model.kv_group(head) + 1, b=b)
+    fig = attention_heatmap_spec(grid, queries, keys, title, zmax=max(1e-6, float(grid.max())), allowed=allowed,
+                                 words=figure_words(tr), show_values=False, row_px=max(3, 480 // grid.shape[0]))
+    return fig, b
 
 
 def attention_notes(ev: Event, src: Event, model, layer: int, tr: Tr) -> list[dict]:
@@ -199,6 +230,33 @@ def growth_blocks(ev: Event, model, layer: int, tr: Tr) -> list[dict]:
             details_block(tr("llm.cache_growth_summary", layers=cfg.n_layers), [table])]
 
 
+def token_strip(ev: Event, prompt_len: int, tr: Tr) -> dict:
+    """The token chips of ``ev``'s text; a long text's last STRIP_TAIL only, numbered by their positions
+    and labelled so (hundreds of chips redrawn at every step press are slow to draw and to read; the
+    token view above the stepper lists them all)."""
+    seq = [visible(x) for x in ev.sequence]
+    if len(seq) <= STRIP_TAIL:
+        return strip_block(seq, prompt_len, ev.cache_len)
+    off = len(seq) - STRIP_TAIL
+    return strip_block(seq[off:], prompt_len - off, ev.cache_len - off, position_base=off,
+                       label=tr("hybrid.strip_tail", n=STRIP_TAIL, total=len(seq), first=off, last=len(seq) - 1))
+
+
+def notice_blocks(src: Event, model, tr: Tr) -> list[dict]:
+    """One line of what to notice in a long text's frame: the pooled map of a long prefill, or, once the
+    text is longer than a sliding window, the positions only the global layers still read."""
+    rec = src.record
+    if getattr(rec, "attention_map", None) is not None:
+        return [note_block(tr("hybrid.notice_pooled", n=len(src.positions), b=rec.map_block,
+                              rows=rec.attention.shape[-2]))]
+    windows = [w for w in model.windows if w is not None]
+    hidden = src.positions[-1] - min(windows) + 1 if windows else 0
+    if hidden > 0 and None in model.windows:
+        return [note_block(tr("hybrid.notice_far", edge=hidden - 1,
+                              globals=", ".join(str(i + 1) for i, w in enumerate(model.windows) if w is None)))]
+    return []
+
+
 def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
     """``model``: the run's SmolLM2 (any HFCausalLM); ``layer``, ``head``: 0-based, the view shown."""
     pl = Payload(tr, ratio=(3, 2), csv=model.name)
@@ -223,8 +281,7 @@ def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
         m = counters(ev, tr, tol=tol)
         m["notes"] = [html_block(tr("llm.check_note_" + model.dtype_name, tol=fmt.sci(tol, 0, lang=pl.lang)))["html"]]
         pl.add(tr("llm.event_heading", i=ev.index, last=last, phase=tr("llm.phase_" + ev.phase)),
-               top=[strip_block([visible(x) for x in ev.sequence], len(run.prompt), ev.cache_len),
-                    lines_block(did, todo)],
+               top=notice_blocks(src, model, tr) + [token_strip(ev, len(run.prompt), tr), lines_block(did, todo)],
                main=main, side=side, metrics=m,
                table=cache_frame_table(pl, ev, tr, labels, layer, present_cols=present),
                more=[note_block(tr("llm.cache_table_note", layer=layer + 1, kv=model.n_kv_heads, hs=model.head_dim),

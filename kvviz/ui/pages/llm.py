@@ -21,11 +21,13 @@ import pandas as pd
 import streamlit as st
 
 from kvviz import cost
+from kvviz.cache.hybrid import far_reach
 from kvviz.cost.hybrid import all_global_bytes, hybrid_cache_bytes
-from kvviz.decoding.stepper import Run, run_generation
-from kvviz.limits import LimitError
+from kvviz.decoding.stepper import Run, run_bytes, run_generation
+from kvviz.limits import MAX_RUN_RECORD_BYTES, LimitError
 from kvviz.measure.timing import DtypeComparison, measure_dtypes
 from kvviz.models import real, smollm2
+from kvviz.models.base import Keep
 from kvviz.models.real import ModelUnavailable, RealLM
 from kvviz.ui.app import fmt, models, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
@@ -37,11 +39,13 @@ from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_
 from kvviz.ui.frames import llm as frames_llm
 from kvviz.ui.frames import translator
 from kvviz.ui.pages import llm_loop
-from kvviz.viz.hybrid import cache_bytes, cache_lengths
+from kvviz.viz.hybrid import cache_bytes, cache_lengths, far_weights
 from kvviz.viz.rope import rope_pairs
 
 DEFAULT_MESSAGE, DEFAULT_NEW, DEFAULT_MODE, DEFAULT_DTYPE = "What is the capital of France?", 10, "chat", "float32"
 MODES = ("chat", "plain")
+TEXTS = ("yours", "long")   # a hybrid model's text: the visitor's, or kvviz's long one (real.long_text)
+KEEP = Keep()             # what a long pass keeps (kvviz/limits.py LONG_*): what the views draw
 DTYPES = smollm2.DTYPES
 MAX_RUNS = 3              # finished runs kept per server (a 256 + 64-token run holds ≈ 300 MB of records)
 MEASURE_STEPS = 12        # decode steps per dtype in the float32 / bfloat16 measurement
@@ -67,10 +71,24 @@ def _runs(name: str = models.DEFAULT_REAL) -> RunStore:
     return store
 
 
-def _generate(key: RunKey) -> Run:
+def _generate(key: RunKey, progress=None) -> Run:
     tokens, new, rule_key, seed, dtype, name = key
-    # one pass without the cache over the whole text at the end checks every pass (a causal model)
-    return run_generation(_model(name, dtype), list(tokens), new, rule_from_key(rule_key), seed, recheck="final")
+    # one pass without the cache over the whole text at the end checks every pass (a causal model);
+    # a long text's passes keep what the views draw (KEEP), the run's records capped
+    return run_generation(_model(name, dtype), list(tokens), new, rule_from_key(rule_key), seed, recheck="final",
+                          keep=KEEP, progress=progress)
+
+
+def _progress_bar(key: RunKey):
+    """A progress bar for a run of ``key`` (a long prefill takes seconds): the pass it is at."""
+    bar = st.progress(0.0, text=t("hybrid.progress_prefill", n=len(key[0])))
+
+    def update(done: int, total: int) -> None:
+        text = (t("hybrid.progress_prefill", n=len(key[0])) if done == 0 else
+                t("hybrid.progress_check", n=len(key[0]) + key[1] - 1) if done >= key[1] else
+                t("hybrid.progress_decode", i=done, n=key[1] - 1))
+        bar.progress(done / total, text=text)
+    return bar, update
 
 
 def get_run(key: RunKey) -> Run:
@@ -89,8 +107,10 @@ def get_run(key: RunKey) -> Run:
     try:
         run = store.get(key)                   # the other generation may have been this one
         if run is None:
+            bar, update = _progress_bar(key)
             with st.spinner(t("llm.generating", n=key[1])):
-                run = _generate(key)
+                run = _generate(key, update)
+            bar.empty()
             store.put(key, run)
         return run
     finally:
@@ -104,17 +124,36 @@ def _payload(key: RunKey, _run: Run, layer: int, head: int, lang: str) -> str:
     return frames_llm.build(_run, _model(key[5], key[4]), layer, head, translator(lang)).to_json()
 
 
-def _default_key(model: RealLM) -> RunKey:
+def _default_key(model: RealLM, long: bool = False) -> RunKey:
+    """The page's default run of ``model``; ``long``: of kvviz's long text (a hybrid model's)."""
     rule, seed = default_rule("llm")
-    chat = model.SPEC.chat_template              # a base model (Gemma 3) continues the text instead
-    return (tuple(model.prompt(DEFAULT_MESSAGE, chat=chat)), DEFAULT_NEW, rule_cache_key(rule), seed, DEFAULT_DTYPE,
+    chat = model.SPEC.chat_template and not long  # a base model (Gemma 3) continues the text instead
+    text = real.long_text() if long else DEFAULT_MESSAGE
+    return (tuple(model.prompt(text, chat=chat)), DEFAULT_NEW, rule_cache_key(rule), seed, DEFAULT_DTYPE,
             model.SPEC.name)
+
+
+def hybrid(model: RealLM) -> bool:
+    """The model has sliding-window layers (the long text and the hybrid cache's section are its)."""
+    return any(w is not None for w in model.windows)
+
+
+def _long_tokens(model: RealLM) -> int:
+    """Tokens of kvviz's long text for a hybrid ``model`` whose caps take it (Gemma 3: 1,100), else 0
+    (the text is not offered)."""
+    if not hybrid(model):
+        return 0
+    try:
+        return len(model.prompt(real.long_text(), chat=False))
+    except LimitError:
+        return 0
 
 
 def warm() -> None:
     """Server start-up (kvviz/ui/app/warmup.py): for every real model this server loads, convert or
     download the weights once (``models.prepare``), load the float32 ones, make the default run and
-    its frames (layer 1, head 1, English). The bfloat16 copy loads when first asked for."""
+    its frames (layer 1, head 1, English). The bfloat16 copy loads when first asked for; a hybrid
+    model's long text follows in the background (``warm_late``)."""
     for name in models.enabled():
         model = models.prepare(name, DEFAULT_DTYPE)       # the one place that converts or downloads
         if model is None:
@@ -125,6 +164,27 @@ def warm() -> None:
         _payload(key, run, 0, 0, "en")
         if name == "smollm2":
             llm_loop.warm(models.loaded_model)            # tea / water, greedy's loop, the whole run
+
+
+def warm_late() -> None:
+    """After the start-up (kvviz/ui/app/warmup.py runs it in the background once the server answers):
+    a hybrid model's long text, its default run and frames (≈ 25 s for Gemma 3 here). It holds the
+    model's generation lock, so a visitor who asks for the long text meanwhile waits with a message
+    and then reads the run from the store."""
+    for name in models.enabled():
+        try:
+            model = models.real_model(name, DEFAULT_DTYPE)
+        except ModelUnavailable:
+            continue
+        if not _long_tokens(model):
+            continue
+        key = _default_key(model, long=True)
+        store = _runs(name)
+        with store.running:
+            if store.get(key) is None:
+                run = _generate(key)
+                store.put(key, run)
+                _payload(key, run, 0, 0, "en")
 
 
 # ---- inputs --------------------------------------------------------------------------------------
@@ -146,14 +206,26 @@ def _inputs(model: RealLM) -> tuple[RunKey, tuple[int, int] | None, bool] | None
         mode = c[0].segmented_control(t("llm.mode"), MODES, default="plain", format_func=lambda m: t(f"llm.mode_{m}"),
                                       key="llm_mode_base", help=t("hybrid.no_chat"), width="stretch", disabled=True)
         mode = "plain"
+    n_long = _long_tokens(model)
+    if n_long:                      # kvviz's long text, past the window (?llm_text=long): the box then rests
+        urlstate.choice_param("llm_text", TEXTS, "yours")
     text = c[1].text_input(t("llm.prompt_" + mode), value=DEFAULT_MESSAGE, key="llm_prompt", bind="query-params",
-                           max_chars=model.limits.max_prompt_chars,
+                           max_chars=model.limits.max_prompt_chars, disabled=bool(n_long) and
+                           st.session_state.get("llm_text") == "long",
                            help=t("llm.prompt_help", cap=model.limits.max_prompt_tokens))
     new = c[2].number_input(t("llm.new_tokens"), 1, cap, key="llm_new", on_change=urlstate.sync,
                             args=("llm_new", DEFAULT_NEW), help=t("llm.new_tokens_help", cap=cap))
     dtype = c[3].segmented_control(t("llm.dtype"), DTYPES, required=True, key="llm_dtype",
                                    on_change=urlstate.sync, args=("llm_dtype", DEFAULT_DTYPE),
                                    help=t("llm.dtype_help"), width="stretch")
+    if n_long:
+        which = st.segmented_control(t("hybrid.text"), TEXTS, required=True, key="llm_text",
+                                     format_func=lambda x: t("hybrid.text_" + x, n=n_long), on_change=urlstate.sync,
+                                     args=("llm_text", "yours"), help=t("hybrid.text_help", n=n_long))
+        if which == "long":
+            mode, text = "plain", real.long_text()
+            with st.expander(t("hybrid.long_shown", n=n_long)):
+                st.text(text)
     rule, seed = rule_controls("llm")
     chat = mode == "chat"
     try:
@@ -377,10 +449,46 @@ def _hybrid(run: Run, model: RealLM) -> None:
     st.dataframe(shown, hide_index=True, width="stretch")
     st.download_button(t("hybrid.csv"), table.to_csv(index=False).encode(), f"kvviz-{model.SPEC.name}-cache.csv",
                        "text/csv", icon=":material/download:", key="llm_hybrid_csv")
+    _far(run, model)
+    st.caption(t("hybrid.record_line", mb=fmt.nbytes(run_bytes(run)), cap=fmt.nbytes(MAX_RUN_RECORD_BYTES),
+                 rows=KEEP.rows, side=KEEP.map_side, logits=KEEP.logits))
     emb = model.model.get_input_embeddings().weight
     emb_bytes = emb.numel() * emb.element_size()
     st.markdown(t("hybrid.vocab", vocab=emb.shape[0], d=emb.shape[1], emb=fmt.nbytes(emb_bytes),
                   rest=fmt.nbytes(model.weight_bytes() - emb_bytes), layers=len(windows)))
+
+
+def _far(run: Run, model: RealLM) -> None:
+    """What the prompt's last query (the one that chooses the first new token: at the end of a question,
+    the answer) reads beyond every sliding window (kvviz.cache.hybrid.far_reach): the weight each head
+    puts there, zero on sliding layers, and where the global heads look most."""
+    prefill = run.events[0]
+    reach = far_reach(prefill.record.attention[:, :, -1], prefill.positions[-1], model.windows)
+    st.subheader(t("hybrid.far_section"))
+    if reach.edge < 0:
+        st.info(t("hybrid.far_none", q=reach.query, window=min(w for w in model.windows if w is not None)),
+                icon=":material/straighten:")
+        return
+    seq = run.events[-1].sequence
+    first_new = run.events[1].chosen if len(run.events) > 1 else None
+    st.markdown(t("hybrid.far_body", q=reach.query, tok=html.escape(frames_llm.visible(seq[reach.query])),
+                  edge=reach.edge, first=frames_llm.shown_text(model.decode(seq[1:min(reach.edge + 1, 24)])),
+                  chosen=html.escape(frames_llm.visible(first_new or "")), start=html.escape(seq[0])))
+    words = {"layer": t("llm.col_layer"), "head": t("hybrid.head"), "far": t("hybrid.far_y"),
+             "global": t("hybrid.global"), "sliding": t("hybrid.sliding")}
+    chart(far_weights(reach.weights.tolist(), model.windows, t("hybrid.far_title", q=reach.query, edge=reach.edge),
+                      words), t("hybrid.far_alt"), key="llm_hybrid_far")
+    rows = []
+    for layer, window in enumerate(model.windows):
+        if window is None:
+            for h in range(model.n_heads):
+                top = ", ".join(f"{int(p)}: {frames_llm.visible(seq[int(p)])} ({fmt.fixed(float(w), 3)})"
+                                for p, w in zip(reach.top[layer, h], reach.top_weight[layer, h]))
+                rows.append({t("llm.col_layer"): layer + 1, t("hybrid.head"): h + 1,
+                             t("hybrid.far_y"): fmt.fixed(float(reach.weights[layer, h]), 3),
+                             t("hybrid.col_first", start=seq[0]): fmt.fixed(float(reach.first[layer, h]), 3),
+                             t("hybrid.col_top"): top})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
 # ---- the page ------------------------------------------------------------------------------------

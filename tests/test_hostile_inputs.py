@@ -200,8 +200,8 @@ def _views():
 
 VIEWS = list(_views())
 VIEW_IDS = [p.split("_", 1)[1].removesuffix(".py") + "".join(f"-{v}" for v in q.values()) for p, q in VIEWS]
-# reads only ?lang= and ?present=, which fall back silently (English, presenter mode off)
-NO_SETTINGS_OF_ITS_OWN = {script("lecture")}
+# read only ?lang= and ?present=, which fall back silently (English, presenter mode off)
+NO_SETTINGS_OF_ITS_OWN = {script("lecture"), script("glossary")}
 
 
 def _fields(at):

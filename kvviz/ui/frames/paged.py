@@ -283,6 +283,20 @@ def memory_blocks(pl: Payload, run: ServeRun, s: StepRecord, words: dict[str, st
     return [pl.fig(spec, tr("paged.memory_alt"), explain=True), presenter_only(pl.fig(present, tr("paged.memory_alt")))]
 
 
+def present_budget(spec: dict) -> dict:
+    """``paged_serving.budget_spec`` for presenter mode's side column: the legend beside the plot (above
+    it, it wraps into two rows there), the step axis labelled as plotly sees fit (one label per step
+    would crowd its narrow width), no axis titles (the title and the legend say them)."""
+    present = copy.deepcopy(spec)
+    layout = present["layout"]
+    layout["xaxis"].pop("dtick", None)
+    del layout["xaxis"]["title"]
+    del layout["yaxis"]["title"]
+    layout["legend"] = {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top",
+                        "font": {"size": PRESENT_LEGEND_PX}}
+    return present
+
+
 def build(run: ServeRun, tr: Tr) -> Payload:
     """One frame per step of ``run`` (served with ``check=True``; ``keep_kv=True`` adds the keys)."""
     pl = Payload(tr, ratio=(3, 2), csv="paged_cache")
@@ -298,9 +312,13 @@ def build(run: ServeRun, tr: Tr) -> Payload:
                                  title=tr("paged.timeline_title", policy=tr("paged.policy_" + run.policy)))
         wide = [dict(pl.fig(timeline, tr("paged.timeline_alt")), x=1)]
         if run.chunk_budget is not None:       # each step's budget and what filled it, under the timeline
-            wide.append(pl.fig(paged_serving.budget_spec(run, words=serving_words(tr), step=s.step,
-                                                         title=tr("serving.budget_title", budget=run.chunk_budget)),
-                               tr("serving.budget_alt")))
+            budget = paged_serving.budget_spec(run, words=serving_words(tr), step=s.step,
+                                               title=tr("serving.budget_title", budget=run.chunk_budget))
+            wide.append(pl.fig(budget, tr("serving.budget_alt"), explain=True))
+            # presenter mode: the budget in the side column, in the memory chart's place (the point of a
+            # chunked run; the counters still give the bytes), its step axis labelled every few steps
+            memory = [b for b in memory if not b.get("p")] + [presenter_only(pl.fig(
+                present_budget(budget), tr("serving.budget_alt")))]
         rows, new = cache_rows(run, s, pl.lang)
         notes = [tr("paged.rows_note", bs=run.block_size, d=K_DIMS)]
         if s.finished:

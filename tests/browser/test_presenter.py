@@ -47,8 +47,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("Real_LLM", "es"): _DENSE_LLM, ("Real_LLM", "en"): _DENSE_LLM, ("Real_LLM", "de"): _DENSE_LLM,
     ("Speculative_decoding", "es"): _DENSE_SPEC, ("Speculative_decoding", "en"): _DENSE_SPEC,
     ("Speculative_decoding", "de"): _DENSE_SPEC,
-    ("Paged_cache", "de"): ("in German the memory chart's legend takes two rows: its steps run 22 px past the "
-                            "screen at 14 px type"),
 }
 BLUR = "() => document.activeElement && document.activeElement.blur()"   # (a click would scroll the page)
 # presenter mode enlarges: no text below 14 px, no chart label below 12 px (issue 42)

@@ -314,7 +314,8 @@ function needHeight(fig, family, width) {
       if (d.type === "heatmap" && Array.isArray(d.z)) {
         const n = Array.isArray(ax.range) ? Math.min(d.z.length, Math.ceil(Math.abs(ax.range[1] - ax.range[0]))) : d.z.length;
         rows = Math.max(rows, n);
-        const text = d.texttemplate ? 1.3 * ((d.textfont && d.textfont.size) || base) : 8;
+        // cells that print nothing: 8 px, or what the figure asks for (layout.meta.cell_px)
+        const text = d.texttemplate ? 1.3 * ((d.textfont && d.textfont.size) || base) : ((layout.meta && layout.meta.cell_px) || 8);
         rowPx = Math.max(rowPx, text + (d.ygap || 0));
       } else if (d.type === "bar" && d.orientation === "h" && Array.isArray(d.y)) {
         rows = Math.max(rows, new Set(d.y.map(String)).size);

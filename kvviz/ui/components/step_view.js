@@ -100,7 +100,9 @@ function blockHTML(P, b, S, present) {
       `${ICONS[kind] || ""}</span><span>${S(text)}</span></p>`).join("");
   }
   if (b.strip !== undefined) {
-    return (b.strip.label ? `<div class="kvs-md">${S(b.strip.label)}</div>` : "") + chipsHTML(P, b.strip);
+    const strip = (b.strip.label ? `<div class="kvs-md">${S(b.strip.label)}</div>` : "") + chipsHTML(P, b.strip);
+    // presenter mode: a strip's label beside its chips, also in columns of strips (step_view.css)
+    return present ? `<div class="kvs-sline">${strip}</div>` : strip;
   }
   if (b.tbl !== undefined) return tableHTML(b.tbl, S);
   if (b.details !== undefined) {

@@ -8,6 +8,7 @@ every row against the request's solo run with a contiguous cache. Pure: records 
 dicts out."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Sequence
 
@@ -33,6 +34,10 @@ POOL_COLUMNS = 8       # blocks per row of the pool grid
 STRIP_TAIL = 8         # a request's strip shows its newest cached positions (all of them are in the rows)
 PRESENT_STRIP_TAIL = 3  # in presenter mode: one line per request, so the charts keep their height at 720 px
 CSV_COLS = ["request", "position", "token", "logical block", "block", "slot", "k (h1)"]
+PRESENT_POOL_GAP = 36   # presenter mode: px between two rows of the pool (holders 13 px over ids 12 px)
+PRESENT_CELL_PX = 18    # presenter mode: the least height of a pool slot
+PRESENT_OUTLINE = 0.21  # presenter mode: an outline's half height, in pool rows (just around the slots)
+PRESENT_LEGEND_PX = 14  # presenter mode's memory legend, beside its plot (chart labels stay ≥ 12 px)
 PRESENT_COLS = ["request", "position", "token", "logical block", "block", "slot"]
 
 
@@ -242,6 +247,67 @@ def step_metrics(run: ServeRun, s: StepRecord, tr: Tr) -> dict:
     ], check_badge(run, s, tr), notes=[tr("paged.check_note", tol=fmt.sci(run.tolerance, 0, lang=lang))])
 
 
+def pool_blocks(pl: Payload, run: ServeRun, s: StepRecord, words: dict[str, str], tr: Tr) -> list[dict]:
+    """The block pool after step ``s``: the page's, and presenter mode's, whose rows keep apart (each
+    block's holders above it and its id below fit between two rows) and whose slots stay a bar's
+    height when the stepper cuts its charts to what they need (plotly_view.js needHeight)."""
+    spec = block_pool_spec(s, run.block_size, columns=POOL_COLUMNS, words=words, show_tokens=False, block_ids=True,
+                           prompt_lens={r.id: len(r.request.prompt) for r in run.requests},
+                           title=tr("paged.pool_title", i=s.step, n=run.num_blocks, bs=run.block_size))
+    present = copy.deepcopy(spec)
+    present["data"][0]["ygap"] = PRESENT_POOL_GAP
+    present["layout"]["meta"] = {"cell_px": PRESENT_CELL_PX}
+    present["layout"]["margin"]["t"] = 50       # the first row's holders move into the plot (below)
+    # the outlines (taken, copied, freed) around a block's slots only, not the ids and holders between
+    # the rows: ±0.45 of a row reached into that gap (a row is ≈ 54 px, its slots 18 of them)
+    for shape in present["layout"].get("shapes", ()):
+        mid = (shape["y0"] + shape["y1"]) / 2
+        shape.update(y0=mid - PRESENT_OUTLINE, y1=mid + PRESENT_OUTLINE)
+    # and each block's holders just above its slots, its id just below (at ±0.5, the middle of the
+    # gap, a row's ids sat under the next row's holders: read as the next row's)
+    for note in present["layout"].get("annotations", ()):
+        if note["name"] == "holders":
+            note["y"] += 0.5 - PRESENT_OUTLINE
+        elif note["name"] == "block id":
+            note["y"] -= 0.5 - PRESENT_OUTLINE
+    return [pl.fig(spec, tr("paged.pool_alt"), explain=True), presenter_only(pl.fig(present, tr("paged.pool_alt")))]
+
+
+def memory_blocks(pl: Payload, run: ServeRun, s: StepRecord, words: dict[str, str], tr: Tr) -> list[dict]:
+    """The memory chart of step ``s`` for the side column: the page's, its legend below the axis; and
+    presenter mode's, its legend beside the plot, which keeps the chart as low as the pool beside it
+    (a legend below wraps into three rows there: the step ran past a 1280×720 screen)."""
+    spec = memory_spec(run, words=words, step=s.step, title=tr("paged.memory_title"))
+    # a narrow column: the legend below the axis (its title left out: the chart's title says "steps")
+    layout = spec["layout"]
+    layout.update(height=330, margin={**layout["margin"], "t": 50, "b": 100},
+                  legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0})
+    del layout["xaxis"]["title"]
+    # presenter mode: the legend's three lines beside the plot; the axis titles left out too (the
+    # chart's title says "KV bytes" and "steps")
+    present = copy.deepcopy(spec)
+    layout = present["layout"]
+    del layout["yaxis"]["title"]
+    layout.update(height=220, margin={**layout["margin"], "b": 10},
+                  legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top",
+                          "font": {"size": PRESENT_LEGEND_PX}})
+    return [pl.fig(spec, tr("paged.memory_alt"), explain=True), presenter_only(pl.fig(present, tr("paged.memory_alt")))]
+
+
+def present_budget(spec: dict) -> dict:
+    """``paged_serving.budget_spec`` for presenter mode's side column: the legend beside the plot (above
+    it, it wraps into two rows there), the step axis labelled as plotly sees fit (one label per step
+    would crowd its narrow width), no axis titles (the title and the legend say them)."""
+    present = copy.deepcopy(spec)
+    layout = present["layout"]
+    layout["xaxis"].pop("dtick", None)
+    del layout["xaxis"]["title"]
+    del layout["yaxis"]["title"]
+    layout["legend"] = {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top",
+                        "font": {"size": PRESENT_LEGEND_PX}}
+    return present
+
+
 def build(run: ServeRun, tr: Tr) -> Payload:
     """One frame per step of ``run`` (served with ``check=True``; ``keep_kv=True`` adds the keys)."""
     pl = Payload(tr, ratio=(3, 2), csv="paged_cache")
@@ -251,22 +317,19 @@ def build(run: ServeRun, tr: Tr) -> Payload:
     prev = None
     for s in run.steps:
         did, todo = what_happened(run, s, prev, tr)
-        pool = block_pool_spec(s, run.block_size, columns=POOL_COLUMNS, words=words, show_tokens=False, block_ids=True,
-                               prompt_lens={r.id: len(r.request.prompt) for r in run.requests},
-                               title=tr("paged.pool_title", i=s.step, n=run.num_blocks, bs=run.block_size))
-        memory = memory_spec(run, words=words, step=s.step, title=tr("paged.memory_title"))
-        # a narrow column: the legend below the axis (its title left out: the chart's title says "steps")
-        layout = memory["layout"]
-        layout.update(height=330, margin={**layout["margin"], "t": 50, "b": 100},
-                      legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0})
-        del layout["xaxis"]["title"]
+        pool = pool_blocks(pl, run, s, words, tr)
+        memory = memory_blocks(pl, run, s, words, tr)
         timeline = timeline_spec(run, words=words, step=s.step,
                                  title=tr("paged.timeline_title", policy=tr("paged.policy_" + run.policy)))
         wide = [dict(pl.fig(timeline, tr("paged.timeline_alt")), x=1)]
         if run.chunk_budget is not None:       # each step's budget and what filled it, under the timeline
-            wide.append(pl.fig(paged_serving.budget_spec(run, words=serving_words(tr), step=s.step,
-                                                         title=tr("serving.budget_title", budget=run.chunk_budget)),
-                               tr("serving.budget_alt")))
+            budget = paged_serving.budget_spec(run, words=serving_words(tr), step=s.step,
+                                               title=tr("serving.budget_title", budget=run.chunk_budget))
+            wide.append(pl.fig(budget, tr("serving.budget_alt"), explain=True))
+            # presenter mode: the budget in the side column, in the memory chart's place (the point of a
+            # chunked run; the counters still give the bytes), its step axis labelled every few steps
+            memory = [b for b in memory if not b.get("p")] + [presenter_only(pl.fig(
+                present_budget(budget), tr("serving.budget_alt")))]
         rows, new = cache_rows(run, s, pl.lang)
         notes = [tr("paged.rows_note", bs=run.block_size, d=K_DIMS)]
         if s.finished:
@@ -287,8 +350,8 @@ def build(run: ServeRun, tr: Tr) -> Payload:
         if s.contexts:
             top.append(note_block(tr("paged.strip_note", n=STRIP_TAIL), explain=True))
         pl.add(heading(s, last, tr), top=top,
-               main=[pl.fig(pool, tr("paged.pool_alt")), note_block(tr("paged.pool_note"), explain=True)],
-               side=[block_table_block(run, s, prev, tr), tables_note(tr), pl.fig(memory, tr("paged.memory_alt"))],
+               main=[*pool, note_block(tr("paged.pool_note"), explain=True)],
+               side=[block_table_block(run, s, prev, tr), tables_note(tr), *memory],
                wide=wide,
                metrics=step_metrics(run, s, tr),
                table=pl.cache_table(CSV_COLS, headers, rows, tr("paged.rows_title", n=len(rows)), new=new,

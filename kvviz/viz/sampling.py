@@ -90,8 +90,6 @@ def stage_bars(stage: Stage, ghost: Sequence[float], tokens: Sequence[str], orde
                           xanchor="right", yanchor="bottom", font=dict(size=13, color=THRESHOLD)))
     return go.Figure(traces, theme.layout(
         title, height, ticks=False, barmode="overlay", showlegend=False, bargap=0.25, shapes=shapes, annotations=notes,
-        # plotly shrinks a value wider than its bar (11.5 px in presenter mode's narrow charts): never below 12
-        uniformtext=dict(minsize=12, mode="show"),
         xaxis=dict(type="category", tickfont=FONT),
         yaxis=dict(title=labels.get("axis", "p") if axis_title else "", range=[0, 1.3],
                    tickvals=[0, 0.25, 0.5, 0.75, 1.0], tickfont=FONT)))

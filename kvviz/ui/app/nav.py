@@ -91,3 +91,10 @@ def hidden_heading(text: str) -> None:
     heading is an h3, or a tab of the Cost page. ``kv-sr-only`` in style.css keeps it out of sight
     and out of the layout."""
     st.html(f"<h2 class='kv-sr-only'>{html.escape(text)}</h2>")
+
+
+def folded_settings(label_key: str = "present.settings"):
+    """Where a page whose stepper must come first (issue 42: the first event in sight at 1400 × 900)
+    draws its inputs: folded in both modes, under the label presenter mode gives its settings
+    (kvviz.ui.app.presenter.settings)."""
+    return st.expander(t(label_key), icon=":material/tune:")

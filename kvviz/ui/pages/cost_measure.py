@@ -16,7 +16,7 @@ from kvviz.limits import (
     check_int,
 )
 from kvviz.measure.scaling import SHAPES, Measurements, measure_all
-from kvviz.ui.app import fmt, urlstate
+from kvviz.ui.app import fmt, nav, urlstate
 from kvviz.ui.app.i18n import t
 from kvviz.ui.components.charts import chart
 from kvviz.viz.cost import line_chart, step_time_vs_batch
@@ -70,8 +70,9 @@ def render() -> None:
     d = st.columns(2)
     d[0].multiselect(t("cost.ms_contexts"), LEN_OPTIONS, key="ms_contexts", help=t("cost.ms_contexts_help"),
                      format_func=fmt.integer, **kept("ms_contexts"))
-    d[1].multiselect(t("cost.ms_prompts"), PROMPT_OPTIONS, key="ms_prompts", help=t("cost.ms_prompts_help"),
-                     format_func=fmt.integer, **kept("ms_prompts"))
+    d[1].multiselect(t("cost.ms_prompts"), PROMPT_OPTIONS, key="ms_prompts",
+                     help=nav.term_help("ttft", t("cost.ms_prompts_help")), format_func=fmt.integer,
+                     **kept("ms_prompts"))
     st.caption(t("cost.ms_caps", batch=fmt.integer(MAX_MEASURE_BATCH), ctx=fmt.integer(MAX_MEASURE_CONTEXT),
                  mib=fmt.integer(MAX_MEASURE_CACHE_BYTES // 2**20), gflop=fmt.sig(MAX_MEASURE_GFLOP)))
     if st.button(t("cost.ms_run"), type="primary", icon=":material/timer:", help=t("cost.ms_run_help")):

@@ -152,7 +152,7 @@ def _memory(cmp: Comparison, model: GPTModel) -> None:
     c = st.columns(3)
     c[0].metric(t("gpt.memory_positions"), T, help=t("gpt.memory_positions_help"))
     c[1].metric(t("gpt.memory_measured"), f"{fmt.integer(cmp.cached.cache_bytes)} B",
-                help=t("gpt.memory_measured_help"))
+                help=nav.term_help("kv_cache", t("gpt.memory_measured_help")))
     c[2].metric(t("gpt.memory_formula"), f"{fmt.integer(formula)} B",
                 help=t("gpt.memory_formula_help", L=cfg.n_layer, T=T, d=cfg.n_embd))
     g2 = cost.cache_bytes_per_token(cost.GPT2_SMALL, "fp16")

@@ -245,7 +245,7 @@ def _summary(spec: Speculation, ids: tuple[int, ...], rule_key: RuleKey) -> None
     alpha = spec.acceptance_rate
     m = st.columns(4)
     m[0].metric(t("speculative.s_alpha"), "—" if alpha is None else fmt.percent(alpha, 1),
-                help=t("speculative.s_alpha_help", acc=spec.accepted, tested=spec.tested))
+                help=nav.term_help("accept_rule", t("speculative.s_alpha_help", acc=spec.accepted, tested=spec.tested)))
     m[1].metric(t("speculative.s_per_pass"), fmt.fixed(spec.tokens_per_target_pass, 2),
                 help=t("speculative.s_per_pass_help", n=n, rounds=len(spec.rounds)))
     m[2].metric(t("speculative.s_target_passes"), spec.target_passes, help=t("speculative.s_target_passes_help"),
@@ -354,7 +354,7 @@ def _self_inputs(model: RealLM, method: str, errors=st) -> RunKey | None:
     label = t("specllm.text") if speculative_real.chat(model) else t("specllm.text_plain", title=model.SPEC.title)
     text = st.text_area(label, key="sd_text", height=110, max_chars=model.limits.max_prompt_chars,
                         on_change=urlstate.sync, args=("sd_text", PRESETS[case]),
-                        help=t("specllm.text_help", cap=model.limits.max_prompt_tokens))
+                        help=nav.term_help("tokenizer", t("specllm.text_help", cap=model.limits.max_prompt_tokens)))
     try:
         tokens = _prompt(model, text or "")
     except LimitError as e:

@@ -461,6 +461,8 @@ def _serving() -> None:
     except LimitError as e:
         st.error(t("cost.bad_input", reason=str(e)), icon=":material/error:")
         return
+    step_view.notice(t("first.cost_serving", size=fmt.nbytes(tr.bytes), time=fmt.duration(tr.seconds),
+                       steps=fmt.num(tr.seconds / floor, ",.1f"), step=fmt.duration(floor)))
     m = st.columns(4)
     m[0].metric(t("cost.sv_size"), fmt.nbytes(tr.bytes), help=_total_help(tr.bytes))
     m[1].metric(t("cost.sv_time"), fmt.duration(tr.seconds), help=t("cost.sv_time_help"))

@@ -18,6 +18,7 @@ from kvviz.limits import (
 from kvviz.measure.scaling import SHAPES, Measurements, measure_all
 from kvviz.ui.app import fmt, nav, urlstate
 from kvviz.ui.app.i18n import t
+from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
 from kvviz.viz.cost import line_chart, step_time_vs_batch
 
@@ -100,6 +101,9 @@ def _results(res: Measurements) -> None:
     st.caption(t("cost.ms_done", s=fmt.fixed(res.seconds, 1), name=cfg.name, threads=res.threads))
     pts = res.batch
     first, last = pts[0], pts[-1]
+    step_view.notice(t("first.cost_measured", a=first.batch, b=last.batch,
+                       rise=fmt.factor(last.ms_per_step / first.ms_per_step, 2),
+                       gain=fmt.factor(last.tokens_per_s / first.tokens_per_s, 1)))
     m = st.columns(3)
     m[0].metric(t("cost.ms_tok_s_1", b=first.batch), fmt.fixed(first.tokens_per_s, 0))
     m[1].metric(t("cost.ms_tok_s_n", b=last.batch), fmt.fixed(last.tokens_per_s, 0),

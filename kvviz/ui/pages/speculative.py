@@ -63,7 +63,7 @@ from kvviz.ui.components.prompts import prompt_tokens
 from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
 from kvviz.ui.frames import speculative as frames_speculative
 from kvviz.ui.frames import translator
-from kvviz.ui.pages import speculative_real, speculative_speed
+from kvviz.ui.pages import lecture, speculative_real, speculative_speed
 from kvviz.viz.speculative import acceptance_spec, speedup_figure
 
 DRAFTS = ("model", "prompt-lookup", "early-exit")     # the tiny GPT's draft model, or SmolLM2 drafting itself
@@ -598,7 +598,7 @@ def _self_drafted(method: str) -> None:
 
 
 def render() -> None:
-    st.title(t("speculative.title"))
+    lecture.title("speculative", t("speculative.title"))    # with its place where the script shows no step
     urlstate.choice_param("sd_draft", DRAFTS, DRAFTS[0])
     if st.session_state["sd_draft"] == "model":
         _tiny_gpt()

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
 LINKS = [(page, params, key) for _, steps in SCRIPT for page, params, key in steps]
 PLACE = {p.screen.key: p for p in places()}
-SHOWS_PLACE = ("sampling", "gpt", "cost")      # pages that show a place without a stepper (lecture.title)
+SHOWS_PLACE = ("sampling", "gpt", "cost", "speculative")    # pages that show a place without a stepper (lecture.title)
 
 
 def _notices(at) -> list[str]:

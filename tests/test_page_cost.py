@@ -177,6 +177,9 @@ def test_serving_tab_numbers_and_bad_link():
     tr = cost.cache_transfer(cost.LLAMA3_8B, 4096, 1, "bf16", 100)
     assert metric(at, "Cache to send") == "537 MB" and tr.bytes == 536_870_912
     assert metric(at, "Transfer time") == f"{tr.seconds * 1e3:,.3g} ms"
+    notice = next(i.value for i in at.info if i.value.startswith("**Notice:**"))        # what to look at
+    assert "(537 MB)" in notice and f"takes {tr.seconds * 1e3:,.3g} ms" in notice
+    assert f"{metric(at, '≈ decode steps')} times the" in notice
     at.number_input(key="sv_link").set_value(0.0).run()
     no_exception(at)
     assert "Link speed must be between" in errors(at)
@@ -195,6 +198,8 @@ def test_measure_runs_behind_its_button():
     assert not at.error
     assert len(plotly_specs(at)) == n_before + 3          # batch sweep, context sweep, TTFT vs TPOT
     assert any(m.label == "Tokens/s at batch 2" for m in at.metric)
+    notice = next(i.value for i in at.info if i.value.startswith("**Notice:**"))
+    assert "from batch 1 to batch 2" in notice and "grows" in notice
 
 
 def test_page_renders_in_every_language_and_keeps_the_tab():

@@ -162,6 +162,8 @@ def test_verification_memory_and_the_stepper_agree():
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Cached positions T"] == "12"
     assert metrics["Measured bytes"] == metrics["2 · L · T · d · 4 bytes"] == "49,152 B"
+    measured = next(m for m in at.metric if m.label == "Measured bytes")
+    assert "**KV cache:**" in measured.proto.help and "(Glossary#kv_cache)" in measured.proto.help
 
 
 def test_verification_times_are_medians_of_repeated_runs_with_their_range():
@@ -280,6 +282,8 @@ def test_bad_prompts_get_a_message_and_the_page_keeps_working():
         at.text_input(key="gpt_prompt").set_value(bad).run()
         no_exception(at)
         assert at.error and needle in at.error[0].value, bad
+        settings = next(e for e in at.expander if e.label == "Settings")       # folded: the step first
+        assert settings.text_input(key="gpt_prompt").value == bad and not settings.error   # the message outside
     at.text_input(key="gpt_prompt").set_value("It is rainy in London , so we").run()
     assert not at.error and heading(at).startswith("Event 0")
     assert heat(at)["y"][-1] == "7:we"

@@ -206,10 +206,16 @@ def test_the_long_tail_on_smollm2_sure_and_open(smollm2):
     no_exception(at)
     assert any(h.value == "The long tail, on a real model" for h in at.header)
     text = " ".join(m.value for m in at.markdown)
+    tails = []
     for context in CONTEXTS.values():
         tail = tail_of(next_token_logits(smollm2, smollm2.prompt(context, False)), 20, 0.9)
         assert f"Top-k = 20 keeps 20 tokens and cuts **{fmt.percent(tail.mass_beyond_k, 1)}**" in text
         assert f"Top-p = 0.9 keeps {tail.top_p_size:,} tokens" in text
+        tails.append(tail)
+    notice = next(i.value for i in at.info if "top-p = 0.9 keeps" in i.value)        # the section's point
+    assert (f"keeps {tails[0].top_p_size:,} tokens where the model is sure and {tails[1].top_p_size:,} tokens"
+            in notice and f"top-k = 20 keeps {tails[0].top_k_size} and {tails[1].top_k_size}" in notice)
+    for tail in tails:
         d = tail_draws(tail, 1000, 0)
         assert f"{d.outside_p:,} land in that tail" in text or f"{d.outside_p:,} lands in that tail" in text
     assert any(s["layout"]["title"]["text"].startswith("The most likely tokens") for s in plotly_specs(at))

@@ -110,6 +110,8 @@ def test_sampled_tests_show_p_q_u_and_the_residual_the_correction_is_drawn_from(
     # the summary's numbers are the run's
     metric = {m.label: m.value for m in at.metric}
     assert metric["Acceptance rate α"] == fmt.percent(spec.acceptance_rate, 1)
+    alpha_help = next(m for m in at.metric if m.label == "Acceptance rate α").proto.help   # the rule, defined once
+    assert "**Acceptance rule (speculative decoding):** A proposal x is accepted" in alpha_help
     assert metric["Tokens per target pass"] == fmt.fixed(spec.tokens_per_target_pass, 2)
     assert metric["Target passes"] == str(spec.target_passes) and metric["Draft passes"] == str(spec.draft_passes)
     # plain decoding's passes beside it are a comparison, not a change: grey, and no arrow (no "up is good")
@@ -158,6 +160,10 @@ def test_bad_input_gets_a_message_and_the_address_is_checked():
         at.text_input(key="sd_prompt").set_value(bad).run()
         no_exception(at)
         assert at.error and needle in at.error[0].value, bad
+        settings = next(e for e in at.expander if e.label == "Settings")       # folded: the step first
+        assert settings.text_input(key="sd_prompt").value == bad and not settings.error   # the message outside
+    assert at.segmented_control(key="sd_draft").value == "model"                       # the draft's choice: open
+    assert not [w for w in settings.segmented_control if w.key == "sd_draft"]
     at = open_page(PAGE, {"sd_gamma": "99", "sd_new": "inf", "sd_c": "nan", "step": "9999"})
     no_exception(at)
     warnings = " ".join(w.value for w in at.warning)

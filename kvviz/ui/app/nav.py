@@ -82,7 +82,11 @@ def page_foot() -> None:
     """Call last on every page: the foot of the page set up by :func:`page_setup`, its sources
     (``PageSpec.sources``) in a closed expander. After the body, so a body that returns early still
     has it."""
-    show_sources(BY_TITLE[st.session_state["_page"]].sources)
+    page = st.session_state["_page"]
+    show_sources(BY_TITLE[page].sources)
+    glossary = BY_TITLE["glossary.title"]
+    if page != glossary.title_key:          # the words the pages use, one click from every page
+        st.page_link(glossary.script, label=t("first.glossary_link"), icon=glossary.icon)
 
 
 def hidden_heading(text: str) -> None:
@@ -91,3 +95,25 @@ def hidden_heading(text: str) -> None:
     heading is an h3, or a tab of the Cost page. ``kv-sr-only`` in style.css keeps it out of sight
     and out of the layout."""
     st.html(f"<h2 class='kv-sr-only'>{html.escape(text)}</h2>")
+
+
+def folded_settings(label_key: str = "present.settings"):
+    """Where a page whose stepper must come first (issue 42: the first event in sight at 1400 × 900)
+    draws its inputs: folded in both modes, under the label presenter mode gives its settings
+    (kvviz.ui.app.presenter.settings)."""
+    return st.expander(t(label_key), icon=":material/tune:")
+
+
+# how long a hover definition may be: the glossary entry's first sentences up to this many characters
+TERM_CHARS = 220
+
+
+def term_help(term: str, text: str | None = None) -> str:
+    """A widget's or metric's ``help=`` where a glossary term (kvviz/ui/pages/glossary.py TERMS) first
+    appears: ``text`` (the widget's own help, if any), then the glossary's own definition, shortened
+    to its lead, and a link to the entry. One source: the strings ``glossary.h_<term>`` and
+    ``glossary.d_<term>``, never a second wording."""
+    short, rest = presenter.lead(t(f"glossary.d_{term}"), TERM_CHARS)
+    line = f"**{t(f'glossary.h_{term}')}:** {short}" + (" …" if rest else "")
+    link = f"[{t('first.glossary_entry')}](Glossary#{term})"
+    return "\n\n".join(part for part in (text, line, link) if part)

@@ -192,7 +192,7 @@ def _memory_numbers(cfg: cost.ModelConfig, rep: cost.MemoryReport, stacked: bool
     m = [st.container() for _ in range(3)] if stacked else st.columns(3)
     m[0].metric(t("cost.per_token"), f"{fmt.integer(rep.bytes_per_token)} B", help=t("cost.per_token_help"))
     m[1].metric(t("cost.total"), fmt.nbytes(rep.total), help=_total_help(rep.total))
-    m[2].metric(t("cost.kind"), rep.kind, help=t("cost.kind_help"),
+    m[2].metric(t("cost.kind"), rep.kind, help=nav.term_help("gqa", t("cost.kind_help")),
                 delta=None if rep.kind == "MHA" else t("cost.saving_delta", x=fmt.sig(rep.saving_vs_mha)),
                 delta_color="off", delta_arrow="off")
     st.markdown(t("cost.mem_formula", L=cfg.n_layers, kv=cfg.n_kv_heads, hd=cfg.head_dim,
@@ -331,10 +331,11 @@ def _compute() -> None:
     c = st.columns([3, 1, 1])
     c[0].selectbox(t("cost.fl_model"), list(options), format_func=_preset_label, key="fl_model",
                    help=t("cost.fl_model_help"), persist_state=KEEP, on_change=urlstate.sync, args=("fl_model", first))
-    c[1].number_input(t("cost.fl_prompt"), step=1, key="fl_prompt", help=t("cost.fl_prompt_help"),
-                      persist_state=KEEP, on_change=urlstate.sync, args=("fl_prompt", 2))
+    c[1].number_input(t("cost.fl_prompt"), step=1, key="fl_prompt",
+                      help=nav.term_help("prefill", t("cost.fl_prompt_help")), persist_state=KEEP,
+                      on_change=urlstate.sync, args=("fl_prompt", 2))
     c[2].number_input(t("cost.fl_n"), step=1, key="fl_n",
-                      help=t("cost.fl_n_help", cap=fmt.integer(MAX_COST_GEN_TOKENS)),
+                      help=nav.term_help("decode", t("cost.fl_n_help", cap=fmt.integer(MAX_COST_GEN_TOKENS))),
                       persist_state=KEEP, on_change=urlstate.sync, args=("fl_n", 32))
     ss = st.session_state
     cfg = options[ss.fl_model]
@@ -460,6 +461,8 @@ def _serving() -> None:
     except LimitError as e:
         st.error(t("cost.bad_input", reason=str(e)), icon=":material/error:")
         return
+    step_view.notice(t("first.cost_serving", size=fmt.nbytes(tr.bytes), time=fmt.duration(tr.seconds),
+                       steps=fmt.num(tr.seconds / floor, ",.1f"), step=fmt.duration(floor)))
     m = st.columns(4)
     m[0].metric(t("cost.sv_size"), fmt.nbytes(tr.bytes), help=_total_help(tr.bytes))
     m[1].metric(t("cost.sv_time"), fmt.duration(tr.seconds), help=t("cost.sv_time_help"))

@@ -16,8 +16,9 @@ from kvviz.limits import (
     check_int,
 )
 from kvviz.measure.scaling import SHAPES, Measurements, measure_all
-from kvviz.ui.app import fmt, urlstate
+from kvviz.ui.app import fmt, nav, urlstate
 from kvviz.ui.app.i18n import t
+from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
 from kvviz.viz.cost import line_chart, step_time_vs_batch
 
@@ -70,8 +71,9 @@ def render() -> None:
     d = st.columns(2)
     d[0].multiselect(t("cost.ms_contexts"), LEN_OPTIONS, key="ms_contexts", help=t("cost.ms_contexts_help"),
                      format_func=fmt.integer, **kept("ms_contexts"))
-    d[1].multiselect(t("cost.ms_prompts"), PROMPT_OPTIONS, key="ms_prompts", help=t("cost.ms_prompts_help"),
-                     format_func=fmt.integer, **kept("ms_prompts"))
+    d[1].multiselect(t("cost.ms_prompts"), PROMPT_OPTIONS, key="ms_prompts",
+                     help=nav.term_help("ttft", t("cost.ms_prompts_help")), format_func=fmt.integer,
+                     **kept("ms_prompts"))
     st.caption(t("cost.ms_caps", batch=fmt.integer(MAX_MEASURE_BATCH), ctx=fmt.integer(MAX_MEASURE_CONTEXT),
                  mib=fmt.integer(MAX_MEASURE_CACHE_BYTES // 2**20), gflop=fmt.sig(MAX_MEASURE_GFLOP)))
     if st.button(t("cost.ms_run"), type="primary", icon=":material/timer:", help=t("cost.ms_run_help")):
@@ -99,6 +101,9 @@ def _results(res: Measurements) -> None:
     st.caption(t("cost.ms_done", s=fmt.fixed(res.seconds, 1), name=cfg.name, threads=res.threads))
     pts = res.batch
     first, last = pts[0], pts[-1]
+    step_view.notice(t("first.cost_measured", a=first.batch, b=last.batch,
+                       rise=fmt.factor(last.ms_per_step / first.ms_per_step, 2),
+                       gain=fmt.factor(last.tokens_per_s / first.tokens_per_s, 1)))
     m = st.columns(3)
     m[0].metric(t("cost.ms_tok_s_1", b=first.batch), fmt.fixed(first.tokens_per_s, 0))
     m[1].metric(t("cost.ms_tok_s_n", b=last.batch), fmt.fixed(last.tokens_per_s, 0),

@@ -71,7 +71,9 @@ def warm() -> None:
 
 # ---- inputs --------------------------------------------------------------------------------------
 
-def _inputs(model: GPTModel) -> tuple[list[str], int, RuleKey, int] | None:
+def _inputs(model: GPTModel, errors=st) -> tuple[list[str], int, RuleKey, int] | None:
+    """Prompt words, new tokens, rule and seed; None after a message in ``errors`` (a slot outside the
+    folded settings, so that a bad address's message stays in sight)."""
     c = st.columns([3, 1])
     text = c[0].text_input(t("gpt.prompt"), value=DEFAULT_PROMPT, key="gpt_prompt", bind="query-params",
                            max_chars=400, help=t("gpt.prompt_help"))
@@ -86,7 +88,7 @@ def _inputs(model: GPTModel) -> tuple[list[str], int, RuleKey, int] | None:
     try:
         return prompt_tokens(model, text), int(new), rule_cache_key(rule), seed
     except (LimitError, ValueError) as e:
-        st.error(t("gpt.bad_prompt", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
+        errors.error(t("gpt.bad_prompt", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
         return None
 
 
@@ -150,7 +152,7 @@ def _memory(cmp: Comparison, model: GPTModel) -> None:
     c = st.columns(3)
     c[0].metric(t("gpt.memory_positions"), T, help=t("gpt.memory_positions_help"))
     c[1].metric(t("gpt.memory_measured"), f"{fmt.integer(cmp.cached.cache_bytes)} B",
-                help=t("gpt.memory_measured_help"))
+                help=nav.term_help("kv_cache", t("gpt.memory_measured_help")))
     c[2].metric(t("gpt.memory_formula"), f"{fmt.integer(formula)} B",
                 help=t("gpt.memory_formula_help", L=cfg.n_layer, T=T, d=cfg.n_embd))
     g2 = cost.cache_bytes_per_token(cost.GPT2_SMALL, "fp16")
@@ -254,8 +256,9 @@ def render() -> None:
                      loss="?" if loss is None else fmt.sig(loss)))
     else:
         st.warning(t("gpt.weights_random", seed=tiny.meta.get("fallback_seed", 0)), icon=":material/casino:")
-    with presenter.settings():
-        got = _inputs(model)
+    errors = st.container()
+    with nav.folded_settings():                         # the step first (issue 42): settings one click away
+        got = _inputs(model, errors)
     if got is None:
         return
     tokens, new, rule_key, seed = got

@@ -13,7 +13,7 @@ from kvviz.decoding.sampling import Sampler, Stage, draw_counts
 from kvviz.decoding.stepper import run_generation
 from kvviz.limits import MAX_DRAWS, MAX_NEW_TOKENS, MAX_SEED, MAX_TYPED_CHARS, LimitError
 from kvviz.models.registry import get_model
-from kvviz.ui.app import fmt, links, pages, presenter, urlstate
+from kvviz.ui.app import fmt, links, nav, pages, presenter, urlstate
 from kvviz.ui.app.i18n import current_lang, join, t
 from kvviz.ui.app.perf import timed
 from kvviz.ui.app.runs import cached_run
@@ -48,6 +48,15 @@ def _set_list(tokens: list[str]) -> str:
     return "{" + _listed(tokens, 10) + "}"
 
 
+# the glossary's entry for a filter stage (its first appearance on the page: the entropy counters)
+STAGE_TERMS = {"temperature": "temperature", "top-k": "top_k_p", "top-p": "top_k_p", "greedy": "greedy"}
+
+
+def _stage_help(stage: str) -> str:
+    term = STAGE_TERMS.get(stage)
+    return t("sampling.entropy_help") if term is None else nav.term_help(term, t("sampling.entropy_help"))
+
+
 # ---------------------------------------------------------------- 1. where the logits come from
 
 def _model_source() -> LogitSource | None:
@@ -55,7 +64,8 @@ def _model_source() -> LogitSource | None:
     c = st.columns([1.2, 3, 1.4]) if len(names) > 1 else [None, *st.columns([3, 1.4])]
     name = names[0] if c[0] is None else c[0].selectbox(t("sampling.model"), names, key="sampling_model")
     text = c[1].text_input(t("sampling.prompt"), MODEL_PROMPTS[name], key="sampling_prompt",
-                           bind="query-params", max_chars=200, help=t("sampling.prompt_help"))
+                           bind="query-params", max_chars=200,
+                           help=nav.term_help("tokenizer", t("sampling.prompt_help")))
     urlstate.int_param("sampling_after", 0, 0, MAX_NEW_TOKENS - 1)
     after = c[2].number_input(t("sampling.after"), 0, MAX_NEW_TOKENS - 1, key="sampling_after",
                               on_change=urlstate.sync, args=("sampling_after", 0), help=t("sampling.after_help"))
@@ -185,7 +195,7 @@ def _stages(stages: list[Stage], tokens: list[str]) -> None:
         change = 0.0 if i == 0 else s.entropy_bits - stages[i - 1].entropy_bits
         delta = fmt.signed(change, 3) if abs(change) >= 5e-4 else None        # no arrow for "unchanged"
         col.metric(t(f"sampling.stage_{s.name.replace('-', '_')}"), t("sampling.bits", h=fmt.fixed(s.entropy_bits, 3)),
-                   delta=delta, delta_color="off", help=t("sampling.entropy_help"))
+                   delta=delta, delta_color="off", help=_stage_help(s.name))
 
 
 # ---------------------------------------------------------------- 4. draws

@@ -14,6 +14,7 @@ from kvviz.ui.app.i18n import t
 
 # the one import of the UI's model loader here (being moved to kvviz/ui/app/models.py: switch it here)
 from kvviz.ui.app.models import loaded_model
+from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
 from kvviz.viz.tail import cumulative_chart
 
@@ -92,6 +93,9 @@ def section(seed: int) -> None:
     except LimitError as e:
         st.error(str(e), icon=":material/error:")
         return
+    sure, open_ = tails["sure"], tails["open"]
+    step_view.notice(t("first.sampling_tail", p=fmt.sig(float(p)), k=int(k), sure=sure.top_p_size,
+                       open=open_.top_p_size, ks=sure.top_k_size, ko=open_.top_k_size))
     cols = st.columns(2)
     for col, (kind, tail) in zip(cols, tails.items()):
         with col:

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from kvviz import cost
 from kvviz.decoding.loops import Generation, generate_cached
@@ -61,7 +63,7 @@ from kvviz.ui.components.prompts import prompt_tokens
 from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_key, rule_controls
 from kvviz.ui.frames import speculative as frames_speculative
 from kvviz.ui.frames import translator
-from kvviz.ui.pages import speculative_real, speculative_speed
+from kvviz.ui.pages import lecture, speculative_real, speculative_speed
 from kvviz.viz.speculative import acceptance_spec, speedup_figure
 
 DRAFTS = ("model", "prompt-lookup", "early-exit")     # the tiny GPT's draft model, or SmolLM2 drafting itself
@@ -186,8 +188,9 @@ class _Shown:
 
 # ---- inputs: the tiny GPT --------------------------------------------------------------------------------------
 
-def _inputs(model: GPTModel) -> tuple[tuple[int, ...], int, int, RuleKey, int] | None:
-    """Prompt ids, new tokens, γ, rule and seed; None after a message (unknown words, empty prompt …)."""
+def _inputs(model: GPTModel, errors=st) -> tuple[tuple[int, ...], int, int, RuleKey, int] | None:
+    """Prompt ids, new tokens, γ, rule and seed; None after a message in ``errors`` (unknown words, empty
+    prompt …; a slot outside the folded settings)."""
     c = st.columns([3, 1, 1])
     text = c[0].text_input(t("speculative.prompt"), value=DEFAULT_PROMPT, key="sd_prompt", bind="query-params",
                            max_chars=400, help=t("speculative.prompt_help"))
@@ -209,7 +212,7 @@ def _inputs(model: GPTModel) -> tuple[tuple[int, ...], int, int, RuleKey, int] |
         ids = tuple(model.tokenizer.index[w] for w in tokens)
         return ids, int(new), int(gamma), rule_cache_key(rule), seed
     except (LimitError, ValueError) as e:
-        st.error(t("speculative.bad_prompt", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
+        errors.error(t("speculative.bad_prompt", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
         return None
 
 
@@ -242,7 +245,7 @@ def _summary(spec: Speculation, ids: tuple[int, ...], rule_key: RuleKey) -> None
     alpha = spec.acceptance_rate
     m = st.columns(4)
     m[0].metric(t("speculative.s_alpha"), "—" if alpha is None else fmt.percent(alpha, 1),
-                help=t("speculative.s_alpha_help", acc=spec.accepted, tested=spec.tested))
+                help=nav.term_help("accept_rule", t("speculative.s_alpha_help", acc=spec.accepted, tested=spec.tested)))
     m[1].metric(t("speculative.s_per_pass"), fmt.fixed(spec.tokens_per_target_pass, 2),
                 help=t("speculative.s_per_pass_help", n=n, rounds=len(spec.rounds)))
     m[2].metric(t("speculative.s_target_passes"), spec.target_passes, help=t("speculative.s_target_passes_help"),
@@ -318,7 +321,7 @@ def _case_changed() -> None:
     urlstate.sync("sd_case", DEFAULT_CASE)
 
 
-def _self_inputs(model: RealLM, method: str) -> RunKey | None:
+def _self_inputs(model: RealLM, method: str, errors=st) -> RunKey | None:
     urlstate.choice_param("sd_case", CASES, DEFAULT_CASE)
     case = st.session_state["sd_case"]
     urlstate.text_param("sd_text", PRESETS[case], model.limits.max_prompt_chars)
@@ -351,11 +354,11 @@ def _self_inputs(model: RealLM, method: str) -> RunKey | None:
     label = t("specllm.text") if speculative_real.chat(model) else t("specllm.text_plain", title=model.SPEC.title)
     text = st.text_area(label, key="sd_text", height=110, max_chars=model.limits.max_prompt_chars,
                         on_change=urlstate.sync, args=("sd_text", PRESETS[case]),
-                        help=t("specllm.text_help", cap=model.limits.max_prompt_tokens))
+                        help=nav.term_help("tokenizer", t("specllm.text_help", cap=model.limits.max_prompt_tokens)))
     try:
         tokens = _prompt(model, text or "")
     except LimitError as e:
-        st.error(t("specllm.bad_text", reason=str(e)), icon=":material/error:")
+        errors.error(t("specllm.bad_text", reason=str(e)), icon=":material/error:")
         return None
     return (tuple(model.ids(tokens)), method, int(new), int(k), int(extra)) + speculative_real.named(model.SPEC.name)
 
@@ -464,6 +467,22 @@ def _draft_choice() -> str:
                                 on_change=_draft_changed, help=t("speculative.draft_kind_help"))
 
 
+@contextmanager
+def _settings() -> Iterator[DeltaGenerator]:
+    """The step first (issue 42): the draft's choice in sight and the run's settings folded; in
+    presenter mode both folded together. Yields the slot for the settings' messages, outside the fold."""
+    if presenter.presenting():
+        errors = st.container()
+        with presenter.settings():
+            _draft_choice()
+            yield errors
+        return
+    _draft_choice()
+    errors = st.container()
+    with nav.folded_settings():
+        yield errors
+
+
 def _round_as_step(n_rounds: int) -> None:
     """The old address of a SmolLM2 round, ``?sd_round=3``, opens its step (``?step=2``) on a new
     session; the address then says ``step`` (the stepper keeps it)."""
@@ -504,9 +523,8 @@ def _tiny_gpt() -> None:
     if not target.tiny.trained:
         st.warning(t("speculative.target_random", seed=target.tiny.meta.get("fallback_seed", 0)),
                    icon=":material/casino:")
-    with presenter.settings():
-        _draft_choice()
-        got = _inputs(model)
+    with _settings() as errors:
+        got = _inputs(model, errors)
     if got is None:
         return
     ids, new, gamma, rule_key, seed = got
@@ -543,9 +561,8 @@ def _self_drafted(method: str) -> None:
         return
     presenter.intro(t("specllm.intro_" + method.replace("-", "_"), layers=model.n_layers, title=title,
                       model=speculative_speed.short_name(model)))
-    with presenter.settings():
-        _draft_choice()
-        key = _self_inputs(model, method)
+    with _settings() as errors:
+        key = _self_inputs(model, method, errors)
     if key is None:
         return
     try:
@@ -581,7 +598,7 @@ def _self_drafted(method: str) -> None:
 
 
 def render() -> None:
-    st.title(t("speculative.title"))
+    lecture.title("speculative", t("speculative.title"))    # with its place where the script shows no step
     urlstate.choice_param("sd_draft", DRAFTS, DRAFTS[0])
     if st.session_state["sd_draft"] == "model":
         _tiny_gpt()

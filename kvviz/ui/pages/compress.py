@@ -499,8 +499,9 @@ def _real_intro(model: RealLM, name: str) -> str:
 
 
 def _render_real(name: str) -> None:
-    """A real model: introduction, the held-out text, key channels, then the trade-off of the fixed
-    variants (a model without sliding layers) and compress_evict's sections (equal bytes for all)."""
+    """A real model: introduction, the held-out text, key channels and the trade-off of the fixed
+    variants, then compress_evict's sections (equal bytes); a model with sliding layers (its
+    ``layout``) opens on the eviction and measures at equal bytes only, its key channels last."""
     with presenter.settings():
         _model_widget()
     model = _real_model(name)
@@ -515,10 +516,14 @@ def _render_real(name: str) -> None:
             st.markdown(t("compress.llm_text_body"))
             st.text(HELD_OUT_TEXT)
     urlstate.int_param("sc_ltokens", DEFAULTS["sc_ltokens"], MIN_TOKENS, LLM_COMPRESS_MAX_TOKENS)
-    _key_section(model, name, int(st.session_state.get("sc_ltokens", DEFAULTS["sc_ltokens"])))
-    if all(layer.attention == "full" for layer in model.layout):
-        _tradeoff_llm(model, name)  # a hybrid's sliding layers already hold a window: equal bytes below instead
+    tokens = int(st.session_state.get("sc_ltokens", DEFAULTS["sc_ltokens"]))
+    hybrid = any(layer.attention == "sliding" for layer in model.layout)
+    if not hybrid:                  # a hybrid's sliding layers already hold a window: equal bytes instead
+        _key_section(model, name, tokens)
+        _tradeoff_llm(model, name)
     compress_evict.render(model, name, _title(name), show=tradeoff.show)
+    if hybrid:                      # after the eviction its screen (and lecture screen) opens on
+        _key_section(model, name, tokens)
 
 
 def _stepper(model: GPTModel, got: tuple[tuple[str, ...], int, VariantSettings]) -> bool:

@@ -221,6 +221,11 @@ def test_real_model_without_weights_says_how_to_install_them(monkeypatch, name):
     bad = open_page(PAGE, {"sc_model": "gpt5", "sc_ltokens": "9999"})
     no_exception(bad)
     assert bad.segmented_control(key="sc_model").value == "gpt"            # a bad value keeps the default
+    monkeypatch.setenv("KVVIZ_REAL_MODELS", "gemma3")       # the host's choice: the models the page offers
+    left_out = open_page(PAGE, {"sc_model": "smollm2"})
+    no_exception(left_out)
+    assert left_out.segmented_control(key="sc_model").options == ["Tiny GPT", "Gemma 3 (hybrid cache)"]
+    assert left_out.segmented_control(key="sc_model").value == "gpt"
 
 
 # ---- eviction by score and the latent cache (issue 38) ------------------------------------------------

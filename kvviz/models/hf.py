@@ -33,6 +33,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 import torch.nn.functional as F
@@ -41,6 +42,7 @@ from kvviz.cache import Cache, PagedCache, ScoredCache, layer_windows
 from kvviz.cost.shapes import ModelConfig
 from kvviz.limits import LimitError
 from kvviz.models.base import BatchPassRecord, Keep, LayerLayout, ModelLimits, PassRecord, allowed_keys, new_cache
+from kvviz.models.grouped import pooled_network
 
 
 class Vocab(list):
@@ -441,6 +443,25 @@ class HFCausalLM:
         return BatchPassRecord(positions=positions, q=empty, k=empty, v=empty, attention=empty,
                                output=torch.empty(b, n, 0), logits=out.logits.float())
 
+    def kv_projections(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer (W [2·H_kv·d, C], b [2·H_kv·d]) in float64: [k; v] = W x + b (keys before RoPE;
+        a latent cache factors them, kvviz.compress.latent). A model whose keys pass a per-head norm
+        before the cache (Gemma 3, Qwen3) has its K rows scaled by the norm's gain (``_norm_gain``)."""
+        out = []
+        for layer in self.model.model.layers:
+            k, v = layer.self_attn.k_proj, layer.self_attn.v_proj
+            gain = _norm_gain(getattr(layer.self_attn, "k_norm", None), self.head_dim, k.out_features)
+            w = torch.cat([gain[:, None] * k.weight.double(), v.weight.double()])
+            b = torch.cat([torch.zeros(k.out_features) if k.bias is None else gain * k.bias.double(),
+                           torch.zeros(v.out_features) if v.bias is None else v.bias]).double()
+            out.append((w.detach(), b.detach()))
+        return out
+
+    def with_kv_heads(self, kv_heads: int) -> HFCausalLM:
+        """This model with its K/V heads mean-pooled to ``kv_heads`` (kvviz.models.grouped), behind
+        the protocol; built once per process (its vocabulary and hooks take ~0.1 s to build)."""
+        return _pooled(self.model, self.tokenizer, self.name, self.limits, kv_heads)
+
     def weight_bytes(self) -> int:
         """Bytes of the weights in memory (the tied embedding once), measured on the tensors."""
         return sum(p.numel() * p.element_size() for p in self.model.parameters())
@@ -496,3 +517,21 @@ class HFCausalLM:
         for every later query."""
         return [float(self.rotate(q, query_pos + s, layer) @ self.rotate(k, key_pos + s, layer)) / self.head_dim ** 0.5
                 for s in shifts]
+
+
+def _norm_gain(norm, head_dim: int, width: int) -> torch.Tensor:
+    """[width] the per-channel gain of a per-head key norm (Gemma 3, Qwen3: RMSNorm after k_proj,
+    before the rotation), 1 without one. The cache receives normed keys: each head's key divided by
+    its RMS (a scalar: the direction stays) times the gain, so with one K/V head they lie in the
+    range of diag(gain)·W_K, whose SVD is then the right basis (with several heads, a close one)."""
+    if not isinstance(norm, torch.nn.Module):
+        return torch.ones(width, dtype=torch.float64)
+    with torch.no_grad():
+        ones = torch.ones(1, head_dim, dtype=next(norm.parameters()).dtype)
+        gain = norm(ones)[0].double()                 # RMS of ones is 1: what is left is the gain
+    return gain.repeat(width // head_dim)
+
+
+@lru_cache(maxsize=4)
+def _pooled(network: torch.nn.Module, tokenizer, name: str, limits: ModelLimits, kv_heads: int) -> HFCausalLM:
+    return HFCausalLM(pooled_network(network, kv_heads), tokenizer, name=name, limits=limits)

@@ -86,6 +86,7 @@ class RealModelSpec:
     hub_id: str                  # Community Cloud's source
     env_source: str              # the host's choice of source: "KVVIZ_SMOLLM2"
     limits: ModelLimits
+    short: str = ""              # in running text ("measure on SmolLM2"); empty: the title
     package: str = ""            # the module of the PyPI package holding the GGUF
     package_pin: str = ""        # what requirements-model.txt installs
     install_size: str = ""       # its wheels, for the install message

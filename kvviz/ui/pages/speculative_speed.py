@@ -11,25 +11,28 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from kvviz import cost
 from kvviz.decoding.sampling import make_rule
 from kvviz.limits import (
     SELF_SPEC_MEASURE_MAX_RUNS,
     SELF_SPEC_MEASURE_MAX_TOKENS,
+    SPECULATIVE_MAX_GAMMA,
     SPECULATIVE_MEASURE_MAX_RUNS,
     LimitError,
 )
-from kvviz.models.gpt import GPTModel
+from kvviz.models.gpt import GPTModel, cost_config
 from kvviz.models.real import RealLM
 from kvviz.speculative import SpeedMeasurement, measure_speedup
 from kvviz.speculative.measure import SelfSpeedMeasurement, measure_self_speedup
-from kvviz.ui.app import fmt, urlstate
+from kvviz.speculative.records import Speculation
+from kvviz.ui.app import fmt, nav, urlstate
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.turns import my_turn
 from kvviz.ui.components.charts import chart
 from kvviz.ui.components.progress import outside_the_cache
 from kvviz.ui.components.rule_controls import RuleKey
 from kvviz.ui.frames import speculative as frames_speculative
-from kvviz.viz.speculative import self_speedup_spec
+from kvviz.viz.speculative import self_speedup_spec, speedup_figure
 
 MEASURE_GAMMAS = range(1, 7)
 MEASURE_TOKENS = 48          # tokens per timed run (kvviz.speculative.measure_speedup's default)
@@ -180,3 +183,61 @@ def self_drafted(model: RealLM, method: str, prompts: tuple[tuple[str, tuple[int
                        mime="text/csv", icon=":material/download:", on_click="ignore")
     st.caption(t("specllm.measure_done", s=fmt.fixed(got.seconds, 1), runs=got.runs, threads=got.threads))
     st.markdown(t("specllm.measure_reading", model=short, layers=model.n_layers))
+
+
+# ---- summary: acceptance, tokens per pass, expected and measured speed-up ------------------------------
+
+def _flop_ratio(spec: Speculation, pair: tuple[GPTModel, GPTModel]) -> float:
+    """c in FLOPs: one draft decode pass over one target decode pass, mid-run (kvviz.cost)."""
+    target, draft = pair
+    ctx = len(spec.prompt) + len(spec.tokens) // 2
+    f = [cost.pass_flops(cost_config(m.model.config), 1, ctx, last_only=True).total for m in (draft, target)]
+    return f[0] / f[1]
+
+
+def summary(spec: Speculation, ids: tuple[int, ...], rule_key: RuleKey, pair: tuple[GPTModel, GPTModel]) -> None:
+    """The tiny GPT's run in numbers: acceptance, tokens per pass, the expected speed-up (c from the
+    FLOPs of ``pair``, the target and its draft) and the measurement behind the button."""
+    st.header(t("speculative.summary_title"))
+    n = len(spec.tokens)
+    alpha = spec.acceptance_rate
+    m = st.columns(4)
+    m[0].metric(t("speculative.s_alpha"), "—" if alpha is None else fmt.percent(alpha, 1),
+                help=nav.term_help("accept_rule", t("speculative.s_alpha_help", acc=spec.accepted, tested=spec.tested)))
+    m[1].metric(t("speculative.s_per_pass"), fmt.fixed(spec.tokens_per_target_pass, 2),
+                help=t("speculative.s_per_pass_help", n=n, rounds=len(spec.rounds)))
+    m[2].metric(t("speculative.s_target_passes"), spec.target_passes, help=t("speculative.s_target_passes_help"),
+                delta=t("speculative.s_plain_passes", n=n + (spec.prefill_len > 0)), delta_color="off",
+                delta_arrow="off")           # a comparison, not a change: no arrow (fewer passes is better)
+    m[3].metric(t("speculative.s_draft_passes"), spec.draft_passes, help=t("speculative.s_draft_passes_help"))
+
+    st.subheader(t("speculative.expected_title"))
+    c_flops = _flop_ratio(spec, pair)
+    default_c = round(c_flops, 3)
+    urlstate.float_param("sd_c", default_c, 0.0, 1.0)
+    cols = st.columns([1, 1, 1])
+    c = cols[0].number_input(t("speculative.c"), 0.0, 1.0, step=0.01, format="%.3f", key="sd_c",
+                             on_change=urlstate.sync, args=("sd_c", default_c),
+                             help=t("speculative.c_help", flops=fmt.fixed(c_flops, 3)))
+    measured: SpeedMeasurement | None = None
+    stored = st.session_state.get("speculative_measured")
+    if stored is not None and stored[0] == (ids, rule_key):
+        measured = stored[1]
+    if alpha is None:
+        st.info(t("speculative.no_alpha"), icon=":material/info:")
+    else:
+        gamma = spec.gamma
+        cols[1].metric(t("speculative.s_expected", g=gamma), fmt.factor(cost.speculative_speedup(alpha, gamma, c), 2),
+                       help=t("speculative.s_expected_help"))
+        cols[2].metric(t("speculative.s_best_gamma"), cost.best_gamma(alpha, c, SPECULATIVE_MAX_GAMMA),
+                       help=t("speculative.s_best_gamma_help", cap=SPECULATIVE_MAX_GAMMA))
+        st.markdown(t("speculative.expected_body", a=fmt.fixed(alpha, 3), c=fmt.fixed(c, 3), g=gamma,
+                      tpp=fmt.fixed(cost.speculative_tokens_per_pass(alpha, gamma), 2),
+                      got=fmt.fixed(spec.tokens_per_target_pass, 2),
+                      s=fmt.fixed(cost.speculative_speedup(alpha, gamma, c), 2)))
+        expected = t("speculative.fig_expected_line", a=fmt.fixed(alpha, 2), c=fmt.fixed(c, 2))
+        words = frames_speculative.fig_labels(t, expected=expected)
+        fig = speedup_figure(range(1, SPECULATIVE_MAX_GAMMA + 1), t("speculative.speedup_title"), alpha, c, measured,
+                             labels=words)
+        chart(fig, t("speculative.speedup_alt"), key="speculative_speedup_chart")
+    draft_model(pair, ids, rule_key, measured)

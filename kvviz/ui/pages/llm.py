@@ -162,8 +162,8 @@ def warm() -> None:
         run = _generate(key)
         _runs(name).put(key, run)
         _payload(key, run, 0, 0, "en")
-        if name == "smollm2":
-            llm_loop.warm(models.loaded_model)            # tea / water, greedy's loop, the whole run
+        if llm_loop.offered(model):                       # tea / water, greedy's loop, the whole run
+            llm_loop.warm(functools.partial(models.real_model, name, DEFAULT_DTYPE))
 
 
 def warm_late() -> None:
@@ -584,5 +584,5 @@ def render() -> None:
     if run_model.layout[layer].positions == "rotary":
         _rope(run, run_model, layer, head)
     _dtypes(key[0], run_model)
-    if name == "smollm2":       # the loop on SmolLM2: tea / water, greedy's loop, the whole run (llm_loop.py)
-        llm_loop.section(models.loaded_model)
+    if llm_loop.offered(run_model):     # tea / water, greedy's loop, the whole run (llm_loop.py)
+        llm_loop.section(functools.partial(models.real_model, name, DEFAULT_DTYPE))

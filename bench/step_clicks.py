@@ -127,7 +127,13 @@ def main() -> None:
         for path, label in [pl for pl in PAGES if a.only in pl[0]]:
             tab = Page(browser)
             tab.page.add_init_script(KEY_CLOCK)
-            tab.goto(f"{base}/{path}")
+            for attempt in range(4):         # a long text's run may still be computing (a loaded machine)
+                try:
+                    tab.goto(f"{base}/{path}")
+                    break
+                except Exception:              # noqa: BLE001 - Playwright's timeout: open it again
+                    if attempt == 3:
+                        raise
             tab.wait_drawn(0, timeout=90_000)
             time.sleep(1.0)
             tab.page.locator("h1").first.click()

@@ -60,6 +60,9 @@ def test_a_long_cache_table_draws_its_sinks_newest_written_and_window_edge_rows_
     shown = fold_rows(Ev(300, [299]), window=100)
     assert shown == [0, 1, 2, 3, 199, 200] + list(range(284, 300))          # sinks, the window's edge, newest
     assert fold_rows(Ev(300, list(range(300))), None) == [0, 1, 2, 3] + list(range(284, 300))   # a prefill
+    ev = Ev(300, [299])
+    ev.cache.rows = tuple(CacheRow(p, "t", 0, "prefill", evicted_at=1 if p < 150 else None) for p in range(300))
+    assert fold_rows(ev, None) == [0, 1, 2, 3, 149, 150] + list(range(284, 300))   # the eviction's edge
     w = torch.softmax(torch.randn(4, 300), -1)
     pooled, ok, b = pooled_keys(w, torch.arange(300).expand(4, 300) >= 200, keys=128)
     assert b == 3 and pooled.shape == (4, 100) and torch.allclose(pooled.sum(-1), torch.ones(4))

@@ -255,8 +255,9 @@ def token_strip(ev: Event, prompt_len: int, tr: Tr) -> dict:
 def fold_rows(ev: Event, window: int | None) -> list[int] | None:
     """The cache table's rows drawn for a long text (None: all of them; the CSV download keeps every
     row): the first TABLE_SINKS, the newest TABLE_TAIL, those the event wrote (a prefill's last
-    TABLE_TAIL), rewritten or evicted ones, and on a sliding-window layer the two rows at the edge of
-    what the newest query reads. The table says "⋯ N not shown" between them (step_view.js): hundreds
+    TABLE_TAIL), rows it rewrote (their last TABLE_TAIL), the edge of what it evicted (its newest
+    evicted row and the next), and on a sliding-window layer the two rows at the edge of what the
+    newest query reads. The table says "⋯ N not shown" between them (step_view.js): hundreds
     of rows rebuilt at each step press are slow to draw and to read."""
     rows = ev.cache.rows
     n = len(rows)
@@ -265,7 +266,10 @@ def fold_rows(ev: Event, window: int | None) -> list[int] | None:
     keep = set(range(TABLE_SINKS)) | set(range(n - TABLE_TAIL, n))
     written = [i for i, r in enumerate(rows) if ev.record is not None and r.position in set(ev.positions)]
     keep |= set(written[-TABLE_TAIL:])
-    keep |= {i for i, r in enumerate(rows) if r.rewritten_at == ev.index or r.evicted_at == ev.index}
+    keep |= set([i for i, r in enumerate(rows) if r.rewritten_at == ev.index][-TABLE_TAIL:])
+    evicted = [i for i, r in enumerate(rows) if r.evicted_at == ev.index]
+    if evicted:                                             # the newest row this pass evicted, the next one kept
+        keep |= {evicted[-1], evicted[-1] + 1}
     if window is not None and n > window:
         edge = n - window                                   # the oldest key the newest query still reads
         keep |= {edge - 1, edge}

@@ -560,8 +560,6 @@ def render() -> None:
     except ModelUnavailable as e:
         st.error(t("llm.not_ready", reason=str(e)), icon=":material/error:")
         return
-    if not presenter.presenting():
-        _token_view(key[0], span, model)
     try:
         run = get_run(key)
     except (LimitError, ValueError) as e:
@@ -577,6 +575,7 @@ def render() -> None:
     downloads.trace_button(run, run_model.logit_tokens, name)
     if not step_view.whole_page() or presenter.presenting():
         return
+    _token_view(key[0], span, model)       # under the stepper: the first event shows without scrolling
     layer, head = st.session_state.get("llm_layer", 1) - 1, st.session_state.get("llm_head", 1) - 1
     if any(w is not None for w in run_model.windows):
         _hybrid(run, run_model)

@@ -103,7 +103,8 @@ def server_times(log: Path, label: str) -> list[float]:
 def app_in_browser() -> Iterator[tuple[Browser, str]]:
     """A fresh ``streamlit run`` (tools/browser.py, as the browser tests' fixture) and Debian's chromium: yields
     (browser, base URL); stops both afterwards."""
-    with streamlit_server() as base, sync_playwright() as p:
+    # a loaded machine may take minutes to warm the real models before the server answers
+    with streamlit_server(start_timeout=600) as base, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
         try:
             yield browser, base

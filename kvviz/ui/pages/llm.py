@@ -540,15 +540,17 @@ def render() -> None:
         presenter.intro(t("llm.intro", layers=cfg.n_layers, heads=cfg.n_heads, kv=cfg.n_kv_heads, hs=cfg.head_dim,
                           d=cfg.d_model, vocab=cfg.vocab, params=model.model.num_parameters(),
                           theta=fmt.integer(int(model.layout[0].rope_theta))))
-        st.caption(t("llm.weights_" + model.source.kind, bytes=model.weight_bytes(),
-                     mb=fmt.nbytes(model.weight_bytes()), hub=smollm2.HUB_ID, pin=smollm2.PACKAGE_PIN))
+        weights = t("llm.weights_" + model.source.kind, bytes=model.weight_bytes(),
+                    mb=fmt.nbytes(model.weight_bytes()), hub=smollm2.HUB_ID, pin=smollm2.PACKAGE_PIN)
     else:
         windows = model.windows
         presenter.intro(t("hybrid.intro", title=spec.title, layers=cfg.n_layers, heads=cfg.n_heads,
                           kv=cfg.n_kv_heads, hs=cfg.head_dim, d=cfg.d_model, vocab=cfg.vocab,
                           params=model.model.num_parameters(), n_sliding=sum(w is not None for w in windows)))
-        st.caption(t("hybrid.weights", weights=spec.weights, terms=spec.terms or "—", bytes=model.weight_bytes(),
-                     mb=fmt.nbytes(model.weight_bytes())))
+        weights = t("hybrid.weights", weights=spec.weights, terms=spec.terms or "—", bytes=model.weight_bytes(),
+                    mb=fmt.nbytes(model.weight_bytes()))
+    if presenter.presenting():
+        st.caption(weights)                 # normally under the stepper: the first event shows without scrolling
     with presenter.settings():
         got = _inputs(model)
     if got is None:
@@ -575,6 +577,7 @@ def render() -> None:
     downloads.trace_button(run, run_model.logit_tokens, name)
     if not step_view.whole_page() or presenter.presenting():
         return
+    st.caption(weights)                     # which weights (under the stepper: the first event comes first)
     _token_view(key[0], span, model)       # under the stepper: the first event shows without scrolling
     layer, head = st.session_state.get("llm_layer", 1) - 1, st.session_state.get("llm_head", 1) - 1
     if any(w is not None for w in run_model.windows):

@@ -103,7 +103,8 @@ def server_times(log: Path, label: str) -> list[float]:
 def app_in_browser() -> Iterator[tuple[Browser, str]]:
     """A fresh ``streamlit run`` (tools/browser.py, as the browser tests' fixture) and Debian's chromium: yields
     (browser, base URL); stops both afterwards."""
-    with streamlit_server() as base, sync_playwright() as p:
+    # a loaded machine may take minutes to warm the real models before the server answers
+    with streamlit_server(start_timeout=600) as base, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
         try:
             yield browser, base
@@ -127,7 +128,13 @@ def main() -> None:
         for path, label in [pl for pl in PAGES if a.only in pl[0]]:
             tab = Page(browser)
             tab.page.add_init_script(KEY_CLOCK)
-            tab.goto(f"{base}/{path}")
+            for attempt in range(4):         # a long text's run may still be computing (a loaded machine)
+                try:
+                    tab.goto(f"{base}/{path}")
+                    break
+                except Exception:              # noqa: BLE001 - Playwright's timeout: open it again
+                    if attempt == 3:
+                        raise
             tab.wait_drawn(0, timeout=90_000)
             time.sleep(1.0)
             tab.page.locator("h1").first.click()

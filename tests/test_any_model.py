@@ -57,10 +57,16 @@ def test_a_host_model_steps_like_transformers_generate_and_traces(kind, folders,
     greedy = reference.generate(ids, max_new_tokens=NEW, min_new_tokens=NEW, do_sample=False)[0, ids.shape[1]:]
     assert chosen == greedy.tolist()
 
+    from kvviz.cli import trace
+    from kvviz.models.base import Keep
+    monkeypatch.setattr(trace, "KEEP", Keep(rows=4, map_side=4, logits=1))    # the prompt: a long pass here
     code, out, err = cli(capsys, "trace", name, "--prompt", TEXT, "--new-tokens", "3")
     assert code == 0, err
     d = json.loads(out)
     assert d["prompt_ids"] == m.ids(prompt) and d["new_ids"] == chosen[:3]
+    prefill = d["events"][0]                         # recorded as the page records it: capped
+    assert prefill["attention_positions"] == [len(prompt) - 1] and len(prefill["output"]) == 1
+    assert len(prefill["attention"][0][0]) == 1 and len(d["events"][2]["output"]) == 1
     t = len(prompt) + 2
     layers = d["cache_layers"]
     assert len(layers) == m.n_layers and all(x["positions"] == t for x in layers)

@@ -43,3 +43,28 @@ def test_far_reach_is_the_weight_beyond_every_window_and_the_global_heads_top_po
     spec = far_weights_spec(reach.weights.tolist(), [4, None], "far")
     assert [(d["name"], d["x"], d["y"]) for d in spec["data"]] == [("global layers", [2], [pytest.approx(0.8)]),
                                                                     ("sliding layers", [1], [0.0])]
+
+
+def test_a_long_cache_table_draws_its_sinks_newest_written_and_window_edge_rows_and_a_map_pools_keys():
+    import torch
+
+    from kvviz.decoding.stepper import CacheRow
+    from kvviz.ui.frames.llm import TABLE_FOLD, fold_rows, pooled_keys
+
+    class Ev:                                    # the fields fold_rows reads of a stepper Event
+        def __init__(self, n: int, written: list[int]):
+            self.cache = type("C", (), {"rows": tuple(CacheRow(p, "t", 0, "prefill") for p in range(n))})()
+            self.positions, self.record, self.index = written, object(), 1
+
+    assert fold_rows(Ev(TABLE_FOLD, [TABLE_FOLD - 1]), None) is None          # short: every row
+    shown = fold_rows(Ev(300, [299]), window=100)
+    assert shown == [0, 1, 2, 3, 199, 200] + list(range(284, 300))          # sinks, the window's edge, newest
+    assert fold_rows(Ev(300, list(range(300))), None) == [0, 1, 2, 3] + list(range(284, 300))   # a prefill
+    ev = Ev(300, [299])
+    ev.cache.rows = tuple(CacheRow(p, "t", 0, "prefill", evicted_at=1 if p < 150 else None) for p in range(300))
+    assert fold_rows(ev, None) == [0, 1, 2, 3, 149, 150] + list(range(284, 300))   # the eviction's edge
+    w = torch.softmax(torch.randn(4, 300), -1)
+    pooled, ok, b = pooled_keys(w, torch.arange(300).expand(4, 300) >= 200, keys=128)
+    assert b == 3 and pooled.shape == (4, 100) and torch.allclose(pooled.sum(-1), torch.ones(4))
+    assert ok[0].tolist() == [False] * 66 + [True] * 34                     # cell 66 holds positions 198–200
+    assert pooled_keys(w[:, :128], w[:, :128] > 0, keys=128)[2] == 1        # short: as it is

@@ -5,7 +5,10 @@ the model's chat template) and adds ``prompt_ids`` and ``new_ids``, the tokenize
 gemma3`` runs Gemma 3 270M (a base model: plain text) and any model a host names (``KVVIZ_MODELS``)
 by its name. A real model's trace also lists each layer's cache after the run (``cache_layers``:
 kind, window, rows held, positions seen) and the cache's bytes: Gemma 3's sliding layers stop at
-their window while its global layers grow.
+their window while its global layers grow. A real model's long prompt is recorded as the Real LLM
+page records it (kvviz.models.base.Keep): a pass longer than ``Keep.rows`` lists its newest query's
+attention row (``attention_positions``) and its last positions' output, and a run whose records
+would pass the cap is refused in one line.
 
 ``--no-cache`` prints the tokens of the recomputing loop, with ``repeat``: the span the new text writes
 most often (kvviz.decoding.long_runs.repeated_span; null when nothing comes back three times: greedy's
@@ -24,9 +27,11 @@ from kvviz.decoding.loops import generate, generate_cached
 from kvviz.decoding.stepper import run_generation
 from kvviz.decoding.trace import run_dict
 from kvviz.limits import GPT_MAX_SWEEP_TOKENS, MAX_NEW_TOKENS, LimitError, check_int
+from kvviz.models.base import Keep
 from kvviz.models.hf import HFCausalLM
 from kvviz.models.registry import MODELS, get_model, limits_before_loading
 
+KEEP = Keep()   # a transformers model's long pass keeps what the Real LLM page keeps: its records capped
 
 def add_command(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser("trace", help="print the events of one run as JSON")
@@ -81,8 +86,9 @@ def run(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             print()
             return 0
         # a causal transformers model: one recomputation of the whole text at the end checks every pass
+        # a long prompt's passes keep the newest query rows and pooled maps (KEEP), as on the page
         stepped = run_generation(model, prompt, a.new_tokens, rule=rule, seed=a.seed,
-                                 recheck="final" if by_id else True)
+                                 recheck="final" if by_id else True, keep=KEEP if by_id else None)
     except (LimitError, ValueError) as e:
         parser.error(str(e))
     d = run_dict(stepped, model.logit_tokens)

@@ -740,7 +740,8 @@ class Stepper {
     const ids = c.ids;
     // presenter mode: row 0 (the oldest, which the newest query reads too), the rows this event
     // marks, and the newest, presentRows besides row 0; a row says how many are left out between
-    let shown = ids.map((_, k) => k);
+    // a long table lists the rows it draws (kvviz/ui/frames/llm.py fold_rows); the CSV keeps them all
+    let shown = c.shown || ids.map((_, k) => k);
     if (this.present && ids.length > this.presentRows + 1) {
       const marked = [...(c.new || []), ...(c.rewritten || []), ...(c.struck || [])];
       // flagged cells are the step's point (the weather page's stale key): their rows are never folded away

@@ -48,6 +48,10 @@ BYTES = {"float32": 4, "bfloat16": 2}
 PRESENT_TOP_K = 5
 POSITION_TICKS = 14         # the newest query's map: keys labelled by position (the token strip names them)
 STRIP_TAIL = 64             # a longer text's token strip shows its last 64 tokens
+TABLE_FOLD = 128            # a cache table longer than this shows the rows that matter (fold_rows)
+TABLE_SINKS = 4             # ... its first rows (the sinks every query reads),
+TABLE_TAIL = 16             # ... its newest rows and those the event wrote (the last 16 of a prefill)
+MAP_KEYS = 128              # the newest query's map: at most this many key cells (pooled_keys)
 
 
 def shown_text(text: str) -> str:
@@ -121,11 +125,17 @@ def attention_blocks(pl: Payload, ev: Event, src: Event, model, layer: int, head
         out.append(pl.fig(fig, tr("llm.attention_alt"), explain=True))
     rows = [tr("llm.gqa_row", q=h + 1, kv=model.kv_group(h) + 1) for h in range(model.n_heads)]
     newest = att[:, -1, :]                                              # [H, T]: what the newest query reads
-    gqa = attention_heatmap_spec(newest, rows, keys, tr("llm.gqa_title", layer=layer + 1, pos=src.positions[-1],
-                                                         heads=model.n_heads, head=head + 1),
-                                 allowed=visible_keys([src.positions[-1]] * model.n_heads, T, window),
-                                 words=figure_words(tr), row_px=28,
+    allowed = visible_keys([src.positions[-1]] * model.n_heads, T, window)
+    newest, allowed, b = pooled_keys(newest, allowed)                   # a long text: blocks of b keys
+    title = tr("llm.gqa_title", layer=layer + 1, pos=src.positions[-1], heads=model.n_heads, head=head + 1)
+    if b > 1:
+        keys = span_labels(0, newest.shape[-1], b, T - 1)
+        title += " · " + tr("hybrid.gqa_pooled", b=b)
+    gqa = attention_heatmap_spec(newest, rows, keys, title, allowed=allowed, words=figure_words(tr), row_px=28,
                                  outline_row=head, position_ticks=POSITION_TICKS)
+    if b > 1:                                                           # ticks: each cell's first position
+        every = -(-len(keys) // POSITION_TICKS)
+        gqa["layout"]["xaxis"].update(ticktext=[k.split("–")[0] for k in keys[::every]])
     out.append(pl.fig(gqa, tr("llm.gqa_alt")))
     return out
 
@@ -242,6 +252,51 @@ def token_strip(ev: Event, prompt_len: int, tr: Tr) -> dict:
                        label=tr("hybrid.strip_tail", n=STRIP_TAIL, total=len(seq), first=off, last=len(seq) - 1))
 
 
+def fold_rows(ev: Event, window: int | None) -> list[int] | None:
+    """The cache table's rows drawn for a long text (None: all of them; the CSV download keeps every
+    row): the first TABLE_SINKS, the newest TABLE_TAIL, those the event wrote (a prefill's last
+    TABLE_TAIL), rows it rewrote (their last TABLE_TAIL), the edge of what it evicted (its newest
+    evicted row and the next), and on a sliding-window layer the two rows at the edge of what the
+    newest query reads. The table says "⋯ N not shown" between them (step_view.js): hundreds
+    of rows rebuilt at each step press are slow to draw and to read."""
+    rows = ev.cache.rows
+    n = len(rows)
+    if n <= TABLE_FOLD:
+        return None
+    keep = set(range(TABLE_SINKS)) | set(range(n - TABLE_TAIL, n))
+    written = [i for i, r in enumerate(rows) if ev.record is not None and r.position in set(ev.positions)]
+    keep |= set(written[-TABLE_TAIL:])
+    keep |= set([i for i, r in enumerate(rows) if r.rewritten_at == ev.index][-TABLE_TAIL:])
+    evicted = [i for i, r in enumerate(rows) if r.evicted_at == ev.index]
+    if evicted:                                             # the newest row this pass evicted, the next one kept
+        keep |= {evicted[-1], evicted[-1] + 1}
+    if window is not None and n > window:
+        edge = n - window                                   # the oldest key the newest query still reads
+        keep |= {edge - 1, edge}
+    return sorted(k for k in keep if 0 <= k < n)
+
+
+def long_table(table: dict, ev: Event, window: int | None) -> dict:
+    """A frame's cache table with the rows it draws (``shown``, indices into its rows) when it is long."""
+    shown = fold_rows(ev, window)
+    return table if shown is None else {**table, "shown": shown}
+
+
+def pooled_keys(weights: torch.Tensor, allowed: torch.Tensor, keys: int = MAP_KEYS
+                ) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """[N, T] weights of a long text's queries over its keys, summed over blocks of b keys (a cell:
+    the weight on those positions; a row still sums to 1) so that at most ``keys`` cells remain;
+    ``allowed`` [N, T] → a cell is allowed when any of its keys is. → (weights, allowed, b)."""
+    T = weights.shape[-1]
+    b = -(-T // keys)
+    if b <= 1:
+        return weights, allowed, 1
+    pad = (-T) % b
+    w = torch.nn.functional.pad(weights.float(), (0, pad)).reshape(weights.shape[0], -1, b).sum(-1)
+    ok = torch.nn.functional.pad(allowed, (0, pad)).reshape(allowed.shape[0], -1, b).any(-1)
+    return w, ok, b
+
+
 def notice_blocks(src: Event, model, tr: Tr) -> list[dict]:
     """One line of what to notice in a long text's frame: the pooled map of a long prefill, or, once the
     text is longer than a sliding window, the positions only the global layers still read."""
@@ -283,7 +338,8 @@ def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
         pl.add(tr("llm.event_heading", i=ev.index, last=last, phase=tr("llm.phase_" + ev.phase)),
                top=notice_blocks(src, model, tr) + [token_strip(ev, len(run.prompt), tr), lines_block(did, todo)],
                main=main, side=side, metrics=m,
-               table=cache_frame_table(pl, ev, tr, labels, layer, present_cols=present),
+               table=long_table(cache_frame_table(pl, ev, tr, labels, layer, present_cols=present), ev,
+                                model.layout[layer].window),
                more=[note_block(tr("llm.cache_table_note", layer=layer + 1, kv=model.n_kv_heads, hs=model.head_dim),
                                 explain=True)] + growth_blocks(ev, model, layer, tr))
     moments.run(pl, run, tr)

@@ -162,8 +162,8 @@ def warm() -> None:
         run = _generate(key)
         _runs(name).put(key, run)
         _payload(key, run, 0, 0, "en")
-        if name == "smollm2":
-            llm_loop.warm(models.loaded_model)            # tea / water, greedy's loop, the whole run
+        if llm_loop.offered(model):                       # tea / water, greedy's loop, the whole run
+            llm_loop.warm(functools.partial(models.real_model, name, DEFAULT_DTYPE))
 
 
 def warm_late() -> None:
@@ -540,15 +540,17 @@ def render() -> None:
         presenter.intro(t("llm.intro", layers=cfg.n_layers, heads=cfg.n_heads, kv=cfg.n_kv_heads, hs=cfg.head_dim,
                           d=cfg.d_model, vocab=cfg.vocab, params=model.model.num_parameters(),
                           theta=fmt.integer(int(model.layout[0].rope_theta))))
-        st.caption(t("llm.weights_" + model.source.kind, bytes=model.weight_bytes(),
-                     mb=fmt.nbytes(model.weight_bytes()), hub=smollm2.HUB_ID, pin=smollm2.PACKAGE_PIN))
+        weights = t("llm.weights_" + model.source.kind, bytes=model.weight_bytes(),
+                    mb=fmt.nbytes(model.weight_bytes()), hub=smollm2.HUB_ID, pin=smollm2.PACKAGE_PIN)
     else:
         windows = model.windows
         presenter.intro(t("hybrid.intro", title=spec.title, layers=cfg.n_layers, heads=cfg.n_heads,
                           kv=cfg.n_kv_heads, hs=cfg.head_dim, d=cfg.d_model, vocab=cfg.vocab,
                           params=model.model.num_parameters(), n_sliding=sum(w is not None for w in windows)))
-        st.caption(t("hybrid.weights", weights=spec.weights, terms=spec.terms or "—", bytes=model.weight_bytes(),
-                     mb=fmt.nbytes(model.weight_bytes())))
+        weights = t("hybrid.weights", weights=spec.weights, terms=spec.terms or "—", bytes=model.weight_bytes(),
+                    mb=fmt.nbytes(model.weight_bytes()))
+    if presenter.presenting():
+        st.caption(weights)                 # normally under the stepper: the first event shows without scrolling
     with presenter.settings():
         got = _inputs(model)
     if got is None:
@@ -560,8 +562,6 @@ def render() -> None:
     except ModelUnavailable as e:
         st.error(t("llm.not_ready", reason=str(e)), icon=":material/error:")
         return
-    if not presenter.presenting():
-        _token_view(key[0], span, model)
     try:
         run = get_run(key)
     except (LimitError, ValueError) as e:
@@ -577,6 +577,8 @@ def render() -> None:
     downloads.trace_button(run, run_model.logit_tokens, name)
     if not step_view.whole_page() or presenter.presenting():
         return
+    st.caption(weights)                     # which weights (under the stepper: the first event comes first)
+    _token_view(key[0], span, model)       # under the stepper: the first event shows without scrolling
     layer, head = st.session_state.get("llm_layer", 1) - 1, st.session_state.get("llm_head", 1) - 1
     if any(w is not None for w in run_model.windows):
         _hybrid(run, run_model)
@@ -584,5 +586,5 @@ def render() -> None:
     if run_model.layout[layer].positions == "rotary":
         _rope(run, run_model, layer, head)
     _dtypes(key[0], run_model)
-    if name == "smollm2":       # the loop on SmolLM2: tea / water, greedy's loop, the whole run (llm_loop.py)
-        llm_loop.section(models.loaded_model)
+    if llm_loop.offered(run_model):     # tea / water, greedy's loop, the whole run (llm_loop.py)
+        llm_loop.section(functools.partial(models.real_model, name, DEFAULT_DTYPE))

@@ -63,6 +63,12 @@ def _whole(name: str, _model, text: str, new: int, layer: int, head: int) -> Who
     return whole_run(_run(name, _model, text, new), layer, head, _model)
 
 
+def offered(model) -> bool:
+    """Whether the page shows these views for ``model``: a model with a chat template (an instruct
+    model; of the real models kvviz ships, SmolLM2, whose loop prompt and words these views use)."""
+    return bool(model.SPEC.chat_template)
+
+
 def warm(load: Loader) -> None:
     """The default views (skipped when SmolLM2 is not installed or not prepared)."""
     try:

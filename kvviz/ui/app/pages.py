@@ -159,8 +159,6 @@ PAGES: tuple[PageSpec, ...] = (
                  ({"llm_dtype": "bfloat16", "step": 3}, "llm_bf16"),
                  # Gemma 3 270M where the server loads it: the hybrid cache's section below the stepper
                  ({"llm_model": "gemma3", "step": 2}, "llm_hybrid"),
-                 # its long text (728 tokens, computed at server start): past the window, the global layers
-                 ({"llm_model": "gemma3", "llm_text": "long", "step": 2}, "llm_long"),
                  ({"loop_new": 12}, "llm_one_word"),
                  ({"loop_prompt": "i love you because"}, "llm_greedy_loop"),
                  ({"loop_layer": 4, "loop_head": 2, "loop_passes": 6}, "llm_whole_run"))),

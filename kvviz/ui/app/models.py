@@ -25,6 +25,7 @@ from kvviz.models import real
 from kvviz.models.gpt import TinyGPT, load_tiny_gpt
 from kvviz.models.real import ModelUnavailable, RealLM
 from kvviz.models.registry import MODELS, REAL_MODELS
+from kvviz.ui.app import urlstate
 
 ENV_REAL = "KVVIZ_REAL_MODELS"
 DEFAULT_REAL = "smollm2"            # the Real LLM page's model when the address names none
@@ -108,3 +109,14 @@ def prepare(name: str, dtype: str = "float32") -> RealLM | None:
 def generation_lock(name: str) -> threading.Lock:
     """One generation at a time per model: the others wait (the page says so)."""
     return threading.Lock()
+
+
+def choose(param: str, names: list[str], label: str, help: str) -> str:
+    """A page's choice of real model (``?param=``, one of ``names``; SmolLM2 by default where it is one):
+    shown only when there is a choice to make; returns the chosen name."""
+    default = DEFAULT_REAL if DEFAULT_REAL in names else names[0]
+    urlstate.choice_param(param, names, default)
+    if len(names) > 1:
+        st.segmented_control(label, names, required=True, key=param, format_func=lambda n: spec(n).title,
+                             on_change=urlstate.sync, args=(param, default), help=help)
+    return st.session_state[param]

@@ -498,13 +498,7 @@ def _model_choice() -> str | None:
     names = models.enabled()
     if not names:
         return None
-    default = models.DEFAULT_REAL if models.DEFAULT_REAL in names else names[0]
-    urlstate.choice_param("llm_model", names, default)
-    if len(names) > 1:
-        st.segmented_control(t("hybrid.model"), names, required=True, key="llm_model",
-                             format_func=lambda n: models.spec(n).title, on_change=urlstate.sync,
-                             args=("llm_model", default), help=t("hybrid.model_help"))
-    return st.session_state["llm_model"]
+    return models.choose("llm_model", names, t("hybrid.model"), t("hybrid.model_help"))
 
 
 def _missing(name: str, e: ModelUnavailable) -> None:

@@ -7,7 +7,7 @@ import streamlit as st
 
 from kvviz.models import real, smollm2
 from kvviz.models.real import ModelUnavailable, RealLM
-from kvviz.ui.app import models, urlstate
+from kvviz.ui.app import models
 from kvviz.ui.app.i18n import t
 
 DEFAULT_EXIT = 24         # SmolLM2's exit layer of 30 (kvviz.speculative.early_exit): four fifths
@@ -38,13 +38,7 @@ def chat(model: RealLM) -> bool:
 def model_choice() -> str:
     """?sd_model=: the real model drafting for itself (one this server loads; SmolLM2 by default)."""
     names = models.enabled() or [models.DEFAULT_REAL]
-    default = models.DEFAULT_REAL if models.DEFAULT_REAL in names else names[0]
-    urlstate.choice_param("sd_model", names, default)
-    if len(names) > 1:
-        st.segmented_control(t("specllm.model"), names, required=True, key="sd_model",
-                             format_func=lambda n: models.spec(n).title, on_change=urlstate.sync,
-                             args=("sd_model", default), help=t("specllm.model_help"))
-    return st.session_state["sd_model"]
+    return models.choose("sd_model", names, t("specllm.model"), t("specllm.model_help"))
 
 
 def missing(name: str, e: ModelUnavailable) -> None:

@@ -264,7 +264,7 @@ EVICT_LABELS = {"evict_title": "Layer {layer}: rows kept and evicted after posit
 def eviction_figure(step, layer: int, tokens: Sequence[str] | None = None, labels: Mapping | None = None,
                     height: int = 300) -> go.Figure:
     """One layer after one step (kvviz.compress.trace.TraceStep): K/V heads × positions, each kept
-    row coloured by its score (cividis; hover and text give the number), each evicted row grey with
+    row coloured by its score (the attention scale; hover and text give the number), each evicted row grey with
     the score that decided its eviction; positions never reached are blank."""
     w = theme.words(EVICT_LABELS, labels)
     n = step.position + 1
@@ -278,19 +278,8 @@ def eviction_figure(step, layer: int, tokens: Sequence[str] | None = None, label
             z[h][pos], text[h][pos] = sc, f"{sc:.3g}"
         for pos, sc in (step.gone[layer][h] if step.gone else ()):
             grey[h][pos], text[h][pos] = 1, f"{w['evicted']}: {sc:.3g}"
-    x = list(range(n))
-    ticks = [f"{i}<br>{tokens[i]}" if tokens and i < len(tokens) else str(i) for i in x]
-    y = [f"{w['head']} {h + 1}" for h in range(heads)]
-    fig = go.Figure()
-    fig.add_trace(go.Heatmap(z=grey, x=x, y=y, colorscale=[[0, COLORS["removed"]], [1, COLORS["removed"]]],
-                             showscale=False, text=text, hovertemplate="%{y}, %{x}: %{text}<extra></extra>",
-                             xgap=1, ygap=1))
-    fig.add_trace(go.Heatmap(z=z, x=x, y=y, colorscale=ATTENTION_SCALE, colorbar=dict(title=w["score"]), text=text,
-                             hovertemplate="%{y}, %{x}: " + w["score"] + " %{text}<extra></extra>", xgap=1, ygap=1))
-    fig.update_layout(xaxis=dict(title=w["position"], tickvals=x if n <= 40 else None,
-                                 ticktext=ticks if n <= 40 else None),
-                      yaxis=dict(autorange="reversed"))
-    return theme.style(fig, w["evict_title"].format(layer=layer + 1, position=step.position), height=height)
+    return _greyed_rows(n, z, grey, text, [f"{w['head']} {h + 1}" for h in range(heads)], tokens, w["score"], {},
+                        w["position"], w["evict_title"].format(layer=layer + 1, position=step.position), height)
 
 
 def remaining_attention_figure(step, layer: int, group: int, tokens: Sequence[str] | None = None,
@@ -310,20 +299,28 @@ def remaining_attention_figure(step, layer: int, group: int, tokens: Sequence[st
             grey[h][pos], text[h][pos] = 1, w["evicted"]
         for pos, weight in step.attention_over(layer, h, group).items():
             z[h][pos], text[h][pos], grey[h][pos] = weight, f"{weight:.3f}", None
+    return _greyed_rows(n, z, grey, text, [f"{w['query_head']} {h + 1}" for h in range(heads)], tokens, w["weight"],
+                        {"zmin": 0}, w["position"], w["remains_title"].format(layer=layer + 1, position=step.position),
+                        height)
+
+
+def _greyed_rows(n: int, z: list, grey: list, text: list, y: list[str], tokens: Sequence[str] | None, value: str,
+                 scale: dict, position: str, title: str, height: int) -> go.Figure:
+    """Heads × ``n`` positions: ``z`` on the attention scale (``value`` its name, ``scale`` its bounds) over
+    ``grey`` cells (evicted), ``text`` on hover; positions labelled with their tokens up to 40."""
     x = list(range(n))
     ticks = [f"{i}<br>{tokens[i]}" if tokens and i < len(tokens) else str(i) for i in x]
-    y = [f"{w['query_head']} {h + 1}" for h in range(heads)]
     fig = go.Figure()
     fig.add_trace(go.Heatmap(z=grey, x=x, y=y, colorscale=[[0, COLORS["removed"]], [1, COLORS["removed"]]],
                              showscale=False, text=text, hovertemplate="%{y}, %{x}: %{text}<extra></extra>",
                              xgap=1, ygap=1))
-    fig.add_trace(go.Heatmap(z=z, x=x, y=y, colorscale=ATTENTION_SCALE, zmin=0, colorbar=dict(title=w["weight"]),
-                             text=text, hovertemplate="%{y}, %{x}: " + w["weight"] + " %{text}<extra></extra>",
+    fig.add_trace(go.Heatmap(z=z, x=x, y=y, colorscale=ATTENTION_SCALE, **scale, colorbar=dict(title=value),
+                             text=text, hovertemplate="%{y}, %{x}: " + value + " %{text}<extra></extra>",
                              xgap=1, ygap=1))
-    fig.update_layout(xaxis=dict(title=w["position"], tickvals=x if n <= 40 else None,
-                                 ticktext=ticks if n <= 40 else None),
+    fig.update_layout(xaxis=dict(title=position, tickvals=x if len(x) <= 40 else None,
+                                 ticktext=ticks if len(x) <= 40 else None),
                       yaxis=dict(autorange="reversed"))
-    return theme.style(fig, w["remains_title"].format(layer=layer + 1, position=step.position), height=height)
+    return theme.style(fig, title, height=height)
 
 
 def drift_figure(steps: Sequence, labels: Mapping | None = None, current: int | None = None,

@@ -28,9 +28,10 @@ def test_lecture_link_opens_the_named_state(page, params, key):
     if "step" in params:
         heading = frame(at)["heading"]
         assert heading.startswith(f"Event {params['step']} of"), heading
-    # the screen says its place in the script ("Lecture 2.3 of 4 · next →"): the stepper at its event
+    # the screen says its place in the script ("Lecture script, section 2: screen 8 of 51 · next →", the
+    # number the exported lecture gives it): the stepper at its event
     place = PLACE[key]
-    said = f"Lecture {place.number} of {place.of}"
+    said = f"Lecture script, section {place.section}: screen {list(PLACE).index(key) + 1} of {len(PLACE)}"
     if "step" in params:
         assert [params["step"], said] in [row[:2] for row in stepper(at)["lecture"]]
     elif place.page.key in SHOWS_PLACE:

@@ -1,7 +1,8 @@
 """The one model interface (kvviz.models.base.CausalLM) on both kinds of network: the tiny GPT's adapter
 and a transformers causal LM (a tiny random Llama, tests/tiny_llama.py). The fast ``logits`` runs the
 arithmetic ``forward`` records, every cache kind comes from ``new_cache``, ``layout`` says what the
-config says, and the one generation loop chooses what the stepper chooses."""
+config says, the one generation loop chooses what the stepper chooses, and every adapter has every
+member the protocol declares (``kv_projections`` and ``with_kv_heads`` included)."""
 import pytest
 import torch
 from transformers import Gemma3TextConfig, LlamaConfig
@@ -10,12 +11,20 @@ from kvviz.cache import DynamicCache, QuantizedCache, SlidingWindowCache, Static
 from kvviz.decoding.loops import generate_cached
 from kvviz.decoding.sampling import Sampler
 from kvviz.decoding.stepper import run_generation
-from kvviz.models.base import LayerLayout
+from kvviz.models.base import CausalLM, LayerLayout, Model
 from kvviz.models.gpt import GPTModel, random_gpt
 from kvviz.models.gpt.config import GPTConfig
-from kvviz.models.hf import layout
+from kvviz.models.hf import HFCausalLM, layout
+from kvviz.models.registry import MODELS
 
 PROMPT = "Today the weather is so nice that we"
+# what CausalLM declares, its own and Model's: the methods, and the attributes an instance carries
+METHODS = sorted({name for proto in (Model, CausalLM) for name, v in vars(proto).items()
+                  if callable(v) and not name.startswith("_")})
+ATTRIBUTES = sorted({name for proto in (Model, CausalLM) for name in proto.__annotations__})
+# every network that generates: the tiny GPT's adapter, the transformers adapter and each real model
+ADAPTERS = sorted({cls for cls in MODELS.values() if hasattr(cls, "logits")} | {GPTModel, HFCausalLM},
+                  key=lambda c: c.__name__)
 
 
 @pytest.fixture(params=["gpt", "hf"])
@@ -95,3 +104,29 @@ def test_layout_of_the_tiny_gpt_and_of_a_transformers_config(tiny_hf):
     assert layout(old) == (LayerLayout(2, 2, 8, "full", None, "rotary", 500.0),)
     with pytest.raises(ValueError):
         LayerLayout(2, 2, 8, "sliding")
+
+
+def test_the_protocol_declares_what_the_smaller_caches_ask_of_a_model():
+    assert {"logits", "new_cache", "kv_projections", "with_kv_heads", "forward", "tokenize"} <= set(METHODS)
+    assert {"layout", "limits", "cost_config", "max_positions"} <= set(ATTRIBUTES)
+
+
+@pytest.mark.parametrize("cls", ADAPTERS, ids=lambda c: c.__name__)
+def test_every_adapter_has_every_method_the_protocol_declares(cls):
+    assert [m for m in METHODS if not callable(getattr(cls, m, None))] == []
+
+
+def test_every_instance_answers_the_whole_protocol(model):
+    """The attributes are there, and the two the smaller caches use answer in the shapes declared:
+    per layer the stacked K/V projections, and a pooled model of the same kind with fewer K/V heads."""
+    assert [a for a in ATTRIBUTES if not hasattr(model, a)] == []
+    lay = model.layout[0]
+    projections = model.kv_projections()
+    assert len(projections) == model.n_layers
+    for w, b in projections:
+        assert w.dtype == b.dtype == torch.float64
+        assert w.shape[0] == b.shape[0] == 2 * lay.n_kv_heads * lay.head_dim
+    pooled = model.with_kv_heads(1)
+    assert type(pooled) is type(model)
+    assert {layer.n_kv_heads for layer in pooled.layout} == {1} != {layer.n_kv_heads for layer in model.layout}
+    assert pooled.kv_projections()[0][0].shape[0] == 2 * lay.head_dim

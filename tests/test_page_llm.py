@@ -193,6 +193,32 @@ def test_the_host_chooses_which_real_models_the_server_loads(tmp_path):
     assert models.enabled({}, tmp_path) == ["smollm2"]
 
 
+def test_one_weights_missing_message_for_every_page_and_model(monkeypatch):
+    """kvviz.ui.app.models.missing (the Real LLM, Speculative decoding and Paged cache pages): what to
+    install when the weights are not there, else why the model is not ready; SmolLM2's install line
+    in the page's words. Pure: st.warning captured, no page."""
+    from kvviz.models import smollm2
+    from kvviz.models.real import ModelUnavailable
+    from kvviz.ui.app import i18n, models
+    monkeypatch.setattr(i18n, "current_lang", lambda: "en")
+    said = []
+    monkeypatch.setattr(models.st, "warning", lambda text, icon=None: said.append(text))
+    monkeypatch.setattr(smollm2, "find_source", lambda *a, **k: None)
+    monkeypatch.setattr(models, "source", lambda name: None)
+    models.missing("smollm2", ModelUnavailable("no weights"))
+    models.missing("smollm2", ModelUnavailable("no weights"), "specllm.missing")
+    models.missing("gemma3", ModelUnavailable("no weights"))
+    monkeypatch.setattr(smollm2, "find_source", lambda *a, **k: "somewhere")
+    monkeypatch.setattr(models, "source", lambda name: "somewhere")
+    models.missing("smollm2", ModelUnavailable("still converting"))
+    models.missing("gemma3", ModelUnavailable("still converting"))
+    assert said[0].startswith("SmolLM2's weights are not installed") and "every other page works" in said[0]
+    assert said[1].startswith("SmolLM2's weights are not installed") and "tiny GPT's view" in said[1]
+    assert said[2].startswith(f"{models.spec('gemma3').title}'s weights are not installed")
+    assert said[3] == "SmolLM2 is not ready on this server: still converting"
+    assert said[4] == f"{models.spec('gemma3').title} is not ready on this server: still converting"
+
+
 def test_a_bad_model_in_the_address_falls_back_to_smollm2_with_a_notice():
     at = open_page(PAGE, {"llm_model": "<b>gpt5</b>", "llm_new": "2"})
     no_exception(at)

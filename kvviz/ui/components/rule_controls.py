@@ -7,6 +7,10 @@
 Every widget is keyed ``<prefix>_<name>`` and kept in the URL (``?abc_rule=sample&abc_tau=0.7``),
 so a copied link reopens the same rule. The sampling widgets stay visible (disabled) in greedy mode,
 so switching back and forth keeps their values.
+
+Each control's hover help is the glossary's definition of its term (``control_help``: issue 42's plain
+words, kvviz.ui.app.nav.term_help), after the few words only the control needs (what empty means, the
+range): the idea is worded once, in kvviz/ui/locales/<lang>/glossary.json.
 """
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ import streamlit as st
 
 from kvviz.decoding.sampling import Greedy, Sampler, SelectionRule, make_rule
 from kvviz.limits import MAX_SEED
-from kvviz.ui.app import fmt, urlstate
+from kvviz.ui.app import fmt, nav, urlstate
 from kvviz.ui.app.i18n import t
 
 MODES = ("greedy", "sample")
@@ -23,6 +27,19 @@ SAMPLE_BY_DEFAULT = {"sampling"}
 TAU_MAX = 5.0            # slider range; the engine accepts any finite τ ≥ 0
 TOP_K_MAX = 1_000        # widget range; a k above the vocabulary keeps every token
 TAU, TOP_P, SEED = 1.0, 1.0, 0     # what the widgets start at (top-k starts off)
+
+
+# control -> (its glossary term, kvviz/ui/pages/glossary.py TERMS; the key of its own words)
+HELP = {"rule": ("greedy", "rule.mode_help"), "tau": ("temperature", "rule.temperature_help"),
+        "top_k": ("top_k_p", "rule.top_k_help"), "top_p": ("top_k_p", "rule.top_p_help"),
+        "seed": ("seed", "rule.seed_help")}
+
+
+def control_help(name: str) -> str:
+    """The hover help of the control ``name`` (a key of HELP): its own words, then its term's glossary
+    definition and the link to the entry."""
+    term, own = HELP[name]
+    return nav.term_help(term, t(own))
 
 
 RuleKey = tuple[float, int | None, float | None]      # (temperature, top_k, top_p); temperature 0 = greedy
@@ -79,22 +96,22 @@ def rule_controls(key_prefix: str) -> tuple[SelectionRule, int]:
     c = st.columns([1.5, 1.4, 1.1, 1.4, 1.0], vertical_alignment="bottom")
     mode = c[0].segmented_control(
         t("rule.mode"), MODES, required=True, format_func=lambda m: t(f"rule.mode_{m}"), key=key("rule"),
-        on_change=urlstate.sync, args=(key("rule"), default_mode), help=t("rule.mode_help"), width="stretch")
+        on_change=urlstate.sync, args=(key("rule"), default_mode), help=control_help("rule"), width="stretch")
     off = mode != "sample"
     tau = _number_slider(c[1], "rule.temperature", 0.0, TAU_MAX, TAU, 0.05, key("tau"), disabled=off,
-                         help=t("rule.temperature_help"))
+                         help=control_help("tau"))
     # numbers through urlstate, not bind: a bound number_input raises on ?abc_seed=-inf
     urlstate.int_param(key("top_k"), None, 1, TOP_K_MAX)
     urlstate.int_param(key("seed"), SEED, 0, MAX_SEED)
     top_k = c[2].number_input(t("rule.top_k"), min_value=1, max_value=TOP_K_MAX, step=1,
                               placeholder=t("rule.off"), key=key("top_k"), disabled=off,
                               on_change=urlstate.sync, args=(key("top_k"), None),
-                              help=t("rule.top_k_help"))
+                              help=control_help("top_k"))
     top_p = _number_slider(c[3], "rule.top_p", 0.01, 1.0, TOP_P, 0.01, key("top_p"), disabled=off,
-                           help=t("rule.top_p_help"))
+                           help=control_help("top_p"))
     seed = c[4].number_input(t("rule.seed"), min_value=0, max_value=MAX_SEED, step=1, key=key("seed"),
                              on_change=urlstate.sync, args=(key("seed"), SEED), disabled=off,
-                             help=t("rule.seed_help"))
+                             help=control_help("seed"))
     if off:
         return Greedy(), int(seed)
     return make_rule(float(tau), None if top_k is None else int(top_k), float(top_p)), int(seed)

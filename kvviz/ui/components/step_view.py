@@ -75,7 +75,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from kvviz.ui.app import presenter, urlstate
+from kvviz.ui.app import nav, presenter, urlstate
 from kvviz.ui.app.i18n import current_lang, t
 from kvviz.ui.app.links import deep_link
 from kvviz.ui.app.pages import BY_TITLE, PAGE, matching
@@ -168,10 +168,11 @@ def notice(text: str) -> None:
 
 def lecture_places(page_key: str | None) -> list[list]:
     """The screens of the lecture script this address shows that name a step (kvviz/ui/app/pages.py
-    ``matching``): ``[step, "Lecture 2.3 of 4", next screen's address, its line]`` each, for the stepper."""
+    ``matching``): ``[step, "Lecture script, section 2: screen 8 of 51", next screen's address, its
+    line]`` each, for the stepper (nav.place_text)."""
     if page_key not in PAGE:
         return []
-    return [[p.step, t("notice.lecture_place", n=p.number, of=p.of),
+    return [[p.step, nav.place_text(p),
              deep_link(nxt.page.script, nxt.screen.params) if nxt else "",
              t(f"lecture.{nxt.screen.key}") if nxt else ""]
             for p, nxt in matching(page_key, st.query_params.to_dict()) if p.step is not None]

@@ -29,6 +29,7 @@ TERMS: tuple[tuple[str, str | None], ...] = (
     ("greedy", "greedy ("),
     ("temperature", None),
     ("top_k_p", None),
+    ("seed", "seed, as the seed of the random"),
     ("kl", "KL divergence"),
     ("ttft", None),
     ("paged_blocks", "block ("),

@@ -1,24 +1,20 @@
 """The lecture script: the pages in teaching order, one deep link per screen to show, minutes per
-section; and, on each page, the place of the screen it shows ("Lecture 2.3 of 4 · next →")."""
+section; and, on each page, the place of the screen it shows ("Lecture script, section 2: screen 8 of 51 · next →")."""
 from __future__ import annotations
 
 import html
 
 import streamlit as st
 
-from kvviz.ui.app import presenter
+from kvviz.ui.app import nav, presenter
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.links import anchor, deep_link, show_links
-from kvviz.ui.app.pages import PAGE, PAGES, Place, matching
+from kvviz.ui.app.pages import PAGE, PAGES, matching
 
 # (section, [(page, address parameters, i18n key of the line to say)]) in the order of a lecture: each
 # page's screens as its declaration lists them (kvviz/ui/app/pages.py), the pages in teaching order
 SCRIPT: list[tuple[str, list[tuple[str, dict, str]]]] = [
     (page.key, [(page.script, screen.params, screen.key) for screen in page.lecture]) for page in PAGES if page.lecture]
-
-def place_text(p: Place) -> str:
-    return t("notice.lecture_place", n=p.number, of=p.of)
-
 
 def title(page_key: str, text: str) -> None:
     """A page's title; where the address is a screen of the script without a step (the stepper says
@@ -30,7 +26,7 @@ def title(page_key: str, text: str) -> None:
     p, nxt = found[0]
     nxt_link = (" · " + anchor(f"{t('notice.lecture_next')} →", deep_link(nxt.page.script, nxt.screen.params))
                 if nxt else "")
-    place = f"<p class='kv-place'>{html.escape(place_text(p))}{nxt_link}</p>"
+    place = f"<p class='kv-place'>{html.escape(nav.place_text(p))}{nxt_link}</p>"
     if presenter.presenting():                 # beside the title: the screen keeps its height
         left, right = st.columns([3, 1], vertical_alignment="center")
         left.title(text)

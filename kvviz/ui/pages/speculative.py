@@ -499,7 +499,7 @@ def _self_drafted(method: str) -> None:
     except ModelUnavailable as e:
         presenter.intro(t("specllm.intro_short", title=title))
         _draft_choice()
-        speculative_real.missing(name, e)
+        models.missing(name, e, "specllm.missing")
         return
     presenter.intro(t("specllm.intro_" + method.replace("-", "_"), layers=model.n_layers, title=title,
                       model=speculative_speed.short_name(model)))

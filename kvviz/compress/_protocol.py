@@ -54,16 +54,10 @@ def rope_inv_freq(model) -> list[torch.Tensor] | None:
 def kv_projections(model) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Per layer (W [2·H_kv·d, C], b [2·H_kv·d]) in float64: [k; v] = W x + b (keys before RoPE);
     the model says where its K/V rows live (``model.kv_projections()``)."""
-    get = getattr(model, "kv_projections", None)
-    if get is None:
-        raise TypeError(f"no K/V projections known for {type(model).__name__}")
-    return get()
+    return model.kv_projections()
 
 
 def pooled_model(model, kv_heads: int):
     """``model`` with ``kv_heads`` mean-pooled K/V heads, as a kvviz model of the same kind
     (``model.with_kv_heads``: kvviz.models.grouped's one pooling, the rows where the model keeps them)."""
-    pool = getattr(model, "with_kv_heads", None)
-    if pool is None:
-        raise TypeError(f"cannot pool the K/V heads of {type(model).__name__}")
-    return pool(kv_heads)
+    return model.with_kv_heads(kv_heads)

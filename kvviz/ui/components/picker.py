@@ -10,6 +10,11 @@ from kvviz.ui.app import urlstate
 from kvviz.ui.app.i18n import t
 
 
+def _help(key: str) -> str:
+    """A picker's help, then how it counts: from 1, where positions count from 0 (issue 42, numbering)."""
+    return f"{t(key)}\n\n{t('picker.numbering')}"
+
+
 @dataclass(frozen=True)
 class LayerHeadPicker:
     """``prefix``: the page's address prefix (``gpt``, ``sd``, ``sc``, ``bt``); ``labels``: locale keys
@@ -44,9 +49,9 @@ class LayerHeadPicker:
         keep = {"persist_state": "session"} if self.persist else {}
         layer_label, layer_help, head_label, head_help = self.labels
         layer = c[0].selectbox(t(layer_label), range(1, self.n_layers + 1), key=layer_key, on_change=urlstate.sync,
-                               args=(layer_key, 1), help=t(layer_help), **keep) - 1
+                               args=(layer_key, 1), help=_help(layer_help), **keep) - 1
         head = c[1].selectbox(t(head_label), range(1, self.n_heads + 1), key=head_key, on_change=urlstate.sync,
-                              args=(head_key, 1), help=t(head_help), **keep) - 1
+                              args=(head_key, 1), help=_help(head_help), **keep) - 1
         return layer, head
 
     def pick(self, layer: int, head: int) -> None:

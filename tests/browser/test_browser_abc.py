@@ -21,3 +21,9 @@ def test_deep_link_on_fresh_server_then_right_key(server, tab):
     tab.wait_heading(r"^Event 3 of 11")
     tab.settle()
     tab.assert_clean()
+    # the key-moment button says which of the run's moments M goes to: past both (events 1 and 2), the first again
+    moment = tab.page.locator(".kvs-bar [data-act='moment'] .kvs-mtext")
+    assert moment.inner_text().strip() == "Key moment 1/2"
+    tab.page.keyboard.press("m")
+    tab.wait_heading(r"^Event 1 of 11")
+    assert moment.inner_text().strip() == "Key moment 2/2"

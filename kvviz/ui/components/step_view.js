@@ -463,6 +463,10 @@ class Stepper {
     const mb = this.bar.querySelector('[data-act="moment"]');
     const next = this.nextMoment();
     mb.title = next ? `${w.moment_next_help || ""} ${String(w.moment_at || "").replace("{i}", next[0])}: ${next[1]}` : "";
+    // which of the run's moments M goes to ("2/2"; after the last one it starts again at "1/2")
+    const all = this.P.moments || [];
+    const mt = mb.querySelector(".kvs-mtext");
+    if (mt && next) mt.textContent = ` ${w.moment_next || ""}` + (all.length > 1 ? ` ${all.indexOf(next) + 1}/${all.length}` : "");
     const L = (this.lecture || []).find(([i]) => i === this.step);
     this.lectureEl.hidden = !L;
     this.setHTML(this.lectureEl, L ? `<span>${esc(L[1])}</span>` + (L[2]

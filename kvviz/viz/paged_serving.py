@@ -141,12 +141,12 @@ def stall_spec(run: StallRun, title: str | None = None, words: Mapping[str, str]
         return f"{x * scale:.1f}" if scale > 1 or x < 10 else f"{x:.0f}"
 
     n = len(run.settings)
-    gap_px, row_px = 44, 26
+    gap_px, row_px = 36, 22
     rows = max(len(st.requests) for st in run.settings)
     band = rows * row_px
     plot = n * band + (n - 1) * gap_px
-    layout = theme.layout(title if title is not None else w["stall_title"], plot + 150, top=90)
-    layout["margin"] = {**layout["margin"], "b": 60}
+    layout = theme.layout(title if title is not None else w["stall_title"], plot + 135, top=80)
+    layout["margin"] = {**layout["margin"], "b": 55}
     layout["showlegend"] = False
     data: list[dict] = []
     shapes: list[dict] = []

@@ -34,7 +34,7 @@ from kvviz.models.base import encode
 from kvviz.serving import Request, ServeRun, conversation_trace
 from kvviz.serving.disagg import Shipped, serve_disaggregated
 from kvviz.serving.stall import StallRun, measure_stall, stall_stream
-from kvviz.ui.app import fmt, models, nav, urlstate
+from kvviz.ui.app import fmt, models, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.turns import RunStore
 from kvviz.ui.components import step_view
@@ -166,12 +166,19 @@ def _ship_chart(rate: float | None) -> None:
     st.caption(t("stall.dg_chart_note" if rate else "stall.dg_chart_before"))
 
 
+def _view_intro(*texts: str) -> st.delta_generator.DeltaGenerator:
+    """A view's introduction: above what follows normally, below it in presenter mode (the chart
+    first on a projector's screen). Returns where what follows goes."""
+    body = st.container()
+    (st.container() if presenter.presenting() else body.container()).markdown("\n\n".join(texts))
+    return body if presenter.presenting() else st.container()
+
+
 def render_disagg(model_name: str, model, key: tuple, run: ServeRun) -> None:
-    st.markdown(t("serving.dg_intro", n=min(DISAGG_REQUESTS, len(run.requests))))
-    st.markdown(t("serving.notice", text=t("serving.dg_notice")))
+    holder = _view_intro(t("serving.dg_intro", n=min(DISAGG_REQUESTS, len(run.requests))),
+                         t("serving.notice", text=t("serving.dg_notice")))
     store = _disagg_store()
-    got = store.get(key)
-    holder = st.container()              # the chart above the button: the formula now, the measured rate once run
+    got = store.get(key)                 # the chart (in ``holder``) above the button: the formula, then the rate
     if got is None:
         if not st.button(t("serving.dg_run"), type="primary", icon=":material/play_arrow:", key="pg_dg_go",
                          help=t("serving.dg_run_help")):
@@ -288,7 +295,7 @@ def _stall_words() -> dict[str, str]:
 
 def render_stall(model_name: str, model, tiny: bool, budget: int) -> None:
     long, budgets, repeats = stall_setup(tiny, budget)
-    st.markdown(t("stall.intro", long=long, budgets=", ".join(map(str, budgets)), repeats=repeats))
+    top = _view_intro(t("stall.intro", long=long, budgets=", ".join(map(str, budgets)), repeats=repeats))
     try:
         run = _tiny_stall(budget, model) if tiny else _real_stall(model_name, model, budget)
     except LimitError as e:
@@ -296,7 +303,8 @@ def render_stall(model_name: str, model, tiny: bool, budget: int) -> None:
         return
     if run is None:
         return
-    chart(go.Figure(stall_spec(run, words=_stall_words())), t("stall.alt"), key="pg_stall_chart")
+    with top:
+        chart(go.Figure(stall_spec(run, words=_stall_words())), t("stall.alt"), key="pg_stall_chart")
     whole, *chunked = run.settings
     best = min(chunked, key=lambda x: x.short_max_gap_s)
     unit_ms = max(s.long.token_s[-1] for s in run.settings) < 2.0

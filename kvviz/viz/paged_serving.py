@@ -141,12 +141,12 @@ def stall_spec(run: StallRun, title: str | None = None, words: Mapping[str, str]
         return f"{x * scale:.1f}" if scale > 1 or x < 10 else f"{x:.0f}"
 
     n = len(run.settings)
-    gap_px, row_px = 36, 22
+    gap_px, row_px = 26, 20                  # a projector's 720 px: three strips of four rows fit
     rows = max(len(st.requests) for st in run.settings)
     band = rows * row_px
     plot = n * band + (n - 1) * gap_px
-    layout = theme.layout(title if title is not None else w["stall_title"], plot + 135, top=80)
-    layout["margin"] = {**layout["margin"], "b": 55}
+    layout = theme.layout(title if title is not None else w["stall_title"], plot + 92, top=62)
+    layout["margin"] = {**layout["margin"], "b": 30}
     layout["showlegend"] = False
     data: list[dict] = []
     shapes: list[dict] = []
@@ -158,11 +158,10 @@ def stall_spec(run: StallRun, title: str | None = None, words: Mapping[str, str]
         yname, xname = f"y{ax}", f"x{ax}"
         labels = [f"{w['long'] if r.long else w['request'] + ' ' + str(r.id)}" for r in st.requests]
         layout[f"yaxis{ax}"] = {"domain": dom, "anchor": xname, "type": "category", "categoryorder": "array",
-                                "categoryarray": labels[::-1], "tickfont": dict(theme.FONT), "fixedrange": True}
+                                "categoryarray": labels[::-1], "tickfont": {"size": 13}, "fixedrange": True}
         layout[f"xaxis{ax}"] = {"anchor": yname, "range": [0, end * scale * 1.03], "tickfont": dict(theme.FONT),
                                 "showticklabels": i == n - 1, "fixedrange": True,
-                                **({"matches": "x"} if i else {}),
-                                **({"title": {"text": f"{w['time']} ({unit})"}} if i == n - 1 else {})}
+                                "ticksuffix": f" {unit}", **({"matches": "x"} if i else {})}
         long = st.long
         for r, label in zip(st.requests, labels):
             color = COLORS["prefill"] if r.long else COLORS["decode"]
@@ -171,8 +170,8 @@ def stall_spec(run: StallRun, title: str | None = None, words: Mapping[str, str]
                          "xaxis": xname, "yaxis": yname, "mode": "markers",
                          "marker": {"size": 10, "color": color, "line": {"color": "#FFFFFF", "width": 1}},
                          "customdata": [g or "—" for g in gaps],
-                         "hovertemplate": f"{label}<br>%{{x:.1f}} {unit}<br>{w['gap']}: %{{customdata}} {unit}"
-                                          "<extra></extra>"})
+                         "hovertemplate": f"{label}<br>{w['time']}: %{{x:.1f}} {unit}<br>"
+                                          f"{w['gap']}: %{{customdata}} {unit}<extra></extra>"})
         data.append({"type": "scatter", "x": [long.arrival_s * scale, long.token_s[0] * scale],
                      "y": [labels[-1]] * 2, "xaxis": xname, "yaxis": yname, "mode": "lines",
                      "line": {"color": COLORS["prefill"], "dash": "dash", "width": 2}, "hoverinfo": "skip"})

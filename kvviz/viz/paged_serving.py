@@ -75,7 +75,8 @@ def hits_spec(trace: PrefixTrace, upto: int | None = None, title: str | None = N
                      "hovertemplate": f"{w[f'hits_{mode}']}<br>%{{x}}: %{{y}}<extra></extra>"})
     top = max(len(p) for p in trace.prompts)
     layout = theme.layout(title if title is not None else w["hits_title"], 320, barmode="group",
-                          yaxis={"title": {"text": w["hits"]}, "range": [0, top * 1.15]})
+                          yaxis={"range": [0, top * 1.15], "nticks": 4})   # the title names the axis:
+    # no axis title to cut where a projector's fitted step leaves the side chart short
     layout["legend"] = {"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0}
     return {"data": data, "layout": layout}
 

@@ -32,7 +32,8 @@ STEPPING = [p.stepper_view for p in PAGES if p.stepper is not None] + ["Speculat
 if os.environ.get("KVVIZ_PRESENTER_ALL"):         # the self-drafting variant too (its two cache strips)
     STEPPING.append("Speculative_decoding?sd_draft=early-exit")
 # views whose steps show no token strip: a SmolLM2 round (the verification pass and the cache say it)
-NO_STRIP = {"Speculative_decoding?sd_draft=prompt-lookup", "Speculative_decoding?sd_draft=early-exit"}
+NO_STRIP = {"Speculative_decoding?sd_draft=prompt-lookup", "Speculative_decoding?sd_draft=early-exit",
+            "Paged_cache?pg_view=prefix"}          # a request's prompt and the radix tree: no cache strip
 SMALL = (1280, 720)
 # presenter views scanned by axe-core, at this event (True: in the dark theme too): the stepper (A/B/C;
 # Tiny GPT, whose visible h2 folds away there) and a verification round of the speculative page

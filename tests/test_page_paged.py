@@ -357,3 +357,21 @@ def test_the_stall_view_draws_the_engines_measured_token_times_with_and_without_
     assert list(table["long prompt's TTFT (steps)"]) == [s.long.ttft_steps for s in run.settings]
     assert any("equal its solo greedy run in all 4 settings" in s.value for s in at.success)
     assert any(b.proto.label == "Every request in every setting (CSV)" for b in at.get("download_button"))
+
+
+def test_a_real_models_stall_is_measured_behind_a_button(smollm2, monkeypatch):
+    """?pg_model=smollm2&pg_view=stall: nothing is measured until the button (a short long prompt
+    here, one repeat: the view's path, not its numbers); then the figure and every request's check."""
+    from functools import partial
+
+    from kvviz.ui.pages import paged_serving
+    monkeypatch.setattr(paged_serving, "STALL_REAL", (24, (8,), 1))
+    monkeypatch.setattr(paged_serving, "stall_stream", partial(paged_serving.stall_stream, new=3))
+    at = open_page(PAGE, {"pg_model": "smollm2", "pg_view": "stall"}, timeout=300)
+    no_exception(at)
+    assert not plotly_specs(at) and any(b.key == "pg_stall_go" for b in at.button)
+    at.button(key="pg_stall_go").click().run(timeout=300)
+    no_exception(at)
+    (spec,) = plotly_specs(at)
+    assert len(spec["layout"]["annotations"]) == 2
+    assert any("equal its solo greedy run in all 2 settings" in s.value for s in at.success)

@@ -4,7 +4,7 @@ prompts, the bytes a disaggregated run ships, and the stall a long prompt causes
 (each token's measured time, with and without a budget). Pure: records in, plotly JSON dicts out."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from kvviz.cache.radix import PrefixTrace
 from kvviz.serving import ServeRun
@@ -128,18 +128,22 @@ def tree_spec(nodes: Sequence[tuple[int, int, int, str, int, bool]], title: str 
     return {"data": data, "layout": layout}
 
 
-def stall_spec(run: StallRun, title: str | None = None, words: Mapping[str, str] | None = None) -> dict:
+def stall_spec(run: StallRun, title: str | None = None, words: Mapping[str, str] | None = None,
+               decimal: Callable[[float, int], str] | None = None) -> dict:
     """One strip per setting (whole prompts, then each budget), one row per request: a dot at the
     measured end of the pass that chose each of its tokens, a dotted line at the long prompt's
     arrival and a dashed one from there to its first token (its TTFT). A whole prompt's pass shows
     as a hole in every running request's dots; a budget spreads it into small ones. The strip's
-    heading names its largest gap among the running requests and the long prompt's TTFT."""
+    heading names its largest gap among the running requests and the long prompt's TTFT.
+    ``decimal(x, digits)`` writes a number of the headings (the page's language; English by default)."""
     w = theme.words({**WORDS, **STALL_WORDS}, words)
     end = max((r.token_s[-1] for st in run.settings for r in st.requests), default=0.0)
     scale, unit = (1e3, w["ms"]) if end < 2.0 else (1.0, w["s"])
 
+    write = decimal or (lambda x, d: f"{x:,.{d}f}")
+
     def num(x: float) -> str:
-        return f"{x * scale:.1f}" if scale > 1 or x < 10 else f"{x:.0f}"
+        return write(x * scale, 1) if scale > 1 or x < 10 else write(x, 0)
 
     n = len(run.settings)
     gap_px, row_px = 26, 20                  # a projector's 720 px: three strips of four rows fit
@@ -166,13 +170,13 @@ def stall_spec(run: StallRun, title: str | None = None, words: Mapping[str, str]
         long = st.long
         for r, label in zip(st.requests, labels):
             color = COLORS["prefill"] if r.long else COLORS["decode"]
-            gaps = [None, *[num(g) for g in r.gaps_s]]
+            gaps = [None, *[g * scale for g in r.gaps_s]]     # numbers: plotly writes them in the page's language
             data.append({"type": "scatter", "x": [t * scale for t in r.token_s], "y": [label] * len(r.token_s),
                          "xaxis": xname, "yaxis": yname, "mode": "markers",
                          "marker": {"size": 10, "color": color, "line": {"color": "#FFFFFF", "width": 1}},
-                         "customdata": [g or "—" for g in gaps],
+                         "customdata": gaps,
                          "hovertemplate": f"{label}<br>{w['time']}: %{{x:.1f}} {unit}<br>"
-                                          f"{w['gap']}: %{{customdata}} {unit}<extra></extra>"})
+                                          f"{w['gap']}: %{{customdata:.1f}} {unit}<extra></extra>"})
         data.append({"type": "scatter", "x": [long.arrival_s * scale, long.token_s[0] * scale],
                      "y": [labels[-1]] * 2, "xaxis": xname, "yaxis": yname, "mode": "lines",
                      "line": {"color": COLORS["prefill"], "dash": "dash", "width": 2}, "hoverinfo": "skip"})

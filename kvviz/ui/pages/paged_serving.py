@@ -304,7 +304,8 @@ def render_stall(model_name: str, model, tiny: bool, budget: int) -> None:
     if run is None:
         return
     with top:
-        chart(go.Figure(stall_spec(run, words=_stall_words())), t("stall.alt"), key="pg_stall_chart")
+        chart(go.Figure(stall_spec(run, words=_stall_words(), decimal=fmt.fixed)), t("stall.alt"),
+              key="pg_stall_chart")
     whole, *chunked = run.settings
     best = min(chunked, key=lambda x: x.short_max_gap_s)
     unit_ms = max(s.long.token_s[-1] for s in run.settings) < 2.0

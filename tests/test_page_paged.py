@@ -317,9 +317,61 @@ def test_prefill_and_decode_apart_show_the_shipped_records_behind_a_button(wrong
     at = open_page(PAGE, {"pg_view": "disagg", "pg_seed": str(seed)})
     no_exception(at)
     assert not at.success and any(b.key == "pg_dg_go" for b in at.button) and not calls
+    (before,) = plotly_specs(at)                            # the formula over the links, before any run
+    assert [d["y"] for d in before["data"]] == [["100G", "400G", "NVLink"]] * 2
     at.button(key="pg_dg_go").click().run(timeout=300)
     no_exception(at)
+    (after,) = plotly_specs(at)                             # and this socket's measured rate, scaled
+    rate = (sum(cost.cache_bytes(M.cost_config, len(ids), 1, "fp32") for _, ids, _ in calls) + wrong) / (0.001 * 2)
+    big = cost.cache_bytes(cost.PRESETS["llama3-8b"], 32_768, 1, "fp16")
+    assert after["data"][0]["y"][0] == "socket here (measured rate)"
+    assert after["data"][0]["x"][0] == pytest.approx(big / rate, rel=1e-3)
     assert calls == [("gpt", encode(M, stream[i].prompt), len(run.requests[i].tokens)) for i in range(2)]
     assert any("bytes shipped equal the cache formula" in s.value for s in at.success) != wrong
     assert any("differs from the cache formula" in e.value for e in at.error) == wrong
     assert list(at.dataframe[1].value["model"]) == ["Llama-3-8B", "Llama-3.1-70B"]
+
+
+def test_the_stall_view_draws_the_engines_measured_token_times_with_and_without_a_budget(monkeypatch):
+    """?pg_view=stall on the tiny GPT: the figure's strips, the table and the CSV read one StallRun
+    (kvviz.serving.stall, here measured once with one repeat); the page's own budget joins the two."""
+    from kvviz.ui.pages import paged_serving
+    got, real = [], paged_serving.measure_stall
+
+    def measured(*args, **kwargs):
+        got.append(real(*args, **kwargs))
+        return got[-1]
+    monkeypatch.setattr(paged_serving, "measure_stall", measured)
+    monkeypatch.setattr(paged_serving, "STALL_TINY", (40, (8, 24), 1))
+    at = open_page(PAGE, {"pg_view": "stall", "pg_budget": "6"})        # a budget of its own: a fresh measurement
+    no_exception(at)
+    (run,) = got
+    assert [s.chunk_budget for s in run.settings] == [None, 6, 8, 24] and run.all_same_as_solo
+    spec = next(s for s in plotly_specs(at) if len(s["layout"].get("annotations", ())) == 4)
+    whole, six = run.settings[:2]
+    assert spec["layout"]["annotations"][0]["text"].startswith("<b>whole prompt</b>: largest gap ")
+    assert [t["x"] for t in spec["data"][:4]] == [[x * 1e3 for x in r.token_s] for r in whole.requests]
+    assert whole.long.ttft_steps == 1 < six.long.ttft_steps
+    table = at.dataframe[0].value
+    assert list(table["steps"]) == [s.steps for s in run.settings]
+    assert list(table["long prompt's TTFT (steps)"]) == [s.long.ttft_steps for s in run.settings]
+    assert any("equal its solo greedy run in all 4 settings" in s.value for s in at.success)
+    assert any(b.proto.label == "Every request in every setting (CSV)" for b in at.get("download_button"))
+
+
+def test_a_real_models_stall_is_measured_behind_a_button(smollm2, monkeypatch):
+    """?pg_model=smollm2&pg_view=stall: nothing is measured until the button (a short long prompt
+    here, one repeat: the view's path, not its numbers); then the figure and every request's check."""
+    from functools import partial
+
+    from kvviz.ui.pages import paged_serving
+    monkeypatch.setattr(paged_serving, "STALL_REAL", (24, (8,), 1))
+    monkeypatch.setattr(paged_serving, "stall_stream", partial(paged_serving.stall_stream, new=3))
+    at = open_page(PAGE, {"pg_model": "smollm2", "pg_view": "stall"}, timeout=300)
+    no_exception(at)
+    assert not plotly_specs(at) and any(b.key == "pg_stall_go" for b in at.button)
+    at.button(key="pg_stall_go").click().run(timeout=300)
+    no_exception(at)
+    (spec,) = plotly_specs(at)
+    assert len(spec["layout"]["annotations"]) == 2
+    assert any("equal its solo greedy run in all 2 settings" in s.value for s in at.success)

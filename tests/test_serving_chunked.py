@@ -12,7 +12,7 @@ import torch
 from kvviz.limits import LimitError
 from kvviz.models import registry
 from kvviz.models.gpt import GPTModel
-from kvviz.serving import Request, chat_stream, request_stream, serve
+from kvviz.serving import Request, chat_stream, measure_stall, request_stream, serve, stall_stream
 from tests import tiny_models
 from tests.test_cli import cli, one_line_error
 
@@ -148,3 +148,32 @@ def test_a_timed_run_measures_every_pass_and_each_requests_seconds(models, capsy
     code, out, err = cli(capsys, "serve", "--requests", "2", "--timed")
     assert code == 0, err
     assert all(r["ttft_s"] > 0 and len(r["gaps_s"]) == len(r["tokens"]) - 1 for r in json.loads(out)["requests"])
+
+
+def test_the_stall_record_times_each_request_from_the_passes_of_its_schedule(models):
+    """kvviz.serving.stall: the long prompt whole takes one pass (TTFT 1 step) and every running
+    request waits for it; in chunks the schedule is serve's own, and each token's time is the sum of
+    the passes up to its step (one repeat: the medians are the passes themselves)."""
+    m = models["gpt"]
+    reqs = stall_stream(m, 24, arrive=2, new=5)
+    run = measure_stall(m, reqs, [6], repeats=1)
+    whole, chunked = run.settings
+    assert run.all_same_as_solo and (run.long_tokens, run.arrival_step) == (24, 2)
+    assert whole.long.ttft_steps == 1 < chunked.long.ttft_steps
+    schedule = serve(m, reqs, 16, 64, chunk_budget=6)
+    assert chunked.steps == schedule.total_steps
+    assert [r.gap_steps for r in chunked.requests] == [r.gaps for r in schedule.requests]
+    for s in run.settings:
+        for r in s.requests:
+            assert r.token_s[0] == pytest.approx(sum(s.passes_s[:r.ttft_steps + r.arrival_step]))
+            assert r.ttft_s == pytest.approx(sum(s.passes_s[r.arrival_step:r.arrival_step + r.ttft_steps]))
+            assert len(r.gaps_s) == len(r.gap_steps) and all(g > 0 for g in r.gaps_s)
+    # a running request's largest gap whole holds the long prompt's one pass
+    assert whole.short_max_gap_s >= whole.passes_s[2]
+    rows = run.rows()
+    assert len(rows) == 8 and {r["chunk_budget"] for r in rows} == {None, 6}
+    for bad in ({"repeats": 0}, {"budgets": []}, {"budgets": [0]}):
+        with pytest.raises(LimitError):
+            measure_stall(m, reqs, **{"budgets": [6], "repeats": 1, **bad})
+    with pytest.raises(LimitError):
+        stall_stream(m, 0)

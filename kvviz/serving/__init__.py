@@ -8,6 +8,7 @@ prefix caching, preemption and forks.
 - ``records``: ``StepRecord`` (built in one place, ``StepRecord.of``), ``RequestResult``, ``ServeRun``;
 - ``fork``: parallel sampling from one prompt with copy-on-write;
 - ``sweeps``: the same stream over block sizes and under both policies;
+- ``stall``: a long prompt among running decodes, with and without chunked prefill, measured;
 - ``export``: a run as the CLI's JSON.
 """
 from kvviz.serving.export import serve_run_dict
@@ -15,6 +16,7 @@ from kvviz.serving.fork import ForkRun, fork_run
 from kvviz.serving.kv_manager import KVCacheManager, PromptBlocks
 from kvviz.serving.records import BlockState, Memory, RequestResult, ServeRun, StepRecord
 from kvviz.serving.scheduler import POLICIES, Scheduler, serve
+from kvviz.serving.stall import StallRun, measure_stall, stall_stream
 from kvviz.serving.sweeps import SizePoint, block_size_sweep, compare_policies
 from kvviz.serving.workload import (
     CHAT_MESSAGES,
@@ -27,6 +29,6 @@ from kvviz.serving.workload import (
 )
 
 __all__ = ["CHAT_MESSAGES", "POLICIES", "BlockState", "ForkRun", "KVCacheManager", "Memory", "PromptBlocks",
-           "Request", "RequestResult", "Scheduler", "ServeRun", "SizePoint", "StepRecord", "block_size_sweep",
-           "chat_stream", "common_prefix", "conversation_trace",
-           "compare_policies", "fork_run", "request_stream", "serve", "serve_run_dict", "solo_run"]
+           "Request", "RequestResult", "Scheduler", "ServeRun", "SizePoint", "StallRun", "StepRecord",
+           "block_size_sweep", "chat_stream", "common_prefix", "conversation_trace", "compare_policies", "fork_run",
+           "measure_stall", "request_stream", "serve", "serve_run_dict", "solo_run", "stall_stream"]

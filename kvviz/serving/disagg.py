@@ -7,6 +7,10 @@ bytes, so the bytes sent are the cache itself (``kvviz.cost.cache_bytes`` of the
 workers are started and joined here with timeouts and killed in ``finally``: no worker outlives
 the call. Greedy, as the solo run it is compared with.
 
+The workers' bodies (``prefill_worker``, ``decode_worker``) take a model by name (a worker process
+loads it) or a model instance (``ship_in_threads``: both in one process, over the same kind of
+socket; what a test of a transformers model runs, without two more imports of its model code).
+
 The workers are forked from multiprocessing's fork server, which imports this module (torch, the
 engine) once: a worker then starts in milliseconds instead of importing torch again (2-3 s each
 with "spawn"), and it is not a fork of a threaded server process (what "fork" would be). The fork
@@ -14,6 +18,7 @@ server is one idle process for the server's lifetime."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,6 +26,7 @@ import torch
 
 from kvviz.limits import LimitError, check_int
 from kvviz.measure.clock import time_runs
+from kvviz.models.base import Model
 from kvviz.models.registry import get_model
 
 MAX_WIRE_BYTES = 256 * 2**20          # one request's cache on the wire (256 MiB)
@@ -36,8 +42,13 @@ class Shipped:
     transfer_s: float                 # decode worker: header received to cache rebuilt (measured)
 
 
-def _prefill_worker(model_name: str, prompt_ids: list[int], conn) -> None:
-    m = get_model(model_name)
+def _load(model: str | Model) -> Model:
+    return get_model(model) if isinstance(model, str) else model
+
+
+def prefill_worker(model: str | Model, prompt_ids: list[int], conn) -> None:
+    """Prefill ``prompt_ids``, send the first token and each layer's K/V shape, then the bytes."""
+    m = _load(model)
     cache = m.new_cache()
     with torch.no_grad():
         logits = m.logits(prompt_ids, cache, 0, keep=1)
@@ -50,8 +61,10 @@ def _prefill_worker(model_name: str, prompt_ids: list[int], conn) -> None:
     conn.close()
 
 
-def _decode_worker(model_name: str, n_prompt: int, new_tokens: int, conn, out) -> None:
-    m = get_model(model_name)
+def decode_worker(model: str | Model, n_prompt: int, new_tokens: int, conn, out) -> None:
+    """Rebuild the cache from the bytes ``conn`` brings, decode greedily from it, send back
+    (tokens, bytes received, seconds from the header to the rebuilt cache) on ``out``."""
+    m = _load(model)
     cache = m.new_cache()
     got: dict = {}
 
@@ -77,16 +90,20 @@ def _decode_worker(model_name: str, n_prompt: int, new_tokens: int, conn, out) -
     out.close()
 
 
-def serve_disaggregated(model_name: str, prompt_ids: Sequence[int], new_tokens: int) -> Shipped:
-    """Prefill in one process, decode in another, the cache sent between them (see the module notes)."""
+def _check(prompt_ids: Sequence[int], new_tokens: int) -> None:
     check_int("New tokens", new_tokens, 1, 64)
     check_int("Prompt length", len(prompt_ids), 1, 4096)
+
+
+def serve_disaggregated(model_name: str, prompt_ids: Sequence[int], new_tokens: int) -> Shipped:
+    """Prefill in one process, decode in another, the cache sent between them (see the module notes)."""
+    _check(prompt_ids, new_tokens)
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload([__name__])           # read when the fork server starts (the first call)
     wire_a, wire_b = ctx.Pipe()
     res_a, res_b = ctx.Pipe(duplex=False)
-    workers = [ctx.Process(target=_prefill_worker, args=(model_name, list(prompt_ids), wire_a), daemon=True),
-               ctx.Process(target=_decode_worker, args=(model_name, len(prompt_ids), new_tokens, wire_b, res_b),
+    workers = [ctx.Process(target=prefill_worker, args=(model_name, list(prompt_ids), wire_a), daemon=True),
+               ctx.Process(target=decode_worker, args=(model_name, len(prompt_ids), new_tokens, wire_b, res_b),
                            daemon=True)]
     try:
         for w in workers:
@@ -110,5 +127,37 @@ def serve_disaggregated(model_name: str, prompt_ids: Sequence[int], new_tokens: 
             if w.is_alive():
                 w.kill()
             w.join(timeout=5)
+        for c in (wire_a, wire_b, res_a, res_b):
+            c.close()
+
+
+def ship_in_threads(model: Model, prompt_ids: Sequence[int], new_tokens: int) -> Shipped:
+    """The two workers' bodies on ``model`` in two threads of this process, over a local socket
+    (a duplex Pipe) as ``serve_disaggregated``'s processes: the decode worker's cache is only what
+    the bytes rebuild. Each thread has its own cache; the decode worker waits for the header."""
+    _check(prompt_ids, new_tokens)
+    wire_a, wire_b = mp.Pipe()
+    res_a, res_b = mp.Pipe(duplex=False)
+    errors: list[BaseException] = []
+
+    def run(target, *args) -> None:
+        try:
+            target(*args)
+        except BaseException as e:        # noqa: BLE001 - re-raised in the caller's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(prefill_worker, model, list(prompt_ids), wire_a), daemon=True),
+               threading.Thread(target=run, args=(decode_worker, model, len(prompt_ids), new_tokens, wire_b, res_b),
+                                daemon=True)]
+    try:
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=WORKER_TIMEOUT_S)
+        if errors:
+            raise errors[0]
+        tokens, n, seconds = res_a.recv()
+        return Shipped(tuple(tokens), n, seconds)
+    finally:
         for c in (wire_a, wire_b, res_a, res_b):
             c.close()

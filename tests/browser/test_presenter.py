@@ -25,11 +25,14 @@ pytestmark = pytest.mark.browser
 
 # every page that steps, its default run (the Cost page's stepper is its Batching tab): kvviz/ui/app/pages.py;
 # and the Speculative decoding page's SmolLM2 rounds (prompt lookup; early exit too with KVVIZ_PRESENTER_ALL)
-STEPPING = [p.stepper_view for p in PAGES if p.stepper is not None] + ["Speculative_decoding?sd_draft=prompt-lookup"]
+STEPPING = [p.stepper_view for p in PAGES if p.stepper is not None] + ["Speculative_decoding?sd_draft=prompt-lookup",
+                                                                        "Paged_cache?pg_view=prefix",
+                                                                        "Paged_cache?pg_budget=6"]
 if os.environ.get("KVVIZ_PRESENTER_ALL"):         # the self-drafting variant too (its two cache strips)
     STEPPING.append("Speculative_decoding?sd_draft=early-exit")
 # views whose steps show no token strip: a SmolLM2 round (the verification pass and the cache say it)
-NO_STRIP = {"Speculative_decoding?sd_draft=prompt-lookup", "Speculative_decoding?sd_draft=early-exit"}
+NO_STRIP = {"Speculative_decoding?sd_draft=prompt-lookup", "Speculative_decoding?sd_draft=early-exit",
+            "Paged_cache?pg_view=prefix"}          # a request's prompt and the radix tree: no cache strip
 SMALL = (1280, 720)
 # presenter views scanned by axe-core, at this event (True: in the dark theme too): the stepper (A/B/C;
 # Tiny GPT, whose visible h2 folds away there) and a verification round of the speculative page
@@ -247,7 +250,9 @@ def test_presenter_mode_folds_the_sampling_page(server, browser):
 ONE_SCREEN = {"Sampling": ["stage_0", "stage_1", "stage_2", "stage_3"],
               "Cost_and_scale?tab=Memory": ["cost_memory_chart"],
               # SmolLM2's key channels of layer 11 (the lecture's screen): the outlier rows
-              "Smaller_caches?sc_model=smollm2&sc_klayer=11": ["sc_keys_chart"]}
+              "Smaller_caches?sc_model=smollm2&sc_klayer=11": ["sc_keys_chart"],
+              # the Paged cache page's shipped cache (the formula before any run) and the stall, measured
+              "Paged_cache?pg_view=disagg": ["pg_dg_chart"], "Paged_cache?pg_view=stall": ["pg_stall_chart"]}
 CHART_BOXES = """(keys) => {
   const top = document.querySelector("[data-testid='stHeader']").getBoundingClientRect().bottom;
   return keys.map((k) => {

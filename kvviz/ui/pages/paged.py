@@ -546,6 +546,9 @@ def render() -> None:
     if view == "prefix":                      # needs no served run: the trace is the stream's prompts
         paged_serving.render_prefix(model, repr(s), _stream(model, s), s.seed, s.block, s.blocks)
         return
+    if view == "stall":                       # its own stream: a long prompt among running decodes
+        paged_serving.render_stall(s.model, model, s.inline, s.budget)
+        return
     got = _served(s) if s.inline else _real_run(s)
     if got is None:
         return

@@ -12,6 +12,10 @@ page serves:
   kvviz.cost's formula, the tokens against the single-process run; the measured transfer here and
   the same formula scaled to large models at a long context over the links serving systems use
   (each number says which it is). Behind a button: it starts two processes per request.
+- ``stall``: one long prompt arriving among running decodes, served with whole prompts and under
+  token budgets (kvviz.serving.stall), every pass timed here: each request's time to first token and
+  the gaps between its tokens, in one figure. The tiny GPT's is measured once per server (a second or
+  so); a real model's waits for a button (tens of seconds).
 
 Every number comes from an engine record; this module reads settings, caches results, draws them."""
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from kvviz import cost
@@ -28,14 +33,17 @@ from kvviz.limits import LimitError
 from kvviz.models.base import encode
 from kvviz.serving import Request, ServeRun, conversation_trace
 from kvviz.serving.disagg import Shipped, serve_disaggregated
-from kvviz.ui.app import fmt, nav, urlstate
+from kvviz.serving.stall import StallRun, measure_stall, stall_stream
+from kvviz.ui.app import fmt, models, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.turns import RunStore
 from kvviz.ui.components import step_view
+from kvviz.ui.components.charts import chart
 from kvviz.ui.frames import paged_serving as frames_prefix
 from kvviz.ui.frames import translator
+from kvviz.viz.paged_serving import STALL_WORDS, disagg_spec, stall_spec
 
-VIEWS = ("stream", "prefix", "disagg")
+VIEWS = ("stream", "prefix", "disagg", "stall")
 DISAGG_REQUESTS = 2           # requests served by two processes each (every one starts two workers)
 DISAGG_RUNS = 4               # finished disaggregated runs kept per server
 SCALED_CONTEXT = 32_768       # the long context the measured transfer is scaled to
@@ -43,6 +51,11 @@ SCALED_MODELS = ("llama3-8b", "llama3.1-70b")
 # links between a prefill and a decode machine, Gbit/s: a 100G Ethernet / RDMA NIC, 400G InfiniBand
 # NDR, NVLink 4 within one node (900 GB/s both ways together, 450 GB/s each way)
 LINKS = (("100G", 100.0), ("400G", 400.0), ("NVLink", 3_600.0))
+# the stall: (long prompt's tokens, budgets, repeats) for the tiny GPT (its prompts stop at 64 tokens)
+# and for a real model (docs/measured.md "Chunked prefill": 200 tokens, budgets 32 and 64)
+STALL_TINY = (60, (8, 24), 5)
+STALL_REAL = (200, (32, 64), 2)
+STALL_RUNS = 4                # finished real-model stall measurements kept per server
 
 
 def view_picker() -> str:
@@ -50,8 +63,9 @@ def view_picker() -> str:
     decode on two processes."""
     urlstate.choice_param("pg_view", VIEWS, VIEWS[0])
     return st.segmented_control(t("serving.pg_view"), VIEWS, key="pg_view", required=True,
-                                format_func=lambda v: t("serving.view_" + v), on_change=urlstate.sync,
-                                args=("pg_view", VIEWS[0]), help=t("serving.pg_view_help"))
+                                format_func=lambda v: t("stall.view" if v == "stall" else "serving.view_" + v),
+                                on_change=urlstate.sync, args=("pg_view", VIEWS[0]),
+                                help=t("serving.pg_view_help") + " " + t("stall.view_help"))
 
 
 # ---- prefix caching two ways ---------------------------------------------------------------------
@@ -131,14 +145,45 @@ def _ship(model_name: str, model, run: ServeRun) -> Disaggregated:
     return Disaggregated(tuple(rows))
 
 
+def _scaled_rows(rate: float | None) -> list[tuple[str, str, float]]:
+    """(model, link, seconds) to ship a SCALED_CONTEXT cache (fp16): the formula over each link, and
+    at ``rate`` (bytes/s measured here) when there is one."""
+    rows = []
+    for name in SCALED_MODELS:
+        cfg = cost.PRESETS[name]
+        if rate:
+            rows.append((cfg.name, t("stall.dg_here"), cost.cache_bytes(cfg, SCALED_CONTEXT, 1, "fp16") / rate))
+        for label, gbit in LINKS:
+            rows.append((cfg.name, label, cost.cache_transfer(cfg, SCALED_CONTEXT, 1, "fp16", gbit).seconds))
+    return rows
+
+
+def _ship_chart(rate: float | None) -> None:
+    """The scaled transfer as a chart (formula over the links; this socket's measured rate once run)."""
+    fig = go.Figure(disagg_spec(_scaled_rows(rate), title=t("stall.dg_title", context=SCALED_CONTEXT),
+                                words={k: t(f"stall.fw_{k}") for k in STALL_WORDS}))
+    chart(fig, t("stall.dg_alt"), key="pg_dg_chart")
+    st.caption(t("stall.dg_chart_note" if rate else "stall.dg_chart_before"))
+
+
+def _view_intro(*texts: str) -> st.delta_generator.DeltaGenerator:
+    """A view's introduction: above what follows normally, below it in presenter mode (the chart
+    first on a projector's screen). Returns where what follows goes."""
+    body = st.container()
+    (st.container() if presenter.presenting() else body.container()).markdown("\n\n".join(texts))
+    return body if presenter.presenting() else st.container()
+
+
 def render_disagg(model_name: str, model, key: tuple, run: ServeRun) -> None:
-    st.markdown(t("serving.dg_intro", n=min(DISAGG_REQUESTS, len(run.requests))))
-    st.markdown(t("serving.notice", text=t("serving.dg_notice")))
+    holder = _view_intro(t("serving.dg_intro", n=min(DISAGG_REQUESTS, len(run.requests))),
+                         t("serving.notice", text=t("serving.dg_notice")))
     store = _disagg_store()
-    got = store.get(key)
+    got = store.get(key)                 # the chart (in ``holder``) above the button: the formula, then the rate
     if got is None:
         if not st.button(t("serving.dg_run"), type="primary", icon=":material/play_arrow:", key="pg_dg_go",
                          help=t("serving.dg_run_help")):
+            with holder:
+                _ship_chart(None)
             return
         if not store.running.acquire(blocking=False):
             st.warning(t("serving.dg_busy"), icon=":material/hourglass_top:")
@@ -153,6 +198,9 @@ def render_disagg(model_name: str, model, key: tuple, run: ServeRun) -> None:
         finally:
             store.running.release()
     assert isinstance(got, Disaggregated)
+    rate = sum(s.bytes_sent for _, s, _, _ in got.rows) / max(sum(s.transfer_s for _, s, _, _ in got.rows), 1e-9)
+    with holder:
+        _ship_chart(rate)
     text = _text_of(model)
     table = pd.DataFrame([{
         "request": r.id, "prompt_tokens": len(r.prompt), "bytes_shipped": s.bytes_sent, "cache_formula_bytes": f,
@@ -168,7 +216,6 @@ def render_disagg(model_name: str, model, key: tuple, run: ServeRun) -> None:
     shown["transfer_s_measured"] = [fmt.duration(v) for v in shown["transfer_s_measured"]]
     shown["same_as_one_process"] = [t("paged.llm_yes" if v else "paged.llm_no") for v in shown["same_as_one_process"]]
     st.dataframe(shown.rename(columns=names), hide_index=True, width="stretch")
-    rate = sum(s.bytes_sent for _, s, _, _ in got.rows) / max(sum(s.transfer_s for _, s, _, _ in got.rows), 1e-9)
     st.subheader(t("serving.dg_scaled_h"))
     st.markdown(t("serving.dg_scaled_intro", rate=fmt.nbytes(int(rate)), context=SCALED_CONTEXT))
     rows = []
@@ -186,3 +233,96 @@ def render_disagg(model_name: str, model, key: tuple, run: ServeRun) -> None:
     st.download_button(t("serving.dg_dl_csv"), lambda: table.to_csv(index=False),
                        file_name=f"disaggregated_{model_name}.csv", mime="text/csv", icon=":material/download:",
                        on_click="ignore", help=t("serving.dg_dl_csv_help"))
+
+
+# ---- the stall a long prompt causes, with and without chunked prefill ------------------------------
+
+def stall_setup(tiny: bool, budget: int) -> tuple[int, tuple[int, ...], int]:
+    """(long prompt's tokens, budgets, repeats); the page's own budget (``pg_budget``) joins the two."""
+    long, budgets, repeats = STALL_TINY if tiny else STALL_REAL
+    return long, tuple(sorted({*budgets, budget} - {0})), repeats
+
+
+def _measure_stall(model, tiny: bool, budget: int, progress=None) -> StallRun:
+    long, budgets, repeats = stall_setup(tiny, budget)
+    return measure_stall(model, stall_stream(model, long), budgets, repeats, progress=progress)
+
+
+@st.cache_resource(max_entries=8, ttl=3600, show_spinner=False)
+def _tiny_stall(budget: int, _model) -> StallRun:
+    """The tiny GPT's measurement, once per server and budget (about a second)."""
+    return _measure_stall(_model, True, budget)
+
+
+@st.cache_resource(show_spinner=False)
+def _stall_store(name: str) -> RunStore:
+    store = RunStore(STALL_RUNS)
+    store.running = models.generation_lock(name)       # one run of a model at a time, whichever page runs it
+    return store
+
+
+def _real_stall(model_name: str, model, budget: int) -> StallRun | None:
+    store = _stall_store(model_name)
+    got = store.get(budget)
+    if got is not None:
+        return got                                                 # type: ignore[return-value]
+    if not st.button(t("stall.run"), type="primary", icon=":material/play_arrow:", key="pg_stall_go",
+                     help=t("stall.run_help")):
+        return None
+    if not store.running.acquire(blocking=False):
+        st.warning(t("stall.busy"), icon=":material/hourglass_top:")
+        return None
+    try:
+        bar = st.progress(0.0, text=t("stall.progress", done=0, n=1))
+
+        def progress(done: int, total: int) -> None:
+            bar.progress(done / total, text=t("stall.progress", done=done, n=total))
+
+        got = _measure_stall(model, False, budget, progress)
+        store.put(budget, got)
+        bar.empty()
+        return got
+    except LimitError as e:
+        st.error(t("stall.failed", reason=str(e)), icon=":material/error:")
+        return None
+    finally:
+        store.running.release()
+
+
+def _stall_words() -> dict[str, str]:
+    return {k: t(f"stall.fw_{k}") for k in (*STALL_WORDS, "budget", "request")}
+
+
+def render_stall(model_name: str, model, tiny: bool, budget: int) -> None:
+    long, budgets, repeats = stall_setup(tiny, budget)
+    top = _view_intro(t("stall.intro", long=long, budgets=", ".join(map(str, budgets)), repeats=repeats))
+    try:
+        run = _tiny_stall(budget, model) if tiny else _real_stall(model_name, model, budget)
+    except LimitError as e:
+        st.error(t("stall.failed", reason=str(e)), icon=":material/error:")
+        return
+    if run is None:
+        return
+    with top:
+        chart(go.Figure(stall_spec(run, words=_stall_words(), decimal=fmt.fixed)), t("stall.alt"),
+              key="pg_stall_chart")
+    whole, *chunked = run.settings
+    best = min(chunked, key=lambda x: x.short_max_gap_s)
+    unit_ms = max(s.long.token_s[-1] for s in run.settings) < 2.0
+    shown = (lambda x: fmt.fixed(x * 1e3, 1) + " ms") if unit_ms else (lambda x: fmt.fixed(x, 2) + " s")
+    st.markdown(t("stall.trade", gap=shown(whole.short_max_gap_s), budget=best.chunk_budget,
+                  chunk_gap=shown(best.short_max_gap_s), ttft=shown(whole.long.ttft_s),
+                  chunk_ttft=shown(best.long.ttft_s), steps=whole.steps, chunk_steps=best.steps))
+    ok = run.all_same_as_solo
+    (st.success if ok else st.error)(t("stall.check_ok" if ok else "stall.check_bad", n=len(run.settings)),
+                                     icon=":material/check_circle:" if ok else ":material/error:")
+    st.dataframe(pd.DataFrame([{
+        t("stall.col_setting"): t("stall.fw_whole") if x.chunk_budget is None else x.chunk_budget,
+        t("stall.col_steps"): x.steps, t("stall.col_max_gap"): shown(x.short_max_gap_s),
+        t("stall.col_ttft"): shown(x.long.ttft_s), t("stall.col_ttft_steps"): x.long.ttft_steps}
+        for x in run.settings]), hide_index=True, width="stretch")
+    st.caption(t("stall.note"))
+    table = pd.DataFrame(run.rows())
+    st.download_button(t("stall.dl_csv"), lambda: table.to_csv(index=False),
+                       file_name=f"stall_{model_name}_{run.long_tokens}.csv", mime="text/csv",
+                       icon=":material/download:", on_click="ignore", help=t("stall.dl_csv_help"))

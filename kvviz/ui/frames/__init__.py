@@ -208,6 +208,17 @@ def strip_block(sequence: Sequence[str], prompt_len: int, cached: int, legend: b
     return {"strip": {"chips": chips, "legend": legend, "label": md(label) if label else None}}
 
 
+def strip_tail(block: dict, n: int, label: Callable[[int], str]) -> list[dict]:
+    """A token strip too long for one projector row: ``block`` in the normal view, and in presenter
+    mode its last ``n`` chips (the newest tokens, where the step happens) after ``label(left out)``,
+    which says how many it leaves out. A strip of ``n`` chips or fewer stays as it is."""
+    chips = block["strip"]["chips"]
+    if len(chips) <= n:
+        return [block]
+    tail = {"strip": {**block["strip"], "chips": chips[-n:], "label": md(label(len(chips) - n))}}
+    return [_x(dict(block), True), presenter_only(tail)]
+
+
 def table_block(columns: Sequence[str], rows: Iterable[Sequence[object]], title: str | None = None,
                 row_head: bool = False, marks: Sequence[tuple[int, int, str]] = (),
                 row_marks: Sequence[tuple[int, str]] = (), explain: bool = False) -> dict:

@@ -50,7 +50,7 @@ PRESENT_TOP_K = 5
 POSITION_TICKS = 14         # the newest query's map: keys labelled by position (the token strip names them)
 STRIP_TAIL = 64             # a longer text's token strip shows its last 64 tokens
 PRESENT_TICK = 14           # presenter mode: the newest query's map's tick labels (present_gqa)
-PRESENT_CHIPS = 10          # presenter mode: the strip's newest tokens, one row on a projector (strip_tail)
+PRESENT_STRIP = 100         # presenter mode: one row of chips beside its label, in characters (strip_tail)
 TABLE_FOLD = 128            # a cache table longer than this shows the rows that matter (fold_rows)
 TABLE_SINKS = 4             # ... its first rows (the sinks every query reads),
 TABLE_TAIL = 16             # ... its newest rows and those the event wrote (the last 16 of a prefill)
@@ -267,9 +267,9 @@ def token_strip(ev: Event, prompt_len: int, tr: Tr) -> dict:
 
 
 def present_strip(strip: dict, tr: Tr) -> list[dict]:
-    """The token strip, and on a projector its newest PRESENT_CHIPS tokens: SmolLM2's 37-token chat
+    """The token strip, and on a projector its newest tokens, one row of them: SmolLM2's 37-token chat
     prompt takes three rows of chips there, and the step's point is at the strip's end."""
-    return strip_tail(strip, PRESENT_CHIPS, lambda n: tr("projector.strip_tail", n=n))
+    return strip_tail(strip, PRESENT_STRIP, lambda n: tr("projector.strip_tail", n=n))
 
 
 def present_lines(ev: Event, did: str, todo: str | None) -> list[dict]:

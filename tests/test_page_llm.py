@@ -6,7 +6,7 @@ import pytest
 
 from kvviz import cost
 from kvviz.ui.app.pages import script
-from tests.conftest import frame, frame_text, no_exception, open_page, plotly_specs, stepper
+from tests.conftest import frame, frame_of, frame_text, no_exception, open_page, plotly_specs, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
@@ -67,8 +67,8 @@ def test_a_picked_layer_and_head_show_their_k_v_group_and_go_into_the_address():
     no_exception(at)
     assert stepper(at)["payload"]["pick"]["sel"] == [3, 4]
     assert figs(at, 0, "Attention, prefill pass: layer 4, head 5 (K/V head 2)")
-    (gqa,) = figs(at, None, "Layer 4: queries of position 37 (head 5 outlined)")
-    assert gqa["layout"]["shapes"][0]["y0"] == 3.5                                      # row q5
+    gqa, present = figs(at, None, "Layer 4: queries of position 37 (head 5 outlined)")   # and its presenter form
+    assert gqa["layout"]["shapes"][0]["y0"] == present["layout"]["shapes"][0]["y0"] == 3.5   # row q5
     assert stepper(at)["payload"]["table"]["present_cols"] == [0, 1, 4, 5, 9]          # K/V head 2, then the phase
     at.selectbox(key="llm_head").set_value(9).run()
     no_exception(at)
@@ -119,22 +119,39 @@ def test_plain_text_mode_and_bfloat16_measure(monkeypatch):
 def test_presenter_mode_shows_the_newest_querys_map_with_keys_by_position():
     """At 1280×720 the prefill's whole map (a row per prompt token) does not fit beside the rest:
     it is marked for the normal view only; the newest query's map of the nine heads stays, its key
-    axis labelled by position (the token strip names them; hovering names the token)."""
+    axis labelled by position (the token strip names them; hovering names the token), on a
+    projector without the axis's title and with 14 px ticks. The 37-token prompt's strip is its
+    newest chips there (one row), saying how many it leaves out; a prefill's ⌛ line stays in the
+    normal view, a choice's (the chosen token not in the cache yet) is on the projector too."""
     at = open_page(PAGE, {"present": "1"})
     no_exception(at)
     pl = stepper(at)["payload"]
-    shown = {pl["figs"][b["fig"]]["layout"]["title"]["text"]: bool(b.get("x")) for b in pl["frames"][0]["main"]
-             if "fig" in b}
-    assert shown == {"Attention, prefill pass: layer 1, head 1 (K/V head 1)": True,
-                     "Layer 1: queries of position 36 (head 1 outlined)": False,
-                     "Model view (270 heads): weight on the first token": True}, shown     # there: under the chart
+    shown = [(pl["figs"][b["fig"]]["layout"]["title"]["text"], "x" if b.get("x") else "p" if b.get("p") else "")
+             for b in pl["frames"][0]["main"] if "fig" in b]
+    assert shown == [("Attention, prefill pass: layer 1, head 1 (K/V head 1)", "x"),
+                     ("Layer 1: queries of position 36 (head 1 outlined)", "x"),
+                     ("Layer 1: queries of position 36 (head 1 outlined)", "p"),
+                     ("Model view (270 heads): weight on the first token", "x")], shown     # there: under the chart
     side = [b for b in pl["frames"][0]["side"] if "fig" in b and b.get("p") and b.get("pick")]
     assert [pl["figs"][b["fig"]]["layout"]["title"]["text"] for b in side] == [
         "Model view (270 heads): weight on the first token"]
-    gqa = next(f for f in pl["figs"] if f["layout"]["title"]["text"].startswith("Layer 1: queries"))
-    axis = gqa["layout"]["xaxis"]
-    assert axis["ticktext"] == [str(i) for i in range(0, 37, 3)] and len(axis["tickvals"]) == 13
-    assert axis["tickvals"][1] == "3:You" and gqa["data"][0]["x"][1] == "1:system"    # hover: position:token
+    gqa, present = (pl["figs"][b["fig"]] for b in pl["frames"][0]["main"] if "fig" in b
+                    and pl["figs"][b["fig"]]["layout"]["title"]["text"].startswith("Layer 1: queries"))
+    for fig in (gqa, present):
+        axis = fig["layout"]["xaxis"]
+        assert axis["ticktext"] == [str(i) for i in range(0, 37, 3)] and len(axis["tickvals"]) == 13
+        assert axis["tickvals"][1] == "3:You" and fig["data"][0]["x"][1] == "1:system"    # hover: position:token
+    assert gqa["layout"]["xaxis"]["title"]["text"] == "key (cached position)"
+    assert present["layout"]["xaxis"]["title"] is None
+    assert present["layout"]["yaxis"]["tickfont"]["size"] == present["layout"]["xaxis"]["tickfont"]["size"] == 14
+    full, tail, lines, short = frame_of(pl, 0)["top"]
+    assert full.get("x") and tail.get("p") and lines.get("x") and short.get("p")
+    chips = full["strip"]["chips"]
+    kept = tail["strip"]["chips"]
+    assert 5 < len(kept) < len(chips) == 37 and kept == chips[-len(kept):]               # the prompt's last tokens
+    assert tail["strip"]["label"] == f"⋯ {37 - len(kept)} earlier tokens not shown"
+    assert [k for k, _ in lines["lines"]] == ["did", "todo"] and short["lines"] == lines["lines"][:1]
+    assert [k for b in frame_of(pl, 1)["top"] if "lines" in b for k, _ in b["lines"]] == ["did", "todo"]   # a choice
 
 
 def test_presenter_mode_keeps_the_stepper_and_folds_the_rest():

@@ -185,6 +185,29 @@ def test_settings_and_step_come_from_the_address_in_every_language():
     present = open_page(PAGE, {"present": "1"})
     no_exception(present)
     assert stepper(present)["present"] is True
+    # a late round on a projector (1280×720 at 14 px): the strip's newest chips, the round's proposals
+    # among them, saying how many it leaves out; the verification map's keys by position, upright and
+    # untitled; the proposals' figure without its title, its bar values at full size
+    spec = engine()
+    steps = frames_speculative.plan(spec)
+    last = len(spec.rounds) - 1
+    f = frame(present, steps.index(frames_speculative.Step(last, "verify")))
+    full, tail = (b for b in f["top"] if "strip" in b)
+    assert full.get("x") and tail.get("p") and "earlier tokens not shown" in tail["strip"]["label"]
+    kept = tail["strip"]["chips"]
+    assert 5 < len(kept) < len(full["strip"]["chips"]) and kept == full["strip"]["chips"][-len(kept):]
+    assert [c[2] for c in kept[-spec.rounds[last].gamma:]] == ["pending"] * spec.rounds[last].gamma
+    normal, shown = shown_figs(present, f), shown_figs(present, f, present=True)
+    (_, heat, pq), (heat_p, pq_p) = normal, shown        # the caches' figure: the normal view's only
+    keys = heat["data"][0]["x"]
+    every = -(-len(keys) // frames_speculative.PRESENT_TICKS)
+    assert heat_p["data"][0]["x"] == keys and heat_p["layout"]["xaxis"]["tickvals"] == keys[::every]  # hover: the token
+    assert heat_p["layout"]["xaxis"]["ticktext"] == [str(i) for i in range(0, len(keys), every)]
+    assert heat["layout"]["xaxis"]["title"]["text"] and heat_p["layout"]["xaxis"]["title"] is None
+    assert pq["layout"]["title"]["text"] == "Each proposal: q (draft), p (target), and the test"
+    assert pq_p["layout"]["title"] is None and pq_p["data"][0]["y"] == pq["data"][0]["y"]
+    assert {d.get("constraintext") for d in pq_p["data"] if d["type"] == "bar"} == {"none"}
+    assert set(pq["data"][2]["text"]) == {"not tested yet –"} and set(pq_p["data"][2]["text"]) == {"not tested –"}
 
 
 # ---- the real LLM without a second model (?sd_draft=prompt-lookup | early-exit) -------------------------

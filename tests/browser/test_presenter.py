@@ -37,19 +37,10 @@ SMALL = (1280, 720)
 # presenter views scanned by axe-core, at this event (True: in the dark theme too): the stepper (A/B/C;
 # Tiny GPT, whose visible h2 folds away there) and a verification round of the speculative page
 AXE = {"ABC_miniature": (1, False), "Tiny_GPT": (2, False), "Speculative_decoding": (5, True)}
-# views not legible yet (what is left), each with its reason. With type never below 14 px (charts 12 px)
-# these steps hold more than one 1280×720 screen even with the stepper's charts and cache rows cut to
-# what their labels need; what to drop from their presenter screens is the pages' own layout (issue 42)
-_DENSE_LLM = ("SmolLM2's 37-token chat prompt: three rows of token chips, the 9-row heatmap and the cache "
-              "table run 64-99 px past the screen at 14 px type")
-_DENSE_SPEC = ("speculative rounds late in the run: the proposals chart, both caches and the verdict table "
-               "run up to 41 px past the screen at 14 px type; German's longer chart titles also shrink the "
-               "proposals' bar values to 11.6 px")
-KNOWN: dict[tuple[str, str], str] = {
-    ("Real_LLM", "es"): _DENSE_LLM, ("Real_LLM", "en"): _DENSE_LLM, ("Real_LLM", "de"): _DENSE_LLM,
-    ("Speculative_decoding", "es"): _DENSE_SPEC, ("Speculative_decoding", "en"): _DENSE_SPEC,
-    ("Speculative_decoding", "de"): _DENSE_SPEC,
-}
+# views not legible yet (what is left), each with its reason: (path, lang) -> why. None now: the densest
+# steps (the Real LLM's 37-token chat prompt, Speculative decoding's late rounds) show shorter presenter
+# forms (kvviz/ui/frames strip_tail; llm.py present_gqa; speculative.py present_proposals)
+KNOWN: dict[tuple[str, str], str] = {}
 BLUR = "() => document.activeElement && document.activeElement.blur()"   # (a click would scroll the page)
 # presenter mode enlarges: no text below 14 px, no chart label below 12 px (issue 42)
 OPTS = {"min_text": 14, "min_px": 12, "min_plot": 40, "screen": True, "scope": ".kvs-root"}

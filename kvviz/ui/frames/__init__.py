@@ -208,6 +208,31 @@ def strip_block(sequence: Sequence[str], prompt_len: int, cached: int, legend: b
     return {"strip": {"chips": chips, "legend": legend, "label": md(label) if label else None}}
 
 
+def strip_tail(block: dict, width: float, label: Callable[[int], str]) -> list[dict]:
+    """A token strip too long for one projector row: ``block`` in the normal view, and in presenter
+    mode its newest chips (where the step happens) after ``label(left out)``, which says how many it
+    leaves out. ``width``: the row's room in characters of the chips' monospace type, a chip taking
+    its token's characters, its position's in small type and its padding (``chip_width``); the
+    newest chips that fit it stay. A strip that fits stays as it is."""
+    chips = block["strip"]["chips"]
+    used, keep = 0.0, 0
+    for pos, tok, _ in reversed(chips):
+        used += chip_width(pos, tok)
+        if used > width:
+            break
+        keep += 1
+    if keep == len(chips):
+        return [block]
+    tail = {"strip": {**block["strip"], "chips": chips[len(chips) - keep:], "label": md(label(len(chips) - keep))}}
+    return [_x(dict(block), True), presenter_only(tail)]
+
+
+def chip_width(pos: int, tok: str) -> float:
+    """A chip's width in characters of its monospace type (kvviz/ui/components/step_view.css .kv-chip):
+    the token, a space, the position at .65 em, and .8 em of padding, its borders and the gap."""
+    return len(tok) + 1 + 0.65 * len(str(pos)) + 2.5
+
+
 def table_block(columns: Sequence[str], rows: Iterable[Sequence[object]], title: str | None = None,
                 row_head: bool = False, marks: Sequence[tuple[int, int, str]] = (),
                 row_marks: Sequence[tuple[int, str]] = (), explain: bool = False) -> dict:

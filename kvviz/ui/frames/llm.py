@@ -33,6 +33,7 @@ from kvviz.ui.frames import (
     note_block,
     presenter_only,
     strip_block,
+    strip_tail,
     table_block,
 )
 from kvviz.ui.frames.steps import cache_frame_table, next_choice, source
@@ -48,6 +49,8 @@ BYTES = {"float32": 4, "bfloat16": 2}
 PRESENT_TOP_K = 5
 POSITION_TICKS = 14         # the newest query's map: keys labelled by position (the token strip names them)
 STRIP_TAIL = 64             # a longer text's token strip shows its last 64 tokens
+PRESENT_TICK = 14           # presenter mode: the newest query's map's tick labels (present_gqa)
+PRESENT_STRIP = 100         # presenter mode: one row of chips beside its label, in characters (strip_tail)
 TABLE_FOLD = 128            # a cache table longer than this shows the rows that matter (fold_rows)
 TABLE_SINKS = 4             # ... its first rows (the sinks every query reads),
 TABLE_TAIL = 16             # ... its newest rows and those the event wrote (the last 16 of a prefill)
@@ -136,8 +139,19 @@ def attention_blocks(pl: Payload, ev: Event, src: Event, model, layer: int, head
     if b > 1:                                                           # ticks: each cell's first position
         every = -(-len(keys) // POSITION_TICKS)
         gqa["layout"]["xaxis"].update(ticktext=[k.split("–")[0] for k in keys[::every]])
-    out.append(pl.fig(gqa, tr("llm.gqa_alt")))
+    short = present_gqa(gqa)
+    out += [pl.fig(gqa, tr("llm.gqa_alt"), explain=True), presenter_only(pl.fig(short, tr("llm.gqa_alt")))]
     return out
+
+
+def present_gqa(spec: dict) -> dict:
+    """The newest query's map on a projector: no title on its key axis (its ticks are positions, which
+    the token strip numbers) and 14 px ticks (nine rows of 16 px labels and the axis title took the
+    1280×720 screen's last rows, those of the cache table)."""
+    lay = spec["layout"]
+    tick = {**lay.get("yaxis", {}).get("tickfont", {}), "size": PRESENT_TICK}
+    return {**spec, "layout": {**lay, "xaxis": {**lay["xaxis"], "title": None, "tickfont": tick},
+                               "yaxis": {**lay["yaxis"], "tickfont": tick}}}
 
 
 def span_labels(start: int, n: int, block: int, end: int) -> list[str]:
@@ -203,7 +217,7 @@ def probs_blocks(pl: Payload, ev: Event, nxt: Event | None, shown_vocab: list[st
     probs = next_token_probs(ev.logits)
     fig = top_probs_bar_spec(probs, shown_vocab, chosen, tr("llm.probs_title", pos=ev.cache_len - 1),
                              axis_title=tr("llm.probs_axis"))
-    short = top_probs_bar_spec(probs, shown_vocab, chosen, tr("llm.probs_title_present", pos=ev.cache_len - 1),
+    short = top_probs_bar_spec(probs, shown_vocab, chosen, tr("projector.probs_title", pos=ev.cache_len - 1),
                                k=PRESENT_TOP_K, axis_title="")
     out = [pl.fig(fig, tr("llm.probs_alt"), explain=True), presenter_only(pl.fig(short, tr("llm.probs_alt_present")))]
     if choice is not None and choice.rule.get("name") != "greedy":
@@ -250,6 +264,22 @@ def token_strip(ev: Event, prompt_len: int, tr: Tr) -> dict:
     off = len(seq) - STRIP_TAIL
     return strip_block(seq[off:], prompt_len - off, ev.cache_len - off, position_base=off,
                        label=tr("hybrid.strip_tail", n=STRIP_TAIL, total=len(seq), first=off, last=len(seq) - 1))
+
+
+def present_strip(strip: dict, tr: Tr) -> list[dict]:
+    """The token strip, and on a projector its newest tokens, one row of them: SmolLM2's 37-token chat
+    prompt takes three rows of chips there, and the step's point is at the strip's end."""
+    return strip_tail(strip, PRESENT_STRIP, lambda n: tr("projector.strip_tail", n=n))
+
+
+def present_lines(ev: Event, did: str, todo: str | None) -> list[dict]:
+    """What happened and what not yet; on a projector a prefill's or decode's ✓ line only: its ⌛ line
+    (no token chosen yet) is what the next event shows, where a choice's ⌛ line (the chosen token
+    not in the cache yet) is the point of its step."""
+    both = lines_block(did, todo)
+    if ev.phase == "choose" or todo is None:
+        return [both]
+    return [{**both, "x": 1}, presenter_only(lines_block(did))]
 
 
 def fold_rows(ev: Event, window: int | None) -> list[int] | None:
@@ -336,7 +366,8 @@ def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
         m = counters(ev, tr, tol=tol)
         m["notes"] = [html_block(tr("llm.check_note_" + model.dtype_name, tol=fmt.sci(tol, 0, lang=pl.lang)))["html"]]
         pl.add(tr("llm.event_heading", i=ev.index, last=last, phase=tr("llm.phase_" + ev.phase)),
-               top=notice_blocks(src, model, tr) + [token_strip(ev, len(run.prompt), tr), lines_block(did, todo)],
+               top=notice_blocks(src, model, tr) + present_strip(token_strip(ev, len(run.prompt), tr), tr)
+               + present_lines(ev, did, todo),
                main=main, side=side, metrics=m,
                table=long_table(cache_frame_table(pl, ev, tr, labels, layer, present_cols=present), ev,
                                 model.layout[layer].window),

@@ -34,6 +34,7 @@ from kvviz.ui.frames import (
     note_block,
     presenter_only,
     strip_block,
+    strip_tail,
     table_block,
 )
 from kvviz.viz.attention import attention_heatmap_spec
@@ -41,6 +42,8 @@ from kvviz.viz.logits import top_probs_bar_spec
 from kvviz.viz.speculative import LABELS, cache_spec, lookup_rounds_spec, position_spec, proposals_spec, verify_spec
 
 KINDS = ("draft", "verify", "test", "fix", "rollback")
+PRESENT_STRIP = 120     # presenter mode: one row of chips, in characters (strip_tail): the newest, proposals among them
+PRESENT_TICKS = 14      # presenter mode: the verification map's key axis labelled by position, at most this often
 TABLE_COLS = ["position", "token", "target", "draft"]      # engine names of the cache table's columns (CSV)
 
 
@@ -306,7 +309,8 @@ def strips(spec: Speculation, s: Step, vocab: Sequence[str], tr: Tr) -> list[dic
         chips.append([rd.start + 1 + k, tok, kind])
     if drawn:
         chips.append([rd.start + 1 + rd.n_accepted, vocab[rd.emitted[-1]], "pending"])
-    return [out]
+    label = tr("speculative.strip_text")
+    return strip_tail(out, PRESENT_STRIP, lambda n: label + " " + tr("projector.strip_tail", n=n))
 
 
 def revealed(rd: SpeculativeRound, upto: int) -> SpeculativeRound:
@@ -316,16 +320,40 @@ def revealed(rd: SpeculativeRound, upto: int) -> SpeculativeRound:
 
 
 def attention_fig(pl: Payload, spec: Speculation, rd: SpeculativeRound, vocab: Sequence[str], layer: int, head: int,
-                  tr: Tr) -> dict:
+                  tr: Tr) -> list[dict]:
     """The verification pass's attention (one layer and head): the pending token and the γ proposals
     (queries) over every position the target cache holds during that pass (keys)."""
     text = (spec.prompt + spec.tokens)[: rd.start + 1] + [pr.token for pr in rd.proposals]
     keys = [f"{p}:{vocab[t]}" for p, t in enumerate(text)]
     queries = keys[rd.start:]
-    fig = attention_heatmap_spec(rd.attention[layer, head], queries, keys,
-                                 tr("speculative.att_title", r=rd.index + 1, layer=layer + 1, head=head + 1),
-                                 words=figure_words(tr), show_values=len(keys) <= 8)
-    return pl.fig(fig, tr("speculative.att_alt"))
+    title = tr("speculative.att_title", r=rd.index + 1, layer=layer + 1, head=head + 1)
+    fig = attention_heatmap_spec(rd.attention[layer, head], queries, keys, title, words=figure_words(tr),
+                                 show_values=len(keys) <= 8)
+    # on a projector the keys by position only (the strip numbers them; hovering names the token), upright
+    # and without the axis's title: a round's slanted "position:token" keys took the cache table's rows
+    short = attention_heatmap_spec(rd.attention[layer, head], queries, keys, title, words=figure_words(tr),
+                                   show_values=len(keys) <= 8, position_ticks=PRESENT_TICKS)
+    short["layout"]["xaxis"]["title"] = None
+    return _pair(pl, fig, tr("speculative.att_alt"), short)
+
+
+def present_proposals(spec: dict) -> dict:
+    """The proposals' figure on a projector: without its title (its legend names q and p, its lower
+    row's axis the test, its ticks each proposal), its two rows of bars each at the height their three
+    ticks need (the test's row a little taller, the gap between them lower), the bars' values at their
+    full size (plotly would shrink a value wider than its bar: 11.6 px with five proposals). The round's
+    screen then keeps the cache table's rows."""
+    lay = spec["layout"]
+    if "yaxis2" not in lay:                                   # no proposals: a note only
+        return spec
+    return {"data": [{**d, "constraintext": "none"} if d.get("type") == "bar" else d for d in spec["data"]],
+            "layout": {**lay, "title": None, "yaxis": {**lay["yaxis"], "domain": [0.52, 1.0]},
+                       "yaxis2": {**lay["yaxis2"], "domain": [0.0, 0.46]}}}
+
+
+def _pair(pl: Payload, spec: dict, alt: str, present: dict) -> list[dict]:
+    """A figure, and in its place on a projector its ``present`` form."""
+    return [pl.fig(spec, alt, explain=True), presenter_only(pl.fig(present, alt))]
 
 
 def draft_probs_blocks(pl: Payload, spec: Speculation, rd: SpeculativeRound, i: int, vocab: Sequence[str],
@@ -368,6 +396,14 @@ def build(spec: Speculation, vocab: Sequence[str], layer: int, head: int, tr: Tr
     last = len(steps) - 1
     words = fig_labels(tr)
     undecided = fig_labels(tr, kept=tr("speculative.fig_written"), untested=tr("speculative.fig_not_yet"))
+    # on a projector a proposal still to be tested is "not tested" (the round's verdict reads it as "yet"):
+    # German's "noch nicht getestet" is wider than a bar of four
+    short = fig_labels(tr, kept=tr("speculative.fig_written"))
+
+    def proposals(rd_shown: SpeculativeRound, labels: dict, present: dict) -> list[dict]:
+        title = tr("speculative.pq_title")
+        return _pair(pl, proposals_spec(rd_shown, vocab, title, labels), tr("speculative.pq_alt"),
+                     present_proposals(proposals_spec(rd_shown, vocab, title, present)))
     for n, s in enumerate(steps):
         rd = spec.rounds[s.r]
         target, draft = cache_rows(spec, s)
@@ -385,13 +421,11 @@ def build(spec: Speculation, vocab: Sequence[str], layer: int, head: int, tr: Tr
             main = [dict(proposals_table(spec, rd, s.i, vocab, tr), x=1)]
         else:
             cache = dict(cache, x=1)
-            main = [attention_fig(pl, spec, rd, vocab, layer, head, tr)]
+            main = attention_fig(pl, spec, rd, vocab, layer, head, tr)
             if s.kind == "verify":
-                side = [pl.fig(proposals_spec(revealed(rd, -1), vocab, tr("speculative.pq_title"), undecided),
-                               tr("speculative.pq_alt"))]
+                side = proposals(revealed(rd, -1), undecided, short)
             elif s.kind == "test":
-                side = [pl.fig(proposals_spec(revealed(rd, s.i), vocab, tr("speculative.pq_title"), undecided),
-                               tr("speculative.pq_alt"))]
+                side = proposals(revealed(rd, s.i), undecided, short)
             elif s.kind == "fix":
                 at = rd.gamma if rd.rejected_at is None else rd.rejected_at
                 title = tr("speculative.residual_title" if rd.rejected_at is not None else "speculative.bonus_title",
@@ -400,7 +434,7 @@ def build(spec: Speculation, vocab: Sequence[str], layer: int, head: int, tr: Tr
                                tr("speculative.residual_alt" if rd.rejected_at is not None
                                   else "speculative.bonus_alt"))]
             else:
-                side = [pl.fig(proposals_spec(rd, vocab, tr("speculative.pq_title"), words), tr("speculative.pq_alt"))]
+                side = proposals(rd, words, words)
             more.append(note_block(tr("speculative.att_note"), explain=True))
         did, todo = sentences(spec, s, vocab, tr)
         if s.kind == "test" and not greedy(spec):

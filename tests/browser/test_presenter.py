@@ -246,7 +246,12 @@ def test_presenter_mode_folds_the_sampling_page(server, browser):
 ONE_SCREEN = {"Sampling": ["stage_0", "stage_1", "stage_2", "stage_3"],
               "Cost_and_scale?tab=Memory": ["cost_memory_chart"],
               # SmolLM2's key channels of layer 11 (the lecture's screen): the outlier rows
-              "Smaller_caches?sc_model=smollm2&sc_klayer=11": ["sc_keys_chart"]}
+              "Smaller_caches?sc_model=smollm2&sc_klayer=11": ["sc_keys_chart"],
+              # the tiny GPT's eviction view (the lecture's screen compress_evict: the view alone, run without
+              # a press) and its latent cache
+              "Smaller_caches?sc_policy=h2o&sc_budget=16&sc_elayer=3": ["sc_evict_chart", "sc_remains_chart",
+                                                                        "sc_drift_chart"],
+              "Smaller_caches?sc_rank=32": ["sc_latent_chart"]}
 CHART_BOXES = """(keys) => {
   const top = document.querySelector("[data-testid='stHeader']").getBoundingClientRect().bottom;
   return keys.map((k) => {

@@ -164,12 +164,14 @@ def main() -> None:
     with app_in_browser() as (browser, base):
         for path, label in [pl for pl in PAGES if a.only in pl[0]]:
             pooled: list[tuple[float, float, int]] = []
+            pooled_srv: list[float] = []
             for _ in range(a.runs):
                 got, srv = run_page(browser, base, path, label, a.clicks, log)
                 pooled += got
+                pooled_srv += srv
                 report(path, got, a.clicks, srv)
             if a.runs > 1:
-                report(f"{path} (all {a.runs} runs)", pooled, a.clicks * a.runs, [])
+                report(f"{path} (all {a.runs} runs)", pooled, a.clicks * a.runs, pooled_srv)
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} at the end")
 
 

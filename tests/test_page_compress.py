@@ -289,6 +289,10 @@ def test_presenter_mode_shows_the_view_the_address_names_alone_without_a_press(q
     assert len(shown) == len(titles) and all(any(x.startswith(t) for x in shown) for t in titles), shown
     assert not stepper(at) and not at.button
     assert next(iter(query)) in at.query_params
+    for spec in plotly_specs(at):                   # the heatmaps in a narrow column: at most 12 upright numbers
+        if spec["layout"]["title"]["text"].startswith("Layer 3"):
+            ticks = spec["layout"]["xaxis"]["ticktext"]
+            assert len(ticks) <= 12 and all(x.isdigit() for x in ticks), ticks
 
 
 @pytest.mark.parametrize("query", [{"sc_budget": "0"}, {"sc_budget": "9999"}, {"sc_policy": "lru"},

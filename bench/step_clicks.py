@@ -12,7 +12,10 @@ The stepper draws steps in the browser; 250 ms after the last press it reports t
 which reruns the stepper's fragment. That rerun's **server time** is what ``kvviz.ui.app.perf.timed``
 logs when KVVIZ_TIMING_LOG is set; the bench also counts the reruns a press caused.
 
-usage: python bench/step_clicks.py [--clicks 10] [--only Real_LLM]
+usage: python bench/step_clicks.py [--clicks 10] [--only Real_LLM] [--runs 1]
+
+``--runs N`` opens each page N times in a fresh tab (one server) and prints each run and all presses
+pooled: on a shared machine one run's p90 is one or two presses that waited for another job.
 """
 from __future__ import annotations
 
@@ -116,42 +119,59 @@ def pct(xs: list[float], q: float) -> float:
     return sorted(xs)[int(q * (len(xs) - 1))]
 
 
+def run_page(browser: Browser, base: str, path: str, label: str, clicks: int,
+             log: Path) -> tuple[list[tuple[float, float, int]], list[float]]:
+    """One visit of ``path`` in a fresh tab: ``clicks`` Right presses timed; (samples, server times)."""
+    tab = Page(browser)
+    tab.page.add_init_script(KEY_CLOCK)
+    for attempt in range(4):         # a long text's run may still be computing (a loaded machine)
+        try:
+            tab.goto(f"{base}/{path}")
+            break
+        except Exception:              # noqa: BLE001 - Playwright's timeout: open it again
+            if attempt == 3:
+                raise
+    tab.wait_drawn(0, timeout=90_000)
+    time.sleep(1.0)
+    tab.page.locator("h1").first.click()
+    log.write_text("")
+    samples = [time_press(tab, i) for i in range(clicks)]
+    tab.assert_clean()
+    tab.close()
+    return [s for s in samples if s is not None], server_times(log, label)
+
+
+def report(path: str, got: list[tuple[float, float, int]], clicks: int, srv: list[float]) -> None:
+    heading = [s[0] for s in got]
+    drawn = [s[1] for s in got]
+    runs = sum(s[2] for s in got)
+    print(f"{path:45s} presses={len(got):3d}/{clicks}  heading median {statistics.median(heading):5.1f} ms "
+          f"p90 {pct(heading, 0.9):5.1f} | drawn median {statistics.median(drawn):5.1f} ms "
+          f"p90 {pct(drawn, 0.9):5.1f} | reruns {runs}, "
+          f"server median {statistics.median(srv) if srv else 0:5.1f} ms "
+          f"max {max(srv) if srv else 0:5.1f} | load {os.getloadavg()[0]:.1f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clicks", type=int, default=10)
     ap.add_argument("--only", default="", help="only the pages whose path contains this text")
+    ap.add_argument("--runs", type=int, default=1, help="open each page this many times (presses pooled too)")
     a = ap.parse_args()
     log = Path(tempfile.mkdtemp()) / "timing.csv"
     os.environ["KVVIZ_TIMING_LOG"] = str(log)     # inherited by the streamlit server
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} at start")
     with app_in_browser() as (browser, base):
         for path, label in [pl for pl in PAGES if a.only in pl[0]]:
-            tab = Page(browser)
-            tab.page.add_init_script(KEY_CLOCK)
-            for attempt in range(4):         # a long text's run may still be computing (a loaded machine)
-                try:
-                    tab.goto(f"{base}/{path}")
-                    break
-                except Exception:              # noqa: BLE001 - Playwright's timeout: open it again
-                    if attempt == 3:
-                        raise
-            tab.wait_drawn(0, timeout=90_000)
-            time.sleep(1.0)
-            tab.page.locator("h1").first.click()
-            log.write_text("")
-            samples = [time_press(tab, i) for i in range(a.clicks)]
-            got = [s for s in samples if s is not None]
-            heading = [s[0] for s in got]
-            drawn = [s[1] for s in got]
-            runs = sum(s[2] for s in got)
-            srv = server_times(log, label)
-            print(f"{path:45s} presses={len(got):3d}/{a.clicks}  heading median {statistics.median(heading):5.1f} ms "
-                  f"p90 {pct(heading, 0.9):5.1f} | drawn median {statistics.median(drawn):5.1f} ms "
-                  f"p90 {pct(drawn, 0.9):5.1f} | reruns {runs}, "
-                  f"server median {statistics.median(srv) if srv else 0:5.1f} ms "
-                  f"max {max(srv) if srv else 0:5.1f}")
-            tab.assert_clean()
-            tab.close()
+            pooled: list[tuple[float, float, int]] = []
+            pooled_srv: list[float] = []
+            for _ in range(a.runs):
+                got, srv = run_page(browser, base, path, label, a.clicks, log)
+                pooled += got
+                pooled_srv += srv
+                report(path, got, a.clicks, srv)
+            if a.runs > 1:
+                report(f"{path} (all {a.runs} runs)", pooled, a.clicks * a.runs, pooled_srv)
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} at the end")
 
 

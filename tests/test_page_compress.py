@@ -275,6 +275,26 @@ def test_eviction_view_behind_its_button_with_the_traces_numbers():
     assert "Download the steps (CSV)" in [b.proto.label for b in at.get("download_button")]
 
 
+@pytest.mark.parametrize("query,titles", [
+    ({"sc_policy": "h2o", "sc_budget": "16", "sc_elayer": "3"},          # the lecture's screen compress_evict
+     ("Layer 3: rows kept", "Layer 3: the attention", "KL(full ‖ policy)")),
+    ({"sc_rank": "16"}, ("Latent cache",))])
+def test_presenter_mode_shows_the_view_the_address_names_alone_without_a_press(query, titles):
+    """Presenter mode on the tiny GPT: an address naming the eviction view (or the latent cache) shows
+    that view's figures at once, without the stepper, the other view or a button to press; the view
+    stays named in the address."""
+    at = open_page(PAGE, {**query, "present": "1"})
+    no_exception(at)
+    shown = [s["layout"]["title"]["text"] for s in plotly_specs(at)]
+    assert len(shown) == len(titles) and all(any(x.startswith(t) for x in shown) for t in titles), shown
+    assert not stepper(at) and not at.button
+    assert next(iter(query)) in at.query_params
+    for spec in plotly_specs(at):                   # the heatmaps in a narrow column: at most 12 upright numbers
+        if spec["layout"]["title"]["text"].startswith("Layer 3"):
+            ticks = spec["layout"]["xaxis"]["ticktext"]
+            assert len(ticks) <= 12 and all(x.isdigit() for x in ticks), ticks
+
+
 @pytest.mark.parametrize("query", [{"sc_budget": "0"}, {"sc_budget": "9999"}, {"sc_policy": "lru"},
                                    {"sc_elayer": "99"}, {"sc_estep": "-3"}, {"sc_rank": "99999"}])
 def test_bad_eviction_settings_fall_back_with_a_notice(query):

@@ -262,10 +262,11 @@ EVICT_LABELS = {"evict_title": "Layer {layer}: rows kept and evicted after posit
 
 
 def eviction_figure(step, layer: int, tokens: Sequence[str] | None = None, labels: Mapping | None = None,
-                    height: int = 300) -> go.Figure:
+                    height: int = 300, position_ticks: int | None = None) -> go.Figure:
     """One layer after one step (kvviz.compress.trace.TraceStep): K/V heads × positions, each kept
     row coloured by its score (the attention scale; hover and text give the number), each evicted row grey with
-    the score that decided its eviction; positions never reached are blank."""
+    the score that decided its eviction; positions never reached are blank. ``position_ticks``: the
+    positions labelled by number only, at most that many (``_greyed_rows``)."""
     w = theme.words(EVICT_LABELS, labels)
     n = step.position + 1
     heads = len(step.kept[layer])
@@ -279,11 +280,13 @@ def eviction_figure(step, layer: int, tokens: Sequence[str] | None = None, label
         for pos, sc in (step.gone[layer][h] if step.gone else ()):
             grey[h][pos], text[h][pos] = 1, f"{w['evicted']}: {sc:.3g}"
     return _greyed_rows(n, z, grey, text, [f"{w['head']} {h + 1}" for h in range(heads)], tokens, w["score"], {},
-                        w["position"], w["evict_title"].format(layer=layer + 1, position=step.position), height)
+                        w["position"], w["evict_title"].format(layer=layer + 1, position=step.position), height,
+                        position_ticks)
 
 
 def remaining_attention_figure(step, layer: int, group: int, tokens: Sequence[str] | None = None,
-                               labels: Mapping | None = None, height: int = 300) -> go.Figure:
+                               labels: Mapping | None = None, height: int = 300,
+                               position_ticks: int | None = None) -> go.Figure:
     """The attention that remains: in ``layer``, each query head's weights at ``step``'s pass over the
     rows its K/V head still held (``TraceStep.attention_over``; ``group`` query heads per K/V head);
     a position evicted earlier is grey, one never held blank. The weights sum to 1 over what is
@@ -301,31 +304,41 @@ def remaining_attention_figure(step, layer: int, group: int, tokens: Sequence[st
             z[h][pos], text[h][pos], grey[h][pos] = weight, f"{weight:.3f}", None
     return _greyed_rows(n, z, grey, text, [f"{w['query_head']} {h + 1}" for h in range(heads)], tokens, w["weight"],
                         {"zmin": 0}, w["position"], w["remains_title"].format(layer=layer + 1, position=step.position),
-                        height)
+                        height, position_ticks)
 
 
 def _greyed_rows(n: int, z: list, grey: list, text: list, y: list[str], tokens: Sequence[str] | None, value: str,
-                 scale: dict, position: str, title: str, height: int) -> go.Figure:
+                 scale: dict, position: str, title: str, height: int, position_ticks: int | None = None) -> go.Figure:
     """Heads × ``n`` positions: ``z`` on the attention scale (``value`` its name, ``scale`` its bounds) over
-    ``grey`` cells (evicted), ``text`` on hover; positions labelled with their tokens up to 40."""
+    ``grey`` cells (evicted), ``text`` on hover; positions labelled with their tokens up to 40, or with
+    ``position_ticks`` by number only, every k-th one (a narrow presenter column: upright labels that
+    do not touch)."""
     x = list(range(n))
     ticks = [f"{i}<br>{tokens[i]}" if tokens and i < len(tokens) else str(i) for i in x]
+    if position_ticks:
+        every = max(1, -(-n // position_ticks))
+        ticks = [str(i) for i in x]
+        x_axis = dict(tickmode="array", tickvals=x[::every], ticktext=ticks[::every], tickangle=0)
+    else:
+        x_axis = dict(tickvals=x if len(x) <= 40 else None, ticktext=ticks if len(x) <= 40 else None)
     fig = go.Figure()
     fig.add_trace(go.Heatmap(z=grey, x=x, y=y, colorscale=[[0, COLORS["removed"]], [1, COLORS["removed"]]],
                              showscale=False, text=text, hovertemplate="%{y}, %{x}: %{text}<extra></extra>",
                              xgap=1, ygap=1))
-    fig.add_trace(go.Heatmap(z=z, x=x, y=y, colorscale=ATTENTION_SCALE, **scale, colorbar=dict(title=value),
+    # a short presenter figure: the colour bar's title beside it, so that the bar keeps the plot's height
+    bar = dict(title=dict(text=value, side="right")) if position_ticks else dict(title=value)
+    fig.add_trace(go.Heatmap(z=z, x=x, y=y, colorscale=ATTENTION_SCALE, **scale, colorbar=bar,
                              text=text, hovertemplate="%{y}, %{x}: " + value + " %{text}<extra></extra>",
                              xgap=1, ygap=1))
-    fig.update_layout(xaxis=dict(title=position, tickvals=x if len(x) <= 40 else None,
-                                 ticktext=ticks if len(x) <= 40 else None),
-                      yaxis=dict(autorange="reversed"))
+    fig.update_layout(xaxis=dict(title=position, **x_axis), yaxis=dict(autorange="reversed"))
     return theme.style(fig, title, height=height)
 
 
 def drift_figure(steps: Sequence, labels: Mapping | None = None, current: int | None = None,
-                 height: int = 260) -> go.Figure:
-    """KL at every step, the steps where the top-1 token differs marked, the first one named."""
+                 height: int = 260, compact: bool = False) -> go.Figure:
+    """KL at every step, the steps where the top-1 token differs marked, the first one named.
+    ``compact``: for a short figure (presenter mode's narrow column), the legend above the plot and
+    at most three ticks on the log axis, so that they do not touch."""
     w = theme.words(EVICT_LABELS, labels)
     x = [s.position for s in steps]
     fig = go.Figure(go.Scatter(x=x, y=[max(s.kl, KL_FLOOR) for s in steps], mode="lines+markers",
@@ -338,8 +351,11 @@ def drift_figure(steps: Sequence, labels: Mapping | None = None, current: int | 
         fig.add_vline(x=off[0].position, line=dict(color=COLORS["chosen"], dash="dot"))
     if current is not None:
         fig.add_vline(x=current, line=dict(color="#555555", width=1))
-    fig.update_layout(xaxis=dict(title=w["step"]), yaxis=dict(title=w["kl"], type="log", exponentformat="power"),
-                      legend=dict(orientation="h", y=-0.3))
+    decades = math.log10(max(s.kl for s in steps) + KL_FLOOR) - math.log10(max(min(s.kl for s in steps), KL_FLOOR))
+    fig.update_layout(xaxis=dict(title=w["step"]), yaxis=dict(title=w["kl"], type="log", exponentformat="power",
+                                                             **(dict(dtick=max(1, math.ceil(decades / 2)))
+                                                                if compact else {})),
+                      legend=dict(theme.LEGEND_ABOVE) if compact else dict(orientation="h", y=-0.3))
     return theme.style(fig, w["drift_title"], height=height)
 
 

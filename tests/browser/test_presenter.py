@@ -247,7 +247,12 @@ ONE_SCREEN = {"Sampling": ["stage_0", "stage_1", "stage_2", "stage_3"],
               # SmolLM2's key channels of layer 11 (the lecture's screen): the outlier rows
               "Smaller_caches?sc_model=smollm2&sc_klayer=11": ["sc_keys_chart"],
               # the Paged cache page's shipped cache (the formula before any run) and the stall, measured
-              "Paged_cache?pg_view=disagg": ["pg_dg_chart"], "Paged_cache?pg_view=stall": ["pg_stall_chart"]}
+              "Paged_cache?pg_view=disagg": ["pg_dg_chart"], "Paged_cache?pg_view=stall": ["pg_stall_chart"],
+              # the tiny GPT's eviction view (the lecture's screen compress_evict: the view alone, run without
+              # a press) and its latent cache
+              "Smaller_caches?sc_policy=h2o&sc_budget=16&sc_elayer=3": ["sc_evict_chart", "sc_remains_chart",
+                                                                        "sc_drift_chart"],
+              "Smaller_caches?sc_rank=32": ["sc_latent_chart"]}
 CHART_BOXES = """(keys) => {
   const top = document.querySelector("[data-testid='stHeader']").getBoundingClientRect().bottom;
   return keys.map((k) => {

@@ -501,11 +501,17 @@ def _real_intro(model: RealLM, name: str) -> str:
 def _render_real(name: str) -> None:
     """A real model: introduction, the held-out text, key channels and the trade-off of the fixed
     variants, then compress_evict's sections (equal bytes); a model with sliding layers (its
-    ``layout``) opens on the eviction and measures at equal bytes only, its key channels last."""
-    with presenter.settings():
-        _model_widget()
+    ``layout``) opens on the eviction and measures at equal bytes only, its key channels last. In
+    presenter mode a view the address names (compress_evict.presenter_view) alone."""
+    view = compress_evict.presenter_view()
+    if view is None:
+        with presenter.settings():
+            _model_widget()
     model = _real_model(name)
     if model is None:
+        return
+    if view is not None:
+        compress_evict.render_view(model, name, _title(name), view)
         return
     intro = _real_intro(model, name)
     if presenter.presenting():      # one folded introduction: the text and the heatmap's key in it
@@ -554,6 +560,10 @@ def render() -> None:
         return
     tiny = _tiny()
     model = GPTModel(tiny)
+    view = compress_evict.presenter_view()
+    if view is not None:            # presenter mode, a view the address names: it alone, on one screen
+        compress_evict.render_view(model, TINY, _title(TINY), view)
+        return
     presenter.intro(t("compress.intro", heads=model.n_heads, layers=model.n_layers, block=model.config.block_size))
     if not tiny.trained:
         st.warning(t("gpt.weights_random", seed=tiny.meta.get("fallback_seed", 0)), icon=":material/casino:")

@@ -3,7 +3,12 @@ latent cache (MLA-style) and, on a real model, every policy at equal bytes (kvvi
 kvviz.compress.latent, kvviz.compress.budget), for either model; ``render`` is called by the page
 body (kvviz.ui.pages.compress) after its trade-off, with its trade-off display ``show``. Runs wait for
 a press; the settings are in the address (``sc_policy``, ``sc_budget``, ``sc_elayer``, ``sc_estep``).
-Strings in the ``evict`` locale files."""
+Strings in the ``evict`` locale files.
+
+In presenter mode an address that names the eviction view (``sc_policy``, ``sc_budget``, ``sc_elayer``,
+``sc_estep``: the lecture's screen) or the latent cache (``sc_rank``) shows that view alone, on one
+1280×720 screen (``presenter_view``, ``render_view``); on the tiny GPT without a press (a run takes
+well under a second there)."""
 from __future__ import annotations
 
 import io
@@ -19,7 +24,7 @@ from kvviz.compress.evaluation import held_out_stream, held_out_text, kl_diverge
 from kvviz.compress.latent import full_rank
 from kvviz.compress.trace import TraceStep, trace_variant
 from kvviz.limits import LimitError
-from kvviz.ui.app import fmt, presenter, urlstate
+from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import current_lang, t
 from kvviz.ui.app.turns import RunStore, my_turn
 from kvviz.ui.components.charts import chart
@@ -32,6 +37,10 @@ BUDGET_RANGE = (2, 128)                   # ?sc_budget=
 GPT_TEXT_TOKENS = 48                      # the tiny GPT's held-out text for the eviction view
 DEFAULTS: dict[str, object] = {"sc_policy": "h2o", "sc_budget": 16, "sc_elayer": 1, "sc_estep": 0,  # 0: the last
                                "sc_rank": 0}                                                      # 0: the default
+EVICT_KEYS = ("sc_policy", "sc_budget", "sc_elayer", "sc_estep")   # an address naming one: the eviction view
+PRESENT_FIG_HEIGHT = 215        # presenter mode: two heatmaps stacked beside the step's notice and KL
+PRESENT_LATENT_HEIGHT = 400     # presenter mode: the latent cache's figure alone below the title
+POSITION_TICKS = 12             # presenter mode: at most this many position labels (upright numbers)
 
 
 def render(model, name: str, title: str, show: Callable) -> None:
@@ -42,6 +51,41 @@ def render(model, name: str, title: str, show: Callable) -> None:
     _latent_section(model, name, busy)
     if name != "gpt":
         _budgets_section(model, name, show, busy)
+
+
+def presenter_view() -> str | None:
+    """In presenter mode, the one view the address names: "evict", "latent" or None (the page as it is)."""
+    if not presenter.presenting():
+        return None
+    if any(k in st.query_params for k in EVICT_KEYS):
+        return "evict"
+    return "latent" if "sc_rank" in st.query_params else None
+
+
+def render_view(model, name: str, title: str, view: str) -> None:
+    """``view`` ("evict" or "latent") alone, as presenter mode shows it."""
+    busy = t("compress.llm_busy", title=title)
+    (_eviction_section if view == "evict" else _latent_section)(model, name, busy)
+
+
+def _heading(text: str, intro: str):
+    """A section's heading and introduction; → where its settings go (after the introduction). In
+    presenter mode's one view the heading is for screen readers only (the page's title names the
+    screen), and the folded introduction and settings share one row."""
+    if presenter_view() is None:
+        st.header(text)
+        presenter.intro(intro)
+        return st.container()
+    nav.hidden_heading(text)
+    row = st.columns(2, gap="small")
+    with row[0]:
+        presenter.intro(intro)
+    return row[1]
+
+
+def _auto(name: str) -> bool:
+    """Whether a view runs without a press: the tiny GPT's, in presenter mode's one view."""
+    return name == "gpt" and presenter_view() is not None
 
 
 def _synced(key: str) -> dict:
@@ -107,14 +151,13 @@ def _eviction_section(model, name: str, busy: str) -> None:
     """H2O, SnapKV and PyramidKV stepped through the held-out text: kept and evicted rows per head
     of one layer at one position, the KL at every step, where the top-1 token first differs."""
     tr = translator(current_lang())
-    st.header(t("evict.title"))
-    presenter.intro(t("evict.intro"))
+    box = _heading(t("evict.title"), t("evict.intro"))
     urlstate.choice_param("sc_policy", POLICIES, DEFAULTS["sc_policy"])
     urlstate.int_param("sc_budget", DEFAULTS["sc_budget"], *BUDGET_RANGE)
     urlstate.int_param("sc_elayer", DEFAULTS["sc_elayer"], 1, model.n_layers)
     ids = text_ids(model, name)
     urlstate.int_param("sc_estep", DEFAULTS["sc_estep"], 0, len(ids))
-    with presenter.settings():
+    with box, presenter.settings():
         c = st.columns([1.4, 1, 1])
         policy = c[0].segmented_control(t("evict.policy"), POLICIES, required=True,
                                         format_func=lambda k: t("evict.kind_" + k), help=t("evict.policy_help"),
@@ -124,7 +167,9 @@ def _eviction_section(model, name: str, busy: str) -> None:
         layer = c[2].selectbox(t("evict.layer"), list(range(1, model.n_layers + 1)), **_synced("sc_elayer"))
     variant = Variant.of(policy, budget=int(budget))
     key = (name, variant, ids)
-    if not _trace_cached(*key):
+    if presenter_view() == "evict":        # the view stays named in the address when set to its defaults
+        st.query_params["sc_policy"] = policy
+    if not _trace_cached(*key) and not _auto(name):
         if not st.button(t("evict.run"), icon=":material/play_arrow:", key="sc_evict_run"):
             st.info(t("evict.none"), icon=":material/insights:")
             return
@@ -141,7 +186,16 @@ def _eviction_section(model, name: str, busy: str) -> None:
     positions = [s.position for s in steps]
     chosen = int(st.session_state.get("sc_estep") or positions[-1])
     chosen = min(max(chosen, positions[0]), positions[-1])
-    at = st.select_slider(t("evict.step"), positions, value=chosen, help=t("evict.step_help"), key="sc_estep_view")
+    # presenter mode's one view: the step's two heatmaps on the left, its position, notice and the KL
+    # at every step on the right (one 1280×720 screen); else all in one column, in the order written here
+    one = presenter_view() == "evict"
+    if one:
+        left, right = st.columns([3, 2], gap="small")
+    else:
+        left = right = st.container()
+    with right:
+        at = st.select_slider(t("evict.step"), positions, value=chosen, help=t("evict.step_help"),
+                              key="sc_estep_view")
     if at != st.session_state.get("sc_estep"):
         st.session_state["sc_estep"] = at if at != positions[-1] else 0
         urlstate.sync("sc_estep", DEFAULTS["sc_estep"])
@@ -150,16 +204,21 @@ def _eviction_section(model, name: str, busy: str) -> None:
     tokens = [model.vocab[i] for i in ids]
     li = int(layer) - 1
     budget_here = variant_cache(model, variant).budgets()[li]      # a sliding layer's: capped at its window
-    st.info(frames_compress.evict_notice(steps, index, li, budget_here, tr), icon=":material/visibility:")
-    chart(eviction_figure(step, li, tokens, labels, height=280), t("evict.title"), key="sc_evict_chart")
+    right.info(frames_compress.evict_notice(steps, index, li, budget_here, tr), icon=":material/visibility:")
+    size = dict(height=PRESENT_FIG_HEIGHT, position_ticks=POSITION_TICKS) if one else dict(height=280)
+    with left:
+        chart(eviction_figure(step, li, tokens, labels, **size), t("evict.title"), key="sc_evict_chart")
+        if step.attention is not None:
+            group = model.n_heads // model.cost_config.n_kv_heads
+            chart(remaining_attention_figure(step, li, group, tokens, labels, **size), t("evict.remains_title"),
+                  key="sc_remains_chart")
     if step.attention is not None:
-        group = model.n_heads // model.cost_config.n_kv_heads
-        chart(remaining_attention_figure(step, li, group, tokens, labels, height=280), t("evict.remains_title"),
-              key="sc_remains_chart")
         st.caption(t("evict.remains_caption"))
-    chart(drift_figure(steps, labels, current=at, height=240), t("evict.fig_drift_title"), key="sc_drift_chart")
-    first = next((s for s in steps if not s.agree), None)
-    st.markdown(t("evict.first_diff", position=fmt.integer(first.position)) if first else t("evict.no_diff"))
+    with right:
+        chart(drift_figure(steps, labels, current=at, height=PRESENT_FIG_HEIGHT if one else 240, compact=one),
+              t("evict.fig_drift_title"), key="sc_drift_chart")
+        first = next((s for s in steps if not s.agree), None)
+        st.markdown(t("evict.first_diff", position=fmt.integer(first.position)) if first else t("evict.no_diff"))
     kl = sum(s.kl for s in steps) / len(steps)
     top = sum(s.agree for s in steps) / len(steps)
     st.caption(t("evict.summary", kl=fmt.num(kl, ".3g"), top=fmt.percent(top, 1), bytes=steps[-1].nbytes,
@@ -176,17 +235,18 @@ def _trace_cached(name: str, variant: Variant, ids: tuple[int, ...]) -> bool:
 
 def _latent_section(model, name: str, busy: str) -> None:
     """Elements per token and layer against the rank, with the measured drift at a few ranks."""
-    st.header(t("evict.latent_title"))
-    presenter.intro(t("evict.latent_intro"))
+    box = _heading(t("evict.latent_title"), t("evict.latent_intro"))
     top = full_rank(model)
     cfg = model.cost_config
     urlstate.int_param("sc_rank", DEFAULTS["sc_rank"], 0, top)
-    with presenter.settings():
+    with box, presenter.settings():
         rank = int(st.number_input(t("evict.rank"), 0, top, step=1, help=t("evict.rank_help", high=top)
                                    + " " + t("evict.rank_zero"), **_synced("sc_rank")))
     ranks = tuple(sorted({max(1, top // d) for d in (16, 8, 4, 2)} | {top} | ({rank} if rank else set())))
     ids = text_ids(model, name)
-    if not st.session_state.get("sc_latent_done"):
+    if presenter_view() == "latent":       # the view stays named in the address at its default rank
+        st.query_params["sc_rank"] = str(rank)
+    if not st.session_state.get("sc_latent_done") and not _auto(name):
         if not st.button(t("evict.latent_run"), icon=":material/play_arrow:", key="sc_latent_run"):
             st.info(t("evict.none"), icon=":material/insights:")
             return
@@ -196,8 +256,10 @@ def _latent_section(model, name: str, busy: str) -> None:
             return
         kls = _latent_drift(name, ids, ranks, model)
     labels = frames_compress.evict_labels(translator(current_lang()))
-    chart(latent_figure(ranks, 2 * cfg.n_kv_heads * cfg.head_dim, kls, labels, height=300), t("evict.latent_title"),
-          key="sc_latent_chart")
+    # presenter mode's one view: taller, so that the vertical axis title fits (German's is long)
+    height = PRESENT_LATENT_HEIGHT if presenter_view() == "latent" else 300
+    chart(latent_figure(ranks, 2 * cfg.n_kv_heads * cfg.head_dim, kls, labels, height=height),
+          t("evict.latent_title"), key="sc_latent_chart")
     st.caption(t("evict.latent_caption", positions=len(ids) - min(DEFAULT_PREFILL, len(ids) - 1) + 1))
     if rank:
         full = 2 * cfg.n_kv_heads * cfg.head_dim

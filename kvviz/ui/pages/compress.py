@@ -222,8 +222,9 @@ def _variant_settings(model: GPTModel) -> VariantSettings:
     return VariantSettings.of("gqa", ss)
 
 
-def _inputs(model: GPTModel) -> tuple[tuple[str, ...], int, VariantSettings] | None:
-    """Prompt, new tokens and the variant, validated; None after a message on the page."""
+def _inputs(model: GPTModel, errors) -> tuple[tuple[str, ...], int, VariantSettings] | None:
+    """Prompt, new tokens and the variant, validated; None after a message in ``errors`` (a place
+    outside the folded settings, so that a refusal is seen)."""
     _init_from_address(model)
     c = st.columns([3, 1])
     text = c[0].text_input(t("compress.prompt"), max_chars=MAX_PROMPT_CHARS, help=t("compress.prompt_help"),
@@ -239,7 +240,7 @@ def _inputs(model: GPTModel) -> tuple[tuple[str, ...], int, VariantSettings] | N
         vkey.variant()                                           # the engine checks the settings again
         return tuple(tokens), int(new), vkey
     except (LimitError, ValueError) as e:
-        st.error(t("compress.bad_input", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
+        errors.error(t("compress.bad_input", reason=str(e), example=DEFAULT_PROMPT), icon=":material/error:")
         return None
 
 
@@ -567,9 +568,10 @@ def render() -> None:
     presenter.intro(t("compress.intro", heads=model.n_heads, layers=model.n_layers, block=model.config.block_size))
     if not tiny.trained:
         st.warning(t("gpt.weights_random", seed=tiny.meta.get("fallback_seed", 0)), icon=":material/casino:")
-    with presenter.settings():
+    errors = st.container()
+    with nav.folded_settings():                     # the step first (issue 42): settings one click away
         _model_widget()
-        got = _inputs(model)
+        got = _inputs(model, errors)
     if got is not None and not _stepper(model, got):
         return
     if presenter.presenting():

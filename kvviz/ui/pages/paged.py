@@ -269,9 +269,10 @@ def _model_picker() -> str:
                                 help=t("paged.pg_model_help"))
 
 
-def _inputs(name: str, model) -> Settings | None:
-    """The settings of ``name``'s stream from the address and the widgets; None (with a message) when
-    the engine refuses them (``model``: None while a real model cannot load; its caps are still known)."""
+def _inputs(name: str, model, errors=st) -> Settings | None:
+    """The settings of ``name``'s stream from the address and the widgets; None (with a message in
+    ``errors``, a place outside folded settings) when the engine refuses them (``model``: None while a
+    real model cannot load; its caps are still known)."""
     numbers = _numbers(name)
     for key, default, low, high in numbers:
         urlstate.int_param(key, default, low, high)
@@ -306,7 +307,7 @@ def _inputs(name: str, model) -> Settings | None:
                           chunk_budget=s.budget or None)
         return s
     except (LimitError, ValueError, TypeError) as e:
-        st.error(t("paged.bad_input", reason=str(e)), icon=":material/error:")
+        errors.error(t("paged.bad_input", reason=str(e)), icon=":material/error:")
         return None
 
 
@@ -538,8 +539,10 @@ def render() -> None:
         models.missing(name, e)
         return
     presenter.intro(_intro(name, model))
+    errors = st.container()
+    with nav.folded_settings():                     # the step first (issue 42): settings one click away
+        s = _inputs(name, model, errors)
     with presenter.settings():
-        s = _inputs(name, model)
         view = paged_serving.view_picker()
     if s is None:
         return

@@ -283,6 +283,19 @@ def tiny_gemma_hf(tiny_hf):
     return HFCausalLM(net, tok, name="tiny-gemma3")
 
 
+@pytest.fixture(scope="session")
+def tiny_gemma_host(tmp_path_factory):
+    """The tiny random Gemma 3 of tests/tiny_models.py saved in the Hub's layout and loaded by its
+    folder's name as a host's model (kvviz.models.registry.host_models): a real model's class
+    (plain-text prompts, end tokens, caps) on a model that loads in milliseconds. Tests of a
+    mechanism on Gemma 3's hybrid cache use it; the real weights only where a number needs them
+    (tests/test_gemma3.py)."""
+    from kvviz.models import registry
+    from tests import tiny_models
+    name = str(tiny_models.save("gemma3", tmp_path_factory.mktemp("tiny-gemma3-host")))
+    return registry.host_models([name])[name]()
+
+
 @pytest.fixture(params=["gpt", "llama", "gemma3"])
 def model_ids(request, gpt):
     """(model, the held-out text's ids) for the tiny GPT, the tiny random Llama and the tiny random

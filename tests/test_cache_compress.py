@@ -1,5 +1,5 @@
 """The smaller caches of kvviz.cache: a sliding window with attention sinks and KIVI-style quantized K/V
-(on the tiny GPT; the exact window on SmolLM2 too, skipped where its weights are not installed).
+(on the tiny GPT; the exact window on a tiny random Llama too, whose rotary keys a window re-rotates).
 
 Checked against what a user would notice: the logits (exact when nothing is evicted or quantized),
 which rows attention reads, the bytes the cache holds (against kvviz.cost) and the error bound."""
@@ -54,17 +54,18 @@ def _banded_reference(model, ids, window: int, sinks: int) -> torch.Tensor:
 
 # each model's text (token ids) and the windows (window, sinks, key positions) that cover it
 COVERING = {"gpt": [(19, 0, "own"), (15, 4, "own")],                      # 15 + 4 sinks ≥ 19
-            "smollm2": [(6, 2, "own"), (6, 2, "cache")]}                  # 8 tokens of the held-out text
+            "llama": [(6, 2, "own"), (6, 2, "cache")]}                    # 8 tokens of the held-out text
 
 
-@pytest.mark.parametrize("name,prefill", [("gpt", 1), ("gpt", 7), ("gpt", 19), ("smollm2", 5)])
+@pytest.mark.parametrize("name,prefill", [("gpt", 1), ("gpt", 7), ("gpt", 19), ("llama", 5)])
 def test_a_window_as_long_as_the_text_gives_exactly_the_full_caches_logits(request, gpt, ids, name, prefill):
-    """Every position's logits, bit for bit, on either model (SmolLM2: with the kept keys at their
-    own and at cache positions, re-rotated with its rotary frequencies)."""
+    """Every position's logits, bit for bit, on either kind of model (a transformers model with
+    rotary positions, the tiny random Llama: with the kept keys at their own and at cache positions,
+    re-rotated with its rotary frequencies)."""
     if name == "gpt":
         model, text, inv_freq = gpt, ids, None
     else:
-        model = request.getfixturevalue("smollm2")
+        model = request.getfixturevalue("tiny_hf")
         text, inv_freq = held_out_ids(model.tokenizer, 8), model.rope_inv_freq()
     n_layers = model.n_layers
     full = _logits(model, text, DynamicCache(n_layers), prefill)

@@ -200,14 +200,16 @@ def test_the_full_cache_and_lossless_settings_agree_exactly(small_eval, gpt):
 
 
 # each model's text, prefill and windows (window, sinks, key positions) that hold every position
-LOSSLESS = {"gpt": (19, 7, [(19, 0, "own"), (15, 4, "own")]), "smollm2": (8, 5, [(6, 2, "own"), (6, 2, "cache")])}
+LOSSLESS = {"gpt": (19, 7, [(19, 0, "own"), (15, 4, "own")]), "llama": (8, 5, [(6, 2, "own"), (6, 2, "cache")])}
 
 
-def test_a_window_covering_the_text_scores_exactly_zero_in_the_one_evaluation(model):
+@pytest.mark.parametrize("name", ["gpt", "llama"])
+def test_a_window_covering_the_text_scores_exactly_zero_in_the_one_evaluation(name, request):
     """Teacher-forced on a text through the one run and the one evaluation: a window that, with its
-    sinks, holds every position is the full cache, bit for bit (on SmolLM2 with the kept keys at
-    their own and at cache positions; every position's logits: tests/test_cache_compress.py)."""
-    name = "gpt" if isinstance(model, GPTModel) else "smollm2"
+    sinks, holds every position is the full cache, bit for bit (on a transformers model with rotary
+    positions, the tiny random Llama, with the kept keys at their own and at cache positions; every
+    position's logits: tests/test_cache_compress.py)."""
+    model = request.getfixturevalue("gpt" if name == "gpt" else "tiny_hf")
     n, prefill, windows = LOSSLESS[name]
     ids = (model.tokenizer.encode("Today the weather is so nice . It is rainy in London , so we take an umbrella .")
            if name == "gpt" else held_out_ids(model.tokenizer, n))

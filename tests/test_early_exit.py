@@ -1,7 +1,7 @@
 """Early-exit self-speculation (kvviz.speculative.early_exit): the first k layers draft, the whole
 model verifies with prompt lookup's verification; the tokens are plain greedy's for every k, the
 draft's rows never stay in the shared cache, bad requests are refused. On the tiny random Llama
-(fast) and once on the real SmolLM2 (8 new tokens)."""
+(fast; the command on SmolLM2's class with its weights: its chat template and caps)."""
 from __future__ import annotations
 
 import json
@@ -69,18 +69,21 @@ def test_bad_early_exit_requests_are_refused(tiny_hf):
         early_exit_generate(tiny_hf, ids, 4, exit_layer=1, rule=Sampler(0.8))
 
 
-def test_smollm2_early_exit_is_greedy_and_the_cli_says_so(smollm2, capsys, monkeypatch):
+def test_smollm2_early_exit_is_greedy_and_the_cli_says_so(tiny_smollm2, capsys, monkeypatch):
+    """The command's plumbing on SmolLM2's class (the tiny random Llama's two layers stand in for its
+    weights: the first layer drafts, the whole model's layer count is refused)."""
     from kvviz.models import registry
-    monkeypatch.setitem(registry.MODELS, "smollm2", lambda: smollm2)       # the worker's loaded model
+    m = tiny_smollm2
+    monkeypatch.setitem(registry.MODELS, "smollm2", lambda: m)
     code, out, err = cli(capsys, "speculate", "--model", "smollm2", "--draft", "early-exit", "--chat",
-                         "--prompt", REPEAT, "--new-tokens", "6", "--exit-layer", "24", "--lookup-tokens", "3")
+                         "--prompt", REPEAT, "--new-tokens", "6", "--exit-layer", "1", "--lookup-tokens", "3")
     assert code == 0, err
     d = json.loads(out)
     assert d["same_as_greedy"] is True and len(d["new_ids"]) == 6     # the command ran plain greedy beside it
-    assert d["method"] == "early-exit" and d["exit_layer"] == 24 and d["lookup_tokens"] == 3
+    assert d["method"] == "early-exit" and d["exit_layer"] == 1 and d["lookup_tokens"] == 3
     assert d["draft"] == "early-exit" and d["rounds"][0]["draft"] == [] and d["target_passes"] == len(d["rounds"])
     assert d["proposed"] == sum(len(r["draft"]) for r in d["rounds"]) > 0
-    for args in (["--exit-layer", "30"], ["--exit-layer", "0"], ["--ngram", "2"], ["--lookup-tokens", "9"]):
+    for args in (["--exit-layer", str(m.n_layers)], ["--exit-layer", "0"], ["--ngram", "2"], ["--lookup-tokens", "9"]):
         err = one_line_error(capsys, "speculate", "--model", "smollm2", "--draft", "early-exit", "--prompt", "hi",
                              *args)
         assert err

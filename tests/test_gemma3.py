@@ -1,6 +1,8 @@
 """Gemma 3 270M through kvviz: where its weights come from (no weights needed), and the numbers only
-the real weights give (one module: the conversion, ≈ 25-50 s on a fresh machine, is paid once; the
-model loads once per worker). Its hybrid cache on a tiny random Gemma 3: tests/test_gemma3_hybrid.py."""
+the real weights give, the engine's protocol checks of tests/test_engine_structure.py among them (one
+module, the only one of the engine tests that loads the real weights: the conversion, ≈ 25-50 s on a
+fresh machine, is paid once, the load, ≈ 4.5 s, once). Its hybrid cache on a tiny random Gemma 3:
+tests/test_gemma3_hybrid.py, tests/test_any_model.py; serving it: tests/test_serving.py."""
 import json
 
 import pytest
@@ -98,6 +100,13 @@ def test_greedy_text_through_the_stepper_and_the_trace(gemma3, capsys, monkeypat
     d = json.loads(out)
     assert d["prompt_ids"] == [2, 818, 5279, 529, 7001, 563] and m.decode(d["new_ids"]) == " the capital"
     assert [x["kind"] for x in d["cache_layers"]] == (["sliding"] * 5 + ["global"]) * 3
+
+
+def test_it_follows_the_whole_protocol(gemma3):
+    """tests/test_engine_structure.py's checks of every model, on the real Gemma 3 (loaded here only)."""
+    from tests.test_engine_structure import check_limits, check_protocol
+    check_protocol(gemma3, "gemma3")
+    check_limits(gemma3, "gemma3")
 
 
 @torch.no_grad()

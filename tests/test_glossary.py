@@ -6,6 +6,7 @@ idea it fixes; a failure lists file, key and the variant found.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import tomllib
@@ -24,7 +25,9 @@ NOT_PROSE = re.compile(r"\{\{|\}\}|\{\w*\}|\{\w+,\s*plural,|(?:=\d+|zero|one|two
                        r"|https?://\S+|\?\w+=[^\s)]*")
 
 
+@functools.cache
 def prose(text: str) -> str:
+    """The text without what is not prose (computed once per string: every entry's test reads every string)."""
     return NOT_PROSE.sub(" ", text)
 
 
@@ -40,15 +43,22 @@ def locale_strings(lang: str, root: Path = LOCALES) -> dict[str, str]:
 def violations(patterns: list[str], strings: dict[str, str]) -> list[str]:
     """``file:key: 'found' (pattern)`` for every match of a rejected pattern."""
     found = []
+    compiled = [re.compile(p) for p in patterns]
     for where, text in strings.items():
-        for pattern in patterns:
-            for m in re.finditer(pattern, prose(text)):
-                found.append(f"{where}: {m.group(0)!r} ({pattern})")
+        for pattern in compiled:
+            for m in pattern.finditer(prose(text)):
+                found.append(f"{where}: {m.group(0)!r} ({pattern.pattern})")
     return found
 
 
 def _entry_id(kind: str, entry: dict, lang: str) -> str:
     return f"{kind}:{entry['idea'].split(' (')[0]}:{lang}"
+
+
+@functools.cache
+def _strings(lang: str) -> dict[str, str]:
+    """The repository's strings of ``lang``, read once for the tests of every entry (read-only)."""
+    return locale_strings(lang)
 
 
 REJECTS = [(kind, e, lang) for kind, e in ENTRIES for lang in e.get("reject", {})]
@@ -71,7 +81,7 @@ def test_glossary_is_complete_and_every_pattern_compiles():
 
 @pytest.mark.parametrize("kind,entry,lang", REJECTS, ids=[_entry_id(*r) for r in REJECTS])
 def test_no_rejected_variant(kind, entry, lang):
-    found = violations(entry["reject"][lang], locale_strings(lang))
+    found = violations(entry["reject"][lang], _strings(lang))
     assert not found, f"{entry['idea']}: use {entry.get(lang, '')!r} ({entry['note']})\n" + "\n".join(found)
 
 
@@ -79,7 +89,7 @@ def test_no_rejected_variant(kind, entry, lang):
 def test_the_chosen_word_is_the_one_in_use(entry, lang):
     """The glossary describes the strings as they are: its word occurs in that language."""
     pattern = entry["use"][lang]
-    assert any(re.search(pattern, prose(s)) for s in locale_strings(lang).values()), (entry["idea"], pattern)
+    assert any(re.search(pattern, prose(s)) for s in _strings(lang).values()), (entry["idea"], pattern)
 
 
 def test_german_quotes_open_low_and_close_high():

@@ -1,7 +1,8 @@
 """Prompt-lookup decoding (kvviz.speculative.prompt_lookup): the draft rule is transformers' own, the
 tokens are plain greedy's and transformers' ``generate(prompt_lookup_num_tokens=k)``'s, the cache holds
 exactly the accepted text after every round, and copying text is accepted more often than answering.
-On the tiny random Llama (fast) and on the real SmolLM2 (≤ 16 new tokens per run)."""
+On the tiny random Llama (fast; the chat prompts through SmolLM2's class on its weights) and on the
+real SmolLM2 where its numbers count (≤ 16 new tokens per run)."""
 from __future__ import annotations
 
 import json
@@ -136,25 +137,27 @@ K, NGRAM, NEW = 10, 2, 16
 
 @pytest.fixture(scope="module")
 def real_runs(smollm2):
-    """Both chat prompts once: prompt lookup, plain cached greedy, and transformers' prompt lookup."""
-    out = {}
-    for name, text in (("repeat", REPEAT), ("open", OPEN)):
-        ids = smollm2.ids(smollm2.prompt(text, chat=True))
-        out[name] = (prompt_lookup_generate(smollm2, ids, NEW, K, NGRAM), generate_cached(smollm2, ids, NEW).tokens,
-                     transformers_prompt_lookup(smollm2, ids, NEW, K, NGRAM))
-    return out
+    """Both chat prompts once through prompt lookup (that its tokens are plain greedy's and
+    transformers' is a mechanism: test_smollm2_tokens_are_greedy_and_transformers_prompt_lookup, on
+    the tiny weights; the command below compares with greedy on the real ones)."""
+    return {name: prompt_lookup_generate(smollm2, smollm2.ids(smollm2.prompt(text, chat=True)), NEW, K, NGRAM)
+            for name, text in (("repeat", REPEAT), ("open", OPEN))}
 
 
-@pytest.mark.parametrize("name", ["repeat", "open"])
-def test_smollm2_tokens_are_greedy_and_transformers_prompt_lookup(smollm2, real_runs, name):
-    run, greedy, theirs = real_runs[name]
-    assert run.tokens == greedy == theirs
-    check_rounds_against_transformers(smollm2, run, K, NGRAM)
+@pytest.mark.parametrize("text", [REPEAT, OPEN], ids=["repeat", "open"])
+def test_smollm2_tokens_are_greedy_and_transformers_prompt_lookup(tiny_smollm2, text):
+    """The chat prompts through SmolLM2's class and template (the tiny random Llama's weights)."""
+    m = tiny_smollm2
+    ids = m.ids(m.prompt(text, chat=True))
+    run = prompt_lookup_generate(m, ids, NEW, K, NGRAM)
+    assert run.tokens == generate_cached(m, ids, NEW).tokens == transformers_prompt_lookup(m, ids, NEW, K, NGRAM)
+    check_rounds_against_transformers(m, run, K, NGRAM)
 
 
 def test_smollm2_copies_are_accepted_more_often_than_answers(smollm2, real_runs):
-    repeat, _, _ = real_runs["repeat"]
-    answer, _, _ = real_runs["open"]
+    repeat, answer = real_runs["repeat"], real_runs["open"]
+    for run in (repeat, answer):                  # the real model's drafts are transformers' too
+        check_rounds_against_transformers(smollm2, run, K, NGRAM)
     assert smollm2.decode(repeat.tokens).startswith("The quick brown fox jumps over the lazy dog")
     assert repeat.accepted_fraction > answer.accepted_fraction
     assert repeat.tokens_per_target_pass > answer.tokens_per_target_pass
@@ -169,8 +172,9 @@ def test_cli_speculate_prompt_lookup_on_smollm2(smollm2, real_runs, capsys, monk
                          "--prompt", REPEAT, "--new-tokens", "8", "--lookup-tokens", str(K), "--ngram", str(NGRAM))
     assert code == 0, err
     d = json.loads(out)
-    run, greedy, _ = real_runs["repeat"]
-    assert d["same_as_greedy"] is True and d["new_ids"] == greedy[:8] and d["tokens"] == smollm2.tokens(greedy[:8])
+    run = real_runs["repeat"]                     # the command's greedy run beside it: same_as_greedy
+    assert d["same_as_greedy"] is True and d["new_ids"] == run.tokens[:8]
+    assert d["tokens"] == smollm2.tokens(run.tokens[:8])
     assert d["prompt_ids"] == run.prompt and d["lookup_tokens"] == K and d["ngram"] == NGRAM
     assert sum(len(r["emitted"]) for r in d["rounds"]) == 8 and d["rounds"][-1]["cache_after"] == len(run.prompt) + 7
     assert d["accepted"] == sum(r["accepted"] for r in d["rounds"]) and d["target_passes"] == len(d["rounds"])

@@ -1,9 +1,9 @@
 """Serving a stream of requests from one paged cache (kvviz.serving): continuous and static
 batching, preemption, prefix sharing, forks. Every request gets the tokens of its solo greedy run, and
-the allocator's books balance at every step, on the tiny GPT and on the real models (SmolLM2's chat
-and plain-text requests through transformers' own forward, Gemma 3's plain text): one test per
-claim, parametrized over the models; real weights only where a number needs them (loaded once per
-worker, the session fixtures)."""
+the allocator's books balance at every step, on the tiny GPT and on transformers models (SmolLM2's chat
+and plain-text requests through transformers' own forward, a tiny random Gemma 3's plain text through
+its hybrid cache): one test per claim, parametrized over the models; real weights only where a number
+needs them (SmolLM2, loaded once per worker, the session fixture; Gemma 3's real weights: tests/test_gemma3.py)."""
 import dataclasses
 import json
 
@@ -37,7 +37,8 @@ SHARED = request_stream(5, seed=1, max_new_tokens=6, shared_prefix=8)
 
 
 BLOCK = 8          # real models: SmolLM2's 24 tokens of system prompt and markers fill three full blocks
-REAL = {"smollm2_chat": ("smollm2", True), "smollm2_plain": ("smollm2", False), "gemma3_plain": ("gemma3", False)}
+REAL = {"smollm2_chat": ("smollm2", True), "smollm2_plain": ("smollm2", False),
+        "gemma3_plain": ("tiny_gemma_host", False)}            # Gemma 3's architecture, random tiny weights
 _REAL_RUNS: dict = {}
 
 
@@ -48,7 +49,7 @@ def _solo_tokens(req: Request, model=M) -> tuple[str, ...]:
 
 
 def _real(request, case: str):
-    """(model, stream, checked run) of a real model's case: 2 requests of 2 tokens, one step apart, in
+    """(model, stream, checked run) of a transformers model's case (REAL): 2 requests of 2 tokens, one step apart, in
     blocks of 8; chat requests with prefix caching (request 1's prefill shares a pass with request 0's
     decode). Served once per module."""
     if case not in _REAL_RUNS:
@@ -282,17 +283,19 @@ def test_cli_bad_arguments_give_one_line_and_exit_2(args, capsys):
 
 @pytest.mark.parametrize("model,prompt,bs,new", [(M, ("It", "was", "lovely", "in", "Dublin"), 4, 4),
                                                  (ABCModel(), ("A", "B", "A"), 2, 4),
-                                                 ("smollm2", None, BLOCK, 3)])
+                                                 ("tiny_hf", None, BLOCK, 3)])
 def test_fork_run_shares_the_prompt_copies_on_first_write_and_equals_each_solo_run_bit_for_bit(model, prompt, bs,
                                                                                               new, request):
     """Parallel sampling (the page's copy-on-write section): the prompt's blocks are held by every
     sample after the fork; the first write into the partly filled last block copies it, once per
     sample but the last (who then owns the original); every sample's logits equal its own
-    contiguous run's bit for bit; at the end every block is free. SmolLM2: request 1's chat prompt
-    (37 tokens, 5 in its last block of 8)."""
+    contiguous run's bit for bit; at the end every block is free. A transformers model (the tiny
+    random Llama): a text of 30 tokens, 6 in its last block of 8."""
     if isinstance(model, str):
-        model, stream, _ = _real(request, "smollm2_chat")
-        prompt = stream[1].prompt
+        model = request.getfixturevalue(model)
+        prompt = tuple(model.tokenize("Today the weather is so nice that we walk in the park. It is rainy in London, "
+                                      "so we stay at home and read a book."))
+        assert len(prompt) == 30
     assert len(prompt) % bs
     run = fork_run(model, prompt, new_tokens=new, block_size=bs, num_blocks=16, samples=3, seed=5)
     first = run.steps[0]
@@ -408,14 +411,18 @@ def test_cli_serve_smollm2_refuses_bad_numbers_before_the_weights_load(capsys, m
     assert "gemma3 is a base model" in one_line_error(capsys, "serve", "--model", "gemma3", "--chat")
 
 
-def test_cli_serve_gemma3_plain_text_as_its_solo_runs(gemma3, capsys, monkeypatch):
-    """Any real model serves through the one CLI path: Gemma 3 (a base model) takes plain text."""
+def test_cli_serve_gemma3_plain_text_as_its_solo_runs(tiny_gemma_host, capsys, monkeypatch):
+    """Any real model serves through the one CLI path: Gemma 3 (a base model) takes plain text, each
+    prompt the model's own plain-text prompt (the real Gemma 3's begins with ``<bos>``:
+    tests/test_gemma3.py). A tiny random Gemma 3 stands in for the weights."""
     from kvviz.models import registry
-    monkeypatch.setitem(registry.MODELS, "gemma3", lambda: gemma3)
+    from kvviz.serving.workload import CHAT_MESSAGES
+    m = tiny_gemma_host
+    monkeypatch.setitem(registry.MODELS, "gemma3", lambda: m)
     code, out, err = cli(capsys, "serve", "--model", "gemma3", "--requests", "2", "--max-new-tokens", "3")
     d = json.loads(out)
-    assert code == 0 and d["model"] == "gemma3" and d["chat"] is False, err
-    assert [r["prompt"][0] for r in d["requests"]] == ["<bos>", "<bos>"]
+    assert code == 0 and d["model"] == m.name and d["chat"] is False, err
+    assert [r["prompt"] for r in d["requests"]] == [m.prompt(CHAT_MESSAGES[i], False) for i in range(2)]
     assert all(r["same_as_solo"] and len(r["tokens"]) == 3 for r in d["requests"])
 
 

@@ -2,8 +2,9 @@
 token budget, decodes first, prompts split into chunks in what is left. A prompt prefilled in chunks
 chooses from the one-shot prefill's logits (float32 within the run's stated 1e-4; compared with the
 request's solo run at every chosen token) and every request gets its solo run's tokens; on the tiny
-GPT, a tiny random Llama (through transformers' forward) and SmolLM2, where the chunked tokens also
-equal transformers' own chunked prefill (GenerationConfig ``prefill_chunk_size``)."""
+GPT, a tiny random Llama (through transformers' forward) and chat requests (SmolLM2's class and chat
+template on the tiny random Llama's weights), where the chunked tokens also equal transformers' own
+chunked prefill (GenerationConfig ``prefill_chunk_size``)."""
 import json
 
 import pytest
@@ -102,7 +103,8 @@ def test_transformers_prefill_chunk_size_gives_the_same_tokens(models, chunk):
     assert m.ids(list(run.requests[0].tokens)) == ref.tolist()
 
 
-def test_smollm2_chunked_chat_requests_equal_solo_and_transformers(smollm2):
+def test_smollm2_chunked_chat_requests_equal_solo_and_transformers(tiny_smollm2):
+    smollm2 = tiny_smollm2                       # the chunking is the mechanism: no real weights needed
     stream = chat_stream(smollm2, 2, 2)
     run = serve(smollm2, stream, 8, 32, prefix_caching=True, check=True, chunk_budget=16)
     _exact(run)

@@ -28,6 +28,7 @@ def test_the_warm_up_imports_every_page_module():
     assert pages <= set(warmup.MODULES), f"not warmed: {sorted(pages - set(warmup.MODULES))}"
 
 
+@pytest.mark.app          # a real `streamlit run`'s start-up, in a fresh interpreter: not an engine test
 def test_the_served_app_warms_up_and_the_warm_up_leaves_every_module_loaded():
     # a fresh interpreter: app.py imported as `streamlit run` imports it (as a module, not as the home
     # page's script), then its lifespan's warm-up, without anything this test process imported. The

@@ -24,8 +24,8 @@ def run(pl: Payload, run, tr: Tr) -> None:
 def compress(pl: Payload, cmp, tr: Tr) -> None:
     """A smaller cache against the full one (kvviz.compress.steps.StepComparison): the moments of its
     run, the first rows a quantized cache stored as codes, and the first choice where the two
-    next-token distributions differ (KL above rounding) or
-    their top tokens do."""
+    next-token distributions differ (KL above rounding) or their
+    top tokens do."""
     run(pl, cmp.compressed, tr)
     pl.moment(_first(cmp.compressed.events, lambda e: any(r.quantized_at is not None for r in e.cache.rows)),
               tr("notice_pages.m_quant"))

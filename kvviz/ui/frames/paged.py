@@ -75,7 +75,6 @@ def notice(run: ServeRun, s: StepRecord, prev: StepRecord | None, tr: Tr) -> dic
     """What to notice at this step, from the record: the block that carries its point (preempted,
     copied on write, shared, taken at a boundary, freed) and why it matters; at a step where the
     pool does not change, that it does not and the jump to the next step where it does."""
-    lang = getattr(tr, "lang", fmt.REFERENCE)
     before = prev.tables if prev is not None else {}
     if s.preempted:
         r = s.preempted[0]
@@ -97,8 +96,7 @@ def notice(run: ServeRun, s: StepRecord, prev: StepRecord | None, tr: Tr) -> dic
     if s.shared:
         blocks = sorted(set(s.shared))
         who = [r for r in s.prefill if set(blocks) & set(s.tables.get(r, ()))] or list(s.prefill)
-        return notice_block(tr("notice_pages.pg_shared", blocks=blocks, x=max(s.refcounts[b] for b in blocks),
-                               r=who[0] if who else 0, saved=s.prefill_saved))
+        return notice_block(tr("notice_pages.pg_shared", blocks=blocks, r=who[0] if who else 0, saved=s.prefill_saved))
     if run.chunk_budget is not None:
         part = [(r, n) for r, n in s.chunks if r not in s.decode and r not in dict(s.chosen)]
         if part:
@@ -111,11 +109,8 @@ def notice(run: ServeRun, s: StepRecord, prev: StepRecord | None, tr: Tr) -> dic
         new = [b for b in s.tables.get(r, ()) if b not in before.get(r, ())]
         if new:
             n = len(dict(s.contexts)[r])
-            m = s.memory
             return notice_block(tr("notice_pages.pg_boundary", r=r, block=new[-1], pos=n - 1,
-                                   logical=(n - 1) // run.block_size, bs=run.block_size,
-                                   paged=fmt.nbytes(m.bytes("paged"), lang=lang),
-                                   contiguous=fmt.nbytes(m.bytes("contiguous"), lang=lang)))
+                                   logical=(n - 1) // run.block_size, bs=run.block_size))
     if s.prefill:
         r = s.prefill[0]
         return notice_block(tr("notice_pages.pg_prefill", ids=list(s.prefill), r=r,

@@ -74,9 +74,20 @@ def _paged(tr):
     return frames_paged.build(_served(), tr)
 
 
+def _prefix(tr):
+    """The Paged cache page's prefix-caching view: a chat trace through block hashing and a radix tree."""
+    from kvviz.cache.radix import trace_prefix_caches
+    from kvviz.models.base import encode
+    from kvviz.serving import conversation_trace, request_stream
+    from kvviz.ui.frames import paged_serving
+    prompts = conversation_trace(request_stream(6, 0, 12, 8), 0)
+    trace = trace_prefix_caches([encode(GPT, p) for p in prompts], 4, 4 * 16)
+    return paged_serving.build(trace, lambda ids: " ".join(map(str, ids)), tr)
+
+
 BUILDERS = {"abc": _abc, "weather": _weather, "gpt": _gpt, "batching": _batching,
             "compress_window": _compress("window"), "compress_quant": _compress("quant"),
-            "compress_gqa": _compress("gqa"), "paged": _paged}
+            "compress_gqa": _compress("gqa"), "paged": _paged, "paged_prefix": _prefix}
 
 
 def frame_of(p: dict, i: int) -> dict:

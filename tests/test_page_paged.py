@@ -287,7 +287,7 @@ def test_prefix_caching_two_ways_steps_through_the_chat_trace_with_the_engines_n
     s = trace.steps[3]
     assert s.radix_hit > s.hash_hit and s.hash_hit % 4 == 0               # the tree goes on to the token
     text = frame_text(frame(at))
-    assert f"Notice: the tree found {s.radix_hit} positions of request 3, block hashing {s.hash_hit}" in text
+    assert f"the radix tree found {s.radix_hit} positions of request 3, block hashing {s.hash_hit}" in text
     assert len(frame_table(at)) == len(s.tree)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Found by block hashing"] == str(trace.result("hash").total)

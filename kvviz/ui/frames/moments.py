@@ -41,6 +41,14 @@ def paged(pl: Payload, serve_run, tr: Tr) -> None:
     pl.moment(_first(steps, lambda s: bool(s.finished)), tr("notice.m_finish"))
 
 
+def prefix(pl: Payload, trace, tr: Tr) -> None:
+    """Prefix caching two ways (kvviz.cache.radix.PrefixTrace, one frame per request): the first request
+    that finds a cached beginning, and the first for which the radix tree finds more than block hashing."""
+    steps = trace.steps
+    pl.moment(_first(steps, lambda s: s.radix_hit > 0), tr("notice_pages.m_px_hit"))
+    pl.moment(_first(steps, lambda s: s.radix_hit > s.hash_hit), tr("notice_pages.m_px_more"))
+
+
 def speculative(pl: Payload, spec, steps, tr: Tr) -> None:
     """A speculative run (kvviz.speculative) stepped as ``steps`` (kvviz.ui.frames.speculative.plan: its
     ``Step`` records): the test of the first rejected proposal and the first round whose proposals

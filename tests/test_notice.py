@@ -12,6 +12,7 @@ from kvviz.decoding.stepper import run_generation
 from kvviz.models.abc import ABCModel
 from kvviz.models.gpt import GPTModel
 from kvviz.models.weather import DEFAULT_VALUES, WeatherModel
+from kvviz.ui.app import fmt
 from kvviz.ui.app.pages import PAGES
 from kvviz.ui.frames import abc as frames_abc
 from kvviz.ui.frames import batching as frames_batching
@@ -163,7 +164,8 @@ def test_smaller_caches_say_nothing_differs_until_the_first_eviction_then_point_
     text = _plain(at["notice"]["notice"])
     assert f"greyed row of the cache table: this pass evicted position {pos} ({evicted.sequence[pos]})" in text
     score = cmp.score_at(evicted.index + 1)
-    assert f"KL {score.kl:.3g}" in text and (f"rank {score.full_top1} first" in text)
+    kl = fmt.sci(score.kl, 1) if 0 < score.kl < 1e-3 else f"{score.kl:.3g}"     # prose: never 6.18e-05
+    assert f"KL {kl}" in text and f"rank {score.full_top1} first" in text
     # the row the notice names is greyed, and presenter mode never folds it away (step_view.js "keep")
     assert at["table"]["evicted"] == [row] and at["table"]["keep"] == [row]
     assert "keep" not in frame_of(p, evicted.index + 1)["table"]            # a choice evicts nothing
@@ -180,6 +182,8 @@ def test_a_quantized_cache_jumps_to_its_first_codes_and_then_to_the_first_pass_t
     assert "error heatmap" in _plain(frame_of(p, coded)["notice"]["notice"])
     assert frame_of(p, coded)["notice"]["jump"] == first == frame_of(p, coded + 1)["notice"]["jump"]
     assert all(frame_of(p, i)["notice"]["jump"] is None for i in range(first, len(p["frames"])))
+    tiny = next(s for s in cmp.scores if 0 < s.kl < 1e-3)
+    assert f"KL {fmt.sci(tiny.kl, 1)}" in _plain(frame_of(p, tiny.event)["notice"]["notice"])
 
 
 def test_the_paged_cache_points_at_the_block_shared_preempted_or_taken():

@@ -146,7 +146,8 @@ def notice(cmp: StepComparison, ev: Event, model, tr: Tr) -> dict:
     first = cmp.first_difference()
     change = next((e.index for e in run.events if _changed(e, kind)), None)
     score = cmp.score_at(cmp.scored_event(ev.index))     # the distributions this event shows
-    kl = fmt.num(score.kl, ".3g", lang=lang) if score else "—"
+    kl = "—" if score is None else fmt.sci(score.kl, 1, lang=lang) if 0 < score.kl < 1e-3 \
+        else fmt.num(score.kl, ".3g", lang=lang)            # prose: 2.4 × 10⁻⁷, never 2.38e-07
     rows = ev.cache.rows
     if first is None:                       # equal logits at every event of this text
         if change is not None:

@@ -135,16 +135,24 @@ def _top1(score, tr: Tr) -> str:
     return tr("notice_pages.cmp_top_differs", full=score.full_top1, var=score.variant_top1)
 
 
-def notice(cmp: StepComparison, ev: Event, model, tr: Tr) -> dict:
+def first_change(cmp: StepComparison) -> int | None:
+    """The first event whose pass evicted rows (a window) or stored rows as codes (quantized)."""
+    kind = cmp.variant.kind
+    return next((e.index for e in cmp.compressed.events if _changed(e, kind)), None)
+
+
+def notice(cmp: StepComparison, ev: Event, model, tr: Tr, first: int | None = None,
+           change: int | None = None) -> dict:
     """What to notice at ``ev`` (the variant's run), from the records: while both caches are still
     identical, that they are and the jump to where the smaller one first changes (a window's first
     eviction, the first quantized rows); at such an event the greyed rows or the error heatmap and
     why the next token can change; then the two distributions (KL, top-1) and what the smaller cache
-    holds."""
-    v, lang, run = cmp.variant, lang_of(tr), cmp.compressed
+    holds. ``first``, ``change``: ``cmp.first_difference()`` and ``first_change(cmp)``, which a
+    payload computes once for all its events (computed here when not given)."""
+    v, lang = cmp.variant, lang_of(tr)
     kind = "quant" if v.kind == "quant" else "window" if v.kind == "window" else "gqa"
-    first = cmp.first_difference()
-    change = next((e.index for e in run.events if _changed(e, kind)), None)
+    first = cmp.first_difference() if first is None else first
+    change = first_change(cmp) if change is None else change
     score = cmp.score_at(cmp.scored_event(ev.index))     # the distributions this event shows
     kl = "—" if score is None else fmt.sci(score.kl, 1, lang=lang) if 0 < score.kl < 1e-3 \
         else fmt.num(score.kl, ".3g", lang=lang)            # prose: 2.4 × 10⁻⁷, never 2.38e-07
@@ -287,6 +295,7 @@ def build(cmp: StepComparison, model, layer: int, head: int, tr: Tr) -> Payload:
     present = ["position", "token", f"k ({labels[kv_head]})" if kv_heads > 1 else "k",
                f"v ({labels[kv_head]})" if kv_heads > 1 else "v", "phase"]
     figs: dict[str, dict] = {}
+    first, change = cmp.first_difference(), first_change(cmp)
     for ev in run.events:
         did, todo = sentences(cmp, ev, model, tr)
         if ev.phase != "choose":      # a choose event shows its pass's figures: build them once
@@ -307,7 +316,7 @@ def build(cmp: StepComparison, model, layer: int, head: int, tr: Tr) -> Payload:
                             if ev.phase == "choose" else []),
                side=[figs["dist"]], metrics=step_metrics(cmp, ev, layer, head, tr),
                table=cache_frame_table(pl, ev, tr, labels, layer, present_cols=present),
-               more=more, notice=notice(cmp, ev, model, tr))
+               more=more, notice=notice(cmp, ev, model, tr, first, change))
     moments.compress(pl, cmp, tr)
     return pl
 

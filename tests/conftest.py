@@ -124,7 +124,7 @@ def frame_of(payload: dict, i: int) -> dict:
         return texts[v] if isinstance(v, int) else v
 
     def res(x, key=None):
-        if key in ("html", "note", "text", "notes") and not isinstance(x, list):
+        if key in ("html", "note", "text", "notes", "notice") and isinstance(x, (int, str)):
             return text(x)
         if key == "lines":
             return [[kind, text(v)] for kind, v in x]

@@ -2,6 +2,7 @@
 kvviz/ui/frames/moments.py), and each screen's place in the lecture script (kvviz/ui/pages/lecture.py):
 engine records in, frames out, without a browser. What the browser does with them (the notice first,
 the ticks under the slider, key M) is walked by tests/browser/test_presenter.py."""
+import functools
 import re
 
 import pytest
@@ -11,11 +12,14 @@ from kvviz.decoding.stepper import run_generation
 from kvviz.models.abc import ABCModel
 from kvviz.models.gpt import GPTModel
 from kvviz.models.weather import DEFAULT_VALUES, WeatherModel
+from kvviz.ui.app import fmt
 from kvviz.ui.app.pages import PAGES
 from kvviz.ui.frames import abc as frames_abc
 from kvviz.ui.frames import batching as frames_batching
+from kvviz.ui.frames import compress as frames_compress
 from kvviz.ui.frames import gpt as frames_gpt
 from kvviz.ui.frames import moments, translator
+from kvviz.ui.frames import paged as frames_paged
 from kvviz.ui.frames import weather as frames_weather
 from tests.conftest import frame_of as _frame_of
 
@@ -44,7 +48,47 @@ def _batching(tr):
     return frames_batching.build(run, compare_with_solo(run, solo_runs(m, run, 3)), m, 0, 0, tr)
 
 
-BUILDERS = {"abc": _abc, "weather": _weather, "gpt": _gpt, "batching": _batching}
+@functools.cache
+def _comparison(kind: str):
+    """The Smaller caches page's three views on the tiny GPT, short runs: a window of 4 plus 2 sinks
+    (first eviction at event 4), int4 codes in groups of 8 (first codes at event 6, read from event 8),
+    2 K/V heads of 4 (different from the first pass)."""
+    from kvviz.compress import Variant, compare_steps
+    variant = {"window": Variant.of("window", window=4, sinks=2),
+               "quant": Variant.of("quant", bits=4, group_size=8, key_axis="channel", residual=0),
+               "gqa": Variant.of("gqa", kv_heads=2)}[kind]
+    return compare_steps(variant, ["Today", "the", "weather", "is", "so"], 5, GPT)
+
+
+def _compress(kind):
+    return lambda tr: frames_compress.build(_comparison(kind), GPT, 0, 0, tr)
+
+
+@functools.cache
+def _served():
+    """A served stream whose pool is too small (preempts), with a shared prefix (kvviz.serving)."""
+    from kvviz.serving import request_stream, serve
+    return serve(GPT, request_stream(6, 0, 10, 8), 4, 8, "continuous", 4, prefix_caching=True, check=True)
+
+
+def _paged(tr):
+    return frames_paged.build(_served(), tr)
+
+
+def _prefix(tr):
+    """The Paged cache page's prefix-caching view: a chat trace through block hashing and a radix tree."""
+    from kvviz.cache.radix import trace_prefix_caches
+    from kvviz.models.base import encode
+    from kvviz.serving import conversation_trace, request_stream
+    from kvviz.ui.frames import paged_serving
+    prompts = conversation_trace(request_stream(6, 0, 12, 8), 0)
+    trace = trace_prefix_caches([encode(GPT, p) for p in prompts], 4, 4 * 16)
+    return paged_serving.build(trace, lambda ids: " ".join(map(str, ids)), tr)
+
+
+BUILDERS = {"abc": _abc, "weather": _weather, "gpt": _gpt, "batching": _batching,
+            "compress_window": _compress("window"), "compress_quant": _compress("quant"),
+            "compress_gqa": _compress("gqa"), "paged": _paged, "paged_prefix": _prefix}
 
 
 def frame_of(p: dict, i: int) -> dict:
@@ -103,6 +147,64 @@ def test_the_weather_page_points_at_the_stale_key_and_offers_the_jump_to_it():
     fixed = _weather(translator("en"), repair=True).to_dict()       # repaired: nothing stale, nothing to jump to
     assert all(f["notice"]["jump"] is None for f in fixed["frames"])
     assert "rewritten rows" in _plain(frame_of(fixed, 2)["notice"]["notice"])
+
+
+def test_smaller_caches_say_nothing_differs_until_the_first_eviction_then_point_at_the_row_kept_in_view():
+    cmp = _comparison("window")
+    p = _compress("window")(translator("en")).to_dict()
+    evicted = next(e for e in cmp.compressed.events if any(r.evicted_at == e.index for r in e.cache.rows))
+    first = cmp.first_difference()
+    assert evicted.index == first == 4
+    for i in range(evicted.index):          # identical so far: said, with the jump to the eviction
+        n = frame_of(p, i)["notice"]
+        assert "Nothing differs yet" in _plain(n["notice"]) and n["jump"] == evicted.index
+        assert n["jl"] == f"Go to the first eviction (event {evicted.index})"
+    (row, pos), = [(k, r.position) for k, r in enumerate(evicted.cache.rows) if r.evicted_at == evicted.index]
+    at = frame_of(p, evicted.index)
+    text = _plain(at["notice"]["notice"])
+    assert f"greyed row of the cache table: this pass evicted position {pos} ({evicted.sequence[pos]})" in text
+    score = cmp.score_at(evicted.index + 1)
+    kl = fmt.sci(score.kl, 1) if 0 < score.kl < 1e-3 else f"{score.kl:.3g}"     # prose: never 6.18e-05
+    assert f"KL {kl}" in text and f"rank {score.full_top1} first" in text
+    # the row the notice names is greyed, and presenter mode never folds it away (step_view.js "keep")
+    assert at["table"]["evicted"] == [row] and at["table"]["keep"] == [row]
+    assert "keep" not in frame_of(p, evicted.index + 1)["table"]            # a choice evicts nothing
+    assert [evicted.index, "First eviction"] in p["moments"]
+
+
+def test_a_quantized_cache_jumps_to_its_first_codes_and_then_to_the_first_pass_that_reads_them():
+    cmp = _comparison("quant")
+    p = _compress("quant")(translator("en")).to_dict()
+    coded = next(e.index for e in cmp.compressed.events if any(r.quantized_at is not None for r in e.cache.rows))
+    first = cmp.first_difference()
+    assert coded < first
+    assert frame_of(p, 0)["notice"]["jump"] == coded and [coded, "First quantized rows"] in p["moments"]
+    assert "error heatmap" in _plain(frame_of(p, coded)["notice"]["notice"])
+    assert frame_of(p, coded)["notice"]["jump"] == first == frame_of(p, coded + 1)["notice"]["jump"]
+    assert all(frame_of(p, i)["notice"]["jump"] is None for i in range(first, len(p["frames"])))
+    tiny = next(s for s in cmp.scores if 0 < s.kl < 1e-3)
+    assert f"KL {fmt.sci(tiny.kl, 1)}" in _plain(frame_of(p, tiny.event)["notice"]["notice"])
+
+
+def test_the_paged_cache_points_at_the_block_shared_preempted_or_taken():
+    run = _served()
+    p = _paged(translator("en")).to_dict()
+    texts = [_plain(frame_of(p, s.step)["notice"]["notice"]) for s in run.steps]
+    pre = next(s for s in run.steps if s.preempted)
+    r = pre.preempted[0]
+    held = run.steps[pre.step - 1].tables[r]
+    assert f"blocks {', '.join(map(str, held[:-1]))}, and {held[-1]} in the pool: request {r} has just given" \
+        in texts[pre.step]
+    back = next(s.step for s in run.steps if r in s.recomputed)
+    assert frame_of(p, pre.step)["notice"]["jump"] == back and f"preempted at event {pre.step}" in texts[back]
+    shared = next(s for s in run.steps if s.shared)
+    assert f"first {shared.prefill_saved} positions of its prompt already cached" in texts[shared.step]
+    quiet = [s for s in run.steps if s.decode and not (s.taken or s.freed or s.shared or s.preempted or s.prefill)]
+    for s in quiet:                       # nothing changes in the pool: said, with the jump to where it does
+        j = frame_of(p, s.step)["notice"]["jump"]
+        assert "The pool does not change" in texts[s.step] and j > s.step
+        t = run.steps[j]
+        assert t.taken or t.freed or t.shared or t.preempted
 
 
 def test_the_weather_heatmaps_print_their_weights_beyond_five_keys():

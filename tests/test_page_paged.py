@@ -260,7 +260,7 @@ def test_a_token_budget_from_the_address_prefills_in_chunks_and_shows_what_fille
     assert len(stepper(at)["payload"]["frames"]) == run.total_steps
     text = frame_text(f)
     assert "Budget: 6 tokens this step: 1 decode first, then prompt chunks request 1 +5 (cache up to 6)" in text
-    assert "Notice: request 1 processed only 5 prompt positions" in text
+    assert "Request 1 processed only 5 prompt positions" in f["notice"]["notice"]
     budget = next(g for g in f["figs"] if g["layout"]["title"]["text"].startswith("Each step's token budget (6)"))
     assert budget["data"][0]["y"] == [sum(n for r, n in s.chunks if r in s.decode) for s in run.steps]
     assert budget["data"][1]["y"] == [sum(n for r, n in s.chunks if r not in s.decode) for s in run.steps]
@@ -287,7 +287,7 @@ def test_prefix_caching_two_ways_steps_through_the_chat_trace_with_the_engines_n
     s = trace.steps[3]
     assert s.radix_hit > s.hash_hit and s.hash_hit % 4 == 0               # the tree goes on to the token
     text = frame_text(frame(at))
-    assert f"Notice: the tree found {s.radix_hit} positions of request 3, block hashing {s.hash_hit}" in text
+    assert f"the radix tree found {s.radix_hit} positions of request 3, block hashing {s.hash_hit}" in text
     assert len(frame_table(at)) == len(s.tree)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Found by block hashing"] == str(trace.result("hash").total)

@@ -748,9 +748,10 @@ class Stepper {
     let shown = c.shown || ids.map((_, k) => k);
     if (this.present && ids.length > this.presentRows + 1) {
       const marked = [...(c.new || []), ...(c.rewritten || []), ...(c.struck || [])];
-      // flagged cells are the step's point (the weather page's stale key): their rows are never folded away
-      const keep = new Set([0, ...(c.flagged || []).map(([r]) => r)]);
-      const room = keep.size + this.presentRows - 1;       // presentRows besides row 0 and the flagged rows
+      // flagged cells (the weather page's stale key) and "keep" rows (a window's row evicted at this
+      // event) are the step's point: their rows are never folded away
+      const keep = new Set([0, ...(c.flagged || []).map(([r]) => r), ...(c.keep || [])]);
+      const room = keep.size + this.presentRows - 1;       // presentRows besides row 0 and the kept rows
       for (const k of [...marked.sort((a, b) => b - a), ...ids.map((_, k) => ids.length - 1 - k)]) {
         if (keep.size > room) break;
         keep.add(k);

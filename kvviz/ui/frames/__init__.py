@@ -42,7 +42,8 @@ Payload (JSON, ``Payload.to_json()``)::
                          "notes": [html, ...]} | null,
              "table": {"title": str, "ids": [row id, ...], "new": [i, ...], "rewritten": [i, ...],
                        "evicted": [i, ...], "flagged": [[i, column], ...], "struck": [i, ...] (only when some row is),
-                       "notes": html} | null,   # i: index into ids
+                       "keep": [i, ...] (only when some row is), "notes": html} | null,   # i: index into ids;
+                                                  # presenter mode never folds flagged and "keep" rows away
              "more": [block, ...]}      # explanations below everything
 
     block = {"fig": i, "alt": str, "pick": 1?} | {"html": html} | {"note": html}
@@ -410,11 +411,13 @@ class Payload:
                     title: str, new: Iterable[int] = (), rewritten: Iterable[int] = (),
                     flagged: Iterable[tuple[int, int]] = (), notes: str = "",
                     present_cols: Sequence[int] | None = None, evicted: Iterable[int] = (),
-                    struck: Iterable[int] = ()) -> dict:
+                    struck: Iterable[int] = (), keep: Iterable[int] = ()) -> dict:
         """A frame's cache table: ``rows`` in the run's column order (``csv_cols`` engine names,
         ``headers`` as shown); ``new``, ``rewritten``: row indices to highlight; ``evicted``: rows
         a smaller cache no longer holds (greyed); ``flagged``: (row, column index) cells;
-        ``struck``: rows drawn struck out (a rollback removes them)."""
+        ``struck``: rows drawn struck out (a rollback removes them); ``keep``: rows that carry the
+        step's point (the rows a window evicted at this event), never folded away in presenter mode,
+        like the flagged cells' rows."""
         if self.table_cols is None:
             self.table_csv_cols, self.table_cols = list(map(str, csv_cols)), list(map(str, headers))
             self.present_cols = list(present_cols) if present_cols is not None else None
@@ -426,6 +429,8 @@ class Payload:
                  "notes": md(notes) if notes else ""}
         if struck:
             table["struck"] = sorted(set(struck))
+        if keep:
+            table["keep"] = sorted(set(keep))
         return table
 
     def _pool(self, x):

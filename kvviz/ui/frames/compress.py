@@ -15,11 +15,12 @@ from kvviz.compress import StepComparison, Variant, pass_event, row_errors, sink
 from kvviz.decoding.stepper import Event
 from kvviz.ui.app import fmt
 from kvviz.ui.app.i18n import join
-from kvviz.ui.frames import Payload, Tr, lang_of, lines_block, metrics, moments, note_block, strip_block
+from kvviz.ui.frames import Payload, Tr, lang_of, lines_block, metrics, moments, note_block, notice_block, strip_block
 from kvviz.ui.frames.steps import cache_frame_table
 from kvviz.viz.compress import attention_sinks_spec, next_token_pair_spec, row_error_heatmap_spec
 
 TOP_K = 6             # tokens per distribution in the side-by-side bars (the union of both top-k)
+NAMED_TOKENS = 3      # what to notice names the tokens of at most this many evicted or quantized rows
 
 
 # ---------------------------------------------------------------- words
@@ -117,6 +118,98 @@ def sentences(cmp: StepComparison, ev: Event, model, tr: Tr) -> tuple[str, str]:
             tr("compress.not_yet_decode"))
 
 
+# ---------------------------------------------------------------- what to notice
+
+def _changed(ev: Event, kind: str) -> list[int]:
+    """Positions whose rows ``ev``'s pass evicted (a window) or stored as codes (quantized)."""
+    if kind == "window":
+        return [r.position for r in ev.cache.rows if r.evicted_at == ev.index]
+    if kind == "quant":
+        return [r.position for r in ev.cache.rows if r.quantized_at == ev.index]
+    return []
+
+
+def _top1(score, tr: Tr) -> str:
+    if score.agree:
+        return tr("notice_pages.cmp_top_same", tok=score.full_top1)
+    return tr("notice_pages.cmp_top_differs", full=score.full_top1, var=score.variant_top1)
+
+
+def first_change(cmp: StepComparison) -> int | None:
+    """The first event whose pass evicted rows (a window) or stored rows as codes (quantized)."""
+    kind = cmp.variant.kind
+    return next((e.index for e in cmp.compressed.events if _changed(e, kind)), None)
+
+
+def notice(cmp: StepComparison, ev: Event, model, tr: Tr, first: int | None = None,
+           change: int | None = None) -> dict:
+    """What to notice at ``ev`` (the variant's run), from the records: while both caches are still
+    identical, that they are and the jump to where the smaller one first changes (a window's first
+    eviction, the first quantized rows); at such an event the greyed rows or the error heatmap and
+    why the next token can change; then the two distributions (KL, top-1) and what the smaller cache
+    holds. ``first``, ``change``: ``cmp.first_difference()`` and ``first_change(cmp)``, which a
+    payload computes once for all its events (computed here when not given)."""
+    v, lang = cmp.variant, lang_of(tr)
+    kind = "quant" if v.kind == "quant" else "window" if v.kind == "window" else "gqa"
+    first = cmp.first_difference() if first is None else first
+    change = first_change(cmp) if change is None else change
+    score = cmp.score_at(cmp.scored_event(ev.index))     # the distributions this event shows
+    kl = "—" if score is None else fmt.sci(score.kl, 1, lang=lang) if 0 < score.kl < 1e-3 \
+        else fmt.num(score.kl, ".3g", lang=lang)            # prose: 2.4 × 10⁻⁷, never 2.38e-07
+    rows = ev.cache.rows
+    if first is None:                       # equal logits at every event of this text
+        if change is not None:
+            return notice_block(tr("notice_pages.cmp_never_changed", j=change))
+        if kind == "window":
+            return notice_block(tr("notice_pages.cmp_never_window", w=v.window, s=v.sinks, n=cmp.positions))
+        if kind == "quant":
+            return notice_block(tr("notice_pages.cmp_never_quant", r=v.residual, n=cmp.positions))
+        return notice_block(tr("notice_pages.cmp_never_gqa", h=model.cost_config.n_kv_heads))
+    now = _changed(ev, kind)
+    if now:                                 # the rows this pass evicted or quantized: the step's point
+        pos = positions_text(now, lang)
+        if len(now) <= NAMED_TOKENS:
+            pos += " (" + ", ".join(ev.sequence[p] for p in now) + ")"
+        key = "notice_pages.cmp_evicted" if kind == "window" else "notice_pages.cmp_quantized"
+        text = tr(key, pos=pos, n=len(now), w=v.window, s=v.sinks, bits=v.bits)
+        if ev.index < first:                # the pass read the rows before they changed
+            return notice_block(text + " " + tr("notice_pages.cmp_not_yet", j=first), first, tr("notice.jump", j=first))
+        return notice_block(text + " " + tr("notice_pages.cmp_here", kl=kl, top=_top1(score, tr)) if score
+                            else text)
+    if ev.index < first:                    # nothing differs yet: say so, offer the jump
+        if kind == "window":
+            j = change if change is not None else first
+            return notice_block(tr("notice_pages.cmp_same_window", n=len(rows), w=v.window, s=v.sinks,
+                                   cap=v.window + v.sinks, j=j), j, tr("notice_pages.jump_evict", j=j)
+                                if change is not None else tr("notice_pages.jump_differ", j=j))
+        if kind == "quant" and (change is None or ev.index < change):
+            j = change if change is not None else first
+            return notice_block(tr("notice_pages.cmp_same_quant", n=len(rows), bits=v.bits, j=j), j,
+                                tr("notice_pages.jump_quant", j=j) if change is not None
+                                else tr("notice_pages.jump_differ", j=j))
+        coded = [r.position for r in rows if r.quantized_at is not None]
+        return notice_block(tr("notice_pages.cmp_coded_not_read", pos=positions_text(coded, lang), n=len(coded),
+                               bits=v.bits, j=first), first, tr("notice.jump", j=first))
+    if ev.phase == "choose":
+        if score.agree:
+            return notice_block(tr("notice_pages.cmp_choose_same", tok=ev.chosen, kl=kl))
+        return notice_block(tr("notice_pages.cmp_choose_differs", tok=ev.chosen, vtop=score.variant_top1, kl=kl))
+    top = _top1(score, tr) if score else "—"
+    if kind == "window":
+        held = [r.position for r in ev.cache.held_rows]
+        return notice_block(tr("notice_pages.cmp_window_reads", held=positions_text(held, lang), n=len(held),
+                               total=len(rows), kl=kl, top=top))
+    if kind == "quant":
+        coded = [r.position for r in rows if r.quantized_at is not None]
+        return notice_block(tr("notice_pages.cmp_quant_reads", n=len(coded), total=len(rows), bits=v.bits,
+                               kl=kl, top=top))
+    small, full = ev.cache.nbytes(), cmp.full.events[ev.index].cache.nbytes()
+    n_kv = model.cost_config.n_kv_heads
+    return notice_block(tr("notice_pages.cmp_gqa", kv=v.kv_heads, h=n_kv, small=fmt.integer(small, lang=lang),
+                           full=fmt.integer(full, lang=lang), r=model.n_heads // int(v.kv_heads or 1), kl=kl,
+                           top=top))
+
+
 # ---------------------------------------------------------------- blocks
 
 def attention_block(pl: Payload, cmp: StepComparison, ev: Event, layer: int, head: int, tr: Tr) -> dict:
@@ -202,6 +295,7 @@ def build(cmp: StepComparison, model, layer: int, head: int, tr: Tr) -> Payload:
     present = ["position", "token", f"k ({labels[kv_head]})" if kv_heads > 1 else "k",
                f"v ({labels[kv_head]})" if kv_heads > 1 else "v", "phase"]
     figs: dict[str, dict] = {}
+    first, change = cmp.first_difference(), first_change(cmp)
     for ev in run.events:
         did, todo = sentences(cmp, ev, model, tr)
         if ev.phase != "choose":      # a choose event shows its pass's figures: build them once
@@ -222,7 +316,7 @@ def build(cmp: StepComparison, model, layer: int, head: int, tr: Tr) -> Payload:
                             if ev.phase == "choose" else []),
                side=[figs["dist"]], metrics=step_metrics(cmp, ev, layer, head, tr),
                table=cache_frame_table(pl, ev, tr, labels, layer, present_cols=present),
-               more=more)
+               more=more, notice=notice(cmp, ev, model, tr, first, change))
     moments.compress(pl, cmp, tr)
     return pl
 

@@ -23,9 +23,12 @@ def run(pl: Payload, run, tr: Tr) -> None:
 
 def compress(pl: Payload, cmp, tr: Tr) -> None:
     """A smaller cache against the full one (kvviz.compress.steps.StepComparison): the moments of its
-    run, and the first choice where the two next-token distributions differ (KL above rounding) or
-    their top tokens do."""
+    run, the first rows a quantized cache stored as codes, and the first choice where the two
+    next-token distributions differ (KL above rounding) or their
+    top tokens do."""
     run(pl, cmp.compressed, tr)
+    pl.moment(_first(cmp.compressed.events, lambda e: any(r.quantized_at is not None for r in e.cache.rows)),
+              tr("notice_pages.m_quant"))
     first = next((s for s in cmp.scores if s.kl > 1e-6 or not s.agree), None)
     pl.moment(first.event if first else None, tr("notice.m_differ"))
 
@@ -36,6 +39,14 @@ def paged(pl: Payload, serve_run, tr: Tr) -> None:
     steps = serve_run.steps                               # one frame per step, in order
     pl.moment(_first(steps, lambda s: bool(s.preempted)), tr("notice.m_preempt"))
     pl.moment(_first(steps, lambda s: bool(s.finished)), tr("notice.m_finish"))
+
+
+def prefix(pl: Payload, trace, tr: Tr) -> None:
+    """Prefix caching two ways (kvviz.cache.radix.PrefixTrace, one frame per request): the first request
+    that finds a cached beginning, and the first for which the radix tree finds more than block hashing."""
+    steps = trace.steps
+    pl.moment(_first(steps, lambda s: s.radix_hit > 0), tr("notice_pages.m_px_hit"))
+    pl.moment(_first(steps, lambda s: s.radix_hit > s.hash_hit), tr("notice_pages.m_px_more"))
 
 
 def speculative(pl: Payload, spec, steps, tr: Tr) -> None:

@@ -22,6 +22,7 @@ from kvviz.ui.frames import (
     metrics,
     moments,
     note_block,
+    notice_block,
     presenter_only,
     strip_block,
     table_block,
@@ -64,32 +65,64 @@ def budget_line(run: ServeRun, s: StepRecord, tr: Tr) -> str | None:
               left=run.chunk_budget - s.tokens_used)
 
 
-def notice(run: ServeRun, s: StepRecord, prev: StepRecord | None, tr: Tr) -> str:
-    """What to notice at this step, in one line: the cell, block or bar that carries its point."""
+def _next_pool_change(run: ServeRun, s: StepRecord) -> int | None:
+    """The next step after ``s`` at which the pool changes: blocks taken, shared, copied or freed."""
+    return next((x.step for x in run.steps[s.step + 1:] if x.taken or x.freed or x.copied or x.shared
+                 or x.preempted), None)
+
+
+def notice(run: ServeRun, s: StepRecord, prev: StepRecord | None, tr: Tr) -> dict:
+    """What to notice at this step, from the record: the block that carries its point (preempted,
+    copied on write, shared, taken at a boundary, freed) and why it matters; at a step where the
+    pool does not change, that it does not and the jump to the next step where it does."""
+    before = prev.tables if prev is not None else {}
     if s.preempted:
-        return tr("serving.notice_preempt", r=s.preempted[0])
+        r = s.preempted[0]
+        n = sum(1 for earlier in run.steps[:s.step] for rid, _ in earlier.chosen if rid == r)
+        back = next((x.step for x in run.steps[s.step + 1:] if r in x.recomputed), None)
+        text = tr("notice_pages.pg_preempt", r=r, blocks=list(before.get(r, ())), n=n)
+        if back is None:
+            return notice_block(text)
+        return notice_block(text + " " + tr("notice_pages.pg_preempt_back", j=back), back,
+                            tr("notice.jump", j=back))
     if s.copied:
         src, dst = s.copied[0]
-        return tr("serving.notice_copy", src=src, dst=dst)
+        return notice_block(tr("notice_pages.pg_copy", src=src, dst=dst, bs=run.block_size))
+    if s.recomputed:
+        r = s.recomputed[0]
+        was = next((x.step for x in reversed(run.steps[:s.step]) if r in x.preempted), None)
+        return notice_block(tr("notice_pages.pg_recomputed", r=r, n=len(dict(s.contexts).get(r, ())),
+                               blocks=list(s.tables.get(r, ())), j=was if was is not None else s.step))
     if s.shared:
-        return tr("serving.notice_shared", blocks=sorted(set(s.shared)), saved=s.prefill_saved)
+        blocks = sorted(set(s.shared))
+        who = [r for r in s.prefill if set(blocks) & set(s.tables.get(r, ()))] or list(s.prefill)
+        return notice_block(tr("notice_pages.pg_shared", blocks=blocks, r=who[0] if who else 0, saved=s.prefill_saved))
     if run.chunk_budget is not None:
         part = [(r, n) for r, n in s.chunks if r not in s.decode and r not in dict(s.chosen)]
         if part:
             r, n = part[0]
-            return tr("serving.notice_chunk", r=r, n=n, budget=run.chunk_budget, decodes=len(s.decode))
+            return notice_block(tr("notice_pages.pg_chunk", r=r, n=n, budget=run.chunk_budget, decodes=len(s.decode)))
     if s.finished:
-        return tr("serving.notice_finished", ids=list(s.finished), n=len(s.freed or ()))
-    before = prev.tables if prev is not None else {}
+        return notice_block(tr("notice_pages.pg_finished", ids=list(s.finished), blocks=list(s.freed),
+                               waiting=len(s.waiting)))
     for r in s.decode:
         new = [b for b in s.tables.get(r, ()) if b not in before.get(r, ())]
         if new:
-            return tr("serving.notice_boundary", r=r, block=new[-1])
+            n = len(dict(s.contexts)[r])
+            return notice_block(tr("notice_pages.pg_boundary", r=r, block=new[-1], pos=n - 1,
+                                   logical=(n - 1) // run.block_size, bs=run.block_size))
     if s.prefill:
-        return tr("serving.notice_prefill", ids=list(s.prefill))
+        r = s.prefill[0]
+        return notice_block(tr("notice_pages.pg_prefill", ids=list(s.prefill), r=r,
+                               n=len(dict(s.contexts).get(r, ())), blocks=list(s.tables.get(r, ())),
+                               bs=run.block_size))
+    j = _next_pool_change(run, s)
+    jump = {} if j is None else {"jump": j, "jump_label": tr("notice.jump", j=j)}
     if s.decode:
-        return tr("serving.notice_decode", n=len(s.decode))
-    return tr("serving.notice_idle")
+        return notice_block(tr("notice_pages.pg_decode", n=len(s.decode), free=len(s.free_blocks))
+                            + (" " + tr("notice_pages.pg_next", j=j) if j is not None else ""), **jump)
+    return notice_block(tr("notice_pages.pg_idle") + (" " + tr("notice_pages.pg_next", j=j) if j is not None else ""),
+                        **jump)
 
 
 def _blocks(blocks: Sequence[int]) -> str:
@@ -339,9 +372,7 @@ def build(run: ServeRun, tr: Tr) -> Payload:
         budget = budget_line(run, s, tr)
         if budget is not None:
             did.append(budget)
-        # what to notice: first in the frame (a notice block once the stepper has one)
-        top: list[dict] = [note_block(tr("serving.notice", text=notice(run, s, prev, tr))),
-                           {"lines": [["did", md(x)] for x in did] + ([["todo", md(todo)]] if todo else [])}]
+        top: list[dict] = [{"lines": [["did", md(x)] for x in did] + ([["todo", md(todo)]] if todo else [])}]
         for tail in (STRIP_TAIL, PRESENT_STRIP_TAIL):     # the page's strips, presenter mode's shorter ones
             s_strips = strips(run, s, tr, tail)
             if s_strips:
@@ -355,7 +386,8 @@ def build(run: ServeRun, tr: Tr) -> Payload:
                wide=wide,
                metrics=step_metrics(run, s, tr),
                table=pl.cache_table(CSV_COLS, headers, rows, tr("paged.rows_title", n=len(rows)), new=new,
-                                    notes=" ".join(notes), present_cols=[CSV_COLS.index(c) for c in PRESENT_COLS]))
+                                    notes=" ".join(notes), present_cols=[CSV_COLS.index(c) for c in PRESENT_COLS]),
+               notice=notice(run, s, prev, tr))
         prev = s
     moments.paged(pl, run, tr)
     return pl

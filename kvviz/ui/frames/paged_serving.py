@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from kvviz.cache.radix import PrefixTrace
-from kvviz.ui.frames import Payload, Tr, md, metrics, note_block
+from kvviz.ui.frames import Payload, Tr, md, metrics, moments, note_block, notice_block
 from kvviz.viz.paged_serving import WORDS, hits_spec, tree_spec
 
 CSV_COLS = ["node", "parent", "depth", "tokens", "edge", "reused"]
@@ -24,13 +24,14 @@ def _label(text: Callable[[Sequence[int]], str], tokens: Sequence[int]) -> str:
     return shown + (" …" if len(tokens) > LABEL_TOKENS else "")
 
 
-def notice(trace: PrefixTrace, i: int, tr: Tr) -> str:
+def notice(trace: PrefixTrace, i: int, tr: Tr) -> dict:
+    """What to notice for request ``i``: the tree's new branch, or both designs' hits and why they differ."""
     s = trace.steps[i]
     if s.radix_hit == 0:
-        return tr("serving.px_notice_cold", r=i)
+        return notice_block(tr("notice_pages.px_cold", r=i))
     if s.radix_hit > s.hash_hit:
-        return tr("serving.px_notice_more", r=i, radix=s.radix_hit, hashed=s.hash_hit, bs=trace.block_size)
-    return tr("serving.px_notice_same", r=i, n=s.radix_hit)
+        return notice_block(tr("notice_pages.px_more", r=i, radix=s.radix_hit, hashed=s.hash_hit, bs=trace.block_size))
+    return notice_block(tr("notice_pages.px_same", r=i, n=s.radix_hit))
 
 
 def build(trace: PrefixTrace, text: Callable[[Sequence[int]], str], tr: Tr) -> Payload:
@@ -48,8 +49,7 @@ def build(trace: PrefixTrace, text: Callable[[Sequence[int]], str], tr: Tr) -> P
         gone = (s.hash_evicted - before.hash_evicted, s.radix_evicted - before.radix_evicted) if before else (0, 0)
         if any(gone):
             lines.append(tr("serving.px_did_evicted", blocks=gone[0], leaves=gone[1]))
-        top = [note_block(tr("serving.notice", text=notice(trace, i, tr))),
-               {"lines": [["did", md(x)] for x in lines]},
+        top = [{"lines": [["did", md(x)] for x in lines]},
                note_block(tr("serving.px_prompt", r=i, text=text(prompt).replace("\n", "↵")), explain=True)]
         nodes = [(x.uid, x.parent, x.depth, _label(text, x.tokens), len(x.tokens), x.reused) for x in s.tree]
         tree = tree_spec(nodes, words=w, title=tr("serving.px_tree_title", r=i, nodes=len(s.tree),
@@ -68,5 +68,7 @@ def build(trace: PrefixTrace, text: Callable[[Sequence[int]], str], tr: Tr) -> P
         pl.add(tr("serving.px_heading", i=i, last=n - 1, hit=s.radix_hit, n=len(prompt)), top=top,
                main=[pl.fig(tree, tr("serving.px_tree_alt")), note_block(tr("serving.px_tree_note"), explain=True)],
                side=[pl.fig(hits, tr("serving.px_hits_alt"))], metrics=m,
-               table=pl.cache_table(CSV_COLS, headers, rows, tr("serving.px_rows_title", n=len(rows)), new=reused))
+               table=pl.cache_table(CSV_COLS, headers, rows, tr("serving.px_rows_title", n=len(rows)), new=reused),
+               notice=notice(trace, i, tr))
+    moments.prefix(pl, trace, tr)
     return pl

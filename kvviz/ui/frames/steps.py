@@ -78,7 +78,8 @@ def cache_frame_table(pl: Payload, ev: Event, tr: Tr, head_labels: list[str] | N
                       position_base: int = 0, flagged: Sequence[tuple[int, str]] = (),
                       present_cols: Sequence[str] | None = None) -> dict:
     """The K/V cache after ``ev`` (kvviz.decoding.trace.cache_table): rows written by this event
-    highlighted, rows a repair rewrote before this pass marked, rows a sliding window evicted greyed,
+    highlighted, rows a repair rewrote before this pass marked, rows a sliding window evicted greyed
+    (those it evicted at this event never folded away in presenter mode),
     ``flagged`` cells (0-based position, column name) marked (e.g. stale keys). ``present_cols``: the
     columns presenter mode keeps."""
     df = cache_table(ev.cache, head_labels, layer, position_base=position_base)
@@ -87,6 +88,7 @@ def cache_frame_table(pl: Payload, ev: Event, tr: Tr, head_labels: list[str] | N
     new = [i for i, p in enumerate(positions) if ev.record is not None and p in set(ev.positions)]
     rewritten = [i for i, r in enumerate(ev.cache.rows) if ev.record is not None and r.rewritten_at == ev.index]
     evicted = [i for i, r in enumerate(ev.cache.rows) if r.evicted_at is not None]
+    evicted_now = [i for i, r in enumerate(ev.cache.rows) if r.evicted_at == ev.index]   # the step's point
     flags = [(positions.index(p), cols.index(c)) for p, c in flagged if p in positions and c in cols]
     notes = [tr("stepper.cache_new_rows")] if new else []
     if rewritten:
@@ -98,7 +100,8 @@ def cache_frame_table(pl: Payload, ev: Event, tr: Tr, head_labels: list[str] | N
     if df.empty:
         notes.append(tr("stepper.cache_empty"))
     return pl.cache_table(cols, table_headers(cols, tr), df.values.tolist(), tr("stepper.cache_title", n=ev.cache_len),
-                          new=new, rewritten=rewritten, evicted=evicted, flagged=flags, notes=" ".join(notes),
+                          new=new, rewritten=rewritten, evicted=evicted, flagged=flags, keep=evicted_now,
+                          notes=" ".join(notes),
                           present_cols=[cols.index(c) for c in present_cols if c in cols] if present_cols else None)
 
 

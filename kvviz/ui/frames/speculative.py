@@ -564,4 +564,5 @@ def rounds(run: Speculation, vocab: Sequence[str], n_layers: int, tr: Tr) -> Pay
                    (tr("specllm.m_accepted"), fmt.integer(r.n_accepted, lang=pl.lang), None, None),
                    (tr("specllm.m_emitted"), fmt.integer(len(r.emitted), lang=pl.lang), tr("specllm.m_emitted_help"),
                     None)]), notice=round_notice(run, i, vocab, tr))
+    moments.speculative(pl, run, plan(run), tr)
     return pl

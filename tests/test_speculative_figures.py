@@ -38,7 +38,7 @@ def test_proposals_figure_shows_q_p_acceptance_and_u_per_proposal():
     # chance), an empty marker labelled so
     assert acc["y"][k + 1:] == [None] * (r.gamma - k - 1)
     assert untested["x"] == labels[k + 1:] and all(y < 0.2 for y in untested["y"])
-    assert untested["marker"]["symbol"] == "square-open" and all("not tested" in t for t in untested["text"])
+    assert untested["marker"]["symbol"] == "square-open" and all(t == "not<br>tested –" for t in untested["text"])
     assert acc["marker"]["color"][:k] == [COLORS["processed"]] * k
     assert acc["marker"]["color"][k] == COLORS["chosen"] and acc["marker"]["color"][k + 1] == COLORS["removed"]
     assert u["y"] == [pr.u for pr in r.proposals[:k + 1]]          # only the tested proposals had a u

@@ -98,7 +98,9 @@ def proposals_spec(round_: SpeculativeRound, vocab: Sequence[str], title: str,
     if untested:
         data.append(dict(type="scatter", x=untested, y=[UNTESTED_Y] * len(untested), mode="markers+text",
                          marker=dict(symbol="square-open", size=14, color=STATUS_COLOR[None], line=dict(width=2)),
-                         text=[f"{w['untested']} {MARK[None]}"] * len(untested), textposition="top center",
+                         # on two lines: side by side, German's "noch nicht getestet" ran into its neighbour's
+                         text=[f"{'<br>'.join(w['untested'].rsplit(' ', 1))} {MARK[None]}"] * len(untested),
+                         textposition="top center",
                          cliponaxis=False, showlegend=False, hovertemplate=f"%{{x}}: {w['untested']}<extra></extra>",
                          xaxis="x2", yaxis="y2"))
     ticks = dict(range=[0, 1.25], tickvals=[0, 0.5, 1], tickfont=FONT)

@@ -3,7 +3,10 @@ kvviz/ui/frames/moments.py), and each screen's place in the lecture script (kvvi
 engine records in, frames out, without a browser. What the browser does with them (the notice first,
 the ticks under the slider, key M) is walked by tests/browser/test_presenter.py."""
 import functools
+import html
 import re
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -86,9 +89,74 @@ def _prefix(tr):
     return paged_serving.build(trace, lambda ids: " ".join(map(str, ids)), tr)
 
 
+
+@functools.cache
+def _spec_run(sampled: bool):
+    """A draft model's run on the tiny GPT (sampled: a rejection, a correction from the residual and a
+    bonus; greedy: a greedy rejection and a bonus), kept for the three languages."""
+    from kvviz.decoding.sampling import Greedy, Sampler
+    from kvviz.models.gpt import load_draft_gpt, load_tiny_gpt
+    from kvviz.speculative.decoding import speculative_generate
+    tiny = load_tiny_gpt()
+    rule, seed = (Sampler(1.0), 2) if sampled else (Greedy(), 0)
+    return speculative_generate(GPTModel(tiny), GPTModel(load_draft_gpt()), tiny.tokenizer.encode(
+        "It is rainy in London , so we"), 12, 4, rule, seed, keep_attention=True), tiny.tokenizer.vocab
+
+
+def _speculative(tr, sampled=True):
+    from kvviz.ui.frames import speculative as frames_speculative
+    spec, vocab = _spec_run(sampled)
+    return frames_speculative.build(spec, vocab, 0, 0, tr)
+
+
+@functools.cache
+def _hf(kind: str):
+    """A tiny random transformers model (tests/tiny_models.py) behind the Real LLM page's model class
+    (what a host names), loaded once: the llama (4 query heads over 2 K/V heads), the gemma3 (4 over 1,
+    three sliding-window layers of window 8)."""
+    from kvviz.models import real
+    from kvviz.models.base import ModelLimits
+    from tests import tiny_models
+    with tempfile.TemporaryDirectory() as d:
+        return real.host_model(str(tiny_models.save(kind, Path(d) / kind)), ModelLimits())()
+
+
+@functools.cache
+def _llm_run(kind: str):
+    m = _hf(kind)
+    return run_generation(m, m.tokenize("Today the weather is so nice"), 4), m
+
+
+def _llm(tr, kind="llama", layer=0):
+    from kvviz.ui.frames import llm as frames_llm
+    run, m = _llm_run(kind)
+    return frames_llm.build(run, m, layer, 0, tr)
+
+
+@functools.cache
+def _self_run(method: str):
+    from kvviz.speculative.early_exit import early_exit_generate
+    from kvviz.speculative.prompt_lookup import prompt_lookup_generate
+    m = _hf("llama")
+    ids = m.ids(m.tokenize("the cat sat on the mat . the cat sat on the mat . the cat"))
+    if method == "prompt-lookup":        # rounds whose draft all fails, and rounds it all passes
+        return prompt_lookup_generate(m, ids, 12, 3, 2), m
+    return early_exit_generate(m, ids, 8, 1, 3), m       # round 1 has no draft (the prefill)
+
+
+def _self(tr, method="prompt-lookup"):
+    from kvviz.ui.frames import speculative as frames_speculative
+    run, m = _self_run(method)
+    return frames_speculative.build(run, m.vocab, 0, 0, tr, n_layers=m.n_layers)
+
+
 BUILDERS = {"abc": _abc, "weather": _weather, "gpt": _gpt, "batching": _batching,
             "compress_window": _compress("window"), "compress_quant": _compress("quant"),
-            "compress_gqa": _compress("gqa"), "paged": _paged, "paged_prefix": _prefix}
+            "compress_gqa": _compress("gqa"), "paged": _paged, "paged_prefix": _prefix,
+            "speculative": _speculative, "speculative_greedy": lambda tr: _speculative(tr, sampled=False),
+            "prompt_lookup": _self, "early_exit": lambda tr: _self(tr, "early-exit"),
+            "llm": _llm, "llm_gemma_sliding": lambda tr: _llm(tr, "gemma3", 0),
+            "llm_gemma_global": lambda tr: _llm(tr, "gemma3", 3)}
 
 
 def frame_of(p: dict, i: int) -> dict:
@@ -212,6 +280,79 @@ def test_the_weather_heatmaps_print_their_weights_beyond_five_keys():
     last_decode = max(i for i, f in enumerate(p["frames"]) if "decode" in f["heading"])
     fig = frame_of(p, last_decode)["figs"][0]
     assert len(fig["data"][0]["x"]) == 6 and fig["data"][0]["texttemplate"] == "%{text}"
+
+
+def _notices(p: dict) -> list[dict]:
+    """Every frame's notice, its text as read (tags dropped, entities unescaped)."""
+    shown = (frame_of(p, i)["notice"] for i in range(len(p["frames"])))
+    return [dict(n, text=html.unescape(_plain(n["notice"]))) for n in shown]
+
+
+@pytest.mark.parametrize("sampled", [True, False])
+def test_speculative_notices_name_the_records_numbers_at_each_kind_of_event(sampled):
+    from kvviz.ui.frames.speculative import plan
+    spec, vocab = _spec_run(sampled)
+    steps = plan(spec)
+    notes = _notices(_speculative(translator("en"), sampled).to_dict())
+    kinds = set()
+    for s, note in zip(steps, notes):
+        rd, text = spec.rounds[s.r], note["text"]
+        kinds.add((s.kind, rd.bonus) if s.kind == "fix" else s.kind)
+        if s.kind == "draft":          # nothing checked yet: the jump goes to this round's one verification pass
+            assert steps[note["jump"]] == type(s)(s.r, "verify") and "Nothing is checked yet" in text
+            assert f"to {rd.proposals[s.i].draft_cache_len} rows" in text
+            assert f"stays at {rd.target_cache.before}" in text
+        else:
+            assert note["jump"] is None
+        if s.kind == "verify" and rd.gamma:
+            assert f"by {rd.gamma + 1} rows in one pass" in text and "saving" in text
+        if s.kind == "test" and rd.proposals[s.i].accepted is False:
+            pr = rd.proposals[s.i]
+            assert f"proposal {s.i + 1}'s bar" in text and vocab[pr.token] in text
+            if sampled:                # the rejected bar: p < q, u above min(1, p/q), the residual keeps p
+                assert pr.p < pr.q and f"p = {pr.p:.3f} < q = {pr.q:.3f}" in text and f"u = {pr.u:.3f}" in text
+                assert "residual distribution" in text and "target's alone" in text
+            else:
+                assert vocab[int(rd.p[s.i].argmax())] in text
+        if s.kind == "fix" and rd.bonus and rd.gamma:
+            assert f"bonus token {vocab[rd.emitted[-1]]} is free" in text and f"emits {len(rd.emitted)} tokens" in text
+        if s.kind == "fix" and rd.rejected_at is not None and sampled:
+            assert f"residual bars at position {rd.start + 1 + rd.rejected_at}" in text
+        if s.kind == "rollback" and len(rd.target_cache.removed):
+            assert f"{len(rd.target_cache.removed)} target row" in text
+    assert {"draft", "verify", "test", ("fix", True), ("fix", False), "rollback"} <= kinds     # every kind was read
+
+
+def test_a_self_drafted_round_without_a_draft_offers_the_next_round_that_has_one():
+    run, _ = _self_run("early-exit")
+    notes = _notices(_self(translator("en"), "early-exit").to_dict())
+    plain = [i for i, r in enumerate(run.rounds) if not r.draft]
+    assert plain and all(notes[i]["jump"] == next(k for k in range(i + 1, len(run.rounds)) if run.rounds[k].draft)
+                         for i in plain)
+    lookup, _ = _self_run("prompt-lookup")
+    for r, note in zip(lookup.rounds, _notices(_self(translator("en")).to_dict())):
+        assert f"emits {len(r.emitted)} token" in note["text"] or "emits that one token" in note["text"]
+        if r.n_accepted < len(r.draft):
+            assert f"{len(r.target_cache.removed)} row" in note["text"]
+
+
+def test_the_real_llm_notice_says_why_grouped_kv_heads_make_the_cache_smaller_and_which_row_a_window_greys():
+    for kind in ("llama", "gemma3"):
+        run, m = _llm_run(kind)
+        first = _notices(_llm(translator("en"), kind).to_dict())[0]["text"]
+        assert f"{m.n_kv_heads} K/V head" in first and f"{m.n_heads} query heads share" in first
+        assert f"{m.n_heads // m.n_kv_heads}× smaller" in first
+    p = _llm(translator("en"), "gemma3", 0).to_dict()            # layer 1: a sliding-window layer of window 8
+    run, m = _llm_run("gemma3")
+    notes = _notices(p)
+    drop = [m_ for m_, label in p["moments"] if label == "First eviction"][0]
+    assert all(n["jump"] == drop for n in notes[:drop]) and all(n["jump"] is None for n in notes[drop:])
+    ev = run.events[drop]
+    gone = [r.position for r in ev.cache.rows if r.evicted_at == drop]
+    assert gone and f"row {gone[-1]} turns grey" in notes[drop]["text"] and "last 8 positions" in notes[drop]["text"]
+    table = frame_of(p, drop)["table"]
+    assert [int(p["table"]["rows"][table["ids"][i]][0]) for i in table["evicted"]][-1] == gone[-1]
+    assert all(n["jump"] is None for n in _notices(_llm(translator("en"), "gemma3", 3).to_dict()))   # the global layer
 
 
 # ---- moments of the other pages, from their records (kvviz/ui/frames/moments.py) ----------------------------

@@ -27,13 +27,18 @@ def _spec(fig) -> dict:
 def test_proposals_figure_shows_q_p_acceptance_and_u_per_proposal():
     r = REJECTED
     d = _spec(proposals_figure(r, VOCAB, "Round"))
-    q, p, acc, u = d["data"]
+    q, p, acc, u, untested = d["data"]
     labels = [f"{i + 1} · {VOCAB[pr.token]}" for i, pr in enumerate(r.proposals)]
     assert q["x"] == p["x"] == acc["x"] == labels
     assert q["y"] == [pr.q for pr in r.proposals] and p["y"] == [pr.p for pr in r.proposals]
     assert q["marker"]["color"] == COLORS["pending"] and p["marker"]["color"] == COLORS["prompt"]
-    assert acc["y"] == pytest.approx([min(1, pr.p / pr.q) for pr in r.proposals])
     k = r.rejected_at
+    assert acc["y"][:k + 1] == pytest.approx([min(1, pr.p / pr.q) for pr in r.proposals[:k + 1]])
+    # the proposals after the rejection were never tested: no bar (it would read as min(1, p/q) = their
+    # chance), an empty marker labelled so
+    assert acc["y"][k + 1:] == [None] * (r.gamma - k - 1)
+    assert untested["x"] == labels[k + 1:] and all(y < 0.2 for y in untested["y"])
+    assert untested["marker"]["symbol"] == "square-open" and all(t == "not<br>tested –" for t in untested["text"])
     assert acc["marker"]["color"][:k] == [COLORS["processed"]] * k
     assert acc["marker"]["color"][k] == COLORS["chosen"] and acc["marker"]["color"][k + 1] == COLORS["removed"]
     assert u["y"] == [pr.u for pr in r.proposals[:k + 1]]          # only the tested proposals had a u
@@ -43,7 +48,8 @@ def test_proposals_figure_shows_q_p_acceptance_and_u_per_proposal():
 def test_greedy_round_has_no_u_and_an_empty_round_says_so():
     g = speculative_generate(GPTModel(TINY), GPTModel(DRAFT), TINY.tokenizer.encode("Today the weather is so"), 10, 3)
     d = _spec(proposals_figure(g.rounds[0], VOCAB, "Greedy"))
-    assert len(d["data"]) == 3 and set(d["data"][2]["y"]) <= {0.0, 1.0}
+    tested = [y for y in d["data"][2]["y"] if y is not None]
+    assert not any(t["marker"].get("symbol") == "diamond" for t in d["data"]) and set(tested) <= {0.0, 1.0}
     last = g.rounds[-1] if g.rounds[-1].gamma == 0 else None
     if last is not None:
         assert "plain step" in _spec(proposals_figure(last, VOCAB, "x"))["layout"]["annotations"][0]["text"]

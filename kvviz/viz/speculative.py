@@ -27,6 +27,7 @@ STATUS_COLOR = {True: COLORS["processed"], False: COLORS["chosen"], None: COLORS
 CACHE_COLOR = {"cached": COLORS["bar"], "kept": COLORS["processed"], "removed": COLORS["removed"]}
 U_COLOR = "#000000"
 MARK = {True: "✓", False: "✗", None: "–"}       # a proposal's verdict: accepted, rejected, not tested
+UNTESTED_Y = 0.08        # an untested proposal's empty marker, just above the test row's baseline
 
 LABELS = {
     "draft": "draft q(x)", "target": "target p(x)", "probability": "probability",
@@ -58,9 +59,9 @@ def proposals_spec(round_: SpeculativeRound, vocab: Sequence[str], title: str,
                    labels: Mapping[str, str] | None = None) -> dict:
     """The round's proposals side by side, as plain plotly JSON (a page draws many of them). Top: q(x)
     of the draft and p(x) of the target for each proposed token x. Bottom: the chance it is accepted,
-    min(1, p/q), coloured accepted / rejected / not tested, with the uniform draw u as a diamond
-    (accepted exactly when u lies below the bar; greedy has no u: accepted when p = 1, the target's
-    argmax)."""
+    min(1, p/q), coloured accepted / rejected, with the uniform draw u as a diamond (accepted exactly
+    when u lies below the bar; greedy has no u: accepted when p = 1, the target's argmax); a proposal
+    not tested has no bar there, an empty marker labelled "not tested" (a bar would read as a verdict)."""
     w = theme.words(LABELS, labels)
     if not round_.proposals:
         hidden = dict(visible=False)
@@ -78,7 +79,10 @@ def proposals_spec(round_: SpeculativeRound, vocab: Sequence[str], title: str,
         dict(type="bar", x=xs, y=[pr.p for pr in props], name=w["target"], marker=dict(color=TARGET_COLOR),
              text=[f"{pr.p:.2f}" for pr in props], textposition="outside", cliponaxis=False,
              hovertemplate="%{x}: p = %{y:.4f}<extra></extra>", xaxis="x", yaxis="y"),
-        dict(type="bar", x=xs, y=[pr.acceptance_probability for pr in props], name=w["accept_probability"],
+        # an untested proposal has no bar (a grey bar of its min(1, p/q) read as a verdict): an empty
+        # marker labelled "not tested" instead (the last trace)
+        dict(type="bar", x=xs, y=[pr.acceptance_probability if pr.accepted is not None else None for pr in props],
+             name=w["accept_probability"],
              marker=dict(color=[STATUS_COLOR[pr.accepted] for pr in props]),
              text=[f"{s} {MARK[pr.accepted]}" for s, pr in zip(status, props)],
              textposition="outside", cliponaxis=False, customdata=status, showlegend=False,
@@ -90,6 +94,15 @@ def proposals_spec(round_: SpeculativeRound, vocab: Sequence[str], title: str,
                          name=w["u"], marker=dict(symbol="diamond", size=14, color=U_COLOR,
                                                   line=dict(color="white", width=1)),
                          hovertemplate="%{x}: u = %{y:.4f}<extra></extra>", xaxis="x2", yaxis="y2"))
+    untested = [x for x, pr in zip(xs, props) if pr.accepted is None]
+    if untested:
+        data.append(dict(type="scatter", x=untested, y=[UNTESTED_Y] * len(untested), mode="markers+text",
+                         marker=dict(symbol="square-open", size=14, color=STATUS_COLOR[None], line=dict(width=2)),
+                         # on two lines: side by side, German's "noch nicht getestet" ran into its neighbour's
+                         text=[f"{'<br>'.join(w['untested'].rsplit(' ', 1))} {MARK[None]}"] * len(untested),
+                         textposition="top center",
+                         cliponaxis=False, showlegend=False, hovertemplate=f"%{{x}}: {w['untested']}<extra></extra>",
+                         xaxis="x2", yaxis="y2"))
     ticks = dict(range=[0, 1.25], tickvals=[0, 0.5, 1], tickfont=FONT)
     # two rows sharing x (what make_subplots(rows=2, shared_xaxes=True, row_heights=[0.55, 0.45]) lays out)
     return {"data": data, "layout": theme.layout(

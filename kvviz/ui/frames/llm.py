@@ -31,12 +31,13 @@ from kvviz.ui.frames import (
     literal,
     moments,
     note_block,
+    notice_block,
     presenter_only,
     strip_block,
     strip_tail,
     table_block,
 )
-from kvviz.ui.frames.steps import cache_frame_table, next_choice, source
+from kvviz.ui.frames.steps import cache_frame_table, next_choice, next_pass, source
 from kvviz.viz.attention import attention_heatmap_spec, head_grid_spec
 from kvviz.viz.logits import top_probs_bar_spec
 from kvviz.viz.theme import plain
@@ -342,6 +343,40 @@ def notice_blocks(src: Event, model, tr: Tr) -> list[dict]:
     return []
 
 
+def first_drop(run: Run) -> int | None:
+    """The first event whose cache has a row a sliding window dropped (moments.run's first eviction)."""
+    return next((e.index for e in run.events if any(r.evicted_at is not None for r in e.cache.rows)), None)
+
+
+def notice(run: Run, ev: Event, model, layer: int, tr: Tr) -> dict:
+    """What to notice (kvviz/ui/frames/steps.py ``run_notice``'s sentences, the tokens shown literally):
+    after the prefill the cache table's rows and why they are few (grouped K/V heads: the query heads
+    per K/V head); a choice's row not added yet; a decode's one new row and the counters. On a sliding
+    layer the row this pass greyed (outside its window), or, before any, the jump to the first."""
+    window = model.layout[layer].window
+    dropped = [r.position for r in ev.cache.rows if ev.record is not None and r.evicted_at == ev.index]
+    first = first_drop(run) if window is not None else None
+    jump = (first, tr("notice_llm.jump_drop", j=first)) if first is not None and first > ev.index else (None, None)
+    if ev.phase == "prefill":
+        per = model.n_heads // model.n_kv_heads
+        text = (tr("notice_llm.prefill", n=ev.cache_len, kv=model.n_kv_heads, heads=model.n_heads, per=per) if per > 1
+                else tr("notice_llm.prefill_mha", n=ev.cache_len, heads=model.n_heads))
+        if window is not None:
+            text += " " + tr("notice_llm.sliding_prefill" if dropped else "notice_llm.sliding_wait",
+                             layer=layer + 1, w=window)
+        return notice_block(text, *jump)
+    if ev.phase == "choose":
+        tok = literal(visible(ev.chosen))
+        key = "notice.run_choose" if next_pass(run, ev) is not None else "notice.run_choose_last"
+        return notice_block(tr(key, tok=tok, n=ev.cache_len), *jump)
+    tok = literal(visible(ev.tokens[0]))
+    if window is not None and dropped:
+        return notice_block(tr("notice_llm.sliding_decode", tok=tok, pos=ev.positions[0], layer=layer + 1, w=window,
+                               old=dropped[-1]))
+    return notice_block(tr("notice.run_decode", tok=tok, pos=ev.positions[0], kv=ev.kv_computed,
+                           re=ev.kv_recompute), *jump)
+
+
 def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
     """``model``: the run's SmolLM2 (any HFCausalLM); ``layer``, ``head``: 0-based, the view shown."""
     pl = Payload(tr, ratio=(3, 2), csv=model.name)
@@ -372,6 +407,7 @@ def build(run: Run, model, layer: int, head: int, tr: Tr) -> Payload:
                table=long_table(cache_frame_table(pl, ev, tr, labels, layer, present_cols=present), ev,
                                 model.layout[layer].window),
                more=[note_block(tr("llm.cache_table_note", layer=layer + 1, kv=model.n_kv_heads, hs=model.head_dim),
-                                explain=True)] + growth_blocks(ev, model, layer, tr))
+                                explain=True)] + growth_blocks(ev, model, layer, tr),
+               notice=notice(run, ev, model, layer, tr))
     moments.run(pl, run, tr)
     return pl

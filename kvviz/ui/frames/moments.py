@@ -52,13 +52,14 @@ def prefix(pl: Payload, trace, tr: Tr) -> None:
 def speculative(pl: Payload, spec, steps, tr: Tr) -> None:
     """A speculative run (kvviz.speculative) stepped as ``steps`` (kvviz.ui.frames.speculative.plan: its
     ``Step`` records): the test of the first rejected proposal and the first round whose proposals
-    were all accepted (its bonus token)."""
+    were all accepted (its bonus token; a round without proposals is a plain step, no bonus). A
+    self-drafted run (one step per round) marks the rounds."""
     rd = next((r for r in spec.rounds if r.rejected_at is not None), None)
     if rd is not None:
         kind = "test" if spec.source == "draft-model" else "round"
         i = rd.rejected_at if kind == "test" else 0
         pl.moment(_first(steps, lambda s: s.r == rd.index and s.kind == kind and s.i == i), tr("notice.m_reject"))
-    rd = next((r for r in spec.rounds if r.rejected_at is None), None)
+    rd = next((r for r in spec.rounds if r.rejected_at is None and r.gamma), None)
     if rd is not None:
         kind = "fix" if spec.source == "draft-model" else "round"
         pl.moment(_first(steps, lambda s: s.r == rd.index and s.kind == kind), tr("notice.m_bonus"))

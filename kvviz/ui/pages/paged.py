@@ -542,8 +542,10 @@ def render() -> None:
     errors = st.container()
     with nav.folded_settings():                     # the step first (issue 42): settings one click away
         s = _inputs(name, model, errors)
-    with presenter.settings():
-        view = paged_serving.view_picker()
+        if presenter.presenting():                  # one folded block on a projector
+            view = paged_serving.view_picker()
+    if not presenter.presenting():
+        view = paged_serving.view_picker()          # the view in sight beside the stepper
     if s is None:
         return
     if view == "prefix":                      # needs no served run: the trace is the stream's prompts

@@ -128,6 +128,7 @@ PAGES: tuple[PageSpec, ...] = (
                  ({"pg_blocks": 8, "step": 6}, "paged_preempt"),
                  ({"pg_policy": "static", "step": 4}, "paged_static"),
                  ({"pg_budget": 6, "step": 2}, "paged_chunked"),
+                 ({"pg_view": "stall"}, "paged_stall"),
                  ({"pg_view": "prefix", "step": 3}, "paged_prefix"),
                  ({"pg_view": "disagg"}, "paged_disagg"))),
     PageSpec("compress", "pages/7_Smaller_caches.py", ":material/compress:", "kvviz.ui.pages.compress", stepper="",

@@ -297,16 +297,33 @@ def tiny_gemma_hf(tiny_hf):
 
 
 @pytest.fixture(scope="session")
-def tiny_gemma_host(tmp_path_factory):
-    """The tiny random Gemma 3 of tests/tiny_models.py saved in the Hub's layout and loaded by its
-    folder's name as a host's model (kvviz.models.registry.host_models): a real model's class
-    (plain-text prompts, end tokens, caps) on a model that loads in milliseconds. Tests of a
-    mechanism on Gemma 3's hybrid cache use it; the real weights only where a number needs them
-    (tests/test_gemma3.py)."""
-    from kvviz.models import registry
+def tiny_gemma_dir(tmp_path_factory) -> str:
+    """The tiny random Gemma 3 of tests/tiny_models.py (three sliding layers of window 8, one global; no
+    chat template) saved in the Hub's layout: a folder as a host would name it."""
     from tests import tiny_models
-    name = str(tiny_models.save("gemma3", tmp_path_factory.mktemp("tiny-gemma3-host")))
-    return registry.host_models([name])[name]()
+    return str(tiny_models.save("gemma3", tmp_path_factory.mktemp("tiny-gemma3-host")))
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma_host(tiny_gemma_dir):
+    """``tiny_gemma_dir`` loaded by its folder's name as a host's model
+    (kvviz.models.registry.host_models): a real model's class (plain-text prompts, end tokens, caps)
+    on a model that loads in milliseconds. Tests of a mechanism on Gemma 3's hybrid cache use it; the
+    real weights only where a number needs them (tests/test_gemma3.py)."""
+    from kvviz.models import registry
+    return registry.host_models([tiny_gemma_dir])[tiny_gemma_dir]()
+
+
+@pytest.fixture
+def host_gemma(tiny_gemma_dir, monkeypatch):
+    """``tiny_gemma_dir`` among the server's real models for one test, as a host's ``KVVIZ_MODELS``
+    would list it (the pages offer it wherever they offer SmolLM2 and Gemma 3); its name."""
+    from kvviz.models import registry
+    monkeypatch.setitem(registry.MODELS, tiny_gemma_dir, registry.host_models([tiny_gemma_dir])[tiny_gemma_dir])
+    monkeypatch.setattr(registry, "REAL_MODELS", registry.REAL_MODELS)       # restored after the test
+    registry.REAL_MODELS.append(tiny_gemma_dir)
+    yield tiny_gemma_dir
+    registry.REAL_MODELS.remove(tiny_gemma_dir)
 
 
 @pytest.fixture(params=["gpt", "llama", "gemma3"])

@@ -250,24 +250,6 @@ def test_a_model_the_host_left_out_is_not_offered(monkeypatch):
     assert any("“gemma3”" in w.value for w in at.warning) and stepper(at) is not None
 
 
-@pytest.fixture(scope="module")
-def tiny_gemma(tmp_path_factory):
-    """A tiny random Gemma 3 (3 sliding layers of window 8, 1 global; tests/tiny_models.py) saved to a
-    folder, as a host would name it."""
-    from tests import tiny_models
-    return str(tiny_models.save("gemma3", tmp_path_factory.mktemp("host") / "gemma3"))
-
-
-@pytest.fixture
-def host_gemma(tiny_gemma, monkeypatch):
-    from kvviz.models import registry
-    monkeypatch.setitem(registry.MODELS, tiny_gemma, registry.host_models([tiny_gemma])[tiny_gemma])
-    monkeypatch.setattr(registry, "REAL_MODELS", registry.REAL_MODELS)       # restored after the test
-    registry.REAL_MODELS.append(tiny_gemma)
-    yield tiny_gemma
-    registry.REAL_MODELS.remove(tiny_gemma)
-
-
 def test_a_hybrid_models_cache_per_layer_is_the_engines(host_gemma):
     """Sliding layers flat at window − 1 while the global layer grows; the bytes line and table are
     the run's own snapshot and the formula's; plain text only (a base model)."""

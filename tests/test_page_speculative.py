@@ -362,19 +362,6 @@ def test_real_model_bad_text_missing_weights_and_the_measure_button(smollm2, mon
     assert any("weights are not installed" in w.value for w in at.warning)
 
 
-@pytest.fixture
-def host_gemma(tmp_path, monkeypatch):
-    """A tiny random Gemma 3 (3 sliding layers, 1 global; no chat template) the host names."""
-    from kvviz.models import registry
-    from tests import tiny_models
-    name = str(tiny_models.save("gemma3", tmp_path / "gemma3"))
-    monkeypatch.setitem(registry.MODELS, name, registry.host_models([name])[name])
-    monkeypatch.setattr(registry, "REAL_MODELS", registry.REAL_MODELS)       # restored after the test
-    registry.REAL_MODELS.append(name)
-    yield name
-    registry.REAL_MODELS.remove(name)
-
-
 def test_another_real_model_drafts_for_itself_through_the_same_page(host_gemma):
     """?sd_model=: a base model with a hybrid cache drafts by early exit (its default exit layer: four
     fifths of its layers) and its tokens are its own greedy ones; its text is plain (no chat template)."""

@@ -18,8 +18,8 @@ TEXT = "Today the weather is so nice that we walk in the park. It is rainy in Lo
 
 
 @pytest.fixture(scope="module")
-def gemma(tmp_path_factory):
-    d = tiny_models.save("gemma3", tmp_path_factory.mktemp("tiny-gemma3"))
+def gemma(tiny_gemma_dir):
+    d = tiny_gemma_dir
     net = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager")
     return HFCausalLM(net, AutoTokenizer.from_pretrained(d), name="tiny-gemma3")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 import streamlit as st
 
@@ -20,10 +20,9 @@ def server_lock(name: str) -> threading.Lock:
 
 
 @contextmanager
-def my_turn(name: str, busy: str) -> Iterator[bool]:
-    """Hold ``server_lock(name)`` for the block and yield True; if another visitor holds it, show
-    ``busy`` and yield False at once."""
-    lock = server_lock(name)
+def held(lock: threading.Lock, busy: str) -> Iterator[bool]:
+    """Hold ``lock`` for the block and yield True; if another visitor holds it, show ``busy`` and
+    yield False at once (a ``RunStore``'s ``running``, a ``server_lock``)."""
     if not lock.acquire(blocking=False):
         st.warning(busy, icon=":material/hourglass_top:")
         yield False
@@ -32,6 +31,11 @@ def my_turn(name: str, busy: str) -> Iterator[bool]:
         yield True
     finally:
         lock.release()
+
+
+def my_turn(name: str, busy: str) -> AbstractContextManager[bool]:
+    """``held`` on this server's lock called ``name``."""
+    return held(server_lock(name), busy)
 
 
 class RunStore:

@@ -56,7 +56,7 @@ from kvviz.ui.app import fmt, models, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.links import deep_link
 from kvviz.ui.app.pages import script
-from kvviz.ui.app.turns import RunStore
+from kvviz.ui.app.turns import RunStore, held
 from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.frames import paged as frames_paged
@@ -334,10 +334,9 @@ def _real_run(s: Settings) -> Served | None:
     if not st.button(t("paged.llm_run"), type="primary", icon=":material/play_arrow:", key="pg_llm_go",
                      help=t("paged.llm_run_help", title=_model_label(s.model))):
         return None
-    if not store.running.acquire(blocking=False):
-        st.warning(t("paged.llm_busy", title=_model_label(s.model)), icon=":material/hourglass_top:")
-        return None
-    try:
+    with held(store.running, t("paged.llm_busy", title=_model_label(s.model))) as mine:
+        if not mine:
+            return None
         got = store.get(s)                                   # another visitor may have made this one
         if got is None:
             bar = st.progress(0.0, text=t("paged.llm_progress", done=0, n=s.requests))
@@ -350,8 +349,6 @@ def _real_run(s: Settings) -> Served | None:
             store.put(s, got)
             bar.empty()
         return got                                           # type: ignore[return-value]
-    finally:
-        store.running.release()
 
 
 # ---- sections ----------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from kvviz.serving.disagg import Shipped, serve_disaggregated
 from kvviz.serving.stall import StallRun, measure_stall, stall_stream
 from kvviz.ui.app import fmt, models, nav, presenter, urlstate
 from kvviz.ui.app.i18n import t
-from kvviz.ui.app.turns import RunStore
+from kvviz.ui.app.turns import RunStore, held
 from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.frames import paged_serving as frames_prefix
@@ -185,18 +185,16 @@ def render_disagg(model_name: str, model, key: tuple, run: ServeRun) -> None:
             with holder:
                 _ship_chart(None)
             return
-        if not store.running.acquire(blocking=False):
-            st.warning(t("serving.dg_busy"), icon=":material/hourglass_top:")
-            return
-        try:
-            with st.spinner(t("serving.dg_running")):
-                got = _ship(model_name, model, run)
+        with held(store.running, t("serving.dg_busy")) as mine:
+            if not mine:
+                return
+            try:
+                with st.spinner(t("serving.dg_running")):
+                    got = _ship(model_name, model, run)
+            except LimitError as e:
+                st.error(t("serving.dg_failed", reason=str(e)), icon=":material/error:")
+                return
             store.put(key, got)
-        except LimitError as e:
-            st.error(t("serving.dg_failed", reason=str(e)), icon=":material/error:")
-            return
-        finally:
-            store.running.release()
     assert isinstance(got, Disaggregated)
     rate = sum(s.bytes_sent for _, s, _, _ in got.rows) / max(sum(s.transfer_s for _, s, _, _ in got.rows), 1e-9)
     with holder:
@@ -269,24 +267,22 @@ def _real_stall(model_name: str, model, budget: int) -> StallRun | None:
     if not st.button(t("stall.run"), type="primary", icon=":material/play_arrow:", key="pg_stall_go",
                      help=t("stall.run_help")):
         return None
-    if not store.running.acquire(blocking=False):
-        st.warning(t("stall.busy"), icon=":material/hourglass_top:")
-        return None
-    try:
+    with held(store.running, t("stall.busy")) as mine:
+        if not mine:
+            return None
         bar = st.progress(0.0, text=t("stall.progress", done=0, n=1))
 
         def progress(done: int, total: int) -> None:
             bar.progress(done / total, text=t("stall.progress", done=done, n=total))
 
-        got = _measure_stall(model, False, budget, progress)
+        try:
+            got = _measure_stall(model, False, budget, progress)
+        except LimitError as e:
+            st.error(t("stall.failed", reason=str(e)), icon=":material/error:")
+            return None
         store.put(budget, got)
         bar.empty()
         return got
-    except LimitError as e:
-        st.error(t("stall.failed", reason=str(e)), icon=":material/error:")
-        return None
-    finally:
-        store.running.release()
 
 
 def _stall_words() -> dict[str, str]:

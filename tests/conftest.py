@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tools.browser import CHROME_ARGS, CHROMIUM, Page, streamlit_server
+from tools.browser import CHROME_ARGS, CHROMIUM, TEST_CHROMIUM, Page, streamlit_server
 
 # One torch thread in the test process: on a shared 2-core machine, two intra-op threads waiting
 # for each other made one GPT test take 375 s instead of 35 s (load average ≈ 15). The tests run
@@ -35,7 +35,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # hour). It is a mode chromium does not support for browsing (a crash takes every tab of the worker
 # with it, and visitors' browsers use one process per site): the benches time a visitor's browser,
 # so they keep chromium's usual processes.
-TEST_CHROME_ARGS = CHROME_ARGS + ["--single-process"]
+# --font-render-hinting=none: the headless shell (tools/browser.py TEST_CHROMIUM) hints glyphs fully by
+# default, which set a few presenter-mode titles a pixel wider than chromium does (3 of the walks saw a
+# title cut); without hinting its text measures as chromium's.
+TEST_CHROME_ARGS = CHROME_ARGS + ["--single-process", "--font-render-hinting=none"]
 
 
 BROWSER_FIXTURES = {"browser", "tab"}
@@ -186,15 +189,19 @@ def server():
 
 @pytest.fixture(scope="session")
 def browser():
-    """Debian's chromium through Playwright. Skipped only outside CI when chromium is missing."""
-    if not Path(CHROMIUM).exists():
+    """Debian's chromium-headless-shell (``TEST_CHROMIUM``) through Playwright. Skipped only outside CI
+    when no chromium is installed."""
+    if not Path(TEST_CHROMIUM).exists():
         if os.environ.get("CI"):
-            pytest.fail("chromium is required in CI: apt-get install -y chromium")
+            pytest.fail("chromium-headless-shell is required in CI: apt-get install -y chromium-headless-shell")
         pytest.skip("chromium not installed")
+    if os.environ.get("CI") and TEST_CHROMIUM == CHROMIUM and not os.environ.get("KVVIZ_TEST_CHROMIUM"):
+        # the README's command installs the shell
+        pytest.fail("chromium-headless-shell is required in CI: apt-get install -y chromium-headless-shell")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=TEST_CHROME_ARGS)
+        b = p.chromium.launch(executable_path=TEST_CHROMIUM, args=TEST_CHROME_ARGS)
         yield b
         b.close()
 
@@ -235,6 +242,23 @@ def tiny_smollm2(tiny_llama_dir):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(s.ENV_SOURCE, str(tiny_llama_dir))
         return s.SmolLM2()
+
+
+@pytest.fixture
+def tiny_real_smollm2(tiny_llama_dir, monkeypatch):
+    """For one page test in AppTest: the server's SmolLM2 is SmolLM2's class on the tiny random Llama
+    (``KVVIZ_SMOLLM2`` names its folder, as a host may), the only real model loaded; for what a page
+    does with its input, not a number of the real weights. Every shared model and run
+    (st.cache_resource) is dropped before and after, so no other test meets the tiny one under
+    SmolLM2's name."""
+    import streamlit as st
+
+    from kvviz.models import smollm2 as s
+    monkeypatch.setenv(s.ENV_SOURCE, str(tiny_llama_dir))
+    monkeypatch.setenv("KVVIZ_REAL_MODELS", "smollm2")
+    st.cache_resource.clear()
+    yield
+    st.cache_resource.clear()
 
 
 @pytest.fixture(scope="session")

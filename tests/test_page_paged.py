@@ -359,9 +359,10 @@ def test_the_stall_view_draws_the_engines_measured_token_times_with_and_without_
     assert any(b.proto.label == "Every request in every setting (CSV)" for b in at.get("download_button"))
 
 
-def test_a_real_models_stall_is_measured_behind_a_button(smollm2, monkeypatch):
+def test_a_real_models_stall_is_measured_behind_a_button(tiny_real_smollm2, monkeypatch):
     """?pg_model=smollm2&pg_view=stall: nothing is measured until the button (a short long prompt
-    here, one repeat: the view's path, not its numbers); then the figure and every request's check."""
+    here, one repeat, SmolLM2's class on tiny weights: the view's path, not its numbers); then the
+    figure and every request's check."""
     from functools import partial
 
     from kvviz.ui.pages import paged_serving

@@ -249,7 +249,8 @@ def test_a_smollm2_round_is_a_step_of_the_stepper_and_the_old_round_address_open
     assert "sd_round" not in at.query_params and at.query_params.get("step") == "1"
 
 
-def test_another_model_opens_its_run_at_the_first_step(smollm2):
+def test_another_model_opens_its_run_at_the_first_step(tiny_real_smollm2):
+    """The draft switch's path (SmolLM2's class on tiny weights)."""
     at = open_page(PAGE, {"step": "7"}, timeout=120)
     assert stepper(at)["start"] == 7
     at.segmented_control(key="sd_draft").set_value("prompt-lookup").run(timeout=120)
@@ -334,7 +335,9 @@ def test_early_exit_on_smollm2_is_greedy_and_says_it_is_slower(smollm2):
     assert "Layers 1 to 20 of 30" in frame_text(f)
 
 
-def test_real_model_bad_text_missing_weights_and_the_measure_button(smollm2, monkeypatch):
+def test_real_model_bad_text_missing_weights_and_the_measure_button(tiny_real_smollm2, monkeypatch):
+    """What the page does with bad text, the measure button and missing weights (SmolLM2's class on
+    tiny weights: the page's paths, not the real model's numbers)."""
     from kvviz.ui.pages import speculative, speculative_speed
     at = open_page(PAGE, {"sd_draft": "prompt-lookup", "sd_llm_new": "2"}, timeout=120)
     for bad, needle in (("   ", "empty"), ("word " * 600, "limit")):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools.browser import CHROME_ARGS, CHROMIUM, Page
+from tools.browser import CHROME_ARGS, TEST_CHROMIUM, Page
 
 pytestmark = pytest.mark.browser
 
@@ -29,7 +29,7 @@ def test_no_request_leaves_the_server_and_icons_still_draw(browser, server):
             r.abort()
 
     # a browser of its own: the tests' single-process chromium does not survive a second context
-    own = browser.browser_type.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+    own = browser.browser_type.launch(executable_path=TEST_CHROMIUM, args=CHROME_ARGS)
     tab = Page.__new__(Page)                   # a Page (settle, assert_clean) in that browser
     tab.ctx, tab.owns_ctx, tab.errors = own.new_context(viewport={"width": 1400, "height": 900}), True, []
     tab.ctx.route("**/*", route)

@@ -209,6 +209,7 @@ def test_the_weather_page_points_at_the_stale_key_and_offers_the_jump_to_it():
     at = _plain(frame_of(p, stale)["notice"]["notice"])
     # the flagged cell of the table is the one the sentence names: head 2, position 4 (so), +1 cached
     assert "head 2's cached key at position 4 (so) is still +1" in at and "6.0 instead of 7.0" in at
+    assert "recomputed now it is \u22121" in at and "-1" not in at           # a typeset minus, as on a slide
     table = frame_of(p, stale)["table"]
     row, col = table["flagged"][0]
     assert p["table"]["cols"][col] == "k (H2)" and p["table"]["rows"][table["ids"][row]][1] == "so"

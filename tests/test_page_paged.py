@@ -32,7 +32,7 @@ def test_defaults_share_a_prefix_at_step_1_and_cross_a_block_boundary_at_step_2(
     frames = stepper(at)["payload"]["frames"]
     assert len(frames) == run.total_steps == 18
     one, two = frame(at, 1), frame(at, 2)
-    assert one["heading"] == "Event 1 of 17: prefill 1 · decode 0"
+    assert one["heading"] == "Event 1 of 17: prefill of request 1 · decode of request 0"
     s1 = run.steps[1]
     assert s1.shared == (0, 1) and s1.prefill_saved == 8
     assert "blocks 0 and 1 were already in the pool" in frame_text(one)
@@ -100,7 +100,7 @@ def test_a_small_pool_from_the_address_preempts_the_newest_request():
     (victim,) = run.steps[6].preempted
     assert run.preemptions == 2 and victim == max(run.steps[5].running, key=lambda r: run.requests[r].admitted_step)
     f = frame(at)
-    assert f["heading"].startswith(f"Event 6 of {run.total_steps - 1}: {victim} preempted")
+    assert f["heading"].startswith(f"Event 6 of {run.total_steps - 1}: request {victim} preempted")
     assert f"Preempted: request {victim}, the newest running one" in frame_text(f)
     later = next(i for i, x in enumerate(run.steps) if victim in x.recomputed)
     assert f"Recompute: request {victim} is admitted again" in frame_text(frame(at, later))
@@ -199,7 +199,8 @@ def test_a_real_model_runs_behind_a_button_from_the_address_and_is_checked(case,
 def test_smollm2_shares_the_system_prompt_and_shows_the_engines_checks(smollm2, llm_page):
     at, _ = llm_page
     frames = stepper(at)["payload"]["frames"]         # tests/test_serving.py checks the engine's run
-    assert len(frames) == 3 and frames[1]["heading"] == "Event 1 of 2: prefill 1 · decode 0 · 0 done"
+    assert len(frames) == 3
+    assert frames[1]["heading"] == "Event 1 of 2: prefill of request 1 · decode of request 0 · request 0 done"
     assert "blocks 0, 1, and 2 were already in the pool" in frame_text(frame(at, 1))
     assert "24 prefill positions saved" in frame_text(frame(at, 1))
     metrics = {m.label: m.value for m in at.metric}

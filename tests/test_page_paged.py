@@ -318,6 +318,9 @@ def test_prefill_and_decode_apart_show_the_shipped_records_behind_a_button(wrong
     at = open_page(PAGE, {"pg_view": "disagg", "pg_seed": str(seed)})
     no_exception(at)
     assert not at.success and any(b.key == "pg_dg_go" for b in at.button) and not calls
+    first = cost.cache_bytes(M.cost_config, len(stream[0].prompt), 1, "fp32")     # what to notice: the formula
+    assert any(i.value.startswith("**Notice:** Look at the formula") and f"**{first:,} bytes**" in i.value
+               for i in at.info)
     (before,) = plotly_specs(at)                            # the formula over the links, before any run
     assert [d["y"] for d in before["data"]] == [["100G", "400G", "NVLink"]] * 2
     at.button(key="pg_dg_go").click().run(timeout=300)
@@ -330,6 +333,8 @@ def test_prefill_and_decode_apart_show_the_shipped_records_behind_a_button(wrong
     assert calls == [("gpt", encode(M, stream[i].prompt), len(run.requests[i].tokens)) for i in range(2)]
     assert any("bytes shipped equal the cache formula" in s.value for s in at.success) != wrong
     assert any("differs from the cache formula" in e.value for e in at.error) == wrong
+    notice = next(i.value for i in at.info if i.value.startswith("**Notice:**"))     # then the bytes shipped
+    assert ("Look at the table's first row" in notice) != wrong and ("Look at request 1's row" in notice) == wrong
     assert list(at.dataframe[1].value["model"]) == ["Llama-3-8B", "Llama-3.1-70B"]
 
 
@@ -357,6 +362,10 @@ def test_the_stall_view_draws_the_engines_measured_token_times_with_and_without_
     assert list(table["steps"]) == [s.steps for s in run.settings]
     assert list(table["long prompt's TTFT (steps)"]) == [s.long.ttft_steps for s in run.settings]
     assert any("equal its solo greedy run in all 4 settings" in s.value for s in at.success)
+    best = min(run.settings[1:], key=lambda x: x.short_max_gap_s)       # what to notice: the smoothest budget
+    notice = next(i.value for i in at.info if i.value.startswith("**Notice:**"))
+    assert f"arrives at step {run.arrival_step}" in notice and f"budget of {best.chunk_budget}" in notice
+    assert f"after {best.long.ttft_steps} steps" in notice
     assert any(b.proto.label == "Every request in every setting (CSV)" for b in at.get("download_button"))
 
 

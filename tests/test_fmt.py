@@ -1,5 +1,5 @@
 """kvviz.ui.app.fmt: English exactly as Python formats it, Spanish and German as Babel (CLDR) does, the
-same digits in every language."""
+same digits in every language; in every language a negative number's minus is U+2212, as typeset."""
 import random
 
 import pytest
@@ -21,10 +21,15 @@ def _percent_pattern(lang: str, digits: int) -> str:
     return pattern.replace("0", "0." + "0" * digits, 1) if digits else pattern
 
 
-def test_english_is_python_formatting_byte_for_byte():
+def _babel(text: str) -> str:
+    """Babel's text with the page's minus sign (CLDR's es and de write the hyphen-minus)."""
+    return text.replace("-", fmt.MINUS)
+
+
+def test_english_is_python_formatting_with_its_minus_typeset():
     for x in VALUES:
         for spec in (".3f", ",.1f", ",.0f", ".4g", "g", "+.3f", ".1e", ".2e", ",.3g"):
-            assert fmt.num(x, spec, "en") == format(x, spec)
+            assert fmt.num(x, spec, "en") == format(x, spec).replace("-", "\u2212")
     assert fmt.fixed(0.33, 3, "en") == "0.330" and fmt.integer(1024, "en") == "1,024"
     assert fmt.factor(12.34, lang="en") == "12.3×"
     assert fmt.percent(0.123, lang="en") == "12%" and fmt.nbytes(37_748_736, "en") == "37.7 MB"
@@ -35,7 +40,7 @@ def test_decimals_and_thousands_as_babel_writes_them(lang):
     for x in VALUES:
         for digits in (0, 1, 3):
             pattern = "#,##0" + ("." + "0" * digits if digits else "")
-            assert fmt.fixed(x, digits, lang) == format_decimal(x, format=pattern, locale=lang), (x, digits)
+            assert fmt.fixed(x, digits, lang) == _babel(format_decimal(x, format=pattern, locale=lang)), (x, digits)
     for n in (0, 7, 999, 1024, 36_864, 8_192, 1_000_000, 37_748_736):
         assert fmt.integer(n, lang) == format_decimal(n, locale=lang)
 
@@ -76,7 +81,7 @@ def test_factors_bytes_flops_durations(lang):
     assert fmt.flops(1.234e9, lang) == "1,23 GFLOP" and fmt.flops(12, lang) == "12 FLOP"
     assert fmt.duration(1.25, lang) == "1,25 s" and fmt.duration(0.0125, lang) == "12,5 ms"
     assert fmt.duration(2.5e-6, lang) == "2,5 µs"
-    assert fmt.signed(-0.5, 3, lang) == "-0,500" and fmt.signed(0.25, 2, lang) == "+0,25"
+    assert fmt.signed(-0.5, 3, lang) == "\u22120,500" and fmt.signed(0.25, 2, lang) == "+0,25"
     assert fmt.sig(10.3333, 4, lang) == "10,33" and fmt.sig(6.0, lang=lang) == "6"
 
 
@@ -88,6 +93,19 @@ def test_same_digits_in_every_language(lang):
         assert en.replace(",", "").replace(".", "") == other.replace(".", "").replace(",", "")
     # a tie in decimal, not in binary: Python's rounding in every language (Babel alone would say 2,68)
     assert fmt.fixed(2.675, 2, "en") == "2.67" and fmt.fixed(2.675, 2, lang).replace(",", ".") == "2.67"
+
+
+@pytest.mark.parametrize("lang", ("en", *OTHER))
+def test_one_minus_sign_in_every_language_on_the_page_and_none_in_words(lang):
+    """A shown negative number reads "−1", not "-1", whatever the language; a hyphen inside a word or
+    a label ("k-2", "top-p") stays a hyphen."""
+    for shown in (fmt.fixed(-1, 0, lang), fmt.integer(-1, lang), fmt.signed(-1.0, 1, lang), fmt.sig(-1, lang=lang),
+                  fmt.percent(-0.01, lang=lang), fmt.factor(-1.0, 0, lang), fmt.nbytes(-1, lang),
+                  fmt.relocalize("-1", lang)):
+        assert shown.startswith("\u2212") and "-" not in shown, shown
+    assert "-" not in fmt.num(1.5e-7, ".1e", lang)
+    cell = fmt.inline("[-0.25, 1.00] k-2 top-p", lang)
+    assert cell.count("\u2212") == 1 and cell.endswith(" k-2 top-p")
 
 
 def test_huge_integers_beyond_64_bits():
@@ -132,7 +150,7 @@ def test_english_pages_do_not_load_babel():
 
 def test_numbers_inside_a_cache_cell_follow_the_language():
     cell = "(0.3302, -0.67, +1 × 64)"
-    assert fmt.inline(cell, "en") == cell
-    assert fmt.inline(cell, "es") == fmt.inline(cell, "de") == "(0,3302; -0,67; +1 × 64)"
+    assert fmt.inline(cell, "en") == "(0.3302, \u22120.67, +1 × 64)"          # only the minus sign typeset
+    assert fmt.inline(cell, "es") == fmt.inline(cell, "de") == "(0,3302; \u22120,67; +1 × 64)"
     assert fmt.inline("decode, rewritten at event 3", "de") == "decode, rewritten at event 3"   # words stay
     assert fmt.inline("12", "es") == "12"

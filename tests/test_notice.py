@@ -209,6 +209,7 @@ def test_the_weather_page_points_at_the_stale_key_and_offers_the_jump_to_it():
     at = _plain(frame_of(p, stale)["notice"]["notice"])
     # the flagged cell of the table is the one the sentence names: head 2, position 4 (so), +1 cached
     assert "head 2's cached key at position 4 (so) is still +1" in at and "6.0 instead of 7.0" in at
+    assert "recomputed now it is \u22121" in at and "-1" not in at           # a typeset minus, as on a slide
     table = frame_of(p, stale)["table"]
     row, col = table["flagged"][0]
     assert p["table"]["cols"][col] == "k (H2)" and p["table"]["rows"][table["ids"][row]][1] == "so"
@@ -353,6 +354,137 @@ def test_the_real_llm_notice_says_why_grouped_kv_heads_make_the_cache_smaller_an
     table = frame_of(p, drop)["table"]
     assert [int(p["table"]["rows"][table["ids"][i]][0]) for i in table["evicted"]][-1] == gone[-1]
     assert all(n["jump"] is None for n in _notices(_llm(translator("en"), "gemma3", 3).to_dict()))   # the global layer
+
+
+# ---- views without a stepper: the Paged cache's stall and disaggregation, the Cost page's tabs ----------------
+
+@functools.cache
+def _stall():
+    """The stall view's record on the tiny GPT, small: a 16-token prompt, one budget, one repeat."""
+    from kvviz.serving.stall import measure_stall, stall_stream
+    return measure_stall(GPT, stall_stream(GPT, 16), (4,), repeats=1)
+
+
+@functools.cache
+def _shipped():
+    """The disaggregation view's rows on the tiny GPT: two prompts through the two workers (in threads,
+    over a local socket, as the page's two processes), against the cache formula and one process."""
+    from kvviz import cost
+    from kvviz.models.base import encode
+    from kvviz.serving.disagg import ship_in_threads
+    from kvviz.ui.frames.paged_notice import ShipRow
+    rows = []
+    for r, text in enumerate(("Today the weather is so nice", "It was")):
+        ids = encode(GPT, GPT.tokenize(text))
+        shipped = ship_in_threads(GPT, ids, 3)
+        solo = run_generation(GPT, GPT.tokenize(text), 3)
+        same = [GPT.logit_tokens[i] for i in shipped.tokens] == [e.chosen for e in solo.events if e.phase == "choose"]
+        rows.append(ShipRow(r, len(ids), cost.cache_bytes(GPT.cost_config, len(ids), 1, "fp32"), shipped.bytes_sent,
+                            same))
+    return tuple(rows)
+
+
+def _disagg(tr, ran=True):
+    from kvviz import cost
+    from kvviz.ui.frames.paged_notice import ShipRow, disagg_notice
+    rows = _shipped() if ran else tuple(ShipRow(r.request, r.prompt_tokens, r.formula_bytes) for r in _shipped())
+    return disagg_notice(rows, GPT.cost_config, cost.DTYPE_BITS["fp32"] // 8, tr)
+
+
+def _cost(tab: str):
+    """A Cost tab's notice, from the numbers the tab shows at its defaults (kvviz/ui/pages/cost*.py)."""
+    from kvviz import cost
+    from kvviz.ui.frames import cost_notice
+
+    def build(tr):
+        if tab == "memory":           # GQA (the shared-K/V sentence) and MHA
+            return " ".join(cost_notice.memory(cost.memory_report(cost.PRESETS[m], 1024, 1, "fp16"), tr)
+                            for m in ("llama3-8b", "gpt2"))
+        if tab == "compute":
+            cfg = cost.PRESETS["gpt2"]
+            return cost_notice.compute(32, cost.generation_flops(cfg, 2, 32, True),
+                                       cost.generation_flops(cfg, 2, 32, False), cost.step_flops(cfg, 33, True),
+                                       cost.step_flops(cfg, 33, False), tr)
+        if tab == "serving":
+            cfg = cost.PRESETS["llama3-8b"]
+            return cost_notice.serving(cost.cache_transfer(cfg, 4096, 1, "bf16", 100.0),
+                                       cost.decode_step_floor(cfg, 4096, 1, "bf16", 3.35), tr)
+        xs, cfg = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096], cost.PRESETS["llama3-8b"]
+        return cost_notice.intensity(xs, [cost.prefill_intensity(cfg, x, 1).flops_per_byte for x in xs],
+                                     [cost.decode_intensity(cfg, 4096, x).flops_per_byte for x in xs], 300.0, 4096,
+                                     cost.decode_intensity_limit(cfg, 4096), tr)
+    return build
+
+
+def _stall_notice(tr):
+    from kvviz.ui.frames.paged_notice import stall_notice
+    return stall_notice(_stall(), tr)
+
+
+VIEWS = {"paged_stall": _stall_notice,
+         "paged_disagg_before": lambda tr: _disagg(tr, ran=False), "paged_disagg": _disagg,
+         **{f"cost_{tab}": _cost(tab) for tab in ("memory", "compute", "measure", "serving")}}
+
+
+@pytest.mark.parametrize("view", list(VIEWS))
+def test_every_view_without_a_stepper_says_what_to_notice_in_every_language(view):
+    texts = {lang: html.unescape(VIEWS[view](translator(lang))) for lang in LANGS}
+    assert all(len(t) > 40 and "{" not in t for t in texts.values()), texts
+    assert texts["es"] != texts["en"] != texts["de"], texts             # translated, not English fallbacks
+
+
+def test_the_stall_notice_names_the_gap_the_whole_prefill_opens_and_what_the_budget_costs():
+    import dataclasses
+
+    from kvviz.ui.frames.paged_notice import smoothest, stall_notice, stall_time
+    run = _stall()
+    whole, best = run.settings[0], smoothest(run)
+    shown = stall_time(run, "en")
+    text = stall_notice(run, translator("en"))
+    assert f"arrives at step {run.arrival_step}" in text and f"prompt of {run.long_tokens} tokens" in text
+    assert f"longest gap between two tokens is **{shown(whole.short_max_gap_s)}**" in text
+    assert f"budget of {best.chunk_budget}" in text and f"**{shown(best.short_max_gap_s)}**" in text
+    assert f"after {best.long.ttft_steps} steps" in text and best.long.ttft_steps > whole.long.ttft_steps
+    smaller = best.short_max_gap_s < whole.short_max_gap_s         # measured: either way, the text says which
+    assert ("smaller, because the decodes go first" in text) == smaller
+    assert ("shows no smaller gap" in text) == (not smaller)
+    # a measurement where the budget's gaps came out as large as the whole prompt's: said, never "smaller"
+    same = dataclasses.replace(run, settings=(whole, dataclasses.replace(best, requests=whole.requests)))
+    noisy = stall_notice(same, translator("en"))
+    assert "shows no smaller gap" in noisy and "The steps do not" in noisy
+
+
+def test_the_disaggregation_notice_equals_the_shipped_bytes_to_the_cache_formula():
+    from kvviz import cost
+    rows = _shipped()
+    first = rows[0]
+    assert all(r.bytes_sent == r.formula_bytes and r.same_tokens for r in rows)     # the engine's check
+    cfg = GPT.cost_config
+    assert first.formula_bytes == 2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * 4 * first.prompt_tokens
+    formula = f"2 · {cfg.n_layers} layers · {cfg.n_kv_heads} K/V heads · {cfg.head_dim} dimensions · 4 bytes"
+    before = _disagg(translator("en"), ran=False)
+    assert formula + f" · {first.prompt_tokens} = **{fmt.integer(first.formula_bytes, lang='en')} bytes**" in before
+    after = _disagg(translator("en"))
+    assert f"shipped **{fmt.integer(first.bytes_sent, lang='en')} bytes**" in after and formula in after
+    assert "same tokens as one process (both requests)" in after
+    assert cost.DTYPE_BITS["fp32"] // 8 == 4
+    from kvviz.ui.frames.paged_notice import ShipRow, disagg_notice
+    off = (rows[0], ShipRow(1, rows[1].prompt_tokens, rows[1].formula_bytes, rows[1].bytes_sent + 4, True))
+    assert "Look at request 1's row" in disagg_notice(off, cfg, 4, translator("en"))
+
+
+def test_the_cost_notices_name_the_numbers_their_tab_shows():
+    from kvviz import cost
+    rep = cost.memory_report(cost.PRESETS["llama3-8b"], 1024, 1, "fp16")
+    text = _cost("memory")(translator("es"))
+    assert fmt.nbytes(rep.total, lang="es") in text and f"×{fmt.sig(rep.saving_vs_mha, lang='es')}" in text
+    cfg = cost.PRESETS["llama3-8b"]
+    dec = [cost.decode_intensity(cfg, 4096, x).flops_per_byte for x in (1, 4096)]
+    ai = _cost("measure")(translator("en"))
+    assert dec[-1] < 300 and "stays below it for every batch up to 4,096" in ai       # decode: memory-bound
+    assert fmt.fixed(cost.decode_intensity_limit(cfg, 4096), 1, lang="en") in ai
+    p = next(x for x in (2 ** i for i in range(13)) if cost.prefill_intensity(cfg, x, 1).flops_per_byte >= 300)
+    assert f"from {p} tokens on" in ai
 
 
 # ---- moments of the other pages, from their records (kvviz/ui/frames/moments.py) ----------------------------

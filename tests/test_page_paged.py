@@ -32,7 +32,7 @@ def test_defaults_share_a_prefix_at_step_1_and_cross_a_block_boundary_at_step_2(
     frames = stepper(at)["payload"]["frames"]
     assert len(frames) == run.total_steps == 18
     one, two = frame(at, 1), frame(at, 2)
-    assert one["heading"] == "Event 1 of 17: prefill 1 · decode 0"
+    assert one["heading"] == "Event 1 of 17: prefill of request 1 · decode of request 0"
     s1 = run.steps[1]
     assert s1.shared == (0, 1) and s1.prefill_saved == 8
     assert "blocks 0 and 1 were already in the pool" in frame_text(one)
@@ -100,7 +100,7 @@ def test_a_small_pool_from_the_address_preempts_the_newest_request():
     (victim,) = run.steps[6].preempted
     assert run.preemptions == 2 and victim == max(run.steps[5].running, key=lambda r: run.requests[r].admitted_step)
     f = frame(at)
-    assert f["heading"].startswith(f"Event 6 of {run.total_steps - 1}: {victim} preempted")
+    assert f["heading"].startswith(f"Event 6 of {run.total_steps - 1}: request {victim} preempted")
     assert f"Preempted: request {victim}, the newest running one" in frame_text(f)
     later = next(i for i, x in enumerate(run.steps) if victim in x.recomputed)
     assert f"Recompute: request {victim} is admitted again" in frame_text(frame(at, later))
@@ -199,7 +199,8 @@ def test_a_real_model_runs_behind_a_button_from_the_address_and_is_checked(case,
 def test_smollm2_shares_the_system_prompt_and_shows_the_engines_checks(smollm2, llm_page):
     at, _ = llm_page
     frames = stepper(at)["payload"]["frames"]         # tests/test_serving.py checks the engine's run
-    assert len(frames) == 3 and frames[1]["heading"] == "Event 1 of 2: prefill 1 · decode 0 · 0 done"
+    assert len(frames) == 3
+    assert frames[1]["heading"] == "Event 1 of 2: prefill of request 1 · decode of request 0 · request 0 done"
     assert "blocks 0, 1, and 2 were already in the pool" in frame_text(frame(at, 1))
     assert "24 prefill positions saved" in frame_text(frame(at, 1))
     metrics = {m.label: m.value for m in at.metric}
@@ -317,6 +318,9 @@ def test_prefill_and_decode_apart_show_the_shipped_records_behind_a_button(wrong
     at = open_page(PAGE, {"pg_view": "disagg", "pg_seed": str(seed)})
     no_exception(at)
     assert not at.success and any(b.key == "pg_dg_go" for b in at.button) and not calls
+    first = cost.cache_bytes(M.cost_config, len(stream[0].prompt), 1, "fp32")     # what to notice: the formula
+    assert any(i.value.startswith("**Notice:** Look at the formula") and f"**{first:,} bytes**" in i.value
+               for i in at.info)
     (before,) = plotly_specs(at)                            # the formula over the links, before any run
     assert [d["y"] for d in before["data"]] == [["100G", "400G", "NVLink"]] * 2
     at.button(key="pg_dg_go").click().run(timeout=300)
@@ -329,6 +333,8 @@ def test_prefill_and_decode_apart_show_the_shipped_records_behind_a_button(wrong
     assert calls == [("gpt", encode(M, stream[i].prompt), len(run.requests[i].tokens)) for i in range(2)]
     assert any("bytes shipped equal the cache formula" in s.value for s in at.success) != wrong
     assert any("differs from the cache formula" in e.value for e in at.error) == wrong
+    notice = next(i.value for i in at.info if i.value.startswith("**Notice:**"))     # then the bytes shipped
+    assert ("Look at the table's first row" in notice) != wrong and ("Look at request 1's row" in notice) == wrong
     assert list(at.dataframe[1].value["model"]) == ["Llama-3-8B", "Llama-3.1-70B"]
 
 
@@ -356,6 +362,10 @@ def test_the_stall_view_draws_the_engines_measured_token_times_with_and_without_
     assert list(table["steps"]) == [s.steps for s in run.settings]
     assert list(table["long prompt's TTFT (steps)"]) == [s.long.ttft_steps for s in run.settings]
     assert any("equal its solo greedy run in all 4 settings" in s.value for s in at.success)
+    best = min(run.settings[1:], key=lambda x: x.short_max_gap_s)       # what to notice: the smoothest budget
+    notice = next(i.value for i in at.info if i.value.startswith("**Notice:**"))
+    assert f"arrives at step {run.arrival_step}" in notice and f"budget of {best.chunk_budget}" in notice
+    assert f"after {best.long.ttft_steps} steps" in notice
     assert any(b.proto.label == "Every request in every setting (CSV)" for b in at.get("download_button"))
 
 

@@ -87,8 +87,8 @@ def test_prefill_then_step_to_the_stale_decode():
     assert any("Head 2 · last token differs by 1.0" in e for e in errors)
     assert any("Recompute check" in e and "|Δ| = 1" in e for e in errors)
     assert "key of position 4 (so)" in frame_text(f)
-    assert any("<strong>+1</strong>" in b.get("html", "") and "<strong>-1</strong>" in b.get("html", "")
-               for b in f["main"])
+    assert any("<strong>+1</strong>" in b.get("html", "") and "<strong>\u22121</strong>" in b.get("html", "")
+               for b in f["main"])                 # the page shows −1 with a typeset minus
     table = frame_table(at, 2)
     assert table["k (H2)"].tolist()[3:] == ["(+1 × 64)", "(+1 × 64)"]
     assert [table.columns[c] for _, c in f["table"]["flagged"]] == ["k (H2)"]         # the stale key, flagged

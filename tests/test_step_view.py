@@ -74,6 +74,8 @@ def test_weather_repair_rewrites_a_row_and_flags_nothing():
     # the rewritten row is another row version: frames before it keep the old one
     before, after = frame_table(pf, 1), frame_table(pf, 2)
     assert before["k (H2)"][3] == "(+1 × 64)" and after["k (H2)"][3] == "(-1 × 64)"
+    k = pf["table"]["csv_cols"].index("k (H2)")            # shown with a typeset minus, the CSV's stays "-"
+    assert pf["table"]["rows"][pf["frames"][2]["table"]["ids"][3]][k] == "(\u22121 × 64)"
     assert "differs by 1.0" in frame_text(frame_of(ps, 2)) and "differs" not in frame_text(frame_of(pf, 2))
 
 

@@ -4,14 +4,17 @@ English keeps the app's reference output, which is Python's format mini-language
 ``0.330``, ``1,024``, ``12.3×``, ``37.7 MB``, ``12%``. Spanish and German show **the same
 digits** with the symbols Babel (the CLDR data, ``babel.numbers``) gives their locales: decimal
 comma, ``.`` between thousands, ``12 %`` with a no-break space:
-``0,330``, ``1.024``, ``12,3×``, ``37,7 MB``, ``12 %``. Scientific notation is written with a power
-of ten in every language, ``1.2 × 10⁻⁶`` | ``1,2 × 10⁻⁶`` (:func:`sci`). Babel groups four-digit numbers in
-Spanish too (``1.024``, as the static texts write them); CLDR's minimum-grouping rule for ``es``
-(which would print ``1024``) is not applied by Babel, and this module follows Babel.
+``0,330``, ``1.024``, ``12,3×``, ``37,7 MB``, ``12 %``. One rule in every language: a negative
+number is written with the minus sign U+2212 (``−0.5`` | ``−0,5``), as a typeset page writes it, not
+the hyphen-minus Python and CLDR's ``en``/``es``/``de`` give (:data:`MINUS`).
+Scientific notation is written with a power of ten in every language, ``1.2 × 10⁻⁶`` | ``1,2 × 10⁻⁶``
+(:func:`sci`). Babel groups four-digit numbers in Spanish too (``1.024``, as the static texts write
+them); CLDR's minimum-grouping rule for ``es`` (which would print ``1024``) is not applied by Babel,
+and this module follows Babel.
 
 The digits come from Python's formatting and only the symbols are swapped, so a number is rounded
 the same way in every language (switching the language never changes a digit), and English output
-is byte-for-byte what ``f"{x:.3f}"`` gave before.
+is what ``f"{x:.3f}"`` gives with its minus sign typeset.
 
 Use::
 
@@ -25,7 +28,9 @@ Use::
     fmt.nbytes(37_748_736)      # en 37.7 MB    es/de 37,7 MB
 
 Every function takes ``lang=`` (``"en"``, ``"es"``, ``"de"``); without it, the current page's language.
-Downloads (CSV, JSON) must not use this module: they stay machine-readable with dot decimals.
+Everything here is shown text. What goes into a widget's value, an address (URL parameter), a
+download (CSV, JSON) or the CLI's output must not use this module: it stays machine-readable, with
+dot decimals and the hyphen-minus.
 Charts: ``kvviz.ui.components.charts.chart`` sets plotly's ``separators`` from :func:`plotly_separators` and passes
 numbers the figure builders pre-formatted in English through :func:`relocalize`.
 """
@@ -36,7 +41,8 @@ from functools import cache
 
 from kvviz.ui.app import lang as page_lang  # the page's language (kvviz/ui/app/lang.py), not i18n: no circle
 
-REFERENCE = "en"        # the language whose output is Python's own formatting
+REFERENCE = "en"        # the language whose output is Python's own formatting (its minus typeset)
+MINUS = "\u2212"        # "−": every language's minus sign on the page (CLDR's en/es/de say "-")
 
 
 def _lang(lang: str | None) -> str:
@@ -62,7 +68,13 @@ def _symbols(lang: str) -> dict[str, str] | None:
     )
     Locale.parse(lang)                                   # an unknown language fails loudly here
     return {".": get_decimal_symbol(lang), ",": get_group_symbol(lang), "e": get_exponential_symbol(lang),
-            "E": get_exponential_symbol(lang), "-": get_minus_sign_symbol(lang), "+": get_plus_sign_symbol(lang)}
+            "E": get_exponential_symbol(lang), "-": _typeset(get_minus_sign_symbol(lang)),
+            "+": get_plus_sign_symbol(lang)}
+
+
+def _typeset(minus: str) -> str:
+    """A locale's minus symbol as the page writes it: CLDR's hyphen-minus becomes U+2212."""
+    return MINUS if minus == "-" else minus
 
 
 @cache
@@ -77,10 +89,11 @@ def _percent_affixes(lang: str) -> tuple[str, str]:
 
 
 def _swap(text: str, lang: str) -> str:
-    """Python's symbols in ``text`` replaced by the locale's (CLDR writes no + in a positive exponent)."""
+    """Python's symbols in ``text`` replaced by the locale's (CLDR writes no + in a positive exponent);
+    in English only the minus sign."""
     table = _symbols(lang)
     if table is None:
-        return text
+        return text.replace("-", MINUS)
     return "".join(table.get(c, c) for c in text.replace("e+", "e"))
 
 
@@ -176,16 +189,18 @@ def duration(seconds: float, lang: str | None = None) -> str:
 
 _LIST_COMMA = re.compile(r"(?<=\d), (?=[+\-]?\d)")      # "0.33, 0.67": a list of numbers
 _POINT = re.compile(r"(?<=\d)\.(?=\d)")
+_SIGN = re.compile(r"(?<![\w.])-(?=\.?\d)")            # a minus before a number, not a hyphen in a word
 
 
 def inline(text: str, lang: str | None = None) -> str:
-    """Numbers inside a text Python wrote (``"(0.33, -0.67)"``, a cache cell) in ``lang``'s symbols.
-    Where the decimal mark is a comma, a comma between numbers becomes "; " (as Spanish and German
-    write lists of decimals): ``"(0,33; -0,67)"``. Thousands separators are not expected here."""
+    """Numbers inside a text Python wrote (``"(0.33, -0.67)"``, a cache cell) in ``lang``'s symbols:
+    the minus sign typeset (``"(0.33, −0.67)"``); where the decimal mark is a comma, a comma between
+    numbers becomes "; " (as Spanish and German write lists of decimals): ``"(0,33; −0,67)"``.
+    Thousands separators are not expected here."""
     table = _symbols(_lang(lang))
-    if table is None or table["."] != ",":
-        return text
-    return _POINT.sub(",", _LIST_COMMA.sub("; ", text))
+    if table is not None and table["."] == ",":
+        text = _POINT.sub(",", _LIST_COMMA.sub("; ", text))
+    return _SIGN.sub(MINUS, text)
 
 
 def plotly_separators(lang: str | None = None) -> str:
@@ -208,12 +223,14 @@ def relocalize(text: str, lang: str | None = None) -> str:
     For numbers that pure figure builders (``kvviz.viz.theme`` …) already turned into text: plotly's
     ``separators`` cannot reach those."""
     lang = _lang(lang)
-    if lang == REFERENCE or not isinstance(text, str):
+    if not isinstance(text, str):
         return text
     m = _NUMBER.fullmatch(text)
     if m is None:
         return text
     number, unit = m.group("num"), m.group("unit") or ""
+    if lang == REFERENCE:                 # English: only the minus sign changes
+        return _swap(number, lang) + unit
     if unit == "%":
         head, tail = _percent_affixes(lang)
         sign = number[0] if number[0] in "+-" else ""

@@ -481,7 +481,7 @@ class Payload:
         """A cache cell as shown: its numbers and its words in the page's language (the CSV keeps
         the engine's text)."""
         if self.lang == fmt.REFERENCE:
-            return cell
+            return fmt.inline(cell, self.lang)     # only the minus sign typeset (kvviz/ui/app/fmt.py)
         for pattern, key, name in self._CELL_PHRASES:
             cell = pattern.sub(lambda m, key=key, name=name: self.tr(key, **{name: int(m.group(1))}), cell)
         return fmt.inline(cell, self.lang)

@@ -27,6 +27,7 @@ from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import LANGS, current_lang, join, strings, t
 from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
+from kvviz.ui.frames import cost_notice, translator
 from kvviz.ui.pages import lecture
 from kvviz.viz.cost import disaggregated_diagram, flops_vs_n, kv_sharing_bars, memory_vs_context
 
@@ -123,10 +124,7 @@ def _memory() -> None:
     if got is None:
         return
     weights = cost.weight_bytes(preset, rep.dtype) if same and preset.vocab else None
-    notice = (t("notice.cost_memory", tokens=rep.tokens, batch=rep.batch, total=fmt.nbytes(rep.total),
-                per_token=fmt.nbytes(rep.bytes_per_token))
-              + (" " + t("notice.cost_memory_shared", kind=rep.kind, x=fmt.sig(rep.saving_vs_mha))
-                 if rep.kind != "MHA" else ""))
+    notice = cost_notice.memory(rep, translator(current_lang()))
     if present:
         numbers, plot = st.columns([1, 3])
         with numbers:                          # presenter mode: beside the chart, not above it (one screen)
@@ -360,8 +358,7 @@ def _compute() -> None:
         "uncached_attention": t("cost.fig_uncached_att"), "cached_attention": t("cost.fig_cached_att"),
         "uncached_counted": t("cost.fig_uncached_counted"), "cached_counted": t("cost.fig_cached_counted"),
         "x": t("cost.fig_n"), "y": t("cost.fig_flops"), "title": t("cost.fig_flops_title", name=cfg.name, p=p)})
-    step_view.notice(t("notice.cost_compute", n=n, x=_ratio(without.total, with_c.total),
-                       step=_ratio(step_u.total, step_c.total)))
+    step_view.notice(cost_notice.compute(n, with_c, without, step_c, step_u, translator(current_lang())))
     chart(fig, t("cost.fig_flops_alt"), key="cost_flops_chart")
     if counted:
         last = len(counted["n"]) - 1
@@ -461,8 +458,7 @@ def _serving() -> None:
     except LimitError as e:
         st.error(t("cost.bad_input", reason=str(e)), icon=":material/error:")
         return
-    step_view.notice(t("first.cost_serving", size=fmt.nbytes(tr.bytes), time=fmt.duration(tr.seconds),
-                       steps=fmt.num(tr.seconds / floor, ",.1f"), step=fmt.duration(floor)))
+    step_view.notice(cost_notice.serving(tr, floor, translator(current_lang())))
     m = st.columns(4)
     m[0].metric(t("cost.sv_size"), fmt.nbytes(tr.bytes), help=_total_help(tr.bytes))
     m[1].metric(t("cost.sv_time"), fmt.duration(tr.seconds), help=t("cost.sv_time_help"))

@@ -17,9 +17,10 @@ from kvviz.limits import (
 )
 from kvviz.measure.scaling import SHAPES, Measurements, measure_all
 from kvviz.ui.app import fmt, nav, urlstate
-from kvviz.ui.app.i18n import t
+from kvviz.ui.app.i18n import current_lang, t
 from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
+from kvviz.ui.frames import cost_notice, translator
 from kvviz.viz.cost import line_chart, step_time_vs_batch
 
 KEEP = "session"
@@ -101,9 +102,7 @@ def _results(res: Measurements) -> None:
     st.caption(t("cost.ms_done", s=fmt.fixed(res.seconds, 1), name=cfg.name, threads=res.threads))
     pts = res.batch
     first, last = pts[0], pts[-1]
-    step_view.notice(t("first.cost_measured", a=first.batch, b=last.batch,
-                       rise=fmt.factor(last.ms_per_step / first.ms_per_step, 2),
-                       gain=fmt.factor(last.tokens_per_s / first.tokens_per_s, 1)))
+    step_view.notice(cost_notice.measured(res, translator(current_lang())))
     m = st.columns(3)
     m[0].metric(t("cost.ms_tok_s_1", b=first.batch), fmt.fixed(first.tokens_per_s, 0))
     m[1].metric(t("cost.ms_tok_s_n", b=last.batch), fmt.fixed(last.tokens_per_s, 0),
@@ -170,6 +169,8 @@ def _intensity() -> None:
     except (LimitError, ValueError, TypeError, OverflowError) as e:
         st.error(t("cost.bad_input", reason=str(e)), icon=":material/error:")
         return
+    step_view.notice(cost_notice.intensity(xs, pre, dec, ridge, ctx, cost.decode_intensity_limit(cfg, ctx),
+                                           translator(current_lang())))
     fig = line_chart(xs, {t("cost.ai_prefill"): pre, t("cost.ai_decode", ctx=fmt.integer(ctx)): dec},
                      {"x": t("cost.ai_x"), "y": t("cost.ai_y"), "title": t("cost.ai_fig_title", name=cfg.name)},
                      log_x=True, log_y=True, hlines={t("cost.ai_ridge_line", r=fmt.sig(ridge)): ridge})

@@ -35,12 +35,12 @@ from kvviz.serving import Request, ServeRun, conversation_trace
 from kvviz.serving.disagg import Shipped, serve_disaggregated
 from kvviz.serving.stall import StallRun, measure_stall, stall_stream
 from kvviz.ui.app import fmt, models, nav, presenter, urlstate
-from kvviz.ui.app.i18n import t
+from kvviz.ui.app.i18n import current_lang, t
 from kvviz.ui.app.turns import RunStore, held
 from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
+from kvviz.ui.frames import paged_notice, translator
 from kvviz.ui.frames import paged_serving as frames_prefix
-from kvviz.ui.frames import translator
 from kvviz.viz.paged_serving import STALL_WORDS, disagg_spec, stall_spec
 
 VIEWS = ("stream", "prefix", "disagg", "stall")
@@ -166,6 +166,23 @@ def _ship_chart(rate: float | None) -> None:
     st.caption(t("stall.dg_chart_note" if rate else "stall.dg_chart_before"))
 
 
+NOTICE_COLUMNS = [1, 3]       # presenter mode: the notice beside a view's chart (as the Memory tab's numbers)
+
+
+def _noticed(where: st.delta_generator.DeltaGenerator, text: str) -> st.delta_generator.DeltaGenerator:
+    """A view's "what to notice" line in ``where``, before the view's chart, which goes into the
+    container returned: above it normally; beside it in presenter mode, where the two come first
+    (before the introduction) and the chart stays on one 1280×720 screen."""
+    if presenter.presenting():
+        side, main = where.columns(NOTICE_COLUMNS)
+        with side:
+            step_view.notice(text)
+        return main
+    with where:
+        step_view.notice(text)
+    return where.container()
+
+
 def _view_intro(*texts: str) -> st.delta_generator.DeltaGenerator:
     """A view's introduction: above what follows normally, below it in presenter mode (the chart
     first on a projector's screen). Returns where what follows goes."""
@@ -174,15 +191,27 @@ def _view_intro(*texts: str) -> st.delta_generator.DeltaGenerator:
     return body if presenter.presenting() else st.container()
 
 
+def _disagg_notice(model, run: ServeRun, got: Disaggregated | None) -> str:
+    """What to notice: the first request's cache by the formula; once run, the bytes shipped and the
+    tokens against it (kvviz/ui/frames/paged_notice.py)."""
+    if got is None:
+        rows = [paged_notice.ShipRow(r.request.id, len(r.request.prompt),       # one id per token (encode)
+                                     cost.cache_bytes(model.cost_config, len(r.request.prompt), 1, "fp32"))
+                for r in run.requests[:DISAGG_REQUESTS]]
+    else:
+        rows = [paged_notice.ShipRow(r.id, len(r.prompt), f, s.bytes_sent, same) for r, s, f, same in got.rows]
+    return paged_notice.disagg_notice(rows, model.cost_config, cost.DTYPE_BITS["fp32"] // 8,
+                                      translator(current_lang()))
+
+
 def render_disagg(model_name: str, model, key: tuple, run: ServeRun) -> None:
-    holder = _view_intro(t("serving.dg_intro", n=min(DISAGG_REQUESTS, len(run.requests))),
-                         t("serving.notice", text=t("serving.dg_notice")))
+    holder = _view_intro(t("serving.dg_intro", n=min(DISAGG_REQUESTS, len(run.requests))))
     store = _disagg_store()
     got = store.get(key)                 # the chart (in ``holder``) above the button: the formula, then the rate
     if got is None:
         if not st.button(t("serving.dg_run"), type="primary", icon=":material/play_arrow:", key="pg_dg_go",
                          help=t("serving.dg_run_help")):
-            with holder:
+            with _noticed(holder, _disagg_notice(model, run, None)):
                 _ship_chart(None)
             return
         with held(store.running, t("serving.dg_busy")) as mine:
@@ -197,7 +226,7 @@ def render_disagg(model_name: str, model, key: tuple, run: ServeRun) -> None:
             store.put(key, got)
     assert isinstance(got, Disaggregated)
     rate = sum(s.bytes_sent for _, s, _, _ in got.rows) / max(sum(s.transfer_s for _, s, _, _ in got.rows), 1e-9)
-    with holder:
+    with _noticed(holder, _disagg_notice(model, run, got)):
         _ship_chart(rate)
     text = _text_of(model)
     table = pd.DataFrame([{
@@ -299,13 +328,11 @@ def render_stall(model_name: str, model, tiny: bool, budget: int) -> None:
         return
     if run is None:
         return
-    with top:
+    with _noticed(top, paged_notice.stall_notice(run, translator(current_lang()))):
         chart(go.Figure(stall_spec(run, words=_stall_words(), decimal=fmt.fixed)), t("stall.alt"),
               key="pg_stall_chart")
-    whole, *chunked = run.settings
-    best = min(chunked, key=lambda x: x.short_max_gap_s)
-    unit_ms = max(s.long.token_s[-1] for s in run.settings) < 2.0
-    shown = (lambda x: fmt.fixed(x * 1e3, 1) + " ms") if unit_ms else (lambda x: fmt.fixed(x, 2) + " s")
+    whole, best = run.settings[0], paged_notice.smoothest(run)
+    shown = paged_notice.stall_time(run, current_lang())
     st.markdown(t("stall.trade", gap=shown(whole.short_max_gap_s), budget=best.chunk_budget,
                   chunk_gap=shown(best.short_max_gap_s), ttft=shown(whole.long.ttft_s),
                   chunk_ttft=shown(best.long.ttft_s), steps=whole.steps, chunk_steps=best.steps))

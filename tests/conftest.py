@@ -278,17 +278,21 @@ def tiny_smollm2(tiny_llama_dir):
 def tiny_real_smollm2(tiny_llama_dir, monkeypatch):
     """For one page test in AppTest: the server's SmolLM2 is SmolLM2's class on the tiny random Llama
     (``KVVIZ_SMOLLM2`` names its folder, as a host may), the only real model loaded; for what a page
-    does with its input, not a number of the real weights. Every shared model and run
-    (st.cache_resource) is dropped before and after, so no other test meets the tiny one under
-    SmolLM2's name."""
-    import streamlit as st
+    does with its input, not a number of the real weights. The process's shared models and runs
+    (st.cache_resource) are set aside for the test, which starts with none, and put back after it:
+    no other test meets the tiny model under SmolLM2's name, and none loads the real ones again."""
+    from streamlit.runtime.caching import cache_resource_api
 
     from kvviz.models import smollm2 as s
     monkeypatch.setenv(s.ENV_SOURCE, str(tiny_llama_dir))
     monkeypatch.setenv("KVVIZ_REAL_MODELS", "smollm2")
-    st.cache_resource.clear()
+    caches = cache_resource_api._resource_caches          # Streamlit's registry (no public swap)
+    with caches._caches_lock:
+        saved, caches._function_caches = caches._function_caches, {}
     yield
-    st.cache_resource.clear()
+    caches.clear_all()
+    with caches._caches_lock:
+        caches._function_caches = saved
 
 
 @pytest.fixture(scope="session")

@@ -309,9 +309,8 @@ def smollm2_installed() -> None:
 @pytest.fixture(scope="session")
 def smollm2(smollm2_installed):
     """The real SmolLM2-135M-Instruct, converted once into the cache directory (under a file lock,
-    whichever process comes first), then loaded once per worker."""
-    from kvviz.models import smollm2 as s
-    return s.SmolLM2()
+    whichever process comes first), then loaded once per worker: the pages' shared copy (``_served``)."""
+    return _served("smollm2")
 
 
 @pytest.fixture(scope="session")
@@ -326,7 +325,16 @@ def gemma3():
         if os.environ.get("CI"):
             pytest.fail(f"CI installs Gemma 3's weights ({real.INSTALL_COMMAND}); they are missing")
         pytest.skip(f"Gemma 3's weights are not installed ({real.INSTALL_COMMAND})")
-    return g.Gemma3()
+    return _served("gemma3")
+
+
+def _served(name: str):
+    """The real model ``name`` as the server's start-up loads it (kvviz.ui.app.models.prepare): the one
+    copy that the engine tests and the pages in AppTest of this worker share (each loaded its own:
+    Gemma 3 twice took ≈ 4 s more)."""
+    from kvviz.models.registry import MODELS
+    from kvviz.ui.app import models
+    return models.prepare(name) or MODELS[name]()          # the host's KVVIZ_REAL_MODELS left it out
 
 
 # --- the smaller caches' tests on both kinds of model (tests/test_compress_evict.py, _latent.py) ---

@@ -101,10 +101,11 @@ def loaded_model(dtype: str = "float32") -> RealLM:
 def prepare(name: str, dtype: str = "float32") -> RealLM | None:
     """Server start-up only: assemble, convert or download the weights of ``name`` once, then load
     them into the shared copy; None when they are not installed or the host left the model out."""
-    if name not in enabled() or (MODELS[name].SPEC.env_source and source(name) is None):
+    found = source(name) if name in enabled() else None
+    if found is None:
         return None
-    MODELS[name](dtype, prepare=True)               # the one place that converts or downloads
-    return _real(name, dtype)
+    real.model_dir(MODELS[name].SPEC, found, prepare=True)     # the one place that converts or downloads
+    return _real(name, dtype)                                   # loaded once, into the shared copy
 
 
 @st.cache_resource(show_spinner=False)

@@ -80,9 +80,9 @@ ARM = """(next) => {
 }"""
 
 
-def time_press(tab: Page, step: int) -> tuple[float, float, int] | None:
-    """(heading ms, drawn ms, reruns) for one Right press from event ``step``; None: the event did
-    not show within 10 s."""
+def time_press(tab: Page, step: int) -> tuple[float, float, int, float] | None:
+    """(heading ms, drawn ms, reruns, the stepper's own ``render`` up to its figures shown in ms) for
+    one Right press from event ``step``; None: the event did not show within 10 s."""
     tab.page.evaluate(ARM, step + 1)
     tab.page.keyboard.press("ArrowRight")
     try:
@@ -92,9 +92,10 @@ def time_press(tab: Page, step: int) -> tuple[float, float, int] | None:
         return None
     tab.page.wait_for_timeout(700)                      # the step report (250 ms later) and its rerun
     tab.settle()
-    t = tab.page.evaluate("() => [window.__kvKey, window.__kvT.heading, window.__kvT.drawn, window.__kvT.runs]")
-    key, heading, drawn, runs = t
-    return heading - key, drawn - key, runs
+    t = tab.page.evaluate("(n) => [window.__kvKey, window.__kvT.heading, window.__kvT.drawn, window.__kvT.runs, "
+                          "((window.__kvsLog || []).filter((e) => e[0] === n).pop() || [0, 0, 0])[2]]", step + 1)
+    key, heading, drawn, runs, render = t
+    return heading - key, drawn - key, runs, render
 
 
 def server_times(log: Path, label: str) -> list[float]:
@@ -120,7 +121,7 @@ def pct(xs: list[float], q: float) -> float:
 
 
 def run_page(browser: Browser, base: str, path: str, label: str, clicks: int,
-             log: Path) -> tuple[list[tuple[float, float, int]], list[float]]:
+             log: Path) -> tuple[list[tuple[float, float, int, float]], list[float]]:
     """One visit of ``path`` in a fresh tab: ``clicks`` Right presses timed; (samples, server times)."""
     tab = Page(browser)
     tab.page.add_init_script(KEY_CLOCK)
@@ -141,7 +142,8 @@ def run_page(browser: Browser, base: str, path: str, label: str, clicks: int,
     return [s for s in samples if s is not None], server_times(log, label)
 
 
-def report(path: str, got: list[tuple[float, float, int]], clicks: int, srv: list[float]) -> None:
+def report(path: str, got: list[tuple[float, float, int, float]], clicks: int, srv: list[float],
+           each: bool = False) -> None:
     heading = [s[0] for s in got]
     drawn = [s[1] for s in got]
     runs = sum(s[2] for s in got)
@@ -150,6 +152,8 @@ def report(path: str, got: list[tuple[float, float, int]], clicks: int, srv: lis
           f"p90 {pct(drawn, 0.9):5.1f} | reruns {runs}, "
           f"server median {statistics.median(srv) if srv else 0:5.1f} ms "
           f"max {max(srv) if srv else 0:5.1f} | load {os.getloadavg()[0]:.1f}", flush=True)
+    if each:        # press by press: drawn ms (the stepper's own render ms)
+        print("    " + " ".join(f"{s[1]:.0f}({s[3]:.0f})" for s in got), flush=True)
 
 
 def main() -> None:
@@ -157,19 +161,20 @@ def main() -> None:
     ap.add_argument("--clicks", type=int, default=10)
     ap.add_argument("--only", default="", help="only the pages whose path contains this text")
     ap.add_argument("--runs", type=int, default=1, help="open each page this many times (presses pooled too)")
+    ap.add_argument("--each", action="store_true", help="print every press: drawn ms (render ms)")
     a = ap.parse_args()
     log = Path(tempfile.mkdtemp()) / "timing.csv"
     os.environ["KVVIZ_TIMING_LOG"] = str(log)     # inherited by the streamlit server
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} at start")
     with app_in_browser() as (browser, base):
         for path, label in [pl for pl in PAGES if a.only in pl[0]]:
-            pooled: list[tuple[float, float, int]] = []
+            pooled: list[tuple[float, float, int, float]] = []
             pooled_srv: list[float] = []
             for _ in range(a.runs):
                 got, srv = run_page(browser, base, path, label, a.clicks, log)
                 pooled += got
                 pooled_srv += srv
-                report(path, got, a.clicks, srv)
+                report(path, got, a.clicks, srv, a.each)
             if a.runs > 1:
                 report(f"{path} (all {a.runs} runs)", pooled, a.clicks * a.runs, pooled_srv)
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} at the end")

@@ -1,6 +1,7 @@
 """Deep links: every link of the lecture script opens its page in the state it names, and each
 page's settings are restored from the address (the other half, the address following the widgets,
 needs a browser: tests/browser/test_deep_links_browser.py)."""
+import dataclasses
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
@@ -14,6 +15,35 @@ pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 LINKS = [(page, params, key) for _, steps in SCRIPT for page, params, key in steps]
 PLACE = {p.screen.key: p for p in places()}
 SHOWS_PLACE = ("sampling", "gpt", "cost", "speculative")    # pages that show a place without a stepper (lecture.title)
+# screens opened with the tiny random Gemma 3 in Gemma 3's place (``tiny_as_gemma3``): Gemma's long text
+# is a 728-token run on the real weights (≈ 25 s here), which a server makes at its start (llm.warm_late)
+TINY_GEMMA = {"llm_long"}
+
+
+@pytest.fixture
+def tiny_as_gemma3(tiny_gemma_dir, monkeypatch):
+    """The tiny random Gemma 3 (conftest's ``tiny_gemma_dir``: three sliding layers of window 8, one
+    global) loaded as this server's ``gemma3``, with Gemma 3's caps, and the long text cut to its first
+    paragraph (the detail) and its last (the question): the same page and code path (a hybrid model
+    offers the long text, a run past its window) in a second. (The whole text is 2,587 tokens for the
+    tiny model's byte-level tokenizer, over Gemma's cap of 1,100.)"""
+    from kvviz.models import gemma3, real, registry
+    from kvviz.ui.app import models
+    from kvviz.ui.pages import llm
+    host = real.host_model(tiny_gemma_dir, gemma3.LIMITS)
+    spec = dataclasses.replace(host.SPEC, name="gemma3", title=gemma3.SPEC.title)
+    monkeypatch.setitem(registry.MODELS, "gemma3", type("TinyAsGemma3", (host,), {"SPEC": spec}))
+    paragraphs = real.long_text().split("\n\n")
+    short = f"{paragraphs[0]}\n\n{paragraphs[-1]}"
+    monkeypatch.setattr(real, "long_text", lambda: short)
+
+    def forget() -> None:              # the server's shared copies of "gemma3" (the real one's, then the tiny's)
+        for dtype in llm.DTYPES:
+            models._real.clear("gemma3", dtype)
+        llm._runs.clear("gemma3")
+    forget()
+    yield
+    forget()
 
 
 def _notices(at) -> list[str]:
@@ -21,7 +51,9 @@ def _notices(at) -> list[str]:
 
 
 @pytest.mark.parametrize("page,params,key", LINKS, ids=[k for _, _, k in LINKS])
-def test_lecture_link_opens_the_named_state(page, params, key):
+def test_lecture_link_opens_the_named_state(page, params, key, request):
+    if key in TINY_GEMMA:
+        request.getfixturevalue("tiny_as_gemma3")
     at = open_page(page, {k: str(v) for k, v in params.items()})
     no_exception(at)
     assert not _notices(at), _notices(at)          # nothing in the link was refused

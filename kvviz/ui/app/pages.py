@@ -89,7 +89,7 @@ PAGES: tuple[PageSpec, ...] = (
                  ({"step": 8}, "abc_counters"),
                  ({"abc_rule": "sample", "abc_tau": 1.5, "abc_seed": 3, "step": 1}, "abc_sampling"))),
     PageSpec("weather", "pages/2_Weather_heads.py", ":material/looks_two:", "kvviz.ui.pages.weather", stepper="",
-             minutes=12, sources=("vaswani2017", "shazeer2019", "hf_cache"),
+             minutes=11, sources=("vaswani2017", "shazeer2019", "hf_cache"),
              lecture=_screens(
                  ({"step": 0}, "weather_prefill"),
                  ({"step": 1}, "weather_logits"),
@@ -111,7 +111,7 @@ PAGES: tuple[PageSpec, ...] = (
                  ({"step": 3}, "gpt_loop"),
                  ({"gpt_passes": 2}, "gpt_whole_run"))),
     PageSpec("cost", "pages/5_Cost_and_scale.py", ":material/speed:", "kvviz.ui.pages.cost", stepper="tab=Batching",
-             minutes=12, sources=("shazeer2019", "orca2022", "distserve2024", "splitwise2024"),
+             minutes=11, sources=("shazeer2019", "orca2022", "distserve2024", "splitwise2024"),
              lecture=_screens(
                  ({"tab": "Memory"}, "cost_memory"),
                  ({"tab": "Memory", "mem_preset": "llama3-8b", "mem_tokens": 8192, "mem_batch": 8}, "cost_memory_gqa"),
@@ -153,13 +153,16 @@ PAGES: tuple[PageSpec, ...] = (
                  ({"sd_draft": "prompt-lookup"}, "speculative_lookup"))),
     # the default run: "What is the capital of France?" in the chat template, greedy
     PageSpec("llm", "pages/9_Real_LLM.py", ":material/forum:", "kvviz.ui.pages.llm", stepper="",
-             minutes=6, sources=("allal2025", "ainslie2023", "hf_generation", "hf_cache"),
+             minutes=8, sources=("allal2025", "ainslie2023", "hf_generation", "hf_cache"),
              lecture=_screens(
                  ({"step": 0}, "llm_prefill"),
                  ({"llm_layer": 4, "llm_head": 2, "step": 2}, "llm_gqa"),
                  ({"llm_dtype": "bfloat16", "step": 3}, "llm_bf16"),
                  # Gemma 3 270M where the server loads it: the hybrid cache's section below the stepper
                  ({"llm_model": "gemma3", "step": 2}, "llm_hybrid"),
+                 # its long text (728 tokens, the run the server makes at start): the detail at the start
+                 # that only the global layers still reach when the end asks for it
+                 ({"llm_model": "gemma3", "llm_text": "long", "step": 1}, "llm_long"),
                  ({"loop_new": 12}, "llm_one_word"),
                  ({"loop_prompt": "i love you because"}, "llm_greedy_loop"),
                  ({"loop_layer": 4, "loop_head": 2, "loop_passes": 6}, "llm_whole_run"))),

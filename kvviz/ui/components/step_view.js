@@ -12,6 +12,10 @@ const OWN = 'input, textarea, select, [contenteditable="true"], [role="slider"],
 const OWN_SPACE = 'button, a[href], summary, [role="button"], [role="checkbox"], [role="switch"]';
 const REGIONS = ["top", "lead", "main", "side", "wide", "more"];
 const REPORT_MS = 250;          // the step goes to Python this long after the last press or tick
+// the step goes into the address this long after the press's frame is painted: history.replaceState
+// took 11-21 ms of a press on the long Gemma 3 view (docs/measured-gemma3.md); presses in a row (a
+// key held, autoplay at 4 per second) write it once, and the report (REPORT_MS) writes it first
+const URL_MS = 120;
 const KEEP_MS = 4000;           // presenter mode: how long a fitted step is kept in view as the page grows
 const KEEP_UNTIL = ["wheel", "touchstart", "pointerdown", "keydown"];     // ... or until the lecturer acts
 const REST_KEY = "kvs_rest";    // step_view.REST_KEY: the placeholder of a page waiting for the first drawing
@@ -181,6 +185,7 @@ class Stepper {
     clearTimeout(this.reportTimer);
     clearTimeout(this.restTimer);
     this.restWatch?.disconnect();
+    this.cancelUrl();
     document.removeEventListener("pointerdown", this.onOutside, true);
     document.removeEventListener("keydown", this.onOutside, true);
     this.observer?.disconnect();
@@ -375,16 +380,39 @@ class Stepper {
     this.step = i;
     this.presentRows = this.defaultRows();      // presenter mode: fit() takes rows away where the charts need them
     this.render();
-    this.writeUrl();
+    this.urlLater();
     clearTimeout(this.reportTimer);
     this.reportTimer = setTimeout(() => this.report(), REPORT_MS);
   }
 
   report() {
     this.reportTimer = null;
+    this.flushUrl();                 // Python's rerun reads the address: it names this step first
     if (this.step === this.reported || !this.setStateValue) return;
     this.reported = this.step;
     this.setStateValue("step", this.step);
+  }
+
+  // the address written after the press's frame is painted, not inside the press (see URL_MS)
+  urlLater() {
+    this.cancelUrl();
+    this.urlFrame = requestAnimationFrame(() => {
+      this.urlFrame = null;
+      this.urlTimer = setTimeout(() => { this.urlTimer = null; this.writeUrl(); }, URL_MS);
+    });
+  }
+
+  cancelUrl() {
+    if (this.urlFrame) cancelAnimationFrame(this.urlFrame);
+    clearTimeout(this.urlTimer);
+    this.urlFrame = this.urlTimer = null;
+  }
+
+  // a pending address written now (a report, a click elsewhere that may rerun the page)
+  flushUrl() {
+    if (!this.urlFrame && !this.urlTimer) return;
+    this.cancelUrl();
+    this.writeUrl();
   }
 
   writeUrl() {

@@ -51,8 +51,10 @@ button to the event it names; the payload's key moments are ticks under the slid
 the *Key moment* button) jumps to the next one. Where the address is a screen of the lecture script
 (kvviz/ui/app/pages.py ``matching``; ``lecture_places`` below), the event that screen shows says its
 place and links the script's next screen. It writes
-``?step=i`` into the address at once (``history.replaceState``, other parameters kept) and reports
-the step to Python 250 ms after the last press or autoplay tick (``setStateValue``): the fragment
+``?step=i`` into the address once the press's frame is painted (``history.replaceState``, other
+parameters kept; 120 ms later, so that presses in a row write it once, and never inside a press: it
+cost 11-21 ms of one on a long page, docs/measured-gemma3.md) and reports the step to Python 250 ms
+after the last press or autoplay tick (``setStateValue``; the address first): the fragment
 then reruns cheaply (the payload text is reused), ``st.session_state["step"]`` learns the step and
 the server's copy of the address follows. ``?step=3`` opens event 3, also on a fresh server's first
 visit; a step out of range falls back to event 0 with a notice.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -274,25 +275,34 @@ def tiny_smollm2(tiny_llama_dir):
         return s.SmolLM2()
 
 
+@contextmanager
+def shared_caches_aside():
+    """The process's shared models and runs (st.cache_resource) set aside: the block starts with none,
+    and what it caches is dropped and the old ones put back after it. For a test that serves a tiny
+    model under a real model's name: no other test meets it, and none loads the real one again."""
+    from streamlit.runtime.caching import cache_resource_api
+
+    caches = cache_resource_api._resource_caches          # Streamlit's registry (no public swap)
+    with caches._caches_lock:
+        saved, caches._function_caches = caches._function_caches, {}
+    try:
+        yield
+    finally:
+        caches.clear_all()
+        with caches._caches_lock:
+            caches._function_caches = saved
+
+
 @pytest.fixture
 def tiny_real_smollm2(tiny_llama_dir, monkeypatch):
     """For one page test in AppTest: the server's SmolLM2 is SmolLM2's class on the tiny random Llama
     (``KVVIZ_SMOLLM2`` names its folder, as a host may), the only real model loaded; for what a page
-    does with its input, not a number of the real weights. The process's shared models and runs
-    (st.cache_resource) are set aside for the test, which starts with none, and put back after it:
-    no other test meets the tiny model under SmolLM2's name, and none loads the real ones again."""
-    from streamlit.runtime.caching import cache_resource_api
-
+    does with its input, not a number of the real weights (``shared_caches_aside``)."""
     from kvviz.models import smollm2 as s
     monkeypatch.setenv(s.ENV_SOURCE, str(tiny_llama_dir))
     monkeypatch.setenv("KVVIZ_REAL_MODELS", "smollm2")
-    caches = cache_resource_api._resource_caches          # Streamlit's registry (no public swap)
-    with caches._caches_lock:
-        saved, caches._function_caches = caches._function_caches, {}
-    yield
-    caches.clear_all()
-    with caches._caches_lock:
-        caches._function_caches = saved
+    with shared_caches_aside():
+        yield
 
 
 @pytest.fixture(scope="session")

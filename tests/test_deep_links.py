@@ -8,16 +8,17 @@ import pytest
 
 from kvviz.ui.app.pages import places, script
 from kvviz.ui.pages.lecture import SCRIPT
-from tests.conftest import frame, no_exception, open_page, stepper
+from tests.conftest import frame, no_exception, open_page, shared_caches_aside, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
 LINKS = [(page, params, key) for _, steps in SCRIPT for page, params, key in steps]
 PLACE = {p.screen.key: p for p in places()}
 SHOWS_PLACE = ("sampling", "gpt", "cost", "speculative")    # pages that show a place without a stepper (lecture.title)
-# screens opened with the tiny random Gemma 3 in Gemma 3's place (``tiny_as_gemma3``): Gemma's long text
-# is a 728-token run on the real weights (≈ 25 s here), which a server makes at its start (llm.warm_late)
-TINY_GEMMA = {"llm_long"}
+# screens opened with the tiny random Gemma 3 in Gemma 3's place (``tiny_as_gemma3``): what a link opens
+# does not depend on the weights, and the real ones cost a load (≈ 4 s) and runs: Gemma's long text is a
+# 728-token run on them (≈ 25 s here), which a server makes at its start (llm.warm_late)
+TINY_GEMMA = {"llm_long", "llm_hybrid", "compress_gemma"}
 
 
 @pytest.fixture
@@ -28,22 +29,14 @@ def tiny_as_gemma3(tiny_gemma_dir, monkeypatch):
     offers the long text, a run past its window) in a second. (The whole text is 2,587 tokens for the
     tiny model's byte-level tokenizer, over Gemma's cap of 1,100.)"""
     from kvviz.models import gemma3, real, registry
-    from kvviz.ui.app import models
-    from kvviz.ui.pages import llm
     host = real.host_model(tiny_gemma_dir, gemma3.LIMITS)
     spec = dataclasses.replace(host.SPEC, name="gemma3", title=gemma3.SPEC.title)
     monkeypatch.setitem(registry.MODELS, "gemma3", type("TinyAsGemma3", (host,), {"SPEC": spec}))
     paragraphs = real.long_text().split("\n\n")
     short = f"{paragraphs[0]}\n\n{paragraphs[-1]}"
     monkeypatch.setattr(real, "long_text", lambda: short)
-
-    def forget() -> None:              # the server's shared copies of "gemma3" (the real one's, then the tiny's)
-        for dtype in llm.DTYPES:
-            models._real.clear("gemma3", dtype)
-        llm._runs.clear("gemma3")
-    forget()
-    yield
-    forget()
+    with shared_caches_aside():        # the real one's shared copy stays for the other tests
+        yield
 
 
 def _notices(at) -> list[str]:

@@ -142,6 +142,12 @@ class Page:
         from playwright.sync_api import expect
         expect(self.event_heading).to_have_text(re.compile(pattern), timeout=timeout)
 
+    def wait_url(self, pattern: str, timeout: int = 10_000) -> None:
+        """Wait until the address matches ``pattern``: the stepper writes a press's ``?step=`` once
+        the step is drawn (step_view.js urlLater), after its heading."""
+        from playwright.sync_api import expect
+        expect(self.page).to_have_url(re.compile(pattern), timeout=timeout)
+
     def lost_presses(self, presses: int, key: str = "ArrowRight") -> tuple[int, int]:
         """Press ``key`` again as soon as the (English) heading shows the previous press, so most
         presses land while the step is still being drawn; a press is lost when the heading has not

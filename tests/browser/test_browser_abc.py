@@ -16,7 +16,7 @@ def test_deep_link_on_fresh_server_then_right_key(server, tab):
     tab.page.locator("h1").first.click()   # focus the page, not a widget
     tab.page.keyboard.press("ArrowRight")
     tab.wait_heading(r"^Event 4 of 11: decode")
-    assert "step=4" in tab.page.url
+    tab.wait_url(r"[?&]step=4\b")
     tab.page.keyboard.press("ArrowLeft")
     tab.wait_heading(r"^Event 3 of 11")
     tab.settle()

@@ -17,7 +17,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from tools.browser import CHROME_ARGS, CHROMIUM, TEST_CHROMIUM, Page, streamlit_server
+from tools.browser import (
+    CHROME_ARGS,
+    CHROMIUM,
+    TEST_CHROMIUM,
+    Page,
+    start_server,
+    stop_server,
+    streamlit_server,
+    wait_healthy,
+)
 
 # One torch thread in the test process: on a shared 2-core machine, two intra-op threads waiting
 # for each other made one GPT test take 375 s instead of 35 s (load average ≈ 15). The tests run
@@ -205,14 +214,54 @@ def frame_table(at_or_payload, i: int | None = None):
     return pd.DataFrame([rows[r] for r in f["table"]["ids"]], columns=p["table"]["csv_cols"])
 
 
+SERVER_ENV = {"KVVIZ_REAL_MODELS": "smollm2"}
+SHARED = "kvviz_server"            # the shared server's address, in each xdist worker's workerinput
+_SHARED: dict = {}
+
+
+def _shares_a_server(config) -> bool:
+    """The whole suite on xdist workers (the README's command): one server for every worker, started by
+    the controller before the workers collect. A subset (``-k``, ``-m``, ``-n 0``) starts one per worker
+    that needs it."""
+    return (not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", 0))
+            and not config.option.keyword and not config.option.markexpr and not config.option.collectonly)
+
+
+def pytest_configure(config):
+    if _shares_a_server(config):
+        _SHARED["proc"], _SHARED["base"], _SHARED["log"] = start_server(ROOT / "tests" / ".server-shared.log",
+                                                                        SERVER_ENV)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist, on the controller: each worker learns the shared server's address."""
+    if _SHARED:
+        node.workerinput[SHARED] = [_SHARED["base"], str(_SHARED["log"])]
+
+
+def pytest_unconfigure(config):
+    if _SHARED:
+        stop_server(_SHARED.pop("proc"))
+        _SHARED.clear()
+
+
 @pytest.fixture(scope="session")
-def server():
-    """A fresh `streamlit run app.py` on localhost (tools/browser.py); yields its base URL. It loads
-    SmolLM2 only (``KVVIZ_REAL_MODELS``): no browser test opens Gemma 3, whose load and default run
-    each worker's server would otherwise make at start (its page is tested in AppTest)."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")          # one server per test worker
+def server(pytestconfig):
+    """A `streamlit run app.py` on localhost (tools/browser.py); yields its base URL once it answers.
+    In the whole suite on two workers, both share one, which the controller starts while they collect:
+    one warm-up instead of two (≈ 15 s of SmolLM2 runs each), and what one worker's tests computed is
+    cached for the other's. Otherwise each worker starts its own. It loads SmolLM2 only
+    (``KVVIZ_REAL_MODELS``): no browser test opens Gemma 3, whose load and default run the server
+    would otherwise make at start (its page is tested in AppTest)."""
+    shared = getattr(pytestconfig, "workerinput", {}).get(SHARED)
     try:
-        with streamlit_server(ROOT / "tests" / f".server-{worker}.log", env={"KVVIZ_REAL_MODELS": "smollm2"}) as base:
+        if shared:
+            wait_healthy(shared[0], Path(shared[1]), timeout=180)
+            yield shared[0]
+            return
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with streamlit_server(ROOT / "tests" / f".server-{worker}.log", env=SERVER_ENV) as base:
             yield base
     except RuntimeError as e:                   # it did not start: the log says why
         pytest.fail(str(e))

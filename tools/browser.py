@@ -41,38 +41,56 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def start_server(log: Path | None = None, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str, Path]:
+    """Start ``streamlit run app.py`` on a free localhost port (its output in ``log``, a temporary file by
+    default; ``env`` added to this process's environment) and return at once: the process, its base
+    URL and its log. It answers once its warm-up is done (``wait_healthy``)."""
+    port = free_port()
+    log = log or Path(tempfile.gettempdir()) / f"kvviz-server-{port}.log"
+    out = open(log, "w")        # the server's own: the child keeps the file open
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                             "--server.address", "127.0.0.1", "--server.headless", "true"],
+                            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+    out.close()
+    return proc, f"http://127.0.0.1:{port}", log
+
+
+def wait_healthy(base: str, log: Path, timeout: float = 90, proc: subprocess.Popen | None = None) -> None:
+    """Wait until the server at ``base`` answers its health check; RuntimeError (naming ``log``) when it
+    does not within ``timeout`` seconds or its process (when this process started it) has ended."""
+    t0 = time.time()
+    while True:
+        try:
+            if urllib.request.urlopen(base + "/_stcore/health", timeout=1).read() == b"ok":
+                return
+        except OSError:
+            pass
+        if time.time() - t0 > timeout or (proc is not None and proc.poll() is not None):
+            raise RuntimeError(f"streamlit did not start; see {log}")
+        time.sleep(0.1)
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @contextmanager
 def streamlit_server(log: Path | None = None, start_timeout: float = 90,
                      env: dict[str, str] | None = None) -> Iterator[str]:
     """A fresh ``streamlit run app.py`` on localhost (its output in ``log``, a temporary file by
     default; ``env`` added to this process's environment): yields its base URL once it answers its
     health check; stops it afterwards."""
-    port = free_port()
-    log = log or Path(tempfile.gettempdir()) / f"kvviz-server-{port}.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-                                 "--server.address", "127.0.0.1", "--server.headless", "true"],
-                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
-        try:
-            base = f"http://127.0.0.1:{port}"
-            t0 = time.time()
-            while True:
-                try:
-                    if urllib.request.urlopen(base + "/_stcore/health", timeout=1).read() == b"ok":
-                        break
-                except OSError:
-                    pass
-                if time.time() - t0 > start_timeout or proc.poll() is not None:
-                    raise RuntimeError(f"streamlit did not start; see {log}")
-                time.sleep(0.1)
-            yield base
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    proc, base, log = start_server(log, env)
+    try:
+        wait_healthy(base, log, start_timeout, proc)
+        yield base
+    finally:
+        stop_server(proc)
 
 
 _CONTEXTS: dict[int, object] = {}

@@ -4,7 +4,8 @@ machine"). The screens: a Tiny GPT one and SmolLM2's prompt lookup, whose round 
 the verification pass's time measured during the export ("… (304 ms)" against "(283 ms)").
 
 Between the two exports every Streamlit cache is cleared, so the second one runs the models again as
-a fresh export process would (a cached run would hide a number measured while it ran)."""
+a fresh export process would (a cached run would hide a number measured while it ran). SmolLM2 is its
+class on tiny weights (``tiny_real_smollm2``): the same pages and the same code path, in a second."""
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ def _files(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_two_exports_of_the_same_screens_are_byte_identical(tmp_path):
+def test_two_exports_of_the_same_screens_are_byte_identical(tmp_path, tiny_real_smollm2):
     first = export(tmp_path / "a", "es", live_url=LIVE, only=SCREENS)
     st.cache_resource.clear()
     st.cache_data.clear()

@@ -27,7 +27,7 @@ from kvviz.ui.export.site import export, lecture_screens
 from kvviz.ui.frames import translator
 from kvviz.ui.pages.lecture import SCRIPT
 from tests.browser.axe_check import COLOUR_RULES, FAIL_IMPACTS, KEEP_FIXED, KNOWN
-from tests.conftest import ROOT
+from tests.conftest import ROOT, shared_caches_aside
 from tools.browser import shared_context
 
 pytestmark = pytest.mark.browser
@@ -97,15 +97,20 @@ EVERY_EVENT = {"abc_prefill", "gpt_prefill"}
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def site(tmp_path_factory, tiny_llama_dir):
     """``SHOWN`` exported here, and two of its screens (``AGAIN``) exported at the same time by the
-    command in another process."""
+    command in another process. SmolLM2's screens (the Real LLM's first, its prompt lookup) show
+    SmolLM2's class on tiny weights: what the export writes and the browser replays does not depend
+    on the weights, and the real ones' default run and loop views took ≈ 15 s of this test."""
     root = tmp_path_factory.mktemp("export")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cli = subprocess.Popen([sys.executable, "-m", "kvviz", "export", "--out", str(root / "cli"), "--live-url", LIVE,
                             "--only", ",".join(AGAIN)],
                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    result = export(root / "site", "en", live_url=LIVE, only=SHOWN)
+    with pytest.MonkeyPatch.context() as mp, shared_caches_aside():
+        mp.setenv("KVVIZ_SMOLLM2", str(tiny_llama_dir))
+        mp.setenv("KVVIZ_REAL_MODELS", "smollm2")
+        result = export(root / "site", "en", live_url=LIVE, only=SHOWN)
     out, err = cli.communicate(timeout=900)
     assert cli.returncode == 0, err[-2000:]
     return result, root / "cli", out

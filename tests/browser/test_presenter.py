@@ -116,7 +116,7 @@ JUMP_FROM = {"es": 0, "en": 1, "de": 2}
 JUMP = """(i) => { const s = document.querySelector('.kvs-root .kvs-slider input');
   s.value = String(i); s.dispatchEvent(new Event('input', {bubbles: true})); }"""
 # a page's further views (another draft, the prefix cache, a token budget) share its layout and strings:
-# in CI they are walked in Spanish only, every event
+# in CI they are walked in Spanish only, every other event (from event 1) and the last
 MAIN = {p.stepper_view for p in PAGES if p.stepper is not None}
 ALL = os.environ.get("KVVIZ_PRESENTER_ALL") == "1"
 WALKS = [(path, lang, size) for path in STEPPING for lang in ("es", "en", "de")
@@ -143,7 +143,7 @@ def test_every_event_is_legible_on_one_projector_screen(server, browser, path, l
                 tab.page.keyboard.press("ArrowRight")
                 problems += _scan(tab, f"{where} event {i}", step=i, strip=strip)
         else:
-            every = range(1, last + 1) if path not in MAIN else range(JUMP_FROM[lang], last + 1, 3)
+            every = range(1, last + 1, 2) if path not in MAIN else range(JUMP_FROM[lang], last + 1, 3)
             for i in sorted({*every, last} - {0}):
                 tab.page.evaluate(JUMP, i)
                 problems += _scan(tab, f"{where} event {i} (slider)", step=i, strip=strip)

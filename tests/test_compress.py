@@ -383,7 +383,7 @@ def test_cli_prints_the_documented_json_on_either_model(request, name, capsys):
 def test_cli_bad_arguments_on_either_model_give_one_line_and_exit_2(request, args, capsys):
     if "--tokens" in args and "smollm2" in args:         # refused by the model's own checks: it loads
         request.getfixturevalue("m")
-        capsys.readouterr()          # a first load's progress bar is the fixture's, not the command's
+        capsys.readouterr()          # what the fixture wrote while it loaded is not the command's
     with pytest.raises(SystemExit) as e:
         main(["compress", *args])
     out = capsys.readouterr()

@@ -19,6 +19,10 @@ SHOWS_PLACE = ("sampling", "gpt", "cost", "speculative")    # pages that show a 
 # does not depend on the weights, and the real ones cost a load (≈ 4 s) and runs: Gemma's long text is a
 # 728-token run on them (≈ 25 s here), which a server makes at its start (llm.warm_late)
 TINY_GEMMA = {"llm_long", "llm_hybrid", "compress_gemma"}
+# and SmolLM2's class on tiny weights in SmolLM2's place (``tiny_real_smollm2``) where the link names no
+# layer beyond the tiny model's two: a bfloat16 copy, another loop prompt and a prompt-lookup run each
+# cost seconds of SmolLM2 runs that the named state does not depend on
+TINY_SMOLLM2 = {"llm_prefill", "llm_bf16", "llm_one_word", "llm_greedy_loop", "speculative_lookup"}
 
 
 @pytest.fixture
@@ -47,6 +51,8 @@ def _notices(at) -> list[str]:
 def test_lecture_link_opens_the_named_state(page, params, key, request):
     if key in TINY_GEMMA:
         request.getfixturevalue("tiny_as_gemma3")
+    elif key in TINY_SMOLLM2:
+        request.getfixturevalue("tiny_real_smollm2")
     at = open_page(page, {k: str(v) for k, v in params.items()})
     no_exception(at)
     assert not _notices(at), _notices(at)          # nothing in the link was refused

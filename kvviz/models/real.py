@@ -352,8 +352,11 @@ def load_network(directory: str, dtype: str = "float32"):
     ``output_attentions``), loaded once per process and never modified."""
     import torch
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    # no "Loading weights" bar on stderr: a CLI error is one line, and the pages say what loads
+    hf_logging.disable_progress_bar()
     model = AutoModelForCausalLM.from_pretrained(directory, dtype=getattr(torch, dtype), attn_implementation="eager")
     return model.eval()
 

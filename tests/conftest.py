@@ -8,6 +8,7 @@ fails, so ``pytest -m "not browser and not app"`` is exactly the engine tests.
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -240,10 +241,14 @@ def pytest_configure_node(node):
         node.workerinput[SHARED] = [_SHARED["base"], str(_SHARED["log"])]
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     if _SHARED:
         stop_server(_SHARED.pop("proc"))
         _SHARED.clear()
+    # the process ends next: without the last full garbage collection over every object the models
+    # and pages made (a worker took 1-3 s to exit, and the run waits for its workers)
+    gc.freeze()
 
 
 @pytest.fixture(scope="session")

@@ -379,15 +379,13 @@ def test_cli_serve_smollm2_chat(smollm2, capsys, monkeypatch):
     assert d["steps"][1]["prefill"] == [1] and d["steps"][1]["block_tables"] == {}      # both done at step 1
 
 
-@pytest.mark.parametrize("seed", [0, 4])
-def test_cli_serve_smollm2_plain_text_stops_a_request_at_its_end_token_as_its_solo_run(smollm2, capsys, monkeypatch,
-                                                                                       seed):
+def test_cli_serve_smollm2_plain_text_stops_a_request_at_its_end_token_as_its_solo_run(smollm2, capsys, monkeypatch):
     """Plain-text requests (no chat template): SmolLM2 answers "Hi!" style prompts with <|im_end|> at
     once. The served request finishes there, as its solo run does (it used to run on past it and
-    compare with solo logits that do not exist: an IndexError on every seed)."""
+    compare with solo logits that do not exist: an IndexError on every seed; one seed shows it)."""
     from kvviz.models import registry
     monkeypatch.setitem(registry.MODELS, "smollm2", lambda: smollm2)
-    code, out, _ = cli(capsys, "serve", "--model", "smollm2", "--seed", str(seed))
+    code, out, _ = cli(capsys, "serve", "--model", "smollm2", "--seed", "0")
     d = json.loads(out)
     assert code == 0 and d["chat"] is False
     assert all(r["same_as_solo"] and r["max_abs_diff"] <= d["tolerance"] for r in d["requests"])

@@ -59,7 +59,7 @@ def test_lecture_link_opens_the_named_state(page, params, key, request):
     if "step" in params:
         heading = frame(at)["heading"]
         assert heading.startswith(f"Event {params['step']} of"), heading
-    # the screen says its place in the script ("Lecture script, section 2: screen 8 of 51 · next →", the
+    # the screen says its place in the script ("Lecture script, section 2: screen 8 of 53 · next →", the
     # number the exported lecture gives it): the stepper at its event
     place = PLACE[key]
     said = f"Lecture script, section {place.section}: screen {list(PLACE).index(key) + 1} of {len(PLACE)}"

@@ -89,7 +89,7 @@ AGAIN = ("gpt_sampled", "paged_preempt")
 # kind of block), the Tiny GPT decode screen the keys test opens, SmolLM2's prompt-lookup round (a
 # stepper of its own) and AGAIN. Every screen the same way: a screen is its page's capture from its
 # address, and every address of the script opens its named state in tests/test_deep_links.py; the whole
-# lecture (51 screens) took this test 100 s of the suite's 8 minutes.
+# lecture (then 51 screens) took this test 100 s of the suite's 8 minutes.
 SHOWN = {steps[0][2] for _, steps in SCRIPT} | {"gpt_decode", "speculative_lookup", *AGAIN}
 # screens stepped through every event from the file (the others show their own event): the stepper's
 # JavaScript is the live app's, byte for byte, which the live pages' walks step through

@@ -122,6 +122,6 @@ def term_help(term: str, text: str | None = None) -> str:
 def place_text(p: Place) -> str:
     """Where a screen sits in the lecture script, as the stepper and a page's title say it: its section
     (the script's heading number) and its number among all the script's screens, the number the
-    exported lecture gives the same screen ("Screen 44 of 51"): "Lecture script, section 8: screen 44 of 51"."""
+    exported lecture gives the same screen ("Screen 44 of 53"): "Lecture script, section 8: screen 44 of 53"."""
     every = places()
     return t("notice.lecture_place", section=p.section, n=every.index(p) + 1, total=len(every))

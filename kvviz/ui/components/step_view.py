@@ -170,7 +170,7 @@ def notice(text: str) -> None:
 
 def lecture_places(page_key: str | None) -> list[list]:
     """The screens of the lecture script this address shows that name a step (kvviz/ui/app/pages.py
-    ``matching``): ``[step, "Lecture script, section 2: screen 8 of 51", next screen's address, its
+    ``matching``): ``[step, "Lecture script, section 2: screen 8 of 53", next screen's address, its
     line]`` each, for the stepper (nav.place_text)."""
     if page_key not in PAGE:
         return []

@@ -1,5 +1,5 @@
 """The lecture script: the pages in teaching order, one deep link per screen to show, minutes per
-section; and, on each page, the place of the screen it shows ("Lecture script, section 2: screen 8 of 51 · next →")."""
+section; and, on each page, the place of the screen it shows ("Lecture script, section 2: screen 8 of 53 · next →")."""
 from __future__ import annotations
 
 import html

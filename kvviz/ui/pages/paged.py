@@ -524,7 +524,7 @@ def _intro(name: str, model) -> str:
 
 def render() -> None:
     st.title(t("paged.title"))
-    with presenter.settings():
+    with presenter.settings("paged.pg_model"):     # "Model": the settings come folded further down
         name = _model_picker()
     model = None
     try:

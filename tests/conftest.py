@@ -308,6 +308,14 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_smollm2_dir(tmp_path_factory) -> Path:
+    """That tiny random Llama in SmolLM2's layout (30 layers, 9 query heads over 3 K/V heads, width 36):
+    an address that names SmolLM2's layer 11 or head 9 opens on it too."""
+    from tests import tiny_llama
+    return tiny_llama.save(tmp_path_factory.mktemp("tiny-smollm2"), **tiny_llama.SMOLLM2_LAYOUT)
+
+
+@pytest.fixture(scope="session")
 def tiny_hf(tiny_llama_dir):
     """That model behind kvviz's model protocol (eager attention, float32)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -352,8 +360,19 @@ def tiny_real_smollm2(tiny_llama_dir, monkeypatch):
     """For one page test in AppTest: the server's SmolLM2 is SmolLM2's class on the tiny random Llama
     (``KVVIZ_SMOLLM2`` names its folder, as a host may), the only real model loaded; for what a page
     does with its input, not a number of the real weights (``shared_caches_aside``)."""
+    yield from _tiny_as_smollm2(tiny_llama_dir, monkeypatch)
+
+
+@pytest.fixture
+def tiny_real_smollm2_layout(tiny_smollm2_dir, monkeypatch):
+    """``tiny_real_smollm2`` in SmolLM2's layout (``tiny_smollm2_dir``: 30 layers, 9 query heads over 3
+    K/V heads): for an address that names one of SmolLM2's layers or heads."""
+    yield from _tiny_as_smollm2(tiny_smollm2_dir, monkeypatch)
+
+
+def _tiny_as_smollm2(folder: Path, monkeypatch):
     from kvviz.models import smollm2 as s
-    monkeypatch.setenv(s.ENV_SOURCE, str(tiny_llama_dir))
+    monkeypatch.setenv(s.ENV_SOURCE, str(folder))
     monkeypatch.setenv("KVVIZ_REAL_MODELS", "smollm2")
     with shared_caches_aside():
         yield

@@ -19,10 +19,12 @@ SHOWS_PLACE = ("sampling", "gpt", "cost", "speculative")    # pages that show a 
 # does not depend on the weights, and the real ones cost a load (≈ 4 s) and runs: Gemma's long text is a
 # 728-token run on them (≈ 25 s here), which a server makes at its start (llm.warm_late)
 TINY_GEMMA = {"llm_long", "llm_hybrid", "compress_gemma"}
-# and SmolLM2's class on tiny weights in SmolLM2's place (``tiny_real_smollm2``) where the link names no
-# layer beyond the tiny model's two: a bfloat16 copy, another loop prompt and a prompt-lookup run each
-# cost seconds of SmolLM2 runs that the named state does not depend on
+# and SmolLM2's class on tiny weights in SmolLM2's layout in SmolLM2's place (``tiny_real_smollm2``): its
+# default run and loop views, a bfloat16 copy, another loop prompt and a prompt-lookup run each cost
+# seconds of SmolLM2 runs that the named state does not depend on
 TINY_SMOLLM2 = {"llm_prefill", "llm_bf16", "llm_one_word", "llm_greedy_loop", "speculative_lookup"}
+# the links that name one of SmolLM2's layers or heads: the tiny model in SmolLM2's layout
+TINY_SMOLLM2_LAYOUT = {"llm_gqa", "llm_whole_run", "compress_llm_keys"}
 
 
 @pytest.fixture
@@ -53,6 +55,8 @@ def test_lecture_link_opens_the_named_state(page, params, key, request):
         request.getfixturevalue("tiny_as_gemma3")
     elif key in TINY_SMOLLM2:
         request.getfixturevalue("tiny_real_smollm2")
+    elif key in TINY_SMOLLM2_LAYOUT:
+        request.getfixturevalue("tiny_real_smollm2_layout")
     at = open_page(page, {k: str(v) for k, v in params.items()})
     no_exception(at)
     assert not _notices(at), _notices(at)          # nothing in the link was refused

@@ -91,7 +91,9 @@ SAME_WORDS = {"logit", "logits", "prefill", "decode", "cache", "token", "tokens"
 
 @pytest.mark.parametrize("lang", ["es", "de"])
 @pytest.mark.parametrize("page", [p.script for p in PAGES], ids=lambda p: p.split("/")[-1])
-def test_no_english_prose_left(page, lang):
+def test_no_english_prose_left(page, lang, request):
+    if "Real_LLM" in page:                     # the page's words, not the weights' (SmolLM2's class, tiny)
+        request.getfixturevalue("tiny_real_smollm2")
     target = None if page == "app.py" else page
     en = open_page(target, {"step": "2"})                 # a decode event on the stepping pages
     other = open_page(target, {"lang": lang, "step": "2"})

@@ -37,21 +37,29 @@ def tokenizer():
     return tok
 
 
-def model(vocab_size: int, seed: int = 0):
+# SmolLM2-135M's layout (30 layers, 9 query heads over 3 K/V heads) at a width of 36: the tiny model in
+# SmolLM2's place for a page's paths, where an address names a layer or head of SmolLM2's
+SMOLLM2_LAYOUT = {"num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "head_dim": 4,
+                  "hidden_size": 36, "intermediate_size": 48}
+
+
+def model(vocab_size: int, seed: int = 0, **layout):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=512,
+    shape = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "head_dim": 8, **layout}
+    cfg = LlamaConfig(vocab_size=vocab_size, max_position_embeddings=512,
                       rope_parameters={"rope_type": "default", "rope_theta": 100_000.0}, tie_word_embeddings=True,
-                      bos_token_id=1, eos_token_id=2, pad_token_id=2)
+                      bos_token_id=1, eos_token_id=2, pad_token_id=2, **shape)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         return LlamaForCausalLM(cfg).eval()
 
 
-def save(directory: Path) -> Path:
+def save(directory: Path, **layout) -> Path:
+    """The tiny model (``layout``: other sizes, e.g. ``SMOLLM2_LAYOUT``) and its tokenizer in ``directory``."""
     tok = tokenizer()
-    net = model(len(tok))
+    net = model(len(tok), **layout)
     net.save_pretrained(directory)
     tok.save_pretrained(directory)
     return directory

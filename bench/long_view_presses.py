@@ -16,15 +16,12 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from step_clicks import KEY_CLOCK, app_in_browser, pct, time_press  # noqa: E402
-
-from tools.browser import Page  # noqa: E402
+from step_clicks import app_in_browser, pct, ready_tab, time_press  # noqa: E402
 
 PATH = "Real_LLM?llm_model=gemma3&llm_text=long"
 SHIPPED = "() => { document.getElementById('kv-bench-off')?.remove(); }"
@@ -41,12 +38,7 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.2f} at start")
     got: dict[str, list[float]] = {w: [] for w in WAYS}
     with app_in_browser() as (browser, base):
-        tab = Page(browser)
-        tab.page.add_init_script(KEY_CLOCK)
-        tab.goto(f"{base}/{PATH}")
-        tab.wait_drawn(0, timeout=300_000)
-        time.sleep(1.0)
-        tab.page.locator("h1").first.click()
+        tab = ready_tab(browser, f"{base}/{PATH}", drawn_timeout=300_000)
         for turn in range(a.turns):
             for way, js in WAYS.items():
                 tab.page.evaluate(SHIPPED)

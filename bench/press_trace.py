@@ -17,15 +17,12 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from step_clicks import KEY_CLOCK, app_in_browser, time_press  # noqa: E402
-
-from tools.browser import Page  # noqa: E402
+from step_clicks import app_in_browser, ready_tab, time_press  # noqa: E402
 
 PATH = "Real_LLM?llm_model=gemma3&llm_text=long"
 CATEGORIES = ["devtools.timeline", "disabled-by-default-devtools.timeline", "blink"]
@@ -64,12 +61,7 @@ def main() -> None:
     n = 0
     with app_in_browser() as (browser, base):
         for run in range(a.runs):
-            tab = Page(browser)
-            tab.page.add_init_script(KEY_CLOCK)
-            tab.goto(f"{base}/{PATH}")
-            tab.wait_drawn(0, timeout=300_000)
-            time.sleep(1.0)
-            tab.page.locator("h1").first.click()
+            tab = ready_tab(browser, f"{base}/{PATH}", drawn_timeout=300_000)
             trace = folder / f"presses-{run}.json"
             browser.start_tracing(page=tab.page, path=str(trace), categories=CATEGORIES)
             got = [s for s in (time_press(tab, i) for i in range(a.clicks)) if s is not None]

@@ -120,21 +120,28 @@ def pct(xs: list[float], q: float) -> float:
     return sorted(xs)[int(q * (len(xs) - 1))]
 
 
-def run_page(browser: Browser, base: str, path: str, label: str, clicks: int,
-             log: Path) -> tuple[list[tuple[float, float, int, float]], list[float]]:
-    """One visit of ``path`` in a fresh tab: ``clicks`` Right presses timed; (samples, server times)."""
+def ready_tab(browser: Browser, url: str, drawn_timeout: int = 90_000) -> Page:
+    """A fresh tab on ``url`` ready for timed presses: the key clock installed, event 0 drawn, a second
+    to settle, the page (not a widget) focused."""
     tab = Page(browser)
     tab.page.add_init_script(KEY_CLOCK)
     for attempt in range(4):         # a long text's run may still be computing (a loaded machine)
         try:
-            tab.goto(f"{base}/{path}")
+            tab.goto(url)
             break
         except Exception:              # noqa: BLE001 - Playwright's timeout: open it again
             if attempt == 3:
                 raise
-    tab.wait_drawn(0, timeout=90_000)
+    tab.wait_drawn(0, timeout=drawn_timeout)
     time.sleep(1.0)
     tab.page.locator("h1").first.click()
+    return tab
+
+
+def run_page(browser: Browser, base: str, path: str, label: str, clicks: int,
+             log: Path) -> tuple[list[tuple[float, float, int, float]], list[float]]:
+    """One visit of ``path`` in a fresh tab: ``clicks`` Right presses timed; (samples, server times)."""
+    tab = ready_tab(browser, f"{base}/{path}")
     log.write_text("")
     samples = [time_press(tab, i) for i in range(clicks)]
     tab.assert_clean()

@@ -358,22 +358,26 @@ def shared_caches_aside():
 @pytest.fixture
 def tiny_real_smollm2(tiny_llama_dir, monkeypatch):
     """For one page test in AppTest: the server's SmolLM2 is SmolLM2's class on the tiny random Llama
-    (``KVVIZ_SMOLLM2`` names its folder, as a host may), the only real model loaded; for what a page
-    does with its input, not a number of the real weights (``shared_caches_aside``)."""
-    yield from _tiny_as_smollm2(tiny_llama_dir, monkeypatch)
+    (``tiny_as``); for what a page does with its input, not a number of the real weights."""
+    yield from tiny_as("smollm2", tiny_llama_dir, monkeypatch)
 
 
 @pytest.fixture
 def tiny_real_smollm2_layout(tiny_smollm2_dir, monkeypatch):
     """``tiny_real_smollm2`` in SmolLM2's layout (``tiny_smollm2_dir``: 30 layers, 9 query heads over 3
     K/V heads): for an address that names one of SmolLM2's layers or heads."""
-    yield from _tiny_as_smollm2(tiny_smollm2_dir, monkeypatch)
+    yield from tiny_as("smollm2", tiny_smollm2_dir, monkeypatch)
 
 
-def _tiny_as_smollm2(folder: Path, monkeypatch):
-    from kvviz.models import smollm2 as s
-    monkeypatch.setenv(s.ENV_SOURCE, str(folder))
-    monkeypatch.setenv("KVVIZ_REAL_MODELS", "smollm2")
+def tiny_as(name: str, folder, monkeypatch):
+    """A fixture's body: the real model ``name``'s own class on the tiny weights in ``folder`` (its
+    ``env_source``, ``KVVIZ_SMOLLM2`` or ``KVVIZ_GEMMA3``, names the folder, as a host may), inside
+    ``shared_caches_aside``. The server loads it and the default real model (SmolLM2) only: another
+    model's page keeps its model picker, and nothing else is prepared."""
+    from kvviz.models.registry import MODELS
+    from kvviz.ui.app.models import DEFAULT_REAL
+    monkeypatch.setenv(MODELS[name].SPEC.env_source, str(folder))
+    monkeypatch.setenv("KVVIZ_REAL_MODELS", ",".join(dict.fromkeys([DEFAULT_REAL, name])))
     with shared_caches_aside():
         yield
 

@@ -1,14 +1,13 @@
 """Deep links: every link of the lecture script opens its page in the state it names, and each
 page's settings are restored from the address (the other half, the address following the widgets,
 needs a browser: tests/browser/test_deep_links_browser.py)."""
-import dataclasses
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
 from kvviz.ui.app.pages import places, script
 from kvviz.ui.pages.lecture import SCRIPT
-from tests.conftest import frame, no_exception, open_page, shared_caches_aside, stepper
+from tests.conftest import frame, no_exception, open_page, stepper, tiny_as
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
 
@@ -29,20 +28,16 @@ TINY_SMOLLM2_LAYOUT = {"llm_gqa", "llm_whole_run", "compress_llm_keys"}
 
 @pytest.fixture
 def tiny_as_gemma3(tiny_gemma_dir, monkeypatch):
-    """The tiny random Gemma 3 (conftest's ``tiny_gemma_dir``: three sliding layers of window 8, one
-    global) loaded as this server's ``gemma3``, with Gemma 3's caps, and the long text cut to its first
-    paragraph (the detail) and its last (the question): the same page and code path (a hybrid model
-    offers the long text, a run past its window) in a second. (The whole text is 2,587 tokens for the
-    tiny model's byte-level tokenizer, over Gemma's cap of 1,100.)"""
-    from kvviz.models import gemma3, real, registry
-    host = real.host_model(tiny_gemma_dir, gemma3.LIMITS)
-    spec = dataclasses.replace(host.SPEC, name="gemma3", title=gemma3.SPEC.title)
-    monkeypatch.setitem(registry.MODELS, "gemma3", type("TinyAsGemma3", (host,), {"SPEC": spec}))
+    """Gemma 3's class on the tiny random Gemma 3 (conftest's ``tiny_gemma_dir``: three sliding layers of
+    window 8, one global; ``tiny_as``), and the long text cut to its first paragraph (the detail) and
+    its last (the question): the same page and code path (a hybrid model offers the long text, a run
+    past its window) in a second. (The whole text is 2,587 tokens for the tiny model's byte-level
+    tokenizer, over Gemma's cap of 1,100.)"""
+    from kvviz.models import real
     paragraphs = real.long_text().split("\n\n")
     short = f"{paragraphs[0]}\n\n{paragraphs[-1]}"
     monkeypatch.setattr(real, "long_text", lambda: short)
-    with shared_caches_aside():        # the real one's shared copy stays for the other tests
-        yield
+    yield from tiny_as("gemma3", tiny_gemma_dir, monkeypatch)
 
 
 def _notices(at) -> list[str]:

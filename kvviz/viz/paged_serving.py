@@ -128,6 +128,20 @@ def tree_spec(nodes: Sequence[tuple[int, int, int, str, int, bool]], title: str 
     return {"data": data, "layout": layout}
 
 
+MS_BELOW_S = 2.0        # a stall run whose last token came within this many seconds is written in ms
+
+
+def stall_end_s(run: StallRun) -> float:
+    """When the run's last token came (seconds from its start)."""
+    return max((r.token_s[-1] for st in run.settings for r in st.requests), default=0.0)
+
+
+def stall_in_ms(run: StallRun) -> bool:
+    """The stall view's unit, for its chart and its notice alike: ms when the run's last token came
+    within MS_BELOW_S seconds, else s."""
+    return stall_end_s(run) < MS_BELOW_S
+
+
 def stall_spec(run: StallRun, title: str | None = None, words: Mapping[str, str] | None = None,
                decimal: Callable[[float, int], str] | None = None) -> dict:
     """One strip per setting (whole prompts, then each budget), one row per request: a dot at the
@@ -137,8 +151,8 @@ def stall_spec(run: StallRun, title: str | None = None, words: Mapping[str, str]
     heading names its largest gap among the running requests and the long prompt's TTFT.
     ``decimal(x, digits)`` writes a number of the headings (the page's language; English by default)."""
     w = theme.words({**WORDS, **STALL_WORDS}, words)
-    end = max((r.token_s[-1] for st in run.settings for r in st.requests), default=0.0)
-    scale, unit = (1e3, w["ms"]) if end < 2.0 else (1.0, w["s"])
+    end = stall_end_s(run)
+    scale, unit = (1e3, w["ms"]) if stall_in_ms(run) else (1.0, w["s"])
 
     write = decimal or (lambda x, d: f"{x:,.{d}f}")
 

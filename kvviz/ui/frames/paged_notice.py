@@ -10,13 +10,12 @@ from dataclasses import dataclass
 from kvviz.serving.stall import StallRun, StallSetting
 from kvviz.ui.app import fmt
 from kvviz.ui.frames import Tr, lang_of
-
-MS_BELOW_S = 2.0        # a stall measured within this many seconds is written in ms
+from kvviz.viz.paged_serving import stall_in_ms
 
 
 def stall_time(run: StallRun, lang: str) -> Callable[[float], str]:
-    """Seconds as the stall view writes them: ms when the whole run took under MS_BELOW_S, else s."""
-    if max(s.long.token_s[-1] for s in run.settings) < MS_BELOW_S:
+    """Seconds as the stall view writes them, in its chart's unit (kvviz.viz.paged_serving.stall_in_ms)."""
+    if stall_in_ms(run):
         return lambda x: fmt.fixed(x * 1e3, 1, lang=lang) + " ms"
     return lambda x: fmt.fixed(x, 2, lang=lang) + " s"
 

@@ -8,6 +8,7 @@ fails, so ``pytest -m "not browser and not app"`` is exactly the engine tests.
 """
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
@@ -64,8 +65,6 @@ def pytest_ignore_collect(collection_path, config):
     """A subset that leaves out a mark (``-m "not browser and not app"``, the engine tests) does not
     import the modules whose every test carries it: their tests would all be deselected, and each
     worker spent ≈ 1.3 s of its collection importing them and rewriting their asserts."""
-    from _pytest.mark.expression import Expression
-
     expr = config.getoption("markexpr")
     if not expr:
         return None
@@ -76,13 +75,16 @@ def pytest_ignore_collect(collection_path, config):
         mark = found.group(1) if found else None
     else:
         return None
-    if mark is None:
-        return None
+    return True if mark is not None and _leaves_out(expr, mark) else None
+
+
+@functools.cache
+def _leaves_out(expr: str, mark: str) -> bool:
+    """The mark expression deselects a test with ``mark``, whatever other marks it carries."""
+    from _pytest.mark.expression import Expression
+
     compiled = Expression.compile(expr)
-    # left out whatever other marks its tests carry
-    left_out = not any(compiled.evaluate(lambda name, others=others: name == mark or others)
-                       for others in (False, True))
-    return True if left_out else None
+    return not any(compiled.evaluate(lambda name, others=others: name == mark or others) for others in (False, True))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -56,7 +56,7 @@ def test_model_view_outlines_exactly_the_selected_tile():
     for sel in ((0, 0), (2, 3), (3, 1)):
         spec = attention_model_view_spec(w, "t", selected=sel)
         (shape,) = spec["layout"]["shapes"]
-        assert shape["line"]["color"] == COLORS["chosen"]
+        assert shape["line"]["color"] == COLORS["focus"]
         inside = [i for i, d in enumerate(spec["data"]) if shape["x0"] <= _tile(d)[0] and _tile(d)[1] <= shape["x1"]
                   and shape["y0"] <= _tile(d)[2] and _tile(d)[3] <= shape["y1"]]
         touched = [i for i, d in enumerate(spec["data"])

@@ -136,7 +136,7 @@ def test_specs_are_valid_plotly_json_and_what_the_figures_show(runs):
     assert pool["data"][0]["z"] == list(block_pool_figure(step, run.block_size, columns=4).data[0].z)
     assert [a["text"] for a in pool["layout"]["annotations"] if a.get("name") == "block id"] == [
         str(b) for b in range(run.num_blocks)]
-    assert [t["line"]["color"] for t in memory["data"]] == [COLORS["processed"], COLORS["prompt"], COLORS["chosen"]]
+    assert [t["line"]["color"] for t in memory["data"]] == [COLORS["processed"], COLORS["prompt"], COLORS["focus"]]
     assert memory["data"][1]["y"] == [s.memory.bytes("paged") for s in run.steps]
     for spec in (memory, timeline):                             # legend in one row above the plot, step marked
         assert spec["layout"]["legend"]["orientation"] == "h" and spec["layout"]["legend"]["yanchor"] == "bottom"

@@ -40,7 +40,7 @@ def test_proposals_figure_shows_q_p_acceptance_and_u_per_proposal():
     assert untested["x"] == labels[k + 1:] and all(y < 0.2 for y in untested["y"])
     assert untested["marker"]["symbol"] == "square-open" and all(t == "not<br>tested –" for t in untested["text"])
     assert acc["marker"]["color"][:k] == [COLORS["processed"]] * k
-    assert acc["marker"]["color"][k] == COLORS["chosen"] and acc["marker"]["color"][k + 1] == COLORS["removed"]
+    assert acc["marker"]["color"][k] == COLORS["focus"] and acc["marker"]["color"][k + 1] == COLORS["removed"]
     assert u["y"] == [pr.u for pr in r.proposals[:k + 1]]          # only the tested proposals had a u
     assert all(uu >= a for uu, a in zip(u["y"][k:], acc["y"][k:k + 1]))   # the rejected u lies above its bar
 
@@ -63,7 +63,7 @@ def test_residual_figure_shows_p_q_and_the_normalised_residual_at_the_rejection(
     tokens = [VOCAB.index(x) for x in p["x"]]
     assert r.proposals[k].token in tokens and r.emitted[-1] in tokens
     assert p["y"] == [float(r.p[k, t]) for t in tokens] and q["y"] == [float(r.q[k, t]) for t in tokens]
-    assert res["y"] == [float(r.residual[t]) for t in tokens] and res["marker"]["color"] == COLORS["chosen"]
+    assert res["y"] == [float(r.residual[t]) for t in tokens] and res["marker"]["color"] == COLORS["focus"]
     # its hatch drawn over its colour (plotly's default fill mode leaves the bar's own colour out)
     assert res["marker"]["pattern"]["fillmode"] == "overlay"
     assert all(abs(x - max(0.0, a - b) / float((r.p[k] - r.q[k]).clamp(min=0).sum())) < 1e-9

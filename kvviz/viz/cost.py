@@ -76,7 +76,7 @@ def memory_vs_context(contexts: Sequence[int], series: Mapping[int, Sequence[int
         _hline(fig, float(weights_bytes), labels["weights"], "#555555", "dot", True, below=compact)
     if marker is not None:
         fig.add_trace(go.Scatter(x=[marker[0]], y=[float(marker[1])], mode="markers", name=labels["you"],
-                                 marker=dict(size=16, color=COLORS["chosen"], symbol="star",
+                                 marker=dict(size=16, color=COLORS["focus"], symbol="star",
                                              line=dict(width=1, color="black")),
                                  hovertemplate=labels["hover_you"].format(size=human_bytes(marker[1]))
                                  + "<extra></extra>"))
@@ -88,7 +88,7 @@ def memory_vs_context(contexts: Sequence[int], series: Mapping[int, Sequence[int
 
 def kv_sharing_bars(names: Sequence[str], totals: Sequence[int], highlight: int, labels: L) -> go.Figure:
     """The same cache for several numbers of K/V heads; ``highlight`` is the chosen one."""
-    colors = [COLORS["chosen"] if i == highlight else COLORS["bar"] for i in range(len(names))]
+    colors = [COLORS["focus"] if i == highlight else COLORS["bar"] for i in range(len(names))]
     fig = go.Figure(go.Bar(x=list(names), y=[float(v) for v in totals], marker_color=colors,
                            text=[human_bytes(v) for v in totals], textposition="outside",
                            textfont=dict(size=15), hovertemplate="%{x}: %{y:,} B<extra></extra>"))
@@ -187,7 +187,7 @@ def step_time_vs_batch(batches: Sequence[int], ms: Sequence[float], tok_s: Seque
                          text=[f"{v:.2f}" for v in ms], textposition="outside", textfont=dict(size=14),
                          hovertemplate="batch %{x}: %{y:.3f} ms<extra></extra>"))
     fig.add_trace(go.Scatter(x=x, y=list(tok_s), name=labels["tok_s"], yaxis="y2", mode="lines+markers",
-                             line=dict(color=COLORS["chosen"], width=3), marker=dict(size=10),
+                             line=dict(color=COLORS["focus"], width=3), marker=dict(size=10),
                              hovertemplate="batch %{x}: %{y:,.0f} tok/s<extra></extra>"))
     fig.update_layout(yaxis=dict(title=labels["ms"], range=[0, max(ms) * 1.3]),
                       yaxis2=dict(title=labels["tok_s"], overlaying="y", side="right", rangemode="tozero",
@@ -244,7 +244,7 @@ def disaggregated_diagram(labels: L, n_prefill: int = 2, n_decode: int = 3) -> g
         y = top - (j + 0.5) * top / n_decode
         box(8.3, y - 0.4, 11.3, y + 0.4, COLORS["decode"], labels["decode"].format(i=j + 1))
         arrow(11.3, y, 12.1, y, COLORS["decode"])
-    arrow(5.3, top / 2, 8.3, top / 2, COLORS["chosen"], labels["transfer"], width=5)
+    arrow(5.3, top / 2, 8.3, top / 2, COLORS["focus"], labels["transfer"], width=5)
     fig.add_annotation(x=12.2, y=top / 2, text=labels["tokens"], showarrow=False, xanchor="left",
                        font=dict(size=14, color="#222222"))
     fig.update_xaxes(visible=False, range=[-0.2, 13.6], fixedrange=True)
@@ -266,7 +266,7 @@ def grouped_logits(logits: Sequence[Sequence[float]], tokens: Sequence[str] | Se
             outer.append(seq_labels[b])
             inner.append(names[i])
             ys.append(v)
-            colors.append(COLORS["chosen"] if i == chosen[b] else COLORS["bar"])
+            colors.append(COLORS["focus"] if i == chosen[b] else COLORS["bar"])
             text.append(f"{v:.3f}")
     fig = go.Figure(go.Bar(x=[outer, inner], y=ys, marker_color=colors, text=text, textposition="outside",
                            textfont=dict(size=14), hovertemplate="%{x}: %{y:.4f}<extra></extra>"))
@@ -279,7 +279,7 @@ def grouped_logits(logits: Sequence[Sequence[float]], tokens: Sequence[str] | Se
 def speedup_chart(ns: Sequence[int], series: dict[str, Sequence[float]], title: str,
                   x_title: str, y_title: str) -> go.Figure:
     """Lines over N on a log y axis, one per named series (e.g. measured speed-up, FLOP ratio)."""
-    palette = [COLORS["chosen"], COLORS["prompt"], COLORS["processed"], COLORS["pending"]]
+    palette = [COLORS["focus"], COLORS["prompt"], COLORS["processed"], COLORS["pending"]]
     dashes = ["solid", "dash", "dot", "dashdot"]
     places = ["top center", "bottom center", "top center", "bottom center"]   # neighbours label apart
     fig = go.Figure()

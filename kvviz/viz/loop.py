@@ -46,10 +46,10 @@ def whole_run_figure(w: WholeRun, rows: int, labels: Mapping[str, str]) -> go.Fi
     shapes = []
     if rows > w.prompt_len:
         shapes.append(dict(type="line", xref="x", yref="y", x0=-0.5, x1=T - 0.5, y0=w.prompt_len - 0.5,
-                           y1=w.prompt_len - 0.5, line=dict(color=COLORS["chosen"], width=3, dash="dash")))
+                           y1=w.prompt_len - 0.5, line=dict(color=COLORS["focus"], width=3, dash="dash")))
     last = rows - 1
     shapes.append(dict(type="rect", xref="x", yref="y", x0=-0.5, x1=last + 0.5, y0=last - 0.5, y1=last + 0.5,
-                       line=dict(color=COLORS["chosen"], width=3)))
+                       line=dict(color=COLORS["focus"], width=3)))
     fig.update_layout(shapes=shapes)
     fig.add_annotation(x=last / 2, y=-0.5, xref="x", yref="y", text=labels["cached"], showarrow=False,
                        yanchor="bottom", font=dict(size=15))

@@ -210,7 +210,7 @@ def memory_spec(run: ServeRun, title: str | None = None, words: Mapping[str, str
     xs = [s.step for s in run.steps]
     traces = []
     series = [("used", COLORS["processed"], "solid", None), ("paged", COLORS["prompt"], "solid", "tonexty"),
-              ("contiguous", COLORS["chosen"], "dash", None)]
+              ("contiguous", COLORS["focus"], "dash", None)]
     for what, color, dash, fill in series:
         # the legend names the line, the hover says it all ("reserved, contiguous" and, on hover, its
         # "(max length per request)": the whole entry was wider than the stepper's column)
@@ -295,7 +295,7 @@ def latency_spec(runs: Mapping[str, ServeRun], title: str | None = None,
     """TTFT per request, one bar group per request, one colour per run (e.g. continuous, static);
     the legend gives each run's total steps and mean TTFT."""
     w = theme.words(WORDS, words)
-    palette = [COLORS["prompt"], COLORS["pending"], COLORS["processed"], COLORS["chosen"]]
+    palette = [COLORS["prompt"], COLORS["pending"], COLORS["processed"], COLORS["focus"]]
     traces = [{"type": "bar", "x": [f"{w['request']} {r.id}" for r in run.requests],
                "y": [r.ttft for r in run.requests],
                "name": f"{name}: {run.total_steps} {w['total_steps']}, {w['ttft']} ⌀ {run.mean_ttft:.2f}",
@@ -322,7 +322,7 @@ def block_size_spec(points: Sequence[SizePoint], title: str | None = None,
                "mode": "lines+markers", "line": {"color": color, "dash": dash, "width": 3}, "marker": {"size": 9},
                "hovertemplate": f"{w['block_size']} %{{x}}<br>{w[what]}: %{{y:,}} B<extra></extra>"}
               for what, color, dash in (("used", COLORS["processed"], "solid"), ("paged", COLORS["prompt"], "solid"),
-                                        ("contiguous", COLORS["chosen"], "dash"))]
+                                        ("contiguous", COLORS["focus"], "dash"))]
     return {"data": traces, "layout": _top_legend(theme.layout(
         title if title is not None else w["sizes"], 400,
         xaxis={"title": {"text": w["block_size"]}, "type": "log", "tickvals": xs, "ticktext": [str(x) for x in xs]},

@@ -47,7 +47,7 @@ def budget_spec(run: ServeRun, title: str | None = None, words: Mapping[str, str
     if run.chunk_budget is not None:
         data.append({"type": "scatter", "x": [xs[0] - 0.5, xs[-1] + 0.5], "y": [run.chunk_budget] * 2,
                      "mode": "lines", "name": f"{w['budget']} {run.chunk_budget}",
-                     "line": {"color": COLORS["chosen"], "dash": "dash", "width": 2}, "hoverinfo": "skip"})
+                     "line": {"color": COLORS["focus"], "dash": "dash", "width": 2}, "hoverinfo": "skip"})
     xaxis: dict = {"title": {"text": w["step"]}}
     if len(xs) <= 24:
         xaxis["dtick"] = 1
@@ -68,7 +68,7 @@ def hits_spec(trace: PrefixTrace, upto: int | None = None, title: str | None = N
     n = len(trace.prompts) if upto is None else upto + 1
     xs = [f"{w['request']} {i}" for i in range(len(trace.prompts))]
     data = []
-    for mode, color in (("hash", COLORS["bar"]), ("radix", COLORS["chosen"])):
+    for mode, color in (("hash", COLORS["bar"]), ("radix", COLORS["focus"])):
         ys = [h if i < n else None for i, h in enumerate(trace.hits(mode))]
         data.append({"type": "bar", "x": xs, "y": ys, "name": w[f"hits_{mode}"], "marker": {"color": color},
                      "text": ys, "textposition": "outside",
@@ -114,7 +114,7 @@ def tree_spec(nodes: Sequence[tuple[int, int, int, str, int, bool]], title: str 
             edges_y += [y[parent], y[nid], None]
     data: list[dict] = [{"type": "scatter", "x": edges_x, "y": edges_y, "mode": "lines",
                          "line": {"color": COLORS["removed"], "width": 2}, "hoverinfo": "skip", "showlegend": False}]
-    for matched, color in ((False, COLORS["prefill"]), (True, COLORS["chosen"])):
+    for matched, color in ((False, COLORS["prefill"]), (True, COLORS["focus"])):
         pts = [n for n in nodes if n[5] == matched]
         data.append({"type": "scatter", "x": [n[2] for n in pts], "y": [y[n[0]] for n in pts],
                      "mode": "markers+text", "text": [n[3] for n in pts], "textposition": "middle right",
@@ -196,7 +196,7 @@ def stall_spec(run: StallRun, title: str | None = None, words: Mapping[str, str]
                      "line": {"color": COLORS["prefill"], "dash": "dash", "width": 2}, "hoverinfo": "skip"})
         shapes.append({"type": "line", "xref": xname, "yref": f"{yname} domain", "x0": long.arrival_s * scale,
                        "x1": long.arrival_s * scale, "y0": 0, "y1": 1,
-                       "line": {"color": COLORS["chosen"], "dash": "dot", "width": 2}})
+                       "line": {"color": COLORS["focus"], "dash": "dot", "width": 2}})
         name = w["whole"] if st.chunk_budget is None else f"{w['budget']} {st.chunk_budget}"
         notes.append({"xref": "paper", "yref": "paper", "x": 0, "y": top, "yanchor": "bottom", "xanchor": "left",
                       "showarrow": False, "font": {"size": 14},

@@ -36,7 +36,7 @@ def rope_pairs_spec(before: Sequence[float], after: Sequence[float], angles: Seq
          "marker": {"symbol": "circle-open", "size": 9, "color": theme.COLORS["prompt"]},
          "hovertemplate": "%{text}: (%{x:.3f}, %{y:.3f})<extra></extra>", "xaxis": "x", "yaxis": "y"},
         {"type": "scatter", "x": xa, "y": ya, "mode": "markers", "name": w["after"], "text": pairs,
-         "marker": {"size": 8, "color": theme.COLORS["chosen"]},
+         "marker": {"size": 8, "color": theme.COLORS["focus"]},
          "hovertemplate": "%{text}: (%{x:.3f}, %{y:.3f})<extra></extra>", "xaxis": "x", "yaxis": "y"},
         {"type": "bar", "x": list(range(1, half + 1)), "y": [float(a) for a in angles], "name": w["angle"],
          "marker": {"color": theme.COLORS["bar"]}, "showlegend": False, "xaxis": "x2", "yaxis": "y2",

@@ -105,7 +105,7 @@ def draws_histogram(counts: Sequence[int], probs: Sequence[float], tokens: Seque
     xs = [tokens[i] for i in order]
     numbers = len(order) <= MAX_LABELLED
     traces = [
-        go.Bar(x=xs, y=[counts[i] / n for i in order], name=labels["observed"], marker_color=COLORS["chosen"],
+        go.Bar(x=xs, y=[counts[i] / n for i in order], name=labels["observed"], marker_color=COLORS["focus"],
                text=[f"{counts[i]:,}" if numbers else "" for i in order], textposition="outside",
                textfont=dict(size=13),
                cliponaxis=False, customdata=[counts[i] for i in order],

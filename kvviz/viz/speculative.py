@@ -22,8 +22,8 @@ from kvviz.viz.theme import COLORS, FONT
 
 DRAFT_COLOR = COLORS["pending"]
 TARGET_COLOR = COLORS["prompt"]
-RESIDUAL_COLOR = COLORS["chosen"]
-STATUS_COLOR = {True: COLORS["processed"], False: COLORS["chosen"], None: COLORS["removed"]}
+RESIDUAL_COLOR = COLORS["focus"]
+STATUS_COLOR = {True: COLORS["processed"], False: COLORS["focus"], None: COLORS["removed"]}
 CACHE_COLOR = {"cached": COLORS["bar"], "kept": COLORS["processed"], "removed": COLORS["removed"]}
 U_COLOR = "#000000"
 MARK = {True: "✓", False: "✗", None: "–"}       # a proposal's verdict: accepted, rejected, not tested
@@ -288,7 +288,7 @@ def verify_spec(round_: SpeculativeRound, vocab: Sequence[str], title: str, labe
     first = round_.start + len(round_.fed) - 1                # the last fed position's output predicts first+1
     xs = [str(first + 1 + i) for i in range(n + 1)]
     codes = {"accepted": 0, "rejected": 1, "untested": 2, "target": 3, "unused": 4}
-    colour = {"accepted": COLORS["processed"], "rejected": COLORS["chosen"], "untested": COLORS["removed"],
+    colour = {"accepted": COLORS["processed"], "rejected": COLORS["focus"], "untested": COLORS["removed"],
               "target": TARGET_COLOR, "unused": "#F2F2F2"}
     d_state = ["accepted" if i < round_.n_accepted else "rejected" if i == round_.n_accepted else "untested"
                for i in range(n)] + ["unused"]

@@ -26,8 +26,7 @@ ATTENTION_SCALE = [[0.0, "#EDF8B1"], [0.143, "#C7E9B4"], [0.286, "#7FCDBB"], [0.
                    [0.571, "#1D91C0"], [0.714, "#225EA8"], [0.857, "#253494"], [1.0, "#081D58"]]
 # Okabe-Ito roles (docs/colours.md). "choice" is the chosen token's role: the same orange as its
 # pending chip, and drawn only on a choose event (a prefill or decode pass has chosen nothing yet).
-# "focus" is vermillion, what a page points to; "chosen" is that colour's older name, kept for the
-# figures that still call it so (they mean focus: outlines, rejections, highlighted lines).
+# "focus" is vermillion, what a page points to (outlines, rejections, highlighted lines).
 COLORS = {
     "prompt": "#0072B2",      # blue: prompt tokens, prefill passes, prompt slots
     "processed": "#009E73",   # green: generated tokens already in the cache, decode passes
@@ -40,7 +39,6 @@ COLORS = {
     "removed": "#BBBBBB",     # grey: masked, removed, free; nothing else
     "bar": "#56B4E9",         # sky blue: bars without a role
     "focus": "#D55E00",       # vermillion: what the page points to
-    "chosen": "#D55E00",      # older name of "focus"
 }
 # Okabe-Ito without black (yellow last: it is faint on white), for series that are neither
 # prompt/processed/pending: requests in the block pool, lines of the cost charts

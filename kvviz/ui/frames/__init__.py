@@ -361,7 +361,7 @@ class Payload:
         self.csv = csv
         self.pick: dict | None = None
         self.moments: list[list] = []
-        self.colors = {k: COLORS[k] for k in ("prompt", "processed", "pending", "chosen")}
+        self.colors = {k: COLORS[k] for k in ("prompt", "processed", "pending", "focus")}
 
     # -- pooled pieces
     def fig(self, fig, alt: str, digits: int | None = 4, explain: bool = False) -> dict:

@@ -73,6 +73,15 @@ def test_scientific_notation_is_a_power_of_ten_and_zero_is_zero(lang):
         assert fmt.sci(x, 1, lang).startswith(mantissa.replace(".", point))
 
 
+@pytest.mark.parametrize("lang", ["en", *OTHER])
+def test_significant_digits_turn_to_powers_of_ten_below_a_thousandth(lang):
+    """A KL of rounding reads 9.24 × 10⁻⁵, not 0.0000924 nor 9.24e-05; larger ones keep three digits."""
+    point = "." if lang == "en" else ","
+    assert fmt.g(9.24e-5, lang=lang) == f"9{point}24\xa0×\xa010⁻⁵" and fmt.g(6.7e-14, lang=lang).endswith("10⁻¹⁴")
+    assert fmt.g(0.353, lang=lang) == f"0{point}353" and fmt.g(0.001, lang=lang) == f"0{point}001"
+    assert fmt.g(0.0, lang=lang) == "0" and fmt.g(12.0, lang=lang) == "12"
+
+
 @pytest.mark.parametrize("lang", OTHER)
 def test_factors_bytes_flops_durations(lang):
     assert fmt.factor(12.34, lang=lang) == "12,3×" and fmt.factor(1234.5, 0, lang) == "1.234×"

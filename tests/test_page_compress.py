@@ -200,8 +200,10 @@ def _smollm2_key_channels(at, smollm2) -> None:
     z = heat["data"][0]["z"]
     assert len(z) == 192 and len(z[0]) == 18 and z[0][0] == pytest.approx(float(kc.magnitude[0, 0]), abs=1e-5)
     assert heat["data"][0]["y"][:2] == ["K/V 1 · 0", "K/V 1 · 1"]
-    body = " ".join(m.value for m in at.markdown)
-    assert f"**{fmt.num(kc.outlier_ratio(), '.3g', lang='en')} times** the median channel's" in body
+    (h, d, _), _ = kc.top_channels(2)          # what to notice: the darkest row, named, and its ratio
+    notice = next(x.value for x in at.info if x.value.startswith("**Notice:** Look at the darkest rows"))
+    assert f"(K/V head {h + 1}, dimension {d})" in notice
+    assert f"**{fmt.num(kc.outlier_ratio(), '.3g', lang='en')} times** the median channel's" in notice
     csv = pd.read_csv(io.BytesIO(keys_csv(kc)))
     assert len(csv) == 192 and list(csv.columns[:3]) == ["kv_head", "dimension", "0:The"]
 
@@ -260,7 +262,7 @@ def test_eviction_view_behind_its_button_with_the_traces_numbers():
     from kvviz.ui.frames.compress import evict_notice
     index = [s.position for s in steps].index(30)
     budget = Variant.of("snapkv", budget=10).make_cache(model.n_layers).budgets()[2]
-    assert evict_notice(steps, index, 2, budget, translator("en")) in [x.value for x in at.info]
+    assert any(evict_notice(steps, index, 2, budget, translator("en")) in x.value for x in at.info)
     remains = next(s for s in plotly_specs(at) if s["layout"]["title"]["text"].startswith("Layer 3: the attention"))
     group = model.n_heads // model.cost_config.n_kv_heads
     for h in range(model.n_heads):
@@ -312,7 +314,12 @@ def test_latent_section_measures_drift_at_five_ranks():
     spec = next(s for s in plotly_specs(at) if s["layout"]["title"]["text"].startswith("Latent cache"))
     assert spec["data"][0]["x"] == [8, 16, 20, 32, 64, 128] and spec["data"][1]["y"] == [256, 256]
     kl20 = spec["data"][2]["y"][2]
-    assert any(x.value.startswith("Rank 20: 20 elements per token and layer instead of 256") and
-               fmt.num(kl20, ".3g") in x.value for x in at.markdown)
+    assert [(x["x0"], x["x1"]) for x in spec["layout"]["shapes"]] == [(20, 20)]        # the chosen rank's line
+    # what to notice: the chosen rank's share and drift, the full rank's, the smallest rank's drift
+    notice = next(x.value for x in at.info if x.value.startswith("**Notice:** Look at rank 20 (the vertical line)"))
+    assert "holds 20 elements per token and layer where full K and V hold 256 (7.8%)" in notice
+    assert f"mean KL of {fmt.g(kl20)} nats" in notice
+    assert "At full rank (128)" in notice and "holds 50.0% of the full cache's elements" in notice
+    assert f"At rank 8 it holds 3.1% and the KL reaches {fmt.g(spec['data'][2]['y'][0])} nats" in notice
     kls = spec["data"][2]["y"]
     assert kls[-1] < 1e-6 < kls[0]              # full rank: rounding only; rank 8 drifts

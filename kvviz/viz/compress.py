@@ -26,12 +26,12 @@ from kvviz.compress import KeyChannels, RowErrors, StepComparison, VariantResult
 from kvviz.viz import theme
 from kvviz.viz.theme import ATTENTION_SCALE, COLORS, FONT, OKABE_ITO
 
-KIND_COLORS = {"full": COLORS["chosen"], "window": COLORS["prompt"], "quant": COLORS["pending"],
+KIND_COLORS = {"full": COLORS["focus"], "window": COLORS["prompt"], "quant": COLORS["pending"],
                "gqa": COLORS["processed"], "h2o": OKABE_ITO[3], "snapkv": OKABE_ITO[4], "pyramid": OKABE_ITO[4],
                "fp8": COLORS["pending"], "latent": "#555555"}
 KIND_SYMBOLS = {"full": "star", "window": "circle", "quant": "diamond", "gqa": "square", "h2o": "triangle-up",
                 "snapkv": "triangle-down", "pyramid": "pentagon", "fp8": "diamond-open", "latent": "hexagon"}
-ERROR_SCALE = [[0.0, "#FFFFFF"], [1.0, COLORS["chosen"]]]      # 0 = exact, vermillion = largest error
+ERROR_SCALE = [[0.0, "#FFFFFF"], [1.0, COLORS["focus"]]]      # 0 = exact, vermillion = largest error
 KL_FLOOR = 1e-7             # KL of exactly 0 is drawn here on the log axis (and said so on hover)
 
 LABELS = {
@@ -206,15 +206,15 @@ def attention_sinks_spec(cmp: StepComparison, event_index: int, layer: int = 0, 
     sink_cols = [j for j, p in enumerate(keys) if p < sinks]
     if sink_cols and len(ev.positions) == 1:      # one query (a decode): its weight on the sinks in the title
         layout["shapes"] = [{"type": "rect", "x0": min(sink_cols) - 0.5, "x1": max(sink_cols) + 0.5, "y0": -0.5,
-                             "y1": 0.5, "line": {"color": COLORS["chosen"], "width": 3}, "xref": "x", "yref": "y"}]
+                             "y1": 0.5, "line": {"color": COLORS["focus"], "width": 3}, "xref": "x", "yref": "y"}]
         layout["title"]["text"] += "<br><sup>" + w["sinks"].format(mass=sink_mass(ev, layer, head, sinks)[0]) + "</sup>"
         layout["margin"]["t"] = 70
     elif sink_cols:
         layout["shapes"] = [{"type": "rect", "x0": min(sink_cols) - 0.5, "x1": max(sink_cols) + 0.5, "y0": -0.5,
-                             "y1": len(ev.positions) - 0.5, "line": {"color": COLORS["chosen"], "width": 3},
+                             "y1": len(ev.positions) - 0.5, "line": {"color": COLORS["focus"], "width": 3},
                              "xref": "x", "yref": "y"}]
         layout["annotations"] = [{"x": 1.0, "xref": "paper", "xanchor": "left", "y": i, "yref": "y", "showarrow": False,
-                                  "text": w["sinks"].format(mass=mass), "font": {"size": 13, "color": COLORS["chosen"]}}
+                                  "text": w["sinks"].format(mass=mass), "font": {"size": 13, "color": COLORS["focus"]}}
                                  for i, mass in enumerate(sink_mass(ev, layer, head, sinks))]
         layout["margin"]["r"] = 130                    # room at the right for the masses
         if len(keys) <= 16:
@@ -347,8 +347,8 @@ def drift_figure(steps: Sequence, labels: Mapping | None = None, current: int | 
     off = [s for s in steps if not s.agree]
     if off:
         fig.add_trace(go.Scatter(x=[s.position for s in off], y=[max(s.kl, KL_FLOOR) for s in off], mode="markers",
-                                 marker=dict(color=COLORS["chosen"], size=11, symbol="x"), name=w["first_diff"]))
-        fig.add_vline(x=off[0].position, line=dict(color=COLORS["chosen"], dash="dot"))
+                                 marker=dict(color=COLORS["focus"], size=11, symbol="x"), name=w["first_diff"]))
+        fig.add_vline(x=off[0].position, line=dict(color=COLORS["focus"], dash="dot"))
     if current is not None:
         fig.add_vline(x=current, line=dict(color="#555555", width=1))
     decades = math.log10(max(s.kl for s in steps) + KL_FLOOR) - math.log10(max(min(s.kl for s in steps), KL_FLOOR))
@@ -360,18 +360,20 @@ def drift_figure(steps: Sequence, labels: Mapping | None = None, current: int | 
 
 
 def latent_figure(ranks: Sequence[int], full_kv: int, kls: Sequence[float], labels: Mapping | None = None,
-                  height: int = 320) -> go.Figure:
+                  height: int = 320, current: int | None = None) -> go.Figure:
     """Elements per token and layer against the rank (the latent, the full K and V) and the measured
-    mean KL at each rank (right axis, log)."""
+    mean KL at each rank (right axis, log); ``current``: the chosen rank, a grey vertical line."""
     w = theme.words(EVICT_LABELS, labels)
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=list(ranks), y=list(ranks), mode="lines+markers", name=w["elements"],
                              line=dict(color=COLORS["prompt"])))
     fig.add_trace(go.Scatter(x=[min(ranks), max(ranks)], y=[full_kv, full_kv], mode="lines", name=w["full_kv"],
-                             line=dict(color=COLORS["chosen"], dash="dash")))
+                             line=dict(color=COLORS["focus"], dash="dash")))
     fig.add_trace(go.Scatter(x=list(ranks), y=[max(k, KL_FLOOR) for k in kls], mode="lines+markers", name=w["drift"],
                              yaxis="y2", line=dict(color=COLORS["processed"])))
     fig.update_layout(xaxis=dict(title=w["rank"]), yaxis=dict(title=w["elements"], rangemode="tozero"),
                       yaxis2=dict(overlaying="y", side="right", type="log", exponentformat="power", title="KL"),
                       legend=dict(orientation="h", y=-0.3))
+    if current is not None:
+        fig.add_vline(x=current, line=dict(color="#555555", width=1))
     return theme.style(fig, w["latent_title"], height=height)

@@ -155,6 +155,14 @@ def sci(x: float, digits: int = 1, lang: str | None = None) -> str:
     return num(float(mantissa), f".{digits}f", lang) + "\xa0×\xa010" + str(int(exponent)).translate(_SUPERSCRIPT)
 
 
+def g(x: float, digits: int = 3, lang: str | None = None) -> str:
+    """``digits`` significant digits, in powers of ten below 0.001 (a KL of rounding): 0.353 | 0,353;
+    9.24 × 10⁻⁵ | 9,24 × 10⁻⁵, never 9.24e-05."""
+    if x != 0 and abs(x) < 1e-3:
+        return sci(x, digits - 1, lang)
+    return num(x, f".{digits}g", lang)
+
+
 _BYTE_UNITS = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
 _FLOP_UNITS = (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3))
 

@@ -94,12 +94,12 @@ def lead(text: str, limit: int = LEAD_CHARS) -> tuple[str, str]:
     return head, tail + (sep + rest if rest else "")
 
 
-def intro(text: str) -> None:
+def intro(text: str, label_key: str = "present.intro") -> None:
     """A page's introduction, the step first: normally its lead (``lead``) open and the rest folded
     (the stepper is visible without scrolling at 1400 × 900); in presenter mode all of it folded
-    away (one idea on screen)."""
+    away (one idea on screen), under ``label_key`` ("About this section" for a tab's or a section's)."""
     if presenting():
-        with st.expander(t("present.intro"), icon=":material/info:"):
+        with st.expander(t(label_key), icon=":material/info:"):
             st.markdown(text)
         return
     head, rest = lead(text)

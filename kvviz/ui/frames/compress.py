@@ -355,7 +355,7 @@ def evict_notice(steps: Sequence, index: int, layer: int, budget: int, tr: Tr) -
                    positions=positions_text(dropped, lang))
     else:
         first = tr("evict.notice_kept", position=s.position, layer=layer + 1, held=held, budget=budget)
-    kl = fmt.num(s.kl, ".3g", lang)
+    kl = fmt.g(s.kl, lang=lang)
     if s.agree:
         second = tr("evict.notice_same", kl=kl)
     elif all(x.agree for x in steps[:index]):
@@ -363,3 +363,29 @@ def evict_notice(steps: Sequence, index: int, layer: int, budget: int, tr: Tr) -
     else:
         second = tr("evict.notice_differs", kl=kl)
     return first + " " + second
+
+
+def latent_notice(ranks: Sequence[int], full: int, kls: Sequence[float], rank: int, tr: Tr) -> str:
+    """What to notice in the latent cache's view (``ranks`` ascending, the full rank last, ``kls`` the
+    mean KL at each, ``full`` the full K and V's elements per token and layer, ``rank`` the one chosen,
+    0 for none): the chosen rank's saving and drift (or how the two lines run), what the full rank
+    costs, and the drift at the smallest rank."""
+    lang = lang_of(tr)
+    pct = lambda r: fmt.percent(r / full, 1, lang=lang)                        # noqa: E731
+    kl = lambda r: fmt.g(kls[list(ranks).index(r)], lang=lang)                # noqa: E731
+    top, low = ranks[-1], ranks[0]
+    first = (tr("evict.notice_latent_rank", rank=rank, full=full, pct=pct(rank), kl=kl(rank)) if rank
+             else tr("evict.notice_latent_lines"))
+    whole = tr("evict.notice_latent_top_smaller" if top < full else "evict.notice_latent_top_same",
+               top=top, kl=kl(top), pct=pct(top))
+    return " ".join([first, whole, tr("evict.notice_latent_low", low=low, pct=pct(low), kl=kl(low))])
+
+
+def keys_notice(layer: int, top: tuple[int, int, float], ratio: float, tr: Tr) -> str:
+    """What to notice in a real model's key channels: the darkest row (``top``: K/V head, dimension,
+    mean |k|, 0-based) and how far it stands above the median channel, and why that decides how
+    keys are quantized."""
+    lang = lang_of(tr)
+    head, dim, mean = top
+    return tr("evict.notice_keys", layer=layer, h=head + 1, d=dim, m=fmt.num(mean, ".3g", lang),
+              ratio=fmt.num(ratio, ".3g", lang))

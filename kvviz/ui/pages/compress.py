@@ -289,20 +289,18 @@ def _key_section(model: RealLM, name: str, tokens: int) -> None:
                              help=t("compress.llm_klayer_help", layers=model.n_layers), **_synced("sc_klayer"))
     kc = _keys(name, tokens)[int(layer) - 1]
     tr = translator(current_lang())
-    (h1, d1, m1), (h2, d2, m2) = kc.top_channels(2)
+    first, (h2, d2, m2) = kc.top_channels(2)
     per_token, per_channel = kc.spread()
-    reading = t("compress.llm_keys_reading", ratio=fmt.num(kc.outlier_ratio(), ".3g"), h1=h1 + 1, d1=d1,
-                m1=fmt.num(m1, ".3g"), h2=h2 + 1, d2=d2, m2=fmt.num(m2, ".3g"),
-                tok=fmt.num(per_token, ".3g"), ch=fmt.num(per_channel, ".3g"), layer=layer)
-    if presenting:
-        top[1].markdown(reading.split("\n\n")[0])
+    with top[1] if presenting else st.container():
+        step_view.notice(frames_compress.keys_notice(int(layer), first, kc.outlier_ratio(), tr))
     fig = key_channels_figure(kc, frames_compress.figure_labels(tr))
     if presenting:
         fig.update_layout(height=PRESENT_KEYS_HEIGHT)
     chart(fig, t("compress.llm_keys_alt", layer=layer), key="sc_keys_chart")
     if presenting:
         return
-    st.markdown(reading)
+    st.markdown(t("compress.llm_keys_reading", h2=h2 + 1, d2=d2, m2=fmt.num(m2, ".3g"),
+                  tok=fmt.num(per_token, ".3g"), ch=fmt.num(per_channel, ".3g")))
     st.download_button(t("compress.llm_keys_csv"), keys_csv(kc), file_name=f"{name}_key_channels_layer{layer}.csv",
                        mime="text/csv", icon=":material/download:", on_click="ignore")
 
@@ -505,8 +503,10 @@ def _render_real(name: str) -> None:
     ``layout``) opens on the eviction and measures at equal bytes only, its key channels last. In
     presenter mode a view the address names (compress_evict.presenter_view) alone."""
     view = compress_evict.presenter_view()
+    # presenter mode: the folded introduction and settings share one row (the introduction needs the model)
+    row = st.columns(2, gap="small") if view is None and presenter.presenting() else [st.container()] * 2
     if view is None:
-        with presenter.settings():
+        with row[1], presenter.settings():
             _model_widget()
     model = _real_model(name)
     if model is None:
@@ -516,7 +516,8 @@ def _render_real(name: str) -> None:
         return
     intro = _real_intro(model, name)
     if presenter.presenting():      # one folded introduction: the text and the heatmap's key in it
-        presenter.intro(intro + "\n\n" + _keys_intro(model) + "\n\n" + t("compress.llm_text_body"))
+        with row[0]:
+            presenter.intro(intro + "\n\n" + _keys_intro(model) + "\n\n" + t("compress.llm_text_body"))
     else:
         presenter.intro(intro)
         with st.expander(t("compress.llm_text_title")):

@@ -27,6 +27,7 @@ from kvviz.limits import LimitError
 from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import current_lang, t
 from kvviz.ui.app.turns import RunStore, my_turn
+from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.frames import compress as frames_compress
 from kvviz.ui.frames import translator
@@ -39,7 +40,7 @@ DEFAULTS: dict[str, object] = {"sc_policy": "h2o", "sc_budget": 16, "sc_elayer":
                                "sc_rank": 0}                                                      # 0: the default
 EVICT_KEYS = ("sc_policy", "sc_budget", "sc_elayer", "sc_estep")   # an address naming one: the eviction view
 PRESENT_FIG_HEIGHT = 215        # presenter mode: two heatmaps stacked beside the step's notice and KL
-PRESENT_LATENT_HEIGHT = 400     # presenter mode: the latent cache's figure alone below the title
+PRESENT_LATENT_HEIGHT = 330     # presenter mode: the latent cache's figure alone below its notice
 POSITION_TICKS = 12             # presenter mode: at most this many position labels (upright numbers)
 
 
@@ -204,7 +205,8 @@ def _eviction_section(model, name: str, busy: str) -> None:
     tokens = [model.vocab[i] for i in ids]
     li = int(layer) - 1
     budget_here = variant_cache(model, variant).budgets()[li]      # a sliding layer's: capped at its window
-    right.info(frames_compress.evict_notice(steps, index, li, budget_here, tr), icon=":material/visibility:")
+    with right:
+        step_view.notice(frames_compress.evict_notice(steps, index, li, budget_here, tr))
     size = dict(height=PRESENT_FIG_HEIGHT, position_ticks=POSITION_TICKS) if one else dict(height=280)
     with left:
         chart(eviction_figure(step, li, tokens, labels, **size), t("evict.title"), key="sc_evict_chart")
@@ -255,16 +257,14 @@ def _latent_section(model, name: str, busy: str) -> None:
         if not mine:
             return
         kls = _latent_drift(name, ids, ranks, model)
-    labels = frames_compress.evict_labels(translator(current_lang()))
-    # presenter mode's one view: taller, so that the vertical axis title fits (German's is long)
+    tr = translator(current_lang())
+    full = 2 * cfg.n_kv_heads * cfg.head_dim
+    step_view.notice(frames_compress.latent_notice(ranks, full, kls, rank, tr))
+    # presenter mode's one view: tall enough for the vertical axis title (German's is long)
     height = PRESENT_LATENT_HEIGHT if presenter_view() == "latent" else 300
-    chart(latent_figure(ranks, 2 * cfg.n_kv_heads * cfg.head_dim, kls, labels, height=height),
+    chart(latent_figure(ranks, full, kls, frames_compress.evict_labels(tr), height=height, current=rank or None),
           t("evict.latent_title"), key="sc_latent_chart")
     st.caption(t("evict.latent_caption", positions=len(ids) - min(DEFAULT_PREFILL, len(ids) - 1) + 1))
-    if rank:
-        full = 2 * cfg.n_kv_heads * cfg.head_dim
-        st.markdown(t("evict.rank_line", rank=rank, full=full, pct=fmt.percent(rank / full, 1),
-                      kl=fmt.num(kls[ranks.index(rank)], ".3g")))
 
 
 def _budgets_section(model, name: str, show: Callable, busy: str) -> None:

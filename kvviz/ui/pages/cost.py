@@ -111,7 +111,7 @@ def _memory() -> None:
     and inputs away and puts the numbers beside a lower chart, so that they fit one screen."""
     present = presenter.presenting()
     if present:
-        presenter.intro(t("cost.mem_intro"))
+        presenter.intro(t("cost.mem_intro"), "present.intro_section")
     else:
         st.markdown(t("cost.mem_intro"))
     with presenter.settings():
@@ -128,8 +128,8 @@ def _memory() -> None:
     if present:
         numbers, plot = st.columns([1, 3])
         with numbers:                          # presenter mode: beside the chart, not above it (one screen)
+            step_view.notice(notice)           # first: it says the total, which the numbers below break down
             _memory_numbers(cfg, rep, stacked=True)
-            step_view.notice(notice)
         with plot:
             _memory_chart(rep, preset, same, weights, height=MEM_PRESENT_HEIGHT)
     else:

@@ -78,7 +78,7 @@ def _inputs() -> tuple[BatchRun, tuple] | None:
 
 
 def render() -> None:
-    presenter.intro(t("cost.bt_intro"))
+    presenter.intro(t("cost.bt_intro"), "present.intro_section")
     with presenter.settings():
         got = _inputs()
     if got is None:

@@ -72,7 +72,7 @@ def _context_block(model, kind: str, text: str, tail: Tail, seed: int) -> None:
 def section(seed: int) -> None:
     """The section: two contexts (editable, in the address), k and p, the distributions, the chart, a CSV."""
     st.header(t("lesson.tail_title"))
-    presenter.intro(t("lesson.tail_intro"))              # folded in presenter mode, as the inputs
+    presenter.intro(t("lesson.tail_intro"), "present.intro_section")      # folded in presenter mode, as the inputs
     urlstate.int_param("sampling_tail_k", DEFAULT_K, 1, TAIL_MAX_K)
     urlstate.float_param("sampling_tail_p", DEFAULT_P, 0.01, 1.0)
     with presenter.settings():

@@ -275,10 +275,11 @@ NOTICE_BOTTOMS = """(label) => [...document.querySelectorAll("[data-testid='stMa
 
 @pytest.mark.parametrize("path", list(ONE_SCREEN))
 def test_presenter_mode_shows_the_main_charts_of_a_page_without_stepper_on_one_screen(server, browser, path):
-    """The Sampling page, the Cost page's Memory tab and SmolLM2's key channels opened in
-    presenter mode at 1280×720 in Spanish: their main charts' boxes inside the window (below
-    Streamlit's header, nothing scrolled) and legible there (one scan of those charts: no text
-    below 11 px, none over another, none cut)."""
+    """The views without a stepper (the Sampling page, the Memory tab, the Smaller caches' and the
+    Paged cache's views) opened in presenter mode at 1280×720 in Spanish: their main charts' boxes
+    inside the window (below Streamlit's header, nothing scrolled), the view's what-to-notice line
+    ending there too, and the charts legible (one scan: no text below 14 px, no chart label below
+    12 px, none over another, none cut)."""
     tab = Page(browser, width=SMALL[0], height=SMALL[1])
     try:
         sep = "&" if "?" in path else "?"

@@ -547,10 +547,10 @@ def test_the_one_word_notice_names_the_distance_the_shared_tokens_and_the_token_
         assert f"**{fmt.percent(got.total_variation(), 1, lang=lang)}**" in text
         assert fmt.percent(a_p, 1, lang=lang) in text and fmt.percent(b_p, 1, lang=lang) in text
     en = _one_word_notice("It is rainy", "It is sunny")(translator("en"))
-    assert f"{len(got.shared_top(3))} of the top 3 tokens" in en
+    assert f"{len(got.shared_top(3))} tokens are in both charts" in en
     assert f"the most likely is “{_word(a_top)}” ({fmt.percent(a_p, 1, lang='en')}) after the first prompt and " \
            f"“{_word(b_top)}”" in en
-    assert "look at new token 2 in the two tables: after 1 shared token" in en
+    assert "look at new token 2 in the two tables: after 1 shared token the greedy texts part there," in en
     assert f"“{_word(got.a.generation.tokens[1])}” against “{_word(got.b.generation.tokens[1])}”" in en
     same = _one_word("Today the weather is", "Today the weather was")
     assert same.first_differing_token is None

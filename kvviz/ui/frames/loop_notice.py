@@ -23,7 +23,7 @@ def one_word_notice(got: OneWord, shown: int, token: Callable[[int], str], tr: T
     lang = lang_of(tr)
     (a_top, a_p), (b_top, b_p) = got.a.top(1)[0], got.b.top(1)[0]
     bars = tr("loop_notice.bars", tv=fmt.percent(got.total_variation(), 1, lang=lang),
-              shared=len(got.shared_top(shown)), n=shown, a_top=token(a_top), a_p=fmt.percent(a_p, 1, lang=lang),
+              shared=len(got.shared_top(shown)), a_top=token(a_top), a_p=fmt.percent(a_p, 1, lang=lang),
               b_top=token(b_top), b_p=fmt.percent(b_p, 1, lang=lang))
     split = got.first_differing_token
     if split is None:

@@ -338,7 +338,10 @@ def test_the_loop_views_show_two_prompts_greedys_loop_and_the_whole_run(smollm2)
     tables = [d.value for d in at.dataframe if "its probability" in d.value.columns]
     assert len(tables) == 2 and all(len(t) == NEW for t in tables)
     assert any(c.value.startswith("Greedy writes") for c in at.caption)
-    assert any(m.value.startswith("**Greedy:**") and "**" in m.value[12:] for m in at.markdown)
+    greedy = next(m.value for m in at.markdown if m.value.startswith("**Greedy:**"))
+    # the loop in bold: one run from the first ". I love you" to the last (an opening ** after "me" and
+    # before "." would be no opening in Markdown, whose asterisks would show)
+    assert "me<strong>. I love you. I love you." in greedy and "**" not in greedy[12:]
     fig = next(f for f in plotly_specs(at) if f["layout"]["title"]["text"].startswith("Layer 4, head 2: after 3"))
     n_prompt = len(smollm2.prompt(PROMPTS[0], False))
     assert len(fig["data"][0]["z"]) == n_prompt + 2

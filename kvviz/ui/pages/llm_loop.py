@@ -8,6 +8,7 @@ setting is in the address (``loop_*``). The cached results are keyed by the mode
 itself passed along unhashed."""
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 
 import pandas as pd
@@ -137,14 +138,18 @@ def _one_word_view(model, a: str, b: str, new: int) -> None:
 
 
 def _marked(model, tokens: list[int], rep) -> str:
-    """The text with the tokens of the repeated span's occurrences in bold."""
+    """The text with the tokens of the repeated span's occurrences in bold, as Markdown with HTML
+    (shown with ``unsafe_allow_html``; the model's text escaped): ``<strong>``, not ``**``, because an
+    occurrence that starts with punctuation right after a word (". I love you" after "me") opens no
+    bold in Markdown, which then shows the asterisks."""
     inside = rep.positions() if rep else set()
     parts = []
     for i, tok in enumerate(tokens):
-        text = model.decode([tok]).replace("\n", " ").replace("*", "\\*")
+        text = html.escape(model.decode([tok]).replace("\n", " "), quote=False).replace("*", "\\*")
         lead = text[:len(text) - len(text.lstrip())]           # a token's leading space stays outside the bold
-        parts.append(f"{lead}**{text.strip()}**" if i in inside and text.strip() else text)
-    return "".join(parts).replace("****", "").replace("** **", " ")       # one bold run per occurrence
+        parts.append(f"{lead}<strong>{text.strip()}</strong>" if i in inside and text.strip() else text)
+    # one bold run per occurrence
+    return "".join(parts).replace("</strong><strong>", "").replace("</strong> <strong>", " ")
 
 
 def _loop_view(model, text: str) -> None:
@@ -156,7 +161,7 @@ def _loop_view(model, text: str) -> None:
     for k, gen, rep in (("greedy", pair.greedy, pair.greedy_repeat), ("sampled", pair.sampled, pair.sampled_repeat)):
         label = t("lesson.loop_greedy") if k == "greedy" else t("lesson.loop_sampled", tau=fmt.sig(pair.tau),
                                                                    seed=pair.seed)
-        st.markdown(f"**{label}:** " + t("lesson.quoted", text=_marked(model, gen.tokens, rep)))
+        st.markdown(f"**{label}:** " + t("lesson.quoted", text=_marked(model, gen.tokens, rep)), unsafe_allow_html=True)
         who = t(f"lesson.loop_who_{k}")
         if rep is None:
             st.caption(t("lesson.loop_none", who=who))

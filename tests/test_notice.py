@@ -421,9 +421,60 @@ def _stall_notice(tr):
     return stall_notice(_stall(), tr)
 
 
+@functools.cache
+def _one_word(a: str, b: str):
+    """The Real LLM page's one-word view on the tiny GPT: "rainy" / "sunny" part at new token 2,
+    "is" / "was" never (6 greedy tokens each)."""
+    from kvviz.decoding.one_word import one_word
+    from kvviz.models.base import encode
+    return one_word(GPT, (encode(GPT, GPT.tokenize(a)), encode(GPT, GPT.tokenize(b))), 6)
+
+
+@functools.cache
+def _loop(new: int, tau: float):
+    """Greedy against sampling on the tiny GPT (kvviz.decoding.long_runs.loop_pair): over 48 tokens greedy
+    loops; at τ = 0.1 sampling loops too, at τ = 1 it does not; over 6 tokens nothing repeats."""
+    from kvviz.decoding.long_runs import loop_pair
+    from kvviz.models.base import encode
+    return loop_pair(GPT, encode(GPT, GPT.tokenize("It is rainy")), new, tau, 0)
+
+
+def _word(i: int) -> str:
+    return GPT.logit_tokens[i]
+
+
+def _words(ids) -> str:
+    return " ".join(map(_word, ids))
+
+
+def _loop_notice(new: int, tau: float, try_prompt: str | None = None):
+    from kvviz.ui.frames.loop_notice import loop_notice
+    return lambda tr: loop_notice(_loop(new, tau), _words, tr, try_prompt)
+
+
+def _one_word_notice(a: str, b: str):
+    from kvviz.ui.frames.loop_notice import one_word_notice
+    return lambda tr: one_word_notice(_one_word(a, b), 3, _word, tr)
+
+
+@functools.cache
+def _whole():
+    from kvviz.decoding.whole_run import whole_run
+    return whole_run(run_generation(GPT, GPT.tokenize("It was"), 3), 0, 0)
+
+
+def _whole_notice(tr):
+    from kvviz.ui.frames.loop_notice import whole_notice
+    return whole_notice(_whole(), tr)
+
+
 VIEWS = {"paged_stall": _stall_notice,
          "paged_disagg_before": lambda tr: _disagg(tr, ran=False), "paged_disagg": _disagg,
-         **{f"cost_{tab}": _cost(tab) for tab in ("memory", "compute", "measure", "serving")}}
+         **{f"cost_{tab}": _cost(tab) for tab in ("memory", "compute", "measure", "serving")},
+         "loop_one_word": _one_word_notice("It is rainy", "It is sunny"),
+         "loop_one_word_same": _one_word_notice("Today the weather is", "Today the weather was"),
+         "loop_greedy": _loop_notice(48, 1.0), "loop_both": _loop_notice(48, 0.1),
+         "loop_none": _loop_notice(6, 1.0, "Today the weather is"), "loop_whole": _whole_notice}
 
 
 @pytest.mark.parametrize("view", list(VIEWS))
@@ -485,6 +536,53 @@ def test_the_cost_notices_name_the_numbers_their_tab_shows():
     assert fmt.fixed(cost.decode_intensity_limit(cfg, 4096), 1, lang="en") in ai
     p = next(x for x in (2 ** i for i in range(13)) if cost.prefill_intensity(cfg, x, 1).flops_per_byte >= 300)
     assert f"from {p} tokens on" in ai
+
+
+def test_the_one_word_notice_names_the_distance_the_shared_tokens_and_the_token_where_the_texts_part():
+    got = _one_word("It is rainy", "It is sunny")
+    assert got.first_differing_token == 1                     # the engine's: "in London" / "in Madrid"
+    (a_top, a_p), (b_top, b_p) = got.a.top(1)[0], got.b.top(1)[0]
+    for lang in LANGS:
+        text = _one_word_notice("It is rainy", "It is sunny")(translator(lang))
+        assert f"**{fmt.percent(got.total_variation(), 1, lang=lang)}**" in text
+        assert fmt.percent(a_p, 1, lang=lang) in text and fmt.percent(b_p, 1, lang=lang) in text
+    en = _one_word_notice("It is rainy", "It is sunny")(translator("en"))
+    assert f"{len(got.shared_top(3))} tokens are in both charts" in en
+    assert f"the most likely is “{_word(a_top)}” ({fmt.percent(a_p, 1, lang='en')}) after the first prompt and " \
+           f"“{_word(b_top)}”" in en
+    assert "look at new token 2 in the two tables: after 1 shared token the greedy texts part there," in en
+    assert f"“{_word(got.a.generation.tokens[1])}” against “{_word(got.b.generation.tokens[1])}”" in en
+    same = _one_word("Today the weather is", "Today the weather was")
+    assert same.first_differing_token is None
+    text = _one_word_notice("Today the weather is", "Today the weather was")(translator("en"))
+    assert "the greedy texts are the same for all 6 new tokens" in text and "new token" in text
+
+
+def test_the_loop_notice_points_at_greedys_bold_span_against_what_sampling_does():
+    pair = _loop(48, 1.0)
+    rep = pair.greedy_repeat
+    assert rep is not None and pair.sampled_repeat is None           # the tiny GPT's greedy loops, τ = 1 leaves it
+    en = _loop_notice(48, 1.0)(translator("en"))
+    assert f"“{_words(rep.span)}” comes back **{rep.count} times** and fills {rep.covered} tokens of 48" in en
+    assert f"({fmt.percent(rep.covered / 48, lang='en')})" in en
+    assert "Sampled at τ = 1 (seed 0), no span comes back three times" in en and "no way out" in en
+    both = _loop(48, 0.1)
+    assert both.sampled_repeat is not None
+    text = _loop_notice(48, 0.1)(translator("es"))
+    assert f"«{_words(both.sampled_repeat.span)}» vuelve {both.sampled_repeat.count} veces" in text
+    assert "τ = 0,1" in text
+    none = _loop_notice(6, 1.0, "Today the weather is")(translator("de"))
+    assert _loop(6, 1.0).greedy_repeat is None
+    assert none.startswith("Sieh auf den Greedy-Text: In 6 neuen Tokens kommt kein Abschnitt dreimal wieder")
+    assert none.endswith("Der Prompt „Today the weather is“ zeigt es.")
+    assert "zeigt es" not in _loop_notice(6, 1.0)(translator("de"))       # no prompt to offer: none offered
+
+
+def test_the_whole_run_notice_counts_the_prefills_rows_and_the_decode_passes():
+    w = _whole()
+    text = _whole_notice(translator("en"))
+    assert f"the prefill's {w.prompt_len} rows at once, then one row per decode pass ({w.passes - 1} in all)" in text
+    assert w.prompt_len == 2 and w.passes == 3          # 3 new tokens: the prefill, 2 decodes (the last is pending)
 
 
 # ---- moments of the other pages, from their records (kvviz/ui/frames/moments.py) ----------------------------

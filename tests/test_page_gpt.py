@@ -354,6 +354,9 @@ def test_the_whole_run_gains_one_row_per_pass_from_the_address():
     assert all(v is None for v in z[0][1:])                          # the future is blank
     assert any("largest difference" in m.value for m in at.markdown)
     assert any(b.label == "The matrix (CSV)" for b in at.get("download_button"))
+    from kvviz.ui.frames import translator
+    from kvviz.ui.frames.loop_notice import whole_notice
+    assert f"**Notice:** {whole_notice(w, translator('en'))}" in [i.value for i in at.info]
     bad = open_page(PAGE, {"gpt_passes": "99"})
     no_exception(bad)
     assert any("gpt_passes" in w.value for w in bad.warning)

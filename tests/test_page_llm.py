@@ -338,10 +338,26 @@ def test_the_loop_views_show_two_prompts_greedys_loop_and_the_whole_run(smollm2)
     tables = [d.value for d in at.dataframe if "its probability" in d.value.columns]
     assert len(tables) == 2 and all(len(t) == NEW for t in tables)
     assert any(c.value.startswith("Greedy writes") for c in at.caption)
-    assert any(m.value.startswith("**Greedy:**") and "**" in m.value[12:] for m in at.markdown)
+    greedy = next(m.value for m in at.markdown if m.value.startswith("**Greedy:**"))
+    # the loop in bold: one run from the first ". I love you" to the last (an opening ** after "me" and
+    # before "." would be no opening in Markdown, whose asterisks would show)
+    assert "me<strong>. I love you. I love you." in greedy and "**" not in greedy[12:]
     fig = next(f for f in plotly_specs(at) if f["layout"]["title"]["text"].startswith("Layer 4, head 2: after 3"))
     n_prompt = len(smollm2.prompt(PROMPTS[0], False))
     assert len(fig["data"][0]["z"]) == n_prompt + 2
     assert any("largest difference" in m.value for m in at.markdown)
     labels = {b.label for b in at.get("download_button")}
     assert {"Both distributions and decodes (CSV)", "Both texts (CSV)", "The matrix (CSV)"} <= labels
+    # each view's what to notice, written from the records the view shows (the page's cached ones)
+    from kvviz.ui.frames import translator
+    from kvviz.ui.frames.loop_notice import loop_notice, one_word_notice, whole_notice
+    from kvviz.ui.pages import llm_loop
+    tr, name = translator("en"), smollm2.name
+    got = llm_loop._one_word(name, smollm2, *PROMPTS, NEW)
+    pair = llm_loop._loop(name, smollm2, llm_loop.LOOP_PROMPT)
+    w = llm_loop._whole(name, smollm2, PROMPTS[0], NEW, 3, 1)
+    notices = [i.value for i in at.info if i.value.startswith("**Notice:**")]
+    assert notices[-3:] == ["**Notice:** " + x for x in (
+        one_word_notice(got, llm_loop.SHOWN, lambda i: llm_loop._shown(smollm2, i), tr),
+        loop_notice(pair, smollm2.decode, tr), whole_notice(w, tr))]
+    assert "“. I love you” comes back **11 times**" in notices[-2]          # greedy's loop, in bold on the page

@@ -10,7 +10,6 @@ from kvviz.decoding.whole_run import WholeRun, whole_run
 from kvviz.models.gpt import GPTModel
 from kvviz.ui.app import presenter
 from kvviz.ui.app.i18n import t
-from kvviz.ui.components import step_view
 from kvviz.ui.pages.llm_loop import whole_run_view
 
 
@@ -32,5 +31,4 @@ def section(run: Run, model: GPTModel, key: tuple) -> None:
     head = st.session_state.get("gpt_head", 1) - 1
     st.caption(t("loop.whole_picker", layer=layer + 1, head=head + 1))
     w = _whole(key, run, model, layer, head)
-    step_view.notice(t("notice.gpt_whole", prompt=w.prompt_len, decodes=w.passes - 1))
     whole_run_view(w, "gpt", list(w.tokens), "tiny_gpt_whole_run.csv")

@@ -1,12 +1,14 @@
 """The Real LLM page's loop views, on SmolLM2: why decode is a loop (two prompts that differ in one
 word, their next-token distributions and the greedy decode after each: kvviz.decoding.one_word),
 greedy's loop on a prompt where it really loops, with what sampling does to it (long_runs.loop_pair),
-and the whole run's attention as one matrix, a row per pass (kvviz.decoding.whole_run). Called by one
-line of kvviz/ui/pages/llm.py, which hands it the page's model loader (kept out of this module's imports:
-llm.py imports it); every setting is in the address (``loop_*``). The cached results are keyed by
-the model's name, the model itself passed along unhashed."""
+and the whole run's attention as one matrix, a row per pass (kvviz.decoding.whole_run); each view says
+first what to notice in it (kvviz/ui/frames/loop_notice.py). Called by one line of kvviz/ui/pages/llm.py,
+which hands it the page's model loader (kept out of this module's imports: llm.py imports it); every
+setting is in the address (``loop_*``). The cached results are keyed by the model's name, the model
+itself passed along unhashed."""
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 
 import pandas as pd
@@ -19,9 +21,12 @@ from kvviz.decoding.whole_run import WholeRun, whole_run
 from kvviz.limits import LimitError
 from kvviz.models.smollm2 import ModelUnavailable
 from kvviz.ui.app import fmt, presenter, urlstate
-from kvviz.ui.app.i18n import t
+from kvviz.ui.app.i18n import current_lang, t
+from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.components.picker import LayerHeadPicker
+from kvviz.ui.frames import translator
+from kvviz.ui.frames.loop_notice import loop_notice, one_word_notice, whole_notice
 from kvviz.viz.loop import next_token_bars, whole_run_figure
 
 NEW, MAX_NEW = 12, 24             # greedy tokens after each prompt (and in the whole run)
@@ -102,6 +107,7 @@ def _one_word_view(model, a: str, b: str, new: int) -> None:
     st.header(t("loop.title"))
     presenter.intro(t("loop.intro"))
     got = _one_word(model.name, model, a, b, new)
+    step_view.notice(one_word_notice(got, SHOWN, lambda i: _shown(model, i), translator(current_lang())))
     names = {"a": t("lesson.quoted", text=a), "b": t("lesson.quoted", text=b)}
     fig = next_token_bars({t(f"loop.{k}_panel"): [(_shown(model, i), p, fmt.percent(p, 1)) for i, p in br.top(SHOWN)]
                            for k, br in (("a", got.a), ("b", got.b))},
@@ -132,24 +138,30 @@ def _one_word_view(model, a: str, b: str, new: int) -> None:
 
 
 def _marked(model, tokens: list[int], rep) -> str:
-    """The text with the tokens of the repeated span's occurrences in bold."""
+    """The text with the tokens of the repeated span's occurrences in bold, as Markdown with HTML
+    (shown with ``unsafe_allow_html``; the model's text escaped): ``<strong>``, not ``**``, because an
+    occurrence that starts with punctuation right after a word (". I love you" after "me") opens no
+    bold in Markdown, which then shows the asterisks."""
     inside = rep.positions() if rep else set()
     parts = []
     for i, tok in enumerate(tokens):
-        text = model.decode([tok]).replace("\n", " ").replace("*", "\\*")
+        text = html.escape(model.decode([tok]).replace("\n", " "), quote=False).replace("*", "\\*")
         lead = text[:len(text) - len(text.lstrip())]           # a token's leading space stays outside the bold
-        parts.append(f"{lead}**{text.strip()}**" if i in inside and text.strip() else text)
-    return "".join(parts).replace("****", "").replace("** **", " ")       # one bold run per occurrence
+        parts.append(f"{lead}<strong>{text.strip()}</strong>" if i in inside and text.strip() else text)
+    # one bold run per occurrence
+    return "".join(parts).replace("</strong><strong>", "").replace("</strong> <strong>", " ")
 
 
 def _loop_view(model, text: str) -> None:
     st.header(t("loop.loop_title"))
     pair = _loop(model.name, model, text)
+    step_view.notice(loop_notice(pair, model.decode, translator(current_lang()),
+                                 try_prompt=LOOP_PROMPT if text != LOOP_PROMPT else None))
     st.markdown(t("loop.loop_intro", n=LOOP_NEW, text=text))
     for k, gen, rep in (("greedy", pair.greedy, pair.greedy_repeat), ("sampled", pair.sampled, pair.sampled_repeat)):
         label = t("lesson.loop_greedy") if k == "greedy" else t("lesson.loop_sampled", tau=fmt.sig(pair.tau),
                                                                    seed=pair.seed)
-        st.markdown(f"**{label}:** " + t("lesson.quoted", text=_marked(model, gen.tokens, rep)))
+        st.markdown(f"**{label}:** " + t("lesson.quoted", text=_marked(model, gen.tokens, rep)), unsafe_allow_html=True)
         who = t(f"lesson.loop_who_{k}")
         if rep is None:
             st.caption(t("lesson.loop_none", who=who))
@@ -169,8 +181,9 @@ def _loop_view(model, text: str) -> None:
 
 
 def whole_run_view(w: WholeRun, prefix: str, names: list[str], file_name: str) -> None:
-    """The whole-run matrix of ``w`` with a slider of passes (``?{prefix}_passes=``), its account and a CSV;
-    shared by the Tiny GPT page (kvviz/ui/pages/gpt_whole_run.py)."""
+    """The whole-run matrix of ``w`` with what to notice in it, a slider of passes (``?{prefix}_passes=``),
+    its account and a CSV; shared by the Tiny GPT page (kvviz/ui/pages/gpt_whole_run.py)."""
+    step_view.notice(whole_notice(w, translator(current_lang())))
     key = f"{prefix}_passes"
     passes = 1                  # a run of one pass (the prefill only) has nothing to slide through
     if w.passes > 1:

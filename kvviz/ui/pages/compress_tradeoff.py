@@ -11,9 +11,10 @@ import streamlit as st
 from kvviz.compress import Evaluation
 from kvviz.ui.app import fmt
 from kvviz.ui.app.i18n import current_lang, t
+from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.frames import compress as frames_compress
-from kvviz.ui.frames import translator
+from kvviz.ui.frames import measure_notice, translator
 from kvviz.viz.compress import tradeoff_figure
 
 
@@ -54,8 +55,9 @@ def tradeoff_csv(ev: Evaluation) -> bytes:
 
 
 def show(ev: Evaluation, chart_key: str, caption: str, file_name: str, download_key: str | None = None) -> None:
-    """A trade-off of either model: both panels, the caption, the table and its CSV."""
+    """A trade-off of either model: what to notice in it, both panels, the caption, the table and its CSV."""
     tr = translator(current_lang())
+    step_view.notice(measure_notice.tradeoff_notice(ev, tr))          # the points it names, in the chart below
     names = [frames_compress.variant_name(r.variant, tr) for r in ev.results]
     fig = tradeoff_figure(ev.results, labels=frames_compress.figure_labels(tr), names=names)
     cache_positions = any(r.variant.positions == "cache" for r in ev.results)

@@ -67,15 +67,15 @@ def test_self_notice_names_the_prompt_where_the_method_pays_and_the_same_tokens(
     text = self_notice(m, "prompt-lookup", CASES, tr)
     rate = lambda r: tr("measure_notice.self_rate", rate=fmt.percent(r, 0, lang=lang))      # noqa: E731
     pays = tr("measure_notice.self_pays", method=tr("specllm.w_prompt_lookup"), case=CASES["repeat"],
-              x=fmt.factor(1.8, 2, lang=lang), accepted=rate(0.75), tpp=fmt.fixed(3.0, 2, lang=lang))  # 24 in 8 passes
+              x=fmt.factor(1.8, 2, lang=lang), accepted=rate(0.75), tpp=3.0)  # 24 in 8 passes
     other = tr("measure_notice.self_other", case=CASES["open"], x=fmt.factor(0.95, 2, lang=lang),
-               accepted=tr("measure_notice.self_no_proposal"), tpp=fmt.fixed(1.0, 2, lang=lang))
+               accepted=tr("measure_notice.self_no_proposal"), tpp=1.0)
     assert text == " ".join([pays, other, tr("measure_notice.self_why"), tr("measure_notice.self_same", k=2),
                              tr("measure_notice.on_this_server")])
     assert text.startswith(OPENING[lang] + " ") and SERVER[lang] in text and "**" in pays
     early = self_notice(m, "early-exit", CASES, tr)                 # pays on neither prompt: said so
     assert early.startswith(tr("measure_notice.self_pays_not", method=tr("specllm.w_early_exit"), case=CASES["repeat"],
-                                x=fmt.factor(0.7, 2, lang=lang), accepted=rate(0.25), tpp=fmt.fixed(1.2, 2, lang=lang)))
+                                x=fmt.factor(0.7, 2, lang=lang), accepted=rate(0.25), tpp=1.2))
     differs = self_notice(_self_measurement(_self("early-exit", "open", 1.1, 20, 15, 10, same=False)), "early-exit",
                           CASES, tr)
     assert "✗" in differs and CASES["open"] in differs and "✓" not in differs
@@ -130,8 +130,8 @@ def test_tradeoff_notice_other_shapes_of_results(lang):
     assert f"**{variant_name(WIN, tr)}**" in same and fmt.percent(0.5, 0, lang=lang) in same   # lossless and smaller
     most = tradeoff_notice(_evaluation(_result(FULL, 4096, 0.0, 4), _result(WIN, 2048, 0.01, 3),
                                        _result(INT4, 1024, 0.02, 3), _result(GQA, 1024, 0.5, 1)), tr)
-    assert most.startswith(tr("measure_notice.tradeoff_keeps_most", name=variant_name(INT4, tr), bytes=fmt.integer(
-        1024, lang=lang), pct=fmt.percent(0.25, 0, lang=lang), full=fmt.integer(4096, lang=lang),
+    assert most.startswith(tr("measure_notice.tradeoff_keeps_most", name=variant_name(INT4, tr), bytes=1024,
+        pct=fmt.percent(0.25, 0, lang=lang), full=fmt.integer(4096, lang=lang),
         kl=fmt.g(0.02, lang=lang), top=fmt.percent(0.75, 1, lang=lang)))
     none = tradeoff_notice(_evaluation(_result(FULL, 4096, 0.0, 4), _result(INT8R, 4096, 0.0, 4)), tr)
     assert none.startswith(tr("measure_notice.tradeoff_none_smaller", n=1))

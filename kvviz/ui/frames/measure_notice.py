@@ -47,7 +47,7 @@ def self_notice(m: SelfSpeedMeasurement, method: str, cases: Mapping[str, str], 
         accepted = (tr("measure_notice.self_no_proposal") if p.acceptance_rate is None
                     else tr("measure_notice.self_rate", rate=fmt.percent(p.acceptance_rate, 0, lang=lang)))
         return dict(case=cases.get(p.prompt, p.prompt), x=fmt.factor(p.measured, 2, lang=lang), accepted=accepted,
-                    tpp=fmt.fixed(p.tokens_per_pass, 2, lang=lang))
+                    tpp=round(p.tokens_per_pass, 2))                 # a count: "1 token", "2.5 tokens"
     best = max(pts, key=lambda p: p.measured)
     parts = [tr("measure_notice.self_pays" if best.measured > 1 else "measure_notice.self_pays_not",
                 method=name, **numbers(best))]
@@ -73,7 +73,7 @@ def tradeoff_notice(ev: Evaluation, tr: Tr) -> str:
     full = ref.bytes_per_token if ref is not None else max(r.bytes_per_token for r in results)
     others = [r for r in results if r is not ref]
     smaller = [r for r in others if r.bytes_per_token < full]
-    num = lambda r: dict(name=variant_name(r.variant, tr), bytes=fmt.integer(round(r.bytes_per_token), lang=lang),  # noqa: E731
+    num = lambda r: dict(name=variant_name(r.variant, tr), bytes=round(r.bytes_per_token),  # noqa: E731
                          pct=fmt.percent(r.bytes_per_token / full, 0, lang=lang), kl=fmt.g(r.kl_mean, lang=lang),
                          top=fmt.percent(r.top1_agreement, 1, lang=lang))
     parts = []

@@ -20,6 +20,7 @@ SERVER = {"en": "Measured on this server", "es": "Medido en este servidor", "de"
 def _draft(speedups: dict[int, float]) -> SpeedMeasurement:
     """γ → measured speed-up (plain 1 s, speculative 1 / speed-up s); c = 0.3, v = 1 + 0.2 γ."""
     pts = [SpeedPoint(48, 1 / s, 1.0, 1 / s, 1.0, gamma=g, acceptance_rate=0.8, tokens_per_target_pass=2.5,
+                      run_other_ms=0.25,
                       verify_ms=0.5 * (1 + 0.2 * g), expected=cost.speculative_speedup(0.8, g, 0.3),
                       expected_with_verify=cost.speculative_speedup(0.8, g, 0.3, 1 + 0.2 * g))
            for g, s in speedups.items()]
@@ -36,7 +37,7 @@ def test_draft_notice_points_at_the_fastest_gamma_and_says_why_the_formula_diffe
     assert text.startswith(OPENING[lang] + " ") and "γ = 2" in text and SERVER[lang] in text
     assert f"**{fmt.factor(1.5, 2, lang=lang)}**" in text
     for x in (fmt.factor(best.expected, 2, lang=lang), fmt.factor(best.expected_with_verify, 2, lang=lang),
-              f"c = {fmt.fixed(0.3, 2, lang=lang)}", fmt.fixed(0.06, 3, lang=lang),
+              f"c = {fmt.fixed(0.3, 2, lang=lang)}", fmt.fixed(0.06, 3, lang=lang), fmt.fixed(0.25, 3, lang=lang),
               f"v = {fmt.fixed(1.4, 2, lang=lang)}"):
         assert x in text, x
     slower = draft_notice(_draft({1: 0.8, 2: 0.9}), tr)        # no γ pays: said so, the best row still named

@@ -19,7 +19,8 @@ from kvviz.ui.frames.compress import variant_name
 
 def draft_notice(m: SpeedMeasurement, tr: Tr) -> str:
     """The γ whose run was fastest (its row), its measured speed-up against the formula's with v = 1
-    and with the verification pass's measured cost, and why they differ: the measured c and v."""
+    and with the verification pass's measured cost, and why they differ: the formula takes the measured
+    c (not the FLOP ratio), but not v nor each round's own work."""
     lang = lang_of(tr)
     best = max(m.points, key=lambda p: p.measured)
     common = dict(g=best.gamma, measured=fmt.factor(best.measured, 2, lang=lang),
@@ -27,8 +28,8 @@ def draft_notice(m: SpeedMeasurement, tr: Tr) -> str:
                   expected_v=fmt.factor(best.expected_with_verify, 2, lang=lang))
     head = tr("measure_notice.draft_best" if best.measured > 1 else "measure_notice.draft_slower", **common)
     why = tr("measure_notice.draft_why", c=fmt.fixed(m.c, 2, lang=lang), draft=fmt.fixed(m.draft_ms, 3, lang=lang),
-             target=fmt.fixed(m.target_ms, 3, lang=lang), c_flops=fmt.fixed(m.c_flops, 3, lang=lang),
-             g=best.gamma, v=fmt.fixed(best.verify_ms / m.target_ms, 2, lang=lang))
+             target=fmt.fixed(m.target_ms, 3, lang=lang), c_flops=fmt.fixed(m.c_flops, 3, lang=lang), g=best.gamma,
+             v=fmt.fixed(best.verify_ms / m.target_ms, 2, lang=lang), other=fmt.fixed(best.run_other_ms, 3, lang=lang))
     return " ".join([head, why, tr("measure_notice.on_this_server")])
 
 

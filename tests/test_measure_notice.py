@@ -43,6 +43,13 @@ def test_draft_notice_points_at_the_fastest_gamma_and_says_why_the_formula_diffe
     slower = draft_notice(_draft({1: 0.8, 2: 0.9}), tr)        # no γ pays: said so, the best row still named
     assert "γ = 2" in slower and f"**{fmt.factor(0.9, 2, lang=lang)}**" in slower and slower != text
     assert slower.split(":")[1] != text.split(":")[1]
+    above = draft_notice(_draft({1: 1.2, 2: 1.9}), tr)          # above the formula's 1.52×: noise, said so
+    assert above.startswith(tr("measure_notice.draft_above", g=2, measured=fmt.factor(1.9, 2, lang=lang),
+                                expected=fmt.factor(best.expected, 2, lang=lang),
+                                expected_v=fmt.factor(best.expected_with_verify, 2, lang=lang)))
+    assert text.startswith(tr("measure_notice.draft_best", g=2, measured=fmt.factor(1.5, 2, lang=lang),
+                              expected=fmt.factor(best.expected, 2, lang=lang),
+                              expected_v=fmt.factor(best.expected_with_verify, 2, lang=lang)))
 
 
 def _self(method: str, prompt: str, speedup: float, proposed: int, accepted: int, passes: int,

@@ -154,3 +154,12 @@ def test_every_line_is_translated():
     keys = {lang: json.loads((root / lang / "measure_notice.json").read_text(encoding="utf-8")) for lang in LANGS}
     assert set(keys["es"]) == set(keys["de"]) == set(keys["en"])
     assert all(keys["es"][k] != keys["en"][k] != keys["de"][k] for k in keys["en"])
+
+
+def test_the_tradeoff_table_names_the_eviction_policies_too():
+    """The equal-bytes comparison shows H2O, SnapKV, PyramidKV, FP8 and latent variants in the same
+    table as the others (kvviz/ui/pages/compress_tradeoff.py), each with its kind's name."""
+    from kvviz.ui.pages.compress_tradeoff import tradeoff_table
+    ev = _evaluation(_result(FULL, 4096, 0.0, 4), _result(Variant.of("h2o", budget=16), 1024, 0.1, 3),
+                     _result(Variant.of("snapkv", budget=16), 1024, 0.2, 3), _result(WIN, 2731, 7e-4, 4))
+    assert list(tradeoff_table(ev)["Kind"]) == ["Full cache", "H2O", "SnapKV", "Window + sinks"]

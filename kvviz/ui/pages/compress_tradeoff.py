@@ -21,9 +21,10 @@ from kvviz.viz.compress import tradeoff_figure
 def tradeoff_table(ev: Evaluation) -> pd.DataFrame:
     """One row per variant, numbers as numbers (sortable), shown in the page's language."""
     tr = translator(current_lang())
+    kinds = frames_compress.figure_labels(tr)["kinds"]      # every kind's name, the eviction policies' too
     return pd.DataFrame([{
         t("compress.col_variant"): frames_compress.variant_name(r.variant, tr),
-        t("compress.col_kind"): t("compress.kind_" + r.variant.kind),
+        t("compress.col_kind"): kinds[r.variant.kind],
         t("compress.col_bytes"): r.bytes_per_token,
         t("compress.col_kl"): r.kl_mean,
         t("compress.col_top1"): r.top1_agreement,

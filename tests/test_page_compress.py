@@ -21,6 +21,8 @@ from kvviz.compress import (
 from kvviz.compress.text import held_out_ids
 from kvviz.ui.app import fmt
 from kvviz.ui.app.pages import script
+from kvviz.ui.frames import translator
+from kvviz.ui.frames.measure_notice import tradeoff_notice
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 
 pytestmark = pytest.mark.app          # every test here runs a page (AppTest)
@@ -153,6 +155,8 @@ def test_tradeoff_is_computed_behind_the_button_with_the_engines_numbers_and_a_c
     next(b for b in at.button if b.label == label).click().run()
     no_exception(at)
     ev = measure(m)
+    # what to notice: the points, from the evaluation
+    assert f"**Notice:** {tradeoff_notice(ev, translator('en'))}" in [i.value for i in at.info]
     table = at.dataframe[0].value
     assert len(table) == len(ev.results)
     assert list(table["Bytes per token"]) == [r.bytes_per_token for r in ev.results]

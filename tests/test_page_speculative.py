@@ -11,6 +11,7 @@ from kvviz.speculative.decoding import speculative_generate
 from kvviz.ui.app import fmt
 from kvviz.ui.app.i18n import LANGS, strings
 from kvviz.ui.app.pages import script
+from kvviz.ui.frames import measure_notice, translator
 from kvviz.ui.frames import speculative as frames_speculative
 from tests.conftest import frame, frame_table, frame_text, no_exception, open_page, plotly_specs, stepper
 
@@ -152,6 +153,10 @@ def test_expected_speedup_is_the_formula_and_the_measurement_runs_behind_the_but
     chart = next(s for s in plotly_specs(at) if s["data"][0]["type"] == "scatter")
     assert [d["name"] for d in chart["data"]][-1] == "measured" and len(chart["data"][-1]["y"]) == 6
     assert any("Why the formula and the measurement differ" in m.value for m in at.markdown)
+    # what to notice: the best γ's row, from the record
+    measured = at.session_state["speculative_measured"][1]
+    notices = [i.value for i in at.info if i.value.startswith("**Notice:**")]
+    assert f"**Notice:** {measure_notice.draft_notice(measured, translator('en'))}" in notices
 
 
 def test_bad_input_gets_a_message_and_the_address_is_checked():
@@ -352,6 +357,11 @@ def test_real_model_bad_text_missing_weights_and_the_measure_button(tiny_real_sm
     table = at.dataframe[-1].value
     assert list(table["draft"]) == ["prompt lookup", "early exit"] * 2 and set(table["same tokens"]) == {"✓"}
     assert plotly_specs(at)[-1]["layout"]["title"]["text"] == "Measured speed-up over plain greedy decoding"
+    # what to notice: the bars, from the record
+    cases = {"repeat": "repeat a text", "open": "open question"}
+    notice = measure_notice.self_notice(at.session_state["specllm_measured"][1], "prompt-lookup", cases,
+                                        translator("en"))
+    assert f"**Notice:** {notice}" in [i.value for i in at.info] and "prompt lookup bars" in notice
     present = open_page(PAGE, {"sd_draft": "prompt-lookup", "sd_llm_new": "2", "present": "1"})
     no_exception(present)          # presenter mode: the round's two figures (in the stepper), the settings folded
     data = stepper(present)

@@ -11,18 +11,20 @@ import streamlit as st
 from kvviz.compress import Evaluation
 from kvviz.ui.app import fmt
 from kvviz.ui.app.i18n import current_lang, t
+from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.frames import compress as frames_compress
-from kvviz.ui.frames import translator
+from kvviz.ui.frames import measure_notice, translator
 from kvviz.viz.compress import tradeoff_figure
 
 
 def tradeoff_table(ev: Evaluation) -> pd.DataFrame:
     """One row per variant, numbers as numbers (sortable), shown in the page's language."""
     tr = translator(current_lang())
+    kinds = frames_compress.figure_labels(tr)["kinds"]      # every kind's name, the eviction policies' too
     return pd.DataFrame([{
         t("compress.col_variant"): frames_compress.variant_name(r.variant, tr),
-        t("compress.col_kind"): t("compress.kind_" + r.variant.kind),
+        t("compress.col_kind"): kinds[r.variant.kind],
         t("compress.col_bytes"): r.bytes_per_token,
         t("compress.col_kl"): r.kl_mean,
         t("compress.col_top1"): r.top1_agreement,
@@ -54,8 +56,9 @@ def tradeoff_csv(ev: Evaluation) -> bytes:
 
 
 def show(ev: Evaluation, chart_key: str, caption: str, file_name: str, download_key: str | None = None) -> None:
-    """A trade-off of either model: both panels, the caption, the table and its CSV."""
+    """A trade-off of either model: what to notice in it, both panels, the caption, the table and its CSV."""
     tr = translator(current_lang())
+    step_view.notice(measure_notice.tradeoff_notice(ev, tr))          # the points it names, in the chart below
     names = [frames_compress.variant_name(r.variant, tr) for r in ev.results]
     fig = tradeoff_figure(ev.results, labels=frames_compress.figure_labels(tr), names=names)
     cache_positions = any(r.variant.positions == "cache" for r in ev.results)

@@ -26,11 +26,13 @@ from kvviz.speculative import SpeedMeasurement, measure_speedup
 from kvviz.speculative.measure import SelfSpeedMeasurement, measure_self_speedup
 from kvviz.speculative.records import Speculation
 from kvviz.ui.app import fmt, nav, urlstate
-from kvviz.ui.app.i18n import t
+from kvviz.ui.app.i18n import current_lang, t
 from kvviz.ui.app.turns import my_turn
+from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.components.progress import outside_the_cache
 from kvviz.ui.components.rule_controls import RuleKey
+from kvviz.ui.frames import measure_notice, translator
 from kvviz.ui.frames import speculative as frames_speculative
 from kvviz.viz.speculative import self_speedup_spec, speedup_figure
 
@@ -98,6 +100,7 @@ def draft_model(pair: tuple[GPTModel, GPTModel], ids: tuple[int, ...], rule_key:
     if measured is None:
         st.info(t("speculative.measure_none"), icon=":material/timer:")
         return
+    step_view.notice(measure_notice.draft_notice(measured, translator(current_lang())))   # the best γ's row below
     st.caption(t("speculative.measure_done", s=fmt.fixed(measured.seconds, 1), runs=measured.runs,
                  n=measured.new_tokens, threads=measured.threads))
     df = pd.DataFrame([{
@@ -160,9 +163,10 @@ def self_drafted(model: RealLM, method: str, prompts: tuple[tuple[str, tuple[int
         st.info(t("specllm.measure_none"), icon=":material/timer:")
         return
     for_key, got = stored
+    cases = {case: t(f"specllm.case_{case}") for case, _ in prompts}
+    step_view.notice(measure_notice.self_notice(got, method, cases, translator(current_lang())))   # the bars below
     if for_key != mkey:
         st.caption(t("specllm.measure_stale"))
-    cases = {case: t(f"specllm.case_{case}") for case, _ in prompts}
     short, stem = short_name(model), file_stem(model)
     chart(go.Figure(self_speedup_spec(got, cases, t("specllm.speedup_title"),
                                       frames_speculative.fig_labels(t, method))),

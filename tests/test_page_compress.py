@@ -327,3 +327,23 @@ def test_latent_section_measures_drift_at_five_ranks():
     assert f"At rank 8 it holds 3.1% and the KL reaches {fmt.g(spec['data'][2]['y'][0])} nats" in notice
     kls = spec["data"][2]["y"]
     assert kls[-1] < 1e-6 < kls[0]              # full rank: rounding only; rank 8 drifts
+
+
+def test_every_policy_at_equal_bytes_on_a_real_model_class(tiny_real_smollm2):
+    """SmolLM2's class (on tiny weights): the equal-bytes comparison after its button, with the
+    eviction policies' kinds named in its table, its notice from the evaluation, a caption that says
+    what was measured (not the introduction again) and a verdict per fraction."""
+    from kvviz.compress.budget import compare_at_budgets
+    from kvviz.models.registry import get_model
+    at = open_page(PAGE, {"sc_model": "smollm2", "sc_ltokens": "18"})
+    no_exception(at)
+    next(b for b in at.button if b.label == "Compare at equal bytes").click().run()
+    no_exception(at)
+    ev = compare_at_budgets(get_model("smollm2"), 18).evaluation
+    assert f"**Notice:** {tradeoff_notice(ev, translator('en'))}" in [i.value for i in at.info]
+    kinds = {row for df in at.dataframe for row in df.value.get("Kind", [])}
+    assert "H2O" in kinds and "Latent (MLA)" in kinds and len(kinds) == len({r.variant.kind for r in ev.results})
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith("SmolLM2") and "positions scored per variant" in c for c in captions), captions
+    assert not any("does the answer change?" in c for c in captions)
+    assert sum(m.value.startswith(("At 25%", "At 10%")) for m in at.markdown) == 2        # one verdict each

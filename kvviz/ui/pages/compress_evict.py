@@ -51,7 +51,7 @@ def render(model, name: str, title: str, show: Callable) -> None:
     _eviction_section(model, name, busy)
     _latent_section(model, name, busy)
     if name != "gpt":
-        _budgets_section(model, name, show, busy)
+        _budgets_section(model, name, title, show, busy)
 
 
 def presenter_view() -> str | None:
@@ -267,7 +267,7 @@ def _latent_section(model, name: str, busy: str) -> None:
     st.caption(t("evict.latent_caption", positions=len(ids) - min(DEFAULT_PREFILL, len(ids) - 1) + 1))
 
 
-def _budgets_section(model, name: str, show: Callable, busy: str) -> None:
+def _budgets_section(model, name: str, title: str, show: Callable, busy: str) -> None:
     """A real model: every policy at 25 % and 10 % of the bytes, in the page's trade-off figure, table
     and CSV, and the verdict the numbers give."""
     st.header(t("evict.budgets_title"))
@@ -286,7 +286,9 @@ def _budgets_section(model, name: str, show: Callable, busy: str) -> None:
     if cmp is None:
         st.info(t("evict.budgets_none"), icon=":material/insights:")
         return
-    show(cmp.evaluation, "sc_budgets_chart", t("evict.budgets_intro", answer=ANSWER_TOKENS),
+    ev = cmp.evaluation                 # the caption says what was measured (the introduction is above)
+    show(ev, "sc_budgets_chart", t("compress.llm_caption", title=title, tokens=len(ev.prompts[0].ids),
+                                   prefill=DEFAULT_PREFILL, positions=ev.results[0].positions),
           f"smaller_caches_{name}_equal_bytes_{tokens}.csv", download_key="sc_budgets_csv")
     tr = translator(current_lang())
     names = {v.label(): frames_compress.variant_name(v, tr) for vs in cmp.variants for v in vs}

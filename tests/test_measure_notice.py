@@ -29,7 +29,7 @@ def _draft(speedups: dict[int, float]) -> SpeedMeasurement:
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_draft_notice_points_at_the_fastest_gamma_and_says_why_the_formula_differs(lang):
+def test_draft_notice_points_at_the_fastest_gamma_and_says_what_makes_the_gap(lang):
     m = _draft({1: 1.2, 2: 1.5, 3: 1.4})
     tr = translator(lang)
     text = draft_notice(m, tr)
@@ -37,8 +37,7 @@ def test_draft_notice_points_at_the_fastest_gamma_and_says_why_the_formula_diffe
     assert text.startswith(OPENING[lang] + " ") and "γ = 2" in text and SERVER[lang] in text
     assert f"**{fmt.factor(1.5, 2, lang=lang)}**" in text
     for x in (fmt.factor(best.expected, 2, lang=lang), fmt.factor(best.expected_with_verify, 2, lang=lang),
-              f"c = {fmt.fixed(0.3, 2, lang=lang)}", fmt.fixed(0.06, 3, lang=lang), fmt.fixed(0.25, 3, lang=lang),
-              f"v = {fmt.fixed(1.4, 2, lang=lang)}"):
+              fmt.fixed(0.25, 3, lang=lang), f"v = {fmt.fixed(1.4, 2, lang=lang)}"):     # what makes the gap
         assert x in text, x
     slower = draft_notice(_draft({1: 0.8, 2: 0.9}), tr)        # no γ pays: said so, the best row still named
     assert "γ = 2" in slower and f"**{fmt.factor(0.9, 2, lang=lang)}**" in slower and slower != text

@@ -19,8 +19,9 @@ from kvviz.ui.frames.compress import variant_name
 
 def draft_notice(m: SpeedMeasurement, tr: Tr) -> str:
     """The γ whose run was fastest (its row), its measured speed-up against the formula's with v = 1
-    and with the verification pass's measured cost (above the formula: noise, said so), and why they
-    differ: the formula takes the measured c (not the FLOP ratio), but not v nor each round's own work."""
+    and with the verification pass's measured cost (above the formula: noise, said so), and what makes
+    the gap: the verification pass's cost v and each round's own work (the page's paragraph below the
+    table says the rest: c measured against c in FLOPs)."""
     lang = lang_of(tr)
     best = max(m.points, key=lambda p: p.measured)
     common = dict(g=best.gamma, measured=fmt.factor(best.measured, 2, lang=lang),
@@ -29,9 +30,8 @@ def draft_notice(m: SpeedMeasurement, tr: Tr) -> str:
     key = ("draft_slower" if best.measured <= 1 else "draft_best" if best.measured <= best.expected
            else "draft_above")
     head = tr("measure_notice." + key, **common)
-    why = tr("measure_notice.draft_why", c=fmt.fixed(m.c, 2, lang=lang), draft=fmt.fixed(m.draft_ms, 3, lang=lang),
-             target=fmt.fixed(m.target_ms, 3, lang=lang), c_flops=fmt.fixed(m.c_flops, 3, lang=lang), g=best.gamma,
-             v=fmt.fixed(best.verify_ms / m.target_ms, 2, lang=lang), other=fmt.fixed(best.run_other_ms, 3, lang=lang))
+    why = tr("measure_notice.draft_why", g=best.gamma, v=fmt.fixed(best.verify_ms / m.target_ms, 2, lang=lang),
+             other=fmt.fixed(best.run_other_ms, 3, lang=lang))
     return " ".join([head, why, tr("measure_notice.on_this_server")])
 
 

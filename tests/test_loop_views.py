@@ -1,6 +1,7 @@
 """The real model's loop views (kvviz.decoding.one_word, long_runs.loop_pair, whole_run): the tea / water
 example, greedy's loop and the whole run's attention matrix. The tiny random Llama and the tiny GPT for
-the mechanics; SmolLM2 only where a number needs it."""
+the mechanics; SmolLM2's numbers (tea and water differ, greedy loops where sampling does not) are
+asserted by tests/test_page_llm.py on the records its page visit computes anyway."""
 from __future__ import annotations
 
 import pytest
@@ -32,14 +33,6 @@ def test_one_word_refuses_a_bad_length(tiny_hf):
         one_word(tiny_hf, ([1, 2], [1, 3]), 0)
 
 
-def test_tea_and_water_on_smollm2(smollm2):
-    """The issue's example on the real model: the two prompts' distributions differ, and so do the decodes."""
-    got = one_word(smollm2, tuple(smollm2.ids(smollm2.prompt(s, False))
-                                  for s in ("Today I drink tea", "Today I drink water")), 12)
-    assert got.total_variation() > 0.05
-    assert got.first_differing_token is not None
-
-
 def test_loop_pair_on_the_tiny_gpt_matches_the_pages_words():
     tiny = load_tiny_gpt()
     lm = GPTModel(tiny)
@@ -50,14 +43,6 @@ def test_loop_pair_on_the_tiny_gpt_matches_the_pages_words():
         words = [lm.vocab[i] for i in pair.greedy.tokens]
         s = pair.greedy_repeat.starts[0]
         assert tuple(words[s:s + len(pair.greedy_repeat.span)]) == pair.greedy_repeat.span
-
-
-def test_smollm2_greedy_loops_where_sampling_does_not(smollm2):
-    """The Real LLM page's looping prompt really loops under greedy; sampling at τ = 1 leaves it."""
-    from kvviz.ui.pages.llm_loop import LOOP_NEW, LOOP_PROMPT, LOOP_SEED, LOOP_TAU
-    pair = loop_pair(smollm2, smollm2.ids(smollm2.prompt(LOOP_PROMPT, False)), LOOP_NEW, LOOP_TAU, LOOP_SEED)
-    assert pair.greedy_repeat is not None and pair.greedy_repeat.covered >= 12
-    assert pair.sampled_repeat is None or pair.sampled_repeat.covered < pair.greedy_repeat.covered
 
 
 @pytest.mark.parametrize("which", ["gpt", "llama"])

@@ -325,8 +325,9 @@ def test_gemma3_says_which_weights_and_reads_one_kv_head_with_four_query_heads(g
 
 
 def test_the_loop_views_show_two_prompts_greedys_loop_and_the_whole_run(smollm2):
-    """Tea / water: SmolLM2's own distributions and decodes; greedy's loop in bold; the whole run's matrix
-    from the address (?loop_layer=&loop_head=&loop_passes=), the same as one pass without a cache."""
+    """Tea / water: SmolLM2's own distributions and decodes, which differ; greedy's loop in bold, which
+    sampling leaves; the whole run's matrix from the address (?loop_layer=&loop_head=&loop_passes=),
+    the same as one pass without a cache."""
     from kvviz.ui.pages.llm_loop import NEW, PROMPTS
 
     at = open_page(PAGE, {"loop_layer": "4", "loop_head": "2", "loop_passes": "3"}, timeout=180)
@@ -361,3 +362,7 @@ def test_the_loop_views_show_two_prompts_greedys_loop_and_the_whole_run(smollm2)
         one_word_notice(got, llm_loop.SHOWN, lambda i: llm_loop._shown(smollm2, i), tr),
         loop_notice(pair, smollm2.decode, tr), whole_notice(w, tr))]
     assert "“. I love you” comes back **11 times**" in notices[-2]          # greedy's loop, in bold on the page
+    # SmolLM2's own numbers: one word moves the distribution and the decode; greedy loops, sampling leaves it
+    assert got.total_variation() > 0.05 and got.first_differing_token is not None
+    assert pair.greedy_repeat is not None and pair.greedy_repeat.covered >= 12
+    assert pair.sampled_repeat is None or pair.sampled_repeat.covered < pair.greedy_repeat.covered

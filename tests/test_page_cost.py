@@ -41,6 +41,23 @@ def test_memory_tab_shows_the_gpt2_seed_figures():
     assert cost.weight_bytes(cost.GPT2_SMALL, "fp16") in lines  # and the weights beside the cache
 
 
+def test_presenter_mode_memory_tab_says_what_to_notice_first_under_one_folded_introduction_each():
+    """Presenter mode folds the page's introduction ("About this page") and the tab's own ("About this
+    section": not a second "About this page"), and shows the tab's what-to-notice line before its numbers."""
+    at = open_page(PAGE, {"present": "1"})
+    no_exception(at)
+    assert [e.label for e in at.expander][:3] == ["About this page", "About this section", "Settings"]
+    notice = next(i.value for i in at.info if i.value.startswith("**Notice:**"))
+    assert "1,024 tokens × batch 1" in notice and "37.7 MB" in notice
+
+    def walk(node):                 # the page's elements in the order they are drawn
+        for child in getattr(node, "children", {}).values():
+            yield child
+            yield from walk(child)
+    order = [("notice" if el.type == "info" and el.value == notice else el.type) for el in walk(at.main)]
+    assert order.index("notice") < order.index("metric")
+
+
 def test_preset_fills_every_field_and_gqa_saving_shows():
     at = open_page(PAGE)
     at.selectbox(key="mem_preset").set_value("llama3-8b").run()

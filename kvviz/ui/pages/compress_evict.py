@@ -75,7 +75,7 @@ def _heading(text: str, intro: str):
     screen), and the folded introduction and settings share one row."""
     if presenter_view() is None:
         st.header(text)
-        presenter.intro(intro)
+        presenter.intro(intro, "present.intro_section")     # a section below the page's own introduction
         return st.container()
     nav.hidden_heading(text)
     row = st.columns(2, gap="small")

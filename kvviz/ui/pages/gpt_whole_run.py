@@ -26,7 +26,8 @@ def warm(run: Run, model: GPTModel, key: tuple) -> None:
 
 def section(run: Run, model: GPTModel, key: tuple) -> None:
     st.header(t("loop.whole_title"))
-    presenter.intro(t("loop.whole_intro_gpt", n=sum(1 for e in run.events if e.record is not None)))
+    presenter.intro(t("loop.whole_intro_gpt", n=sum(1 for e in run.events if e.record is not None)),
+                    "present.intro_section")
     layer = st.session_state.get("gpt_layer", 1) - 1
     head = st.session_state.get("gpt_head", 1) - 1
     st.caption(t("loop.whole_picker", layer=layer + 1, head=head + 1))

@@ -197,7 +197,7 @@ def _inputs(model: RealLM) -> tuple[RunKey, tuple[int, int] | None, bool] | None
     urlstate.choice_param("llm_dtype", DTYPES, DEFAULT_DTYPE)
     cap = model.limits.max_new_tokens
     urlstate.int_param("llm_new", DEFAULT_NEW, 1, cap)
-    c = st.columns([1.8, 3, 1, 1.4], vertical_alignment="bottom")
+    c = st.columns([1.7, 2.7, 1, 1.6], vertical_alignment="bottom")
     if has_chat:
         mode = c[0].segmented_control(t("llm.mode"), MODES, required=True, format_func=lambda m: t(f"llm.mode_{m}"),
                                       key="llm_mode", on_change=urlstate.sync, args=("llm_mode", DEFAULT_MODE),

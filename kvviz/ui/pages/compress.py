@@ -435,9 +435,8 @@ def _tradeoff_llm(model: RealLM, name: str) -> int:
         return tokens
     if not go:
         st.caption(t("compress.tradeoff_cached"))
-    tradeoff.show(ev, "sc_llm_tradeoff_chart", t("compress.llm_caption", title=title, tokens=len(ev.prompts[0].ids),
-                                         prefill=DEFAULT_PREFILL, positions=ev.results[0].positions),
-          f"smaller_caches_{name}_{tokens}.csv", download_key="sc_llm_csv")
+    tradeoff.show(ev, "sc_llm_tradeoff_chart", tradeoff.text_caption(ev, title), f"smaller_caches_{name}_{tokens}.csv",
+                  download_key="sc_llm_csv")
     _findings(ev, model, title)
     return tokens
 
@@ -529,7 +528,7 @@ def _render_real(name: str) -> None:
     if not hybrid:                  # a hybrid's sliding layers already hold a window: equal bytes instead
         _key_section(model, name, tokens)
         _tradeoff_llm(model, name)
-    compress_evict.render(model, name, _title(name), show=tradeoff.show)
+    compress_evict.render(model, name, _title(name))
     if hybrid:                      # after the eviction its screen (and lecture screen) opens on
         _key_section(model, name, tokens)
 
@@ -580,4 +579,4 @@ def render() -> None:
     with st.expander(t("compress.positions_title")):
         st.markdown(t("compress.positions_body", block=model.config.block_size, last=model.config.block_size - 1))
     _tradeoff_tiny()
-    compress_evict.render(model, TINY, _title(TINY), show=tradeoff.show)
+    compress_evict.render(model, TINY, _title(TINY))

@@ -1,9 +1,9 @@
 """The Smaller caches page's sections on eviction by attention score (H2O, SnapKV, PyramidKV), the
 latent cache (MLA-style) and, on a real model, every policy at equal bytes (kvviz.compress.trace,
 kvviz.compress.latent, kvviz.compress.budget), for either model; ``render`` is called by the page
-body (kvviz.ui.pages.compress) after its trade-off, with its trade-off display ``show``. Runs wait for
-a press; the settings are in the address (``sc_policy``, ``sc_budget``, ``sc_elayer``, ``sc_estep``).
-Strings in the ``evict`` locale files.
+body (kvviz.ui.pages.compress) after its trade-off, whose display (compress_tradeoff) the equal-bytes
+comparison shares. Runs wait for a press; the settings are in the address (``sc_policy``,
+``sc_budget``, ``sc_elayer``, ``sc_estep``). Strings in the ``evict`` locale files.
 
 In presenter mode an address that names the eviction view (``sc_policy``, ``sc_budget``, ``sc_elayer``,
 ``sc_estep``: the lecture's screen) or the latent cache (``sc_rank``) shows that view alone, on one
@@ -12,7 +12,7 @@ well under a second there)."""
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 import streamlit as st
@@ -31,6 +31,7 @@ from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
 from kvviz.ui.frames import compress as frames_compress
 from kvviz.ui.frames import translator
+from kvviz.ui.pages import compress_tradeoff as tradeoff
 from kvviz.viz.compress import drift_figure, eviction_figure, latent_figure, remaining_attention_figure
 
 POLICIES = ("h2o", "snapkv", "pyramid")   # ?sc_policy=
@@ -44,14 +45,14 @@ PRESENT_LATENT_HEIGHT = 330     # presenter mode: the latent cache's figure alon
 POSITION_TICKS = 12             # presenter mode: at most this many position labels (upright numbers)
 
 
-def render(model, name: str, title: str, show: Callable) -> None:
+def render(model, name: str, title: str) -> None:
     """The three sections for ``model`` (``name`` "gpt" or a real model's, ``title`` its name in running
     text); equal bytes on the real models."""
     busy = t("compress.llm_busy", title=title)
     _eviction_section(model, name, busy)
     _latent_section(model, name, busy)
     if name != "gpt":
-        _budgets_section(model, name, title, show, busy)
+        _budgets_section(model, name, title, busy)
 
 
 def presenter_view() -> str | None:
@@ -267,7 +268,7 @@ def _latent_section(model, name: str, busy: str) -> None:
     st.caption(t("evict.latent_caption", positions=len(ids) - min(DEFAULT_PREFILL, len(ids) - 1) + 1))
 
 
-def _budgets_section(model, name: str, title: str, show: Callable, busy: str) -> None:
+def _budgets_section(model, name: str, title: str, busy: str) -> None:
     """A real model: every policy at 25 % and 10 % of the bytes, in the page's trade-off figure, table
     and CSV, and the verdict the numbers give."""
     st.header(t("evict.budgets_title"))
@@ -286,10 +287,9 @@ def _budgets_section(model, name: str, title: str, show: Callable, busy: str) ->
     if cmp is None:
         st.info(t("evict.budgets_none"), icon=":material/insights:")
         return
-    ev = cmp.evaluation                 # the caption says what was measured (the introduction is above)
-    show(ev, "sc_budgets_chart", t("compress.llm_caption", title=title, tokens=len(ev.prompts[0].ids),
-                                   prefill=DEFAULT_PREFILL, positions=ev.results[0].positions),
-          f"smaller_caches_{name}_equal_bytes_{tokens}.csv", download_key="sc_budgets_csv")
+    # the caption says what was measured (the introduction is above)
+    tradeoff.show(cmp.evaluation, "sc_budgets_chart", tradeoff.text_caption(cmp.evaluation, title),
+                  f"smaller_caches_{name}_equal_bytes_{tokens}.csv", download_key="sc_budgets_csv")
     tr = translator(current_lang())
     names = {v.label(): frames_compress.variant_name(v, tr) for vs in cmp.variants for v in vs}
     for v in verdict(cmp):

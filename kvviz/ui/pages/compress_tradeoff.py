@@ -8,7 +8,7 @@ import io
 import pandas as pd
 import streamlit as st
 
-from kvviz.compress import Evaluation
+from kvviz.compress import DEFAULT_PREFILL, Evaluation
 from kvviz.ui.app import fmt
 from kvviz.ui.app.i18n import current_lang, t
 from kvviz.ui.components import step_view
@@ -53,6 +53,13 @@ def tradeoff_csv(ev: Evaluation) -> bytes:
     buf = io.StringIO()
     pd.DataFrame(rows).to_csv(buf, index=False)
     return buf.getvalue().encode()
+
+
+def text_caption(ev: Evaluation, title: str) -> str:
+    """What a real model's trade-off measured: ``title`` on the held-out text's first tokens, the
+    prefill, the positions scored per variant (its own trade-off and the policies at equal bytes)."""
+    return t("compress.llm_caption", title=title, tokens=len(ev.prompts[0].ids), prefill=DEFAULT_PREFILL,
+             positions=ev.results[0].positions)
 
 
 def show(ev: Evaluation, chart_key: str, caption: str, file_name: str, download_key: str | None = None) -> None:

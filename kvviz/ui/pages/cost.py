@@ -374,7 +374,7 @@ def _compute() -> None:
     st.subheader(t("cost.table_title", n=fmt.integer(n), p=fmt.integer(p), name=cfg.name))
     st.dataframe(_complexity_table(with_c, without), hide_index=True, width="stretch")
     st.markdown(t("cost.per_token_text", n=fmt.integer(n), t=fmt.integer(p + n - 1), cached=fmt.flops(step_c.total),
-                  uncached=fmt.flops(step_u.total), x=_ratio(step_u.total, step_c.total),
+                  uncached=fmt.flops(step_u.total), x=cost_notice.ratio(step_u.total, step_c.total, current_lang()),
                   lin=fmt.integer(cost.linear_flops_per_token(cfg)),
                   att=fmt.integer(cost.attention_flops_per_pair(cfg)),
                   params=cost.param_count(cfg)))
@@ -393,19 +393,16 @@ def _total_help(nbytes: int) -> str:
     return t("cost.total_help", exact=nbytes, extra=fmt.percent(cost.GIB / 10**9 - 1, 1))
 
 
-def _ratio(a: int, b: int) -> str:
-    return "—" if b == 0 else fmt.factor(a / b, 1)
-
-
 def _complexity_table(with_c: cost.Flops, without: cost.Flops) -> pd.DataFrame:
     rows = [
         (t("cost.row_linear"), "O(N² d²)", without.linear, "O(N d²)", with_c.linear),
         (t("cost.row_attention"), "O(N³ d)", without.attention, "O(N² d)", with_c.attention),
         (t("cost.row_total"), "", without.total, "", with_c.total),
     ]
+    lang = current_lang()
     return pd.DataFrame([{t("cost.col_part"): name, t("cost.col_no_cache_order"): o1,
                           t("cost.col_no_cache"): fmt.integer(u), t("cost.col_cache_order"): o2,
-                          t("cost.col_cache"): fmt.integer(c), t("cost.col_saved"): _ratio(u, c)}
+                          t("cost.col_cache"): fmt.integer(c), t("cost.col_saved"): cost_notice.ratio(u, c, lang)}
                          for name, o1, u, o2, c in rows])
 
 

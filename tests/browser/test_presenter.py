@@ -242,9 +242,11 @@ def test_presenter_mode_folds_the_sampling_page(server, browser):
 
 
 # the pages without a stepper, each with the keys of its main charts (``chart(key=…)``), which presenter
-# mode shows on one screen: the Sampling page's four stages, the Memory tab's cache against the context
+# mode shows on one screen: the Sampling page's four stages, the Memory tab's cache against the context,
+# the Compute tab's FLOPs against N
 ONE_SCREEN = {"Sampling": ["stage_0", "stage_1", "stage_2", "stage_3"],
               "Cost_and_scale?tab=Memory": ["cost_memory_chart"],
+              "Cost_and_scale?tab=Compute+(FLOPs)": ["cost_flops_chart"],      # the lecture's screen 21
               # SmolLM2's key channels of layer 11 (the lecture's screen): the outlier rows
               "Smaller_caches?sc_model=smollm2&sc_klayer=11": ["sc_keys_chart"],
               # the Paged cache page's shipped cache (the formula before any run) and the stall, measured

@@ -319,14 +319,21 @@ def _counted_curve(model_name: str, cfg: cost.ModelConfig, prompt_len: int, n_ma
 
 
 def _compute() -> None:
-    st.markdown(t("cost.flops_intro"))
+    """FLOPs with and without the cache over N. Presenter mode folds the introduction and the inputs
+    away and puts the notice beside a lower chart, as the Memory tab does (one screen)."""
+    present = presenter.presenting()
+    if present:
+        presenter.intro(t("cost.flops_intro"), "present.intro_section")
+    else:
+        st.markdown(t("cost.flops_intro"))
     runnable = _runnable()
     options = _configs()
     first = next(iter(runnable), "gpt2")
     urlstate.choice_param("fl_model", list(options), first)
     urlstate.int_param("fl_prompt", 2, 1, MAX_COST_TOKENS)
     urlstate.int_param("fl_n", 32, 1, MAX_COST_GEN_TOKENS)
-    c = st.columns([3, 1, 1])
+    with presenter.settings():
+        c = st.columns([3, 1, 1])
     c[0].selectbox(t("cost.fl_model"), list(options), format_func=_preset_label, key="fl_model",
                    help=t("cost.fl_model_help"), persist_state=KEEP, on_change=urlstate.sync, args=("fl_model", first))
     c[1].number_input(t("cost.fl_prompt"), step=1, key="fl_prompt",
@@ -358,8 +365,15 @@ def _compute() -> None:
         "uncached_attention": t("cost.fig_uncached_att"), "cached_attention": t("cost.fig_cached_att"),
         "uncached_counted": t("cost.fig_uncached_counted"), "cached_counted": t("cost.fig_cached_counted"),
         "x": t("cost.fig_n"), "y": t("cost.fig_flops"), "title": t("cost.fig_flops_title", name=cfg.name, p=p)})
-    step_view.notice(cost_notice.compute(n, with_c, without, step_c, step_u, translator(current_lang())))
-    chart(fig, t("cost.fig_flops_alt"), key="cost_flops_chart")
+    notice = cost_notice.compute(n, with_c, without, step_c, step_u, translator(current_lang()))
+    side, main = st.columns([1, 3]) if present else (st.container(), st.container())
+    with side:
+        step_view.notice(notice)
+    if present:                         # lower (whole decades only), its eight lines' legend beside the plot
+        fig.update_layout(height=MEM_PRESENT_HEIGHT, yaxis=dict(dtick=1),
+                          legend=dict(orientation="v", x=1.02, xanchor="left", y=1, yanchor="top"))
+    with main:
+        chart(fig, t("cost.fig_flops_alt"), key="cost_flops_chart")
     if counted:
         last = len(counted["n"]) - 1
         agree = all(counted["cached"][i] == curve_value(cfg, p, counted["n"][i], True)

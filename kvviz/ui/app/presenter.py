@@ -107,3 +107,12 @@ def intro(text: str, label_key: str = "present.intro") -> None:
     if rest:
         with st.expander(t("look.intro_more"), icon=":material/info:"):
             st.markdown(rest)
+
+
+def section_intro(text: str) -> None:
+    """A tab's or a section's introduction: in full normally (the page's own introduction above is
+    the one folded after its lead), folded away in presenter mode as "About this section"."""
+    if presenting():
+        intro(text, "present.intro_section")
+    else:
+        st.markdown(text)

@@ -110,10 +110,7 @@ def _memory() -> None:
     on an accelerator and what sharing K/V heads saves. Presenter mode folds the tab's introduction
     and inputs away and puts the numbers beside a lower chart, so that they fit one screen."""
     present = presenter.presenting()
-    if present:
-        presenter.intro(t("cost.mem_intro"), "present.intro_section")
-    else:
-        st.markdown(t("cost.mem_intro"))
+    presenter.section_intro(t("cost.mem_intro"))
     with presenter.settings():
         got = _memory_inputs()
         if got is not None:
@@ -322,10 +319,7 @@ def _compute() -> None:
     """FLOPs with and without the cache over N. Presenter mode folds the introduction and the inputs
     away and puts the notice beside a lower chart, as the Memory tab does (one screen)."""
     present = presenter.presenting()
-    if present:
-        presenter.intro(t("cost.flops_intro"), "present.intro_section")
-    else:
-        st.markdown(t("cost.flops_intro"))
+    presenter.section_intro(t("cost.flops_intro"))
     runnable = _runnable()
     options = _configs()
     first = next(iter(runnable), "gpt2")
@@ -439,7 +433,9 @@ SV_DEFAULTS = {"sv_model": "llama3-8b", "sv_prompt": 4096, "sv_batch": 1, "sv_dt
 
 
 def _serving() -> None:
-    st.markdown(t("cost.serve_intro"))
+    """Shipping a prompt's cache between machines against a decode pass (inputs folded away in
+    presenter mode, the notice and the counters first)."""
+    presenter.section_intro(t("cost.serve_intro"))
     ss = st.session_state
     urlstate.choice_param("sv_model", list(cost.PRESETS), SV_DEFAULTS["sv_model"])
     urlstate.int_param("sv_prompt", SV_DEFAULTS["sv_prompt"], 1, MAX_COST_TOKENS)
@@ -450,14 +446,14 @@ def _serving() -> None:
 
     def kept(key: str) -> dict:
         return dict(persist_state=KEEP, on_change=urlstate.sync, args=(key, SV_DEFAULTS[key]))
-    c = st.columns([3, 1, 1, 1])
+    with presenter.settings():
+        c, d = st.columns([3, 1, 1, 1]), st.columns(2)
     c[0].selectbox(t("cost.preset"), list(cost.PRESETS), format_func=_preset_label, key="sv_model",
                    **kept("sv_model"))
     c[1].number_input(t("cost.sv_prompt"), step=1, key="sv_prompt", help=t("cost.sv_prompt_help"),
                       **kept("sv_prompt"))
     c[2].number_input(t("cost.batch"), step=1, key="sv_batch", help=t("cost.sv_batch_help"), **kept("sv_batch"))
     c[3].selectbox(t("cost.dtype"), list(cost.DTYPE_BITS), key="sv_dtype", **kept("sv_dtype"))
-    d = st.columns(2)
     d[0].number_input(t("cost.sv_link"), step=10.0, key="sv_link", help=t("cost.sv_link_help"),
                       format="%.3g", **kept("sv_link"))
     d[1].number_input(t("cost.sv_bw"), step=0.1, key="sv_bw", help=t("cost.sv_bw_help"), format="%.3g",

@@ -16,7 +16,7 @@ from kvviz.limits import (
     check_int,
 )
 from kvviz.measure.scaling import SHAPES, Measurements, measure_all
-from kvviz.ui.app import fmt, nav, urlstate
+from kvviz.ui.app import fmt, nav, presenter, urlstate
 from kvviz.ui.app.i18n import current_lang, t
 from kvviz.ui.components import step_view
 from kvviz.ui.components.charts import chart
@@ -55,27 +55,29 @@ def _init() -> None:
 
 
 def render() -> None:
-    st.markdown(t("cost.ms_intro"))
+    """The measurement behind its button (inputs and caps folded away in presenter mode, the button
+    and then the results first)."""
+    presenter.section_intro(t("cost.ms_intro"))
     ss = st.session_state
     _init()
     defaults = _defaults()
 
     def kept(key: str) -> dict:
         return dict(persist_state=KEEP, on_change=urlstate.sync, args=(key, defaults[key]))
-    c = st.columns([2, 3, 2])
+    with presenter.settings():
+        c, d, caps = st.columns([2, 3, 2]), st.columns(2), st.container()
     c[0].selectbox(t("cost.ms_shape"), list(SHAPES), key="ms_shape", on_change=_on_shape, persist_state=KEEP,
                    format_func=lambda k: t("cost.ms_shape_" + k), help=t("cost.ms_shape_help"))
     c[1].multiselect(t("cost.ms_batches"), BATCH_OPTIONS, key="ms_batches", help=t("cost.ms_batches_help"),
                      format_func=fmt.integer, **kept("ms_batches"))
     c[2].select_slider(t("cost.ms_context"), LEN_OPTIONS, key="ms_context", help=t("cost.ms_context_help"),
                        format_func=fmt.integer, **kept("ms_context"))
-    d = st.columns(2)
     d[0].multiselect(t("cost.ms_contexts"), LEN_OPTIONS, key="ms_contexts", help=t("cost.ms_contexts_help"),
                      format_func=fmt.integer, **kept("ms_contexts"))
     d[1].multiselect(t("cost.ms_prompts"), PROMPT_OPTIONS, key="ms_prompts",
                      help=nav.term_help("ttft", t("cost.ms_prompts_help")), format_func=fmt.integer,
                      **kept("ms_prompts"))
-    st.caption(t("cost.ms_caps", batch=fmt.integer(MAX_MEASURE_BATCH), ctx=fmt.integer(MAX_MEASURE_CONTEXT),
+    caps.caption(t("cost.ms_caps", batch=fmt.integer(MAX_MEASURE_BATCH), ctx=fmt.integer(MAX_MEASURE_CONTEXT),
                  mib=fmt.integer(MAX_MEASURE_CACHE_BYTES // 2**20), gflop=fmt.sig(MAX_MEASURE_GFLOP)))
     if st.button(t("cost.ms_run"), type="primary", icon=":material/timer:", help=t("cost.ms_run_help")):
         bar = st.progress(0.0, text=t("cost.ms_progress", what="…"))

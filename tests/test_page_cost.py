@@ -20,6 +20,22 @@ def errors(at) -> str:
     return " ".join(e.value for e in at.error)
 
 
+def test_cost_page_lists_the_real_models_from_their_configs_without_loading_their_weights(smollm2_installed):
+    """The Compute tab's real models (SmolLM2, Gemma 3) need their layers and heads, not their weights:
+    a fresh server's Cost page loaded a gigabyte and two tokenizers before drawing (19 s here)."""
+    from kvviz.models import real
+    from kvviz.ui.pages import cost as page
+
+    page._stepper_configs.cache_clear()
+    calls = lambda: sum(real.load_network.cache_info()[:2]) + sum(real.load_tokenizer.cache_info()[:2])  # noqa: E731
+    before = calls()
+    at = open_page(PAGE, {"tab": "Compute (FLOPs)"})
+    no_exception(at)
+    assert calls() == before
+    labels = " ".join(str(o) for o in at.selectbox(key="fl_model").options)
+    assert "SmolLM2-135M" in labels and "Gemma 3 270M" in labels
+
+
 def test_memory_tab_shows_the_gpt2_seed_figures():
     at = open_page(PAGE)
     no_exception(at)

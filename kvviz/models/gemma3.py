@@ -89,7 +89,8 @@ class Gemma3(real.RealLM):
     SPEC = SPEC
     LIMITS = LIMITS                     # known before the weights load (the CLI refuses bad requests first)
 
-    def shape(self, config):
+    @classmethod
+    def shape(cls, config):
         """kvviz.cost's named Gemma 3 270M shape when the loaded config has it (four norms a layer)."""
         derived = dataclasses.replace(cost_config(config, GEMMA3_270M.name, source=GEMMA3_270M.source),
                                       norms_per_layer=GEMMA3_270M.norms_per_layer)

@@ -405,9 +405,25 @@ class RealLM(HFCausalLM):
         self.source = source
         self.dtype_name = dtype
 
-    def shape(self, config):
-        """kvviz.cost's shape of the loaded model (a named one where a subclass knows it)."""
-        return cost_config(config, self.SPEC.title)
+    @classmethod
+    def shape(cls, config):
+        """kvviz.cost's shape of a model with ``config`` (a named one where a subclass knows it)."""
+        return cost_config(config, cls.SPEC.title)
+
+    @classmethod
+    def directory(cls, prepare: bool = True) -> str:
+        """The local folder ``from_pretrained`` reads (converted or downloaded first where ``prepare``)."""
+        source = find_source(cls.SPEC)
+        if source is None:
+            raise ModelUnavailable(unavailable_message(cls.SPEC))
+        return model_dir(cls.SPEC, source, prepare)
+
+    @classmethod
+    def cost_shape(cls, prepare: bool = True):
+        """The model's cost shape from its config alone: the Cost page's memory table needs its
+        layers and heads, not a gigabyte of weights and a tokenizer (seconds on a fresh server)."""
+        from transformers import AutoConfig
+        return cls.shape(AutoConfig.from_pretrained(cls.directory(prepare)))
 
     def start_tokens(self) -> list[str]:
         """What the tokenizer puts before any text by default (Gemma's ``<bos>``; nothing for
@@ -484,6 +500,10 @@ def host_model(entry: str, limits: ModelLimits) -> type[RealLM]:
 
         def __init__(self, dtype: str = "float32", prepare: bool = True) -> None:
             super().__init__(dtype, prepare, source=host_source(entry))
+
+        @classmethod
+        def directory(cls, prepare: bool = True) -> str:
+            return model_dir(spec, host_source(entry), prepare)
 
     HostModel.__name__ = HostModel.__qualname__ = f"HostModel[{entry}]"
     return HostModel

@@ -6,6 +6,7 @@ Hub ids or local folders; the name is the entry as written). The list is read wh
 imported, from the server's environment only."""
 from __future__ import annotations
 
+from kvviz.cost import ModelConfig, config_of
 from kvviz.models import real
 from kvviz.models.abc import ABCModel
 from kvviz.models.base import Model, ModelLimits
@@ -44,3 +45,12 @@ def get_model(name: str, **options) -> Model:
     except KeyError:
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}") from None
     return cls(**options)
+
+
+def cost_shape(name: str) -> ModelConfig:
+    """The cost shape of the model called ``name`` (ValueError where it has none): a real model's from
+    its config alone, without loading its weights; a small model's from an instance."""
+    cls = MODELS.get(name)
+    if isinstance(cls, type) and issubclass(cls, real.RealLM):
+        return cls.cost_shape()
+    return config_of(get_model(name))

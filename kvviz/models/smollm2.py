@@ -166,8 +166,13 @@ class SmolLM2(real.RealLM):
         super().__init__(dtype, prepare, source=real.Source("dir", directory, source.description))
         self.source = source
 
-    def shape(self, config):
+    @classmethod
+    def shape(cls, config):
         return _shape(config)
+
+    @classmethod
+    def directory(cls, prepare: bool = True) -> str:
+        return model_dir(current_source(), prepare)
 
     def chat(self, message: str) -> tuple[list[str], tuple[int, int]]:
         """The chat template around ``message`` as tokens, and the span of the message's own tokens."""

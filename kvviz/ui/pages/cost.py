@@ -269,12 +269,12 @@ def _stepper_configs() -> dict[str, cost.ModelConfig]:
 
     Built once per process: the shapes never change, and the preset labels ask for them once per
     option on every rerun. The dict is shared: read it, never change it."""
-    from kvviz.models.registry import MODELS, get_model
+    from kvviz.models.registry import MODELS, cost_shape
 
     out = {}
     for name in MODELS:
         try:
-            out[name] = cost.config_of(get_model(name))
+            out[name] = cost_shape(name)
         except ValueError:          # no cost shape (the hand-made weather heads)
             continue
     return out

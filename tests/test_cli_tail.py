@@ -6,6 +6,7 @@ from tests.test_cli import cli, one_line_error
 
 
 def test_tail_prints_the_engines_numbers(capsys, smollm2):
+    """On SmolLM2's real weights: the JSON's numbers are the engine's, computed again in this process."""
     code, out, err = cli(capsys, "tail", "--prompt", "The capital of France is", "--top-k", "50", "--top-p", "0.9",
                          "--draws", "500", "--seed", "2")
     assert code == 0, err

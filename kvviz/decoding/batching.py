@@ -22,7 +22,7 @@ from kvviz.cache import Cache, DynamicCache
 from kvviz.decoding.sampling import Choice, Greedy, SelectionRule
 from kvviz.decoding.stepper import CacheSnapshot, Run, run_generation
 from kvviz.limits import MAX_BATCH_PROMPTS, LimitError, check_int
-from kvviz.models.base import BatchPassRecord, ModelLimits, encode
+from kvviz.models.base import FLOAT32_TOLERANCE, FLOAT64_TOLERANCE, BatchPassRecord, ModelLimits, encode
 
 PAD = "·"   # how a padding slot is shown
 
@@ -91,7 +91,7 @@ class BatchRun:
         """How close a sequence must come to its solo run to count as the same: float64 models
         agree to rounding (1e-9); float32 ones differ by ~1e-6, since a batched matrix product sums
         in another order than a one-row one."""
-        return 1e-9 if self.events[0].logits.dtype == torch.float64 else 1e-4
+        return FLOAT64_TOLERANCE if self.events[0].logits.dtype == torch.float64 else FLOAT32_TOLERANCE
 
 
 def run_batch(model: BatchModel, prompts: Sequence[Sequence[str]], new_tokens: int,

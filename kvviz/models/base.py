@@ -37,6 +37,16 @@ from kvviz.limits import (
     check_int,
 )
 
+# How far logits of one text computed two ways whose sums run in another order may differ: a kept
+# slice of a pass against the whole pass, a batch against a solo run, a cached step against a
+# recomputation. float32 ones differ by ≈ 1e-8 to 1e-5 (BLAS picks another kernel for another shape,
+# and which one depends on the processor, so whether they are bit-equal is a property of one
+# machine); every check a page shows accepts |Δ| ≤ FLOAT32_TOLERANCE. A real error (another row,
+# another position, a stale cache row) is ≈ 1e-2 or more. Only the same computation (the same
+# function on the same shapes and inputs) is compared exactly (docs/testing.md, "Exact or close").
+FLOAT32_TOLERANCE = 1e-4
+FLOAT64_TOLERANCE = 1e-9
+
 
 @dataclass(frozen=True)
 class PassRecord:

@@ -57,7 +57,7 @@ from kvviz.limits import (
     check_int,
 )
 from kvviz.measure.clock import time_runs
-from kvviz.models.base import encode
+from kvviz.models.base import FLOAT32_TOLERANCE, FLOAT64_TOLERANCE, encode
 from kvviz.serving.kv_manager import KVCacheManager
 from kvviz.serving.records import Memory, RequestResult, ServeRun, StepRecord
 from kvviz.serving.workload import GREEDY, Request, solo_run
@@ -353,7 +353,7 @@ class Scheduler:
                           tuple(tokens[i] for i in self.solo[r.id][0]) if r.id in self.solo else None,
                           tuple(chose.get(r.id, [])[-len(r.generated):]) if r.generated else ())
             for r in sorted(self.live, key=lambda x: x.id))
-        tol = 1e-9 if self.dtype == torch.float64 else 1e-4
+        tol = FLOAT64_TOLERANCE if self.dtype == torch.float64 else FLOAT32_TOLERANCE
         return ServeRun(self.model.name, self.policy, self.block_size, self.num_blocks, self.max_batch,
                         self.prefix_caching, results, tuple(self.steps), tol, self.chunk_budget)
 

@@ -9,6 +9,7 @@ from kvviz import cost
 from kvviz.decoding.loops import next_token_probs
 from kvviz.decoding.stepper import Event, Run
 from kvviz.decoding.trace import cache_shapes
+from kvviz.models.base import FLOAT32_TOLERANCE
 from kvviz.ui.app import fmt
 from kvviz.ui.frames import (
     PRESENT_TOP_K,
@@ -29,7 +30,7 @@ from kvviz.ui.frames.steps import attention_blocks, cache_frame_table, next_choi
 from kvviz.viz.attention import attention_model_view_spec
 from kvviz.viz.logits import top_probs_bar_spec
 
-CHECK_TOL = 1e-4          # float32: a recompute differs by rounding only (~1e-6)
+CHECK_TOL = FLOAT32_TOLERANCE          # float32: a recompute differs by rounding only (~1e-6)
 
 
 def sentences(ev: Event, run: Run, model, tr: Tr) -> tuple[str, str]:

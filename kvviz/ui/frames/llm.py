@@ -18,6 +18,7 @@ from kvviz.cost.hybrid import hybrid_cache_bytes
 from kvviz.decoding.loops import next_token_probs
 from kvviz.decoding.stepper import Event, Run
 from kvviz.decoding.trace import cache_shapes
+from kvviz.models.base import FLOAT32_TOLERANCE
 from kvviz.ui.app import fmt
 from kvviz.ui.frames import (
     Payload,
@@ -44,7 +45,7 @@ from kvviz.viz.theme import plain
 
 # a recompute differs by rounding only: float32 ≈ 1e-5 in the logits; bfloat16 keeps 8 bits of
 # mantissa, and logits of ≈ 20 then differ by up to ≈ 0.7 (measured on the default run)
-CHECK_TOL = {"float32": 1e-4, "bfloat16": 1.0}
+CHECK_TOL = {"float32": FLOAT32_TOLERANCE, "bfloat16": 1.0}
 COST_DTYPE = {"float32": "fp32", "bfloat16": "bf16"}
 BYTES = {"float32": 4, "bfloat16": 2}
 PRESENT_TOP_K = 5

@@ -1,4 +1,4 @@
-"""Issue 42's "plain words" and "the step first" on the Tiny GPT, Speculative decoding, Sampling and Cost
+"""The rules "plain words" and "the step first" on the Tiny GPT, Speculative decoding, Sampling and Cost
 pages: a hover definition is the glossary's own entry (kvviz.ui.app.nav.term_help), shortened to its
 lead; no second wording. Pure, no page."""
 import pytest

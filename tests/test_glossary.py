@@ -141,8 +141,8 @@ def test_rules_are_precise_about_boundaries_case_and_compounds():
 
 
 def test_the_slips_a_native_reader_found_in_the_real_llm_views_fail_it():
-    """The kinds of slip issue 41 found (a term's other spelling, the neuter Prefill, «zur Zeit» for one at a
-    time, a game's «Zug» for a chat turn, «paso normal» for a pass, «the seed» for the lesson) are caught,
+    """The kinds of slip a native lecturer found (a term's other spelling, the neuter Prefill, «zur Zeit» for one
+    at a time, a game's «Zug» for a chat turn, «paso normal» for a pass, «the seed» for the lesson) are caught,
     and their correct neighbours are not."""
     # one spelling per term
     assert _flags("chat template", "de", "die Chat-Vorlage (System-Prompt)") and not _flags(

@@ -1,5 +1,5 @@
 """A hybrid cache's formula (kvviz/cost/hybrid.py) and its figures (kvviz/viz/hybrid.py): the numbers
-issue 37 measured on Gemma 3 270M's tensors, and figures that draw exactly the numbers given."""
+measured on Gemma 3 270M's tensors (docs/measured-gemma3.md), and figures that draw exactly the numbers given."""
 import pytest
 
 from kvviz.cost.hybrid import all_global_bytes, held_positions, hybrid_cache_bytes

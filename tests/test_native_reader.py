@@ -76,7 +76,7 @@ FLAGS = [
     ("es", ["speculative.fig_u"], r"sorteo uniforme", r"número aleatorio uniforme"),
     ("es", ["gpt.did_decode", "gpt.attention_title", "gpt.cache_grew", "cost.ai_text"], r"\bpaso\b", r"\bpasada\b"),
     ("es", ["stepper.cache_title", "paged.check_ok"], r"\{n\} filas", r"\{n, plural, one \{"),
-    # the real-LLM views (SmolLM2), read again by a native lecturer (issue 41)
+    # the real-LLM views (SmolLM2), read again by a native lecturer
     ("es", ["specllm.cases_body_early_exit"], r"es lo que las primeras capas", r"la frecuencia con que las primeras"),
     ("es", ["specllm.text_help"], r"marcas de rol|texto propio del caso", r"marcadores de rol"),
     ("es", ["compress.llm_intro", "compress.intro"], r"(?i)\bcampo\b", None),

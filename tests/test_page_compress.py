@@ -234,7 +234,7 @@ def test_real_model_without_weights_says_how_to_install_them(monkeypatch, name):
     assert left_out.segmented_control(key="sc_model").value == "gpt"
 
 
-# ---- eviction by score and the latent cache (issue 38) ------------------------------------------------
+# ---- eviction by score and the latent cache ----------------------------------------------------------
 
 def test_eviction_view_behind_its_button_with_the_traces_numbers():
     """The tiny GPT: nothing until the press; then the chosen policy's kept and evicted rows of the

@@ -43,7 +43,7 @@ AXE = {"ABC_miniature": (1, False), "Tiny_GPT": (2, False), "Speculative_decodin
 # forms (kvviz/ui/frames strip_tail; llm.py present_gqa; speculative.py present_proposals)
 KNOWN: dict[tuple[str, str], str] = {}
 BLUR = "() => document.activeElement && document.activeElement.blur()"   # (a click would scroll the page)
-# presenter mode enlarges: no text below 14 px, no chart label below 12 px (issue 42)
+# presenter mode enlarges: no text below 14 px, no chart label below 12 px (read from a lecture hall's back row)
 OPTS = {"min_text": 14, "min_px": 12, "min_plot": 40, "screen": True, "scope": ".kvs-root"}
 
 

@@ -98,7 +98,7 @@ def hidden_heading(text: str) -> None:
 
 
 def folded_settings(label_key: str = "present.settings"):
-    """Where a page whose stepper must come first (issue 42: the first event in sight at 1400 × 900)
+    """Where a page whose stepper must come first (the first event in sight at 1400 × 900)
     draws its inputs: folded in both modes, under the label presenter mode gives its settings
     (kvviz.ui.app.presenter.settings)."""
     return st.expander(t(label_key), icon=":material/tune:")

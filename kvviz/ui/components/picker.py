@@ -11,7 +11,7 @@ from kvviz.ui.app.i18n import t
 
 
 def _help(key: str) -> str:
-    """A picker's help, then how it counts: from 1, where positions count from 0 (issue 42, numbering)."""
+    """A picker's help, then how it counts: from 1, where positions count from 0 (people count from 1)."""
     return f"{t(key)}\n\n{t('picker.numbering')}"
 
 

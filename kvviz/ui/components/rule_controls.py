@@ -8,8 +8,8 @@ Every widget is keyed ``<prefix>_<name>`` and kept in the URL (``?abc_rule=sampl
 so a copied link reopens the same rule. The sampling widgets stay visible (disabled) in greedy mode,
 so switching back and forth keeps their values.
 
-Each control's hover help is the glossary's definition of its term (``control_help``: issue 42's plain
-words, kvviz.ui.app.nav.term_help), after the few words only the control needs (what empty means, the
+Each control's hover help is the glossary's definition of its term (``control_help``: plain words,
+one wording per idea, kvviz.ui.app.nav.term_help), after the few words only the control needs (what empty means, the
 range): the idea is worded once, in kvviz/ui/locales/<lang>/glossary.json.
 """
 from __future__ import annotations

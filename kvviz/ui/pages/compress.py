@@ -569,7 +569,7 @@ def render() -> None:
     if not tiny.trained:
         st.warning(t("gpt.weights_random", seed=tiny.meta.get("fallback_seed", 0)), icon=":material/casino:")
     errors = st.container()
-    with nav.folded_settings():                     # the step first (issue 42): settings one click away
+    with nav.folded_settings():                     # the step first: settings one click away
         _model_widget()
         got = _inputs(model, errors)
     if got is not None and not _stepper(model, got):

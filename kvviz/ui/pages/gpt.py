@@ -257,7 +257,7 @@ def render() -> None:
     else:
         st.warning(t("gpt.weights_random", seed=tiny.meta.get("fallback_seed", 0)), icon=":material/casino:")
     errors = st.container()
-    with nav.folded_settings():                         # the step first (issue 42): settings one click away
+    with nav.folded_settings():                         # the step first: settings one click away
         got = _inputs(model, errors)
     if got is None:
         return

@@ -537,7 +537,7 @@ def render() -> None:
         return
     presenter.intro(_intro(name, model))
     errors = st.container()
-    with nav.folded_settings():                     # the step first (issue 42): settings one click away
+    with nav.folded_settings():                     # the step first: settings one click away
         s = _inputs(name, model, errors)
         if presenter.presenting():                  # one folded block on a projector
             view = paged_serving.view_picker()

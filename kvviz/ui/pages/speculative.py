@@ -411,7 +411,7 @@ def _draft_choice() -> str:
 
 @contextmanager
 def _settings() -> Iterator[DeltaGenerator]:
-    """The step first (issue 42): the draft's choice in sight and the run's settings folded; in
+    """The step first: the draft's choice in sight and the run's settings folded; in
     presenter mode both folded together. Yields the slot for the settings' messages, outside the fold."""
     if presenter.presenting():
         errors = st.container()

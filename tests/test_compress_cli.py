@@ -56,3 +56,12 @@ def test_trace_matches_the_evaluation():
     ["--kind", "latent", "--model", "gemma3", "--rank", "abc"], ["--kind", "h2o", "--model", "gemma4"]])
 def test_bad_arguments_one_line_exit_2(capsys, args):
     one_line_error(capsys, "compress", *args)
+
+
+def test_pyramid_refuses_a_mean_budget_whose_lowest_layer_passes_the_cap_naming_the_number_given(capsys):
+    """PyramidKV gives its lowest layer 1.5 × the mean budget: 4,096 was refused as "got 6144"; the
+    message names the mean's own limit and the number the user typed."""
+    err = one_line_error(capsys, "compress", "--model", "gpt", "--kind", "pyramid", "--budget", "4096")
+    assert "between 1 and 2730, got 4096" in err and "mean" in err
+    code, out, _ = cli(capsys, "compress", "--model", "gpt", "--kind", "pyramid", "--budget", "2730")
+    assert code == 0 and json.loads(out)["settings"]["budget"] == 2730

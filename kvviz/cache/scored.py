@@ -323,13 +323,22 @@ def pyramid_budgets(n_layers: int, budget: int, spread: float = 0.5) -> list[int
     return [max(1, round(budget * (1 + spread - 2 * spread * i / (n_layers - 1)))) for i in range(n_layers)]
 
 
+def _mean_budget(budget: int, spread: float) -> int:
+    """PyramidKV's budget is the mean over layers and layer 0 gets (1 + spread) times it, which must stay
+    within a layer's cap: the limit said is the mean's, so the number refused is the one the user gave."""
+    if not 0.0 <= spread < 1.0:
+        raise LimitError(f"The pyramid's spread must be in [0, 1), got {spread}.")
+    return check_int(f"Budget (the mean per layer; the lowest layer keeps {1 + spread:g} × it)", budget, 1,
+                     int(MAX_BUDGET // (1 + spread)))
+
+
 class PyramidKVCache(ScoredCache):
     """PyramidKV: SnapKV's selection with ``pyramid_budgets`` (larger low, smaller high)."""
 
     def __init__(self, n_layers: int, budget: int, window: int = 8, kernel: int = 5, hold: bool = False,
                  spread: float = 0.5, budgets: Sequence[int] | None = None,
                  windows: Sequence[int | None] | None = None) -> None:
-        self.budget = _budget(budget)
+        self.budget = _budget(budget) if budgets is not None else _mean_budget(budget, spread)
         self.window, self.kernel = _window(window, kernel)
         per_layer = list(budgets) if budgets is not None else pyramid_budgets(n_layers, self.budget, spread)
         if len(per_layer) != n_layers:

@@ -67,7 +67,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--kv-heads", type=int, help="gqa: K/V heads after mean-pooling (default 1; must divide 4, "
                                                 "smollm2: 3)")
     c.add_argument("--budget", type=int, help="h2o, snapkv, pyramid: positions kept per layer and K/V head "
-                                              "(default 32, at most 4,096; pyramid: the mean over layers, at most 2,730)")
+                                              "(default 32, at most 4,096; pyramid: the mean, at most 2,730)")
     c.add_argument("--recent", type=int, help="h2o: of the budget, the newest positions (default half)")
     c.add_argument("--obs-window", type=int, help="snapkv, pyramid: the prompt's last queries that vote (default 8)")
     c.add_argument("--kernel", type=int,

@@ -33,6 +33,11 @@ def for_page(title_key: str) -> None:
     wait_for(*page_keys(title_key))
 
 
+def done(*keys: str) -> bool:
+    """No need to wait for ``keys``: the warm-up has made them, or makes none of them."""
+    return all(warmup.STATE.done(k) for k in keys)
+
+
 def _cached() -> bool:
     """Inside an st.cache_resource function (whose elements Streamlit would replay on later hits)."""
     try:
@@ -45,7 +50,7 @@ def _cached() -> bool:
 def wait_for(*keys: str) -> None:
     """In a page's run: until the warm-up has done every step in ``keys``, with a progress message."""
     state = warmup.STATE
-    if all(state.done(k) for k in keys) or warmup.in_warm_up() or get_script_run_ctx() is None:
+    if done(*keys) or warmup.in_warm_up() or get_script_run_ctx() is None:
         return
     state.hurry.set()                       # the warm-up stops letting page loads pass: this page needs it
     if _cached():                           # the caller's run already waited and drew; block only

@@ -134,9 +134,9 @@ def _default_key(model: RealLM, long: bool = False) -> RunKey:
             model.SPEC.name)
 
 
-def n_long_default(model: RealLM, key: RunKey) -> bool:
+def is_long_default(model: RealLM, key: RunKey) -> bool:
     """``key`` is the default run of kvviz's long text (the one the warm-up makes last, ``warm_late``)."""
-    return hybrid(model) and key == _default_key(model, long=True)
+    return bool(_long_tokens(model)) and key == _default_key(model, long=True)
 
 
 def hybrid(model: RealLM) -> bool:
@@ -549,7 +549,7 @@ def render() -> None:
     if got is None:
         return
     key, span, chat = got
-    if n_long_default(model, key):            # the warm-up's last step makes this run: wait for it, with progress
+    if not waiting.done("late") and is_long_default(model, key):    # the warm-up's last step makes it
         waiting.wait_for("late")
     try:
         with st.spinner(t("llm.loading", dtype=key[4])):

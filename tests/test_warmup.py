@@ -51,6 +51,19 @@ def test_the_served_app_warms_up_and_the_warm_up_leaves_every_module_loaded():
     assert out.stdout.strip().splitlines()[-1] == "[] []", out.stdout + out.stderr
 
 
+def test_the_lifespan_does_only_what_the_first_page_needs():
+    # the server answers once the lifespan has yielded: it reads the first page's files and imports the
+    # home page's modules (no torch), and leaves the rest to the warm-up's thread (here not started)
+    code = ("import asyncio, sys, app; from kvviz.ui.app import warmup, serve_files; started = []; "
+            "warmup.start = lambda: started.append(1)\n"
+            "async def main():\n    async with warmup.lifespan(None): pass\n"
+            "asyncio.run(main()); "
+            "print('torch' in sys.modules, started, serve_files.frontend_files.cache_info().currsize)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False [1] 1", out.stdout + out.stderr
+
+
 def _page_files() -> dict[str, str]:
     """page module (kvviz.ui.pages.x) → its file in pages/ (the one that calls its render)."""
     found = {}

@@ -25,13 +25,15 @@ when the server is ready; ``/_kvviz/ready`` (kvviz/ui/app/serve_files.py) answer
 JSON, which the tests' server waits for (tools/browser.py ``wait_healthy``).
 
 Why a thread and not the lifespan: the lifespan made the server answer only once everything was
-loaded, 54 s after ``streamlit run`` on the reference machine (119 s from a cold cache directory),
-and a browser opened at the printed address showed nothing meanwhile. The imports were once put
-in the lifespan because a thread importing torch held the GIL while the server sent the frontend's
-files; the thread starts once those files are in memory (``ServeFromMemory``, no file reads per
-request), and the home page is drawn ≈ 1.5 s after ``streamlit run`` with the import running beside
-it (bench/first_page.py, docs/measured.md). A module that fails to import, or a step that fails, is
-logged and skipped; its page does the work again and shows the error. ``KVVIZ_WARM=imports`` stops
+loaded (30 s after ``streamlit run`` here, 54 s on the reference machine, 119 s there from a cold
+cache directory), and a browser opened at the printed address showed nothing meanwhile. The imports
+had been put in the lifespan because a thread importing torch held the GIL (and a core) while the
+server sent the frontend's files; that still costs a first page 0.3-0.7 s here, so the imports let a
+visitor's page load pass (``WarmUp.let_pass``: they wait while the browser's requests keep coming,
+at most a few seconds, and not at all once a page waits for the warm-up). The home page is then
+drawn 2.2-2.6 s after ``streamlit run``, as with no warm-up at all (bench/first_page.py,
+docs/measured.md). A module that fails to import, or a step that fails, is logged and skipped; its
+page does the work again and shows the error. ``KVVIZ_WARM=imports`` stops
 after the imports (each page's run is computed on its first visit: for tests of routing, not for a
 lecture).
 """
@@ -389,7 +391,7 @@ def _warm(failed: list[str]) -> list[str]:
     log.info("kvviz: ready in %.1f s (engine %.1f s, pages' default runs %.1f s%s%s)%s", ready, took,
              sum(STATE.took[s.key] for s in steps if s.page),
              f", real models {sum(STATE.took[s.key] for s in models):.1f} s" if models else "",
-             f", long runs {STATE.took['late']:.1f} s" if "late" in STATE.took else "",
+             f", long runs {STATE.took['late']:.1f} s" if STATE.took.get("late", 0) >= 0.05 else "",
              f"; failed: {', '.join(failed)}" if failed else "")
     return failed
 

@@ -57,6 +57,8 @@ def start_server() -> tuple[subprocess.Popen, str, float]:
                              "--server.address", "127.0.0.1", "--server.headless", "true"], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     while not (warm_up_status(base) or {}).get("ready"):
+        if proc.poll() is not None:
+            raise RuntimeError("streamlit did not start")
         time.sleep(0.05)
     return proc, base, time.perf_counter() - t0
 

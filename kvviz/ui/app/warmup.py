@@ -199,7 +199,6 @@ class WarmUp:
         and ready checks)."""
         self.last_visit = time.monotonic()
 
-
     @property
     def running(self) -> bool:
         return self.started is not None and self.ready_s is None
@@ -356,11 +355,12 @@ def _summary(steps: list[Step]) -> str:
     return " and ".join(parts) or "nothing more"
 
 
-def warm() -> list[str]:
-    """The whole warm-up in this thread (``start`` runs it in a thread of its own); returns what failed
-    (logged)."""
+def warm(begun: bool = False) -> list[str]:
+    """The whole warm-up in this thread (``start`` runs it in a thread of its own, ``begun``: the state
+    already started, so a page asked for before the thread runs waits too); returns what failed (logged)."""
     failed: list[str] = []
-    STATE.begin()
+    if not begun:
+        STATE.begin()
     try:
         return _warm(failed)
     finally:
@@ -399,7 +399,8 @@ def _warm(failed: list[str]) -> list[str]:
 def start() -> threading.Thread:
     """The warm-up in a background thread (one per process)."""
     if STATE.thread is None or not STATE.thread.is_alive():
-        STATE.thread = threading.Thread(target=warm, name="kvviz-warm-up", daemon=True)
+        STATE.begin()
+        STATE.thread = threading.Thread(target=warm, args=(True,), name="kvviz-warm-up", daemon=True)
         STATE.thread.start()
     return STATE.thread
 

@@ -60,10 +60,12 @@ BASE_URL_SCRIPT = (b"<script>window.__streamlit = Object.assign({BACKEND_BASE_UR
 # too late: its element's code is loaded lazily, after the title is painted). On those addresses
 # the main column stays blank from the first paint until the stepper has fitted the step to the
 # screen (step_view.js removes the class), an error or a warning came instead (the Real LLM's weights
-# missing, say), or 6 s passed.
+# missing, say), a fresh server's warm-up is being waited for (kvviz/ui/app/waiting.py ``WAIT_KEY``), or
+# 6 s passed.
 STEPPING_PAGES = tuple(page.url[1:] for page in PAGES if page.opens_on_stepper)      # kvviz/ui/app/pages.py
 HOLD_SCRIPT = ("<style>html.kvs-hold [data-testid='stMainBlockContainer']:not(:has("
                "[data-testid='stAlertContentError'], [data-testid='stAlertContentWarning'], "
+               "[class*='st-key-kv_wait_'], "
                "[data-testid='stException'])) "
                "{ visibility: hidden; }</style><script>(() => { "
                "const page = location.pathname.replace(/\\/$/, '').split('/').pop(); "

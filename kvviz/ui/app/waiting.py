@@ -13,6 +13,8 @@ returns at once.
 """
 from __future__ import annotations
 
+import itertools
+
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
@@ -21,6 +23,8 @@ from kvviz.ui.app.i18n import t
 from kvviz.ui.app.pages import BY_TITLE
 
 POLL_S = 0.5              # the message's clock is redrawn at least this often
+WAIT_KEY = "kv_wait_"     # the message's container (st-key-kv_wait_<n>): never hidden by presenter mode's hold
+_DRAWN = itertools.count(1)
 
 
 def page_keys(title_key: str) -> list[str]:
@@ -59,7 +63,8 @@ def wait_for(*keys: str) -> None:
         return
     box = st.empty()
     while not all(state.done(k) for k in keys):
-        with box.container():
+        # a key of its own each time (two waits in one run never share one); presenter mode's hold shows it
+        with box.container(key=f"{WAIT_KEY}{next(_DRAWN)}"):
             _show(state, keys)
         state.wait(POLL_S)
     box.empty()

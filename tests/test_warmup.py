@@ -35,7 +35,7 @@ def test_the_warm_up_imports_every_page_module():
 
 
 @pytest.mark.app          # a real `streamlit run`'s start-up, in a fresh interpreter: not an engine test
-def test_the_served_app_warms_up_and_the_warm_up_leaves_every_module_loaded():
+def test_the_served_app_warms_up_and_the_warm_up_leaves_every_module_loaded(tmp_path):
     # a fresh interpreter: app.py imported as `streamlit run` imports it (as a module, not as the home
     # page's script), then the warm-up its lifespan starts, without anything this test process imported. The
     # imports only (KVVIZ_WARM=imports): each page's default run is made and checked, one page at a
@@ -46,7 +46,7 @@ def test_the_served_app_warms_up_and_the_warm_up_leaves_every_module_loaded():
             "failed = warmup.warm(); missing = [m for m in warmup.MODULES if m not in sys.modules]; "
             "print(failed, missing)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "KVVIZ_WARM": "imports"})
+                         env={**os.environ, "KVVIZ_WARM": "imports", "KVVIZ_CACHE_DIR": str(tmp_path)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[] []", out.stdout + out.stderr
 
@@ -140,8 +140,10 @@ async def _visit(base: str, page: str):
 
 
 @pytest.fixture
-def warm_up(monkeypatch):
-    """A warm-up state of this test's own (``warmup.STATE``), and steps run by a thread of the test."""
+def warm_up(monkeypatch, tmp_path):
+    """A warm-up state of this test's own (``warmup.STATE``), its durations recorded in a cache directory
+    of its own (not the real one, whose record the next server's messages read)."""
+    monkeypatch.setenv("KVVIZ_CACHE_DIR", str(tmp_path / "cache"))
     state = warmup.WarmUp()
     monkeypatch.setattr(warmup, "STATE", state)
     yield state
@@ -166,8 +168,7 @@ def test_steps_are_waited_for_until_made_or_planned_out(warm_up):
     assert warm_up.done("warm:kvviz.ui.pages.abc") and warm_up.status()["ready"] is True
 
 
-def test_the_last_durations_are_kept_in_the_cache_directory(tmp_path, monkeypatch, warm_up):
-    monkeypatch.setenv("KVVIZ_CACHE_DIR", str(tmp_path))
+def test_the_last_durations_are_kept_in_the_cache_directory(tmp_path, warm_up):
     from kvviz.models import real
     assert warmup.times_file().parent == real.cache_root()         # beside the converted weights
     warm_up.begin()

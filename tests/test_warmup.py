@@ -14,7 +14,7 @@ import pytest
 from streamlit.runtime.caching import cache_resource_api
 from streamlit.web.server.app_discovery import discover_asgi_app
 
-from kvviz.ui.app import models, warmup
+from kvviz.ui.app import models, warmup, warmup_state
 from kvviz.ui.app.pages import script
 from tests.conftest import no_exception, open_page
 from tools.browser import start_server, stop_server, wait_healthy, warm_up_status
@@ -141,16 +141,16 @@ async def _visit(base: str, page: str):
 
 @pytest.fixture
 def warm_up(monkeypatch, tmp_path):
-    """A warm-up state of this test's own (``warmup.STATE``), its durations recorded in a cache directory
+    """A warm-up state of this test's own (``warmup_state.STATE``), its durations recorded in a cache directory
     of its own (not the real one, whose record the next server's messages read)."""
     monkeypatch.setenv("KVVIZ_CACHE_DIR", str(tmp_path / "cache"))
-    state = warmup.WarmUp()
-    monkeypatch.setattr(warmup, "STATE", state)
+    state = warmup_state.WarmUp()
+    monkeypatch.setattr(warmup_state, "STATE", state)
     yield state
 
 
-def _step(key: str, work=lambda: None, **kw) -> warmup.Step:
-    return warmup.Step(key, "warmup.step_page" if kw.get("page") else "warmup.step_engine", key, work, **kw)
+def _step(key: str, work=lambda: None, **kw) -> warmup_state.Step:
+    return warmup_state.Step(key, "warmup.step_page" if kw.get("page") else "warmup.step_engine", key, work, **kw)
 
 
 def test_steps_are_waited_for_until_made_or_planned_out(warm_up):
@@ -170,13 +170,13 @@ def test_steps_are_waited_for_until_made_or_planned_out(warm_up):
 
 def test_the_last_durations_are_kept_in_the_cache_directory(tmp_path, warm_up):
     from kvviz.models import real
-    assert warmup.times_file().parent == real.cache_root()         # beside the converted weights
+    assert warmup_state.times_file().parent == real.cache_root()         # beside the converted weights
     warm_up.begin()
     assert warm_up.last == {}                                       # a cold cache directory: no record
     warm_up.add([_step("engine", lambda: time.sleep(0.05))], planned=True)
     warm_up.run(warm_up.steps[0])
     warm_up.finish()
-    assert warmup.read_times()["steps"]["engine"] >= 0.05
+    assert warmup_state.read_times()["steps"]["engine"] >= 0.05
     warm_up.begin()
     assert warm_up.last_seconds("engine") >= 0.05 and warm_up.last_seconds("model:gemma3") is None
 
@@ -192,7 +192,7 @@ def test_a_page_asked_while_the_warm_up_makes_its_run_waits_for_it(warm_up, monk
     generate = runs.run_generation
     monkeypatch.setattr(runs, "run_generation", lambda *a, **k: (computed_in.append(threading.current_thread().name),
                                                                  generate(*a, **k))[1])
-    show = waiting._show
+    show = waiting.show
     page_may_go = threading.Event()
 
     def spy(state, keys):
@@ -200,7 +200,7 @@ def test_a_page_asked_while_the_warm_up_makes_its_run_waits_for_it(warm_up, monk
         show(state, keys)
         page_may_go.set()                        # the message is on the page: let the warm-up go on
 
-    monkeypatch.setattr(waiting, "_show", spy)
+    monkeypatch.setattr(waiting, "show", spy)
 
     def step_of_abc():
         assert page_may_go.wait(30), "the page did not wait for the warm-up"
@@ -226,13 +226,13 @@ def test_a_page_asked_while_the_warm_up_makes_its_run_waits_for_it(warm_up, monk
 
 def test_the_wait_message_counts_the_steps_and_the_time(warm_up):
     from kvviz.ui.app.i18n import render, strings
-    from kvviz.ui.app.waiting import _fraction
+    from kvviz.ui.app.waiting import fraction
     warm_up.begin(last={"steps": {"engine": 2.0, "warm:a": 1.0, "warm:b": 1.0}})
     warm_up.add([_step("engine"), _step("warm:a", page="abc"), _step("warm:b", page="gpt")], planned=True)
-    assert _fraction(warm_up, ("warm:a",), 1, 0.5) == pytest.approx(2.5 / 3)     # by last time's seconds
-    assert _fraction(warm_up, ("warm:b",), 0, 1.0) == pytest.approx(1 / 4)
+    assert fraction(warm_up, ("warm:a",), 1, 0.5) == pytest.approx(2.5 / 3)     # by last time's seconds
+    assert fraction(warm_up, ("warm:b",), 0, 1.0) == pytest.approx(1 / 4)
     warm_up.last = {}                                                          # no record: by steps
-    assert _fraction(warm_up, ("warm:b",), 1, 3.0) == pytest.approx(1.5 / 3)
+    assert fraction(warm_up, ("warm:b",), 1, 3.0) == pytest.approx(1.5 / 3)
     for lang in ("en", "es", "de"):
         text = render(strings(lang)["warmup.wait"], lang, step=2, steps=14, what="X")
         assert "2" in text and "14" in text and "X" in text

@@ -39,7 +39,7 @@ from typing import NamedTuple
 from streamlit import file_util
 from streamlit.source_util import page_icon_and_name
 
-from kvviz.ui.app import warmup
+from kvviz.ui.app import warmup_state
 from kvviz.ui.app.pages import PAGES
 from kvviz.ui.components.plotly_js import PLOTLY_BUNDLE, STATIC
 
@@ -158,9 +158,9 @@ def _header(scope: dict, name: bytes) -> bytes:
 
 
 def ready() -> Asset:
-    """``/_kvviz/ready``: where the server's warm-up stands (kvviz/ui/app/warmup.py ``status``), as JSON:
-    ``ready`` is true once every page's default run and every real model are prepared."""
-    return Asset(json.dumps(warmup.status()).encode(), None, b"application/json")
+    """``/_kvviz/ready``: where the server's warm-up stands (kvviz/ui/app/warmup_state.py ``WarmUp.status``), as
+    JSON: ``ready`` is true once every page's default run and every real model are prepared."""
+    return Asset(json.dumps(warmup_state.STATE.status()).encode(), None, b"application/json")
 
 
 class ServeFromMemory:
@@ -174,7 +174,7 @@ class ServeFromMemory:
         asset = None
         path = scope.get("path", "")
         if not path.endswith((READY_PATH, HEALTH_PATH)):      # a visitor's request: the warm-up lets it pass
-            warmup.STATE.visited()
+            warmup_state.STATE.visited()
         if scope["type"] == "http" and scope.get("method") in ("GET", "HEAD") and not _header(scope, b"range"):
             asset = ready() if path.endswith(READY_PATH) else find(path)
         if asset is None:

@@ -1,8 +1,8 @@
-"""A page asked for while the server's warm-up (kvviz/ui/app/warmup.py) is still preparing what it needs.
+"""A page asked for while the server's warm-up (kvviz/ui/app/warmup_state.py) is still preparing what it needs.
 
 ``wait_for(*keys)`` holds the page's run until those warm-up steps are done, showing meanwhile what
 is being prepared (step i of n), the seconds so far and what the step took at the last start
-(``warmup.times_file``), with a bar towards the page's last step; it redraws on every change and
+(``warmup_state.times_file``), with a bar towards the page's last step; it redraws on every change and
 twice a second, so no visitor waits blind, and the page is drawn in the same run as soon as its
 steps are done. It never computes anything itself: what the warm-up is computing (a default run,
 a model's load) is computed once. ``nav.page_setup`` waits for a page's imports and default run
@@ -18,7 +18,7 @@ import itertools
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
-from kvviz.ui.app import fmt, warmup
+from kvviz.ui.app import fmt, warmup_state
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.pages import BY_TITLE
 
@@ -39,7 +39,7 @@ def for_page(title_key: str) -> None:
 
 def done(*keys: str) -> bool:
     """No need to wait for ``keys``: the warm-up has made them, or makes none of them."""
-    return all(warmup.STATE.done(k) for k in keys)
+    return all(warmup_state.STATE.done(k) for k in keys)
 
 
 def _cached() -> bool:
@@ -53,8 +53,8 @@ def _cached() -> bool:
 
 def wait_for(*keys: str) -> None:
     """In a page's run: until the warm-up has done every step in ``keys``, with a progress message."""
-    state = warmup.STATE
-    if done(*keys) or warmup.in_warm_up() or get_script_run_ctx() is None:
+    state = warmup_state.STATE
+    if done(*keys) or warmup_state.in_warm_up() or get_script_run_ctx() is None:
         return
     state.hurry.set()                       # the warm-up stops letting page loads pass: this page needs it
     if _cached():                           # the caller's run already waited and drew; block only
@@ -65,12 +65,12 @@ def wait_for(*keys: str) -> None:
     while not all(state.done(k) for k in keys):
         # a key of its own each time (two waits in one run never share one); presenter mode's hold shows it
         with box.container(key=f"{WAIT_KEY}{next(_DRAWN)}"):
-            _show(state, keys)
+            show(state, keys)
         state.wait(POLL_S)
     box.empty()
 
 
-def _label(step: warmup.Step) -> str:
+def _label(step: warmup_state.Step) -> str:
     if step.page:
         return t(step.label, page=t(f"nav.{step.page}"))
     if step.model:
@@ -78,7 +78,7 @@ def _label(step: warmup.Step) -> str:
     return t(step.label)
 
 
-def _show(state: warmup.WarmUp, keys: tuple[str, ...]) -> None:
+def show(state: warmup_state.WarmUp, keys: tuple[str, ...]) -> None:
     """The message: the step running, how far the warm-up is towards the page's last step, the time."""
     import time
 
@@ -94,12 +94,12 @@ def _show(state: warmup.WarmUp, keys: tuple[str, ...]) -> None:
         st.info(t("warmup.wait", step=i + 1, steps=n, what=_label(step)), icon=":material/hourglass_top:")
     elapsed = time.monotonic() - state.step_started
     last = state.last_seconds(step.key)
-    st.progress(_fraction(state, keys, i, elapsed),
+    st.progress(fraction(state, keys, i, elapsed),
                 text=t("warmup.time", s=fmt.fixed(elapsed, 1), last=fmt.fixed(last, 1)) if last is not None
                 else t("warmup.time_first", s=fmt.fixed(elapsed, 1)))
 
 
-def _fraction(state: warmup.WarmUp, keys: tuple[str, ...], i: int, elapsed: float) -> float:
+def fraction(state: warmup_state.WarmUp, keys: tuple[str, ...], i: int, elapsed: float) -> float:
     """How far the warm-up is towards the last step the page waits for, by the last start's durations
     (by steps where a duration is missing)."""
     known = [state.index(k) for k in keys]

@@ -30,13 +30,12 @@ loaded (30 s after ``streamlit run`` here, 54 s on the reference machine, 119 s 
 cache directory), and a browser opened at the printed address showed nothing meanwhile. The imports
 had been put in the lifespan because a thread importing torch held the GIL (and a core) while the
 server sent the frontend's files; that still costs a first page 0.3-0.7 s here, so the imports let a
-visitor's page load pass (``warmup_state.WarmUp.let_pass``: they wait while the browser's requests keep coming,
-at most a few seconds, and not at all once a page waits for the warm-up). The home page is then
-drawn 2.2-2.8 s after ``streamlit run`` here, as with no warm-up at all (bench/first_page.py,
+visitor's page load pass (``warmup_state.WarmUp.let_pass``: they wait while the browser's requests
+keep coming, at most a few seconds, and not at all once a page waits for the warm-up). The home page
+is then drawn 2.2-2.8 s after ``streamlit run`` here, as with no warm-up at all (bench/first_page.py,
 docs/measured.md). A module that fails to import, or a step that fails, is logged and skipped; its
-page does the work again and shows the error. ``KVVIZ_WARM=imports`` stops
-after the imports (each page's run is computed on its first visit: for tests of routing, not for a
-lecture).
+page does the work again and shows the error. ``KVVIZ_WARM=imports`` stops after the imports (each
+page's run is computed on its first visit: for tests of routing, not for a lecture).
 """
 from __future__ import annotations
 

@@ -23,7 +23,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,7 +73,7 @@ def main() -> None:
         serve(sys.argv[2], sys.argv[3], sys.argv[4:])
         return
     from bench.room import cpu_seconds
-    from tools.browser import free_port
+    from tools.browser import free_port, warm_up_status
     from tools.st_session import Session
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -90,12 +89,10 @@ def main() -> None:
     proc = subprocess.Popen([sys.executable, __file__, "--serve", port, str(out), *flags], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
-        for _ in range(900):
-            try:
-                if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.1)
+        for _ in range(6000):           # it answers at once: wait for its warm-up (kvviz/ui/app/warmup.py)
+            if (warm_up_status(url) or {}).get("ready"):
+                break
+            time.sleep(0.1)
         page, _, query = a.link.lstrip("/").partition("?")
         asyncio.run(Session(url, page, query).open())                  # warm-up: imports, caches
         warm_runs = len(list(out.glob("run-*.prof")))

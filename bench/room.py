@@ -36,7 +36,6 @@ import re
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
@@ -44,7 +43,7 @@ from urllib.parse import urljoin, urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tools.browser import free_port  # noqa: E402
+from tools.browser import free_port, warm_up_status  # noqa: E402
 from tools.replicas import COOKIE, Replicas  # noqa: E402
 from tools.st_session import Connection, Session  # noqa: E402
 
@@ -78,13 +77,10 @@ class Server:
                                       "--server.address", "127.0.0.1", "--server.headless", "true", *flags],
                                      cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         t0 = time.time()
-        while True:
-            try:
-                if urllib.request.urlopen(self.url + "/_stcore/health", timeout=1).read() == b"ok":
-                    return
-            except OSError:
-                pass
-            if time.time() - t0 > 90 or self.proc.poll() is not None:
+        while True:                 # it answers at once: wait for its warm-up (kvviz/ui/app/warmup.py) too
+            if (warm_up_status(self.url) or {}).get("ready"):
+                return
+            if time.time() - t0 > 600 or self.proc.poll() is not None:
                 self.stop()
                 raise RuntimeError("streamlit did not start")
             time.sleep(0.1)

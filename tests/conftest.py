@@ -255,16 +255,18 @@ def pytest_unconfigure(config):
 
 @pytest.fixture(scope="session")
 def server(pytestconfig):
-    """A `streamlit run app.py` on localhost (tools/browser.py); yields its base URL once it answers.
-    In the whole suite on two workers, both share one, which the controller starts while they collect:
-    one warm-up instead of two (≈ 15 s of SmolLM2 runs each), and what one worker's tests computed is
-    cached for the other's. Otherwise each worker starts its own. It loads SmolLM2 only
-    (``KVVIZ_REAL_MODELS``): no browser test opens Gemma 3, whose load and default run the server
-    would otherwise make at start (its page is tested in AppTest)."""
+    """A `streamlit run app.py` on localhost (tools/browser.py); yields its base URL once it answers and
+    has finished its warm-up (it answers at once and warms up in the background; the browser tests
+    time step presses, which a warm-up beside them would slow). In the whole suite on two workers,
+    both share one, which the controller starts while they collect: one warm-up instead of two (≈ 15 s
+    of SmolLM2 runs each), and what one worker's tests computed is cached for the other's. Otherwise
+    each worker starts its own. It loads SmolLM2 only (``KVVIZ_REAL_MODELS``): no browser test opens
+    Gemma 3, whose load and default run the server would otherwise make at start (its page is tested
+    in AppTest)."""
     shared = getattr(pytestconfig, "workerinput", {}).get(SHARED)
     try:
         if shared:
-            wait_healthy(shared[0], Path(shared[1]), timeout=180)
+            wait_healthy(shared[0], Path(shared[1]), timeout=300)
             yield shared[0]
             return
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")

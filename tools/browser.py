@@ -8,6 +8,7 @@ when a browser is launched.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -44,7 +45,7 @@ def free_port() -> int:
 def start_server(log: Path | None = None, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str, Path]:
     """Start ``streamlit run app.py`` on a free localhost port (its output in ``log``, a temporary file by
     default; ``env`` added to this process's environment) and return at once: the process, its base
-    URL and its log. It answers once its warm-up is done (``wait_healthy``)."""
+    URL and its log. It answers at once and warms up in the background (``wait_healthy``)."""
     port = free_port()
     log = log or Path(tempfile.gettempdir()) / f"kvviz-server-{port}.log"
     out = open(log, "w")        # the server's own: the child keeps the file open
@@ -55,18 +56,34 @@ def start_server(log: Path | None = None, env: dict[str, str] | None = None) -> 
     return proc, f"http://127.0.0.1:{port}", log
 
 
-def wait_healthy(base: str, log: Path, timeout: float = 90, proc: subprocess.Popen | None = None) -> None:
-    """Wait until the server at ``base`` answers its health check; RuntimeError (naming ``log``) when it
-    does not within ``timeout`` seconds or its process (when this process started it) has ended."""
+def warm_up_status(base: str) -> dict | None:
+    """Where the server's warm-up stands (its ``/_kvviz/ready``, kvviz/ui/app/warmup.py ``status``); None
+    while it does not answer."""
+    try:
+        return json.loads(urllib.request.urlopen(base + "/_kvviz/ready", timeout=2).read())
+    except (OSError, ValueError):
+        return None
+
+
+def wait_healthy(base: str, log: Path, timeout: float = 240, proc: subprocess.Popen | None = None,
+                 ready: bool = True) -> None:
+    """Wait until the server at ``base`` answers its health check and (``ready``) has finished its
+    warm-up: it answers at once, and prepares every page's default run and its real models in the
+    background (kvviz/ui/app/warmup.py), while step presses would be timed against it. RuntimeError
+    (naming ``log``) when that does not happen within ``timeout`` seconds or its process (when this
+    process started it) has ended."""
     t0 = time.time()
+    healthy = False
     while True:
         try:
-            if urllib.request.urlopen(base + "/_stcore/health", timeout=1).read() == b"ok":
+            if not healthy:
+                healthy = urllib.request.urlopen(base + "/_stcore/health", timeout=1).read() == b"ok"
+            if healthy and (not ready or (warm_up_status(base) or {}).get("ready")):
                 return
         except OSError:
             pass
         if time.time() - t0 > timeout or (proc is not None and proc.poll() is not None):
-            raise RuntimeError(f"streamlit did not start; see {log}")
+            raise RuntimeError(f"streamlit did not {'finish its warm-up' if healthy else 'start'}; see {log}")
         time.sleep(0.1)
 
 
@@ -80,11 +97,11 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def streamlit_server(log: Path | None = None, start_timeout: float = 90,
+def streamlit_server(log: Path | None = None, start_timeout: float = 240,
                      env: dict[str, str] | None = None) -> Iterator[str]:
     """A fresh ``streamlit run app.py`` on localhost (its output in ``log``, a temporary file by
     default; ``env`` added to this process's environment): yields its base URL once it answers its
-    health check; stops it afterwards."""
+    health check and has finished its warm-up; stops it afterwards."""
     proc, base, log = start_server(log, env)
     try:
         wait_healthy(base, log, start_timeout, proc)
@@ -110,10 +127,17 @@ def shared_context(browser):
 class Page:
     """A browser tab on the app that records page errors and knows when a rerun has finished."""
 
-    def __init__(self, browser, width: int = 1400, height: int = 900, beside: Page | None = None):
-        """A new window, or with ``beside`` another tab of that tab's window (same cookies)."""
-        self.ctx = beside.ctx if beside else shared_context(browser)
-        self.owns_ctx = False
+    def __init__(self, browser, width: int = 1400, height: int = 900, beside: Page | None = None,
+                 fresh: bool = False):
+        """A new window, or with ``beside`` another tab of that tab's window (same cookies); ``fresh``:
+        in a context of its own, nothing cached (a first visit's browser; closed with the tab)."""
+        self.owns_ctx = fresh and beside is None
+        if beside is not None:
+            self.ctx = beside.ctx
+        elif fresh:
+            self.ctx = browser.new_context(viewport={"width": width, "height": height})
+        else:
+            self.ctx = shared_context(browser)
         self.page = self.ctx.new_page()
         self.page.set_viewport_size({"width": width, "height": height})
         self.errors: list[str] = []

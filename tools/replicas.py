@@ -20,6 +20,7 @@ bench/room.py read.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import secrets
 import shutil
@@ -96,6 +97,17 @@ def _healthy(url: str) -> bool:
         return False
 
 
+def _ready(url: str) -> bool:
+    """The replica answers and has finished its warm-up (kvviz/ui/app/warmup.py: it answers at once and
+    prepares the pages' default runs and its real models in the background)."""
+    if not _healthy(url):
+        return False
+    try:
+        return json.loads(urllib.request.urlopen(url + "/_kvviz/ready", timeout=2).read()).get("ready") is True
+    except (OSError, ValueError):
+        return False
+
+
 class Replicas:
     """``n`` replicas of ``streamlit run app.py`` on free local ports and nginx on ``host:port`` in
     front of them; a context manager (``stop()`` ends all of them)."""
@@ -117,7 +129,7 @@ class Replicas:
         host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
         return f"http://{host}:{self.port}"
 
-    def start(self, timeout: float = 120.0) -> Replicas:
+    def start(self, timeout: float = 600.0) -> Replicas:
         env = {**os.environ, "STREAMLIT_SERVER_COOKIE_SECRET": secrets.token_hex(16)}   # one for every replica
         flags = [f"--{s.split('=', 1)[0]}={s.split('=', 1)[1]}" for s in self.settings]
         for _ in range(self.n):
@@ -128,8 +140,8 @@ class Replicas:
                  "--server.address", "127.0.0.1", "--server.headless", "true", *flags],
                 cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT))
         t0 = time.time()
-        for p, proc in zip(self.ports, self.procs):
-            while not _healthy(f"http://127.0.0.1:{p}"):
+        for p, proc in zip(self.ports, self.procs):         # each warmed up before nginx sends it a visitor
+            while not _ready(f"http://127.0.0.1:{p}"):
                 if proc.poll() is not None or time.time() - t0 > timeout:
                     self.stop()
                     raise RuntimeError(f"the replica on port {p} did not start")

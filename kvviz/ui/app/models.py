@@ -7,9 +7,10 @@ every real model kvviz knows plus the host's ``KVVIZ_MODELS``). Streamlit Commun
 does not hold SmolLM2 and Gemma 3 together in float32 (2,280 MB measured with both,
 docs/measured-gemma3.md): a host there names one.
 
-The weights are prepared (assembled, converted or downloaded) only by ``prepare`` at server start
-(kvviz/ui/app/warmup.py through the Real LLM page's ``warm``); a visitor's request loads them with
-``prepare=False`` and gets ModelNotReady instead of a conversion. ``generation_lock(name)``: one
+The weights are prepared (assembled, converted or downloaded) only by ``prepare_weights`` and
+``prepare`` in the server's warm-up (kvviz/ui/app/warmup.py, a background thread); a visitor's request
+waits for the warm-up's steps of that model, then loads them with ``prepare=False`` (ModelNotReady
+instead of a conversion where no warm-up prepared them). ``generation_lock(name)``: one
 generation at a time per model (a real model takes both cores). ``missing(name, e)``: what a page says
 instead when the model cannot run (what to install, or why it is not ready).
 """
@@ -26,7 +27,7 @@ from kvviz.models import real, smollm2
 from kvviz.models.gpt import TinyGPT, load_tiny_gpt
 from kvviz.models.real import ModelUnavailable, RealLM
 from kvviz.models.registry import MODELS, REAL_MODELS
-from kvviz.ui.app import urlstate
+from kvviz.ui.app import urlstate, waiting
 from kvviz.ui.app.i18n import t
 
 ENV_REAL = "KVVIZ_REAL_MODELS"
@@ -85,7 +86,10 @@ def _real(name: str, dtype: str) -> RealLM:
 def real_model(name: str, dtype: str = "float32") -> RealLM:
     """The server's real model ``name`` in ``dtype`` (shared, read-only: never modify it);
     ModelUnavailable when this server does not load it, its weights are not installed, or the
-    start-up has not prepared them (never converted or downloaded here)."""
+    start-up has not prepared them (never converted or downloaded here). In a page's run while the
+    server's warm-up is still preparing or loading the model, it first waits for that with a
+    progress message (kvviz/ui/app/waiting.py): never a second copy."""
+    waiting.wait_for(f"model:{name}")
     if name not in enabled():
         raise ModelUnavailable(f"This server does not load {name} (the host's {ENV_REAL}).")
     if MODELS[name].SPEC.env_source and source(name) is None:
@@ -96,6 +100,26 @@ def real_model(name: str, dtype: str = "float32") -> RealLM:
 def loaded_model(dtype: str = "float32") -> RealLM:
     """The server's SmolLM2 (the pages that run one real model): ``real_model("smollm2", dtype)``."""
     return real_model(DEFAULT_REAL, dtype)
+
+
+def weights_ready(name: str) -> bool:
+    """The weights of ``name`` load without a conversion or a download (``prepare_weights`` done)."""
+    found = source(name)
+    if found is None:
+        return False
+    try:
+        real.model_dir(MODELS[name].SPEC, found, prepare=False)
+    except ModelUnavailable:
+        return False
+    return True
+
+
+def prepare_weights(name: str) -> None:
+    """Server start-up only: assemble, convert or download the weights of ``name`` once (not installed,
+    or left out by the host: nothing)."""
+    found = source(name) if name in enabled() else None
+    if found is not None:
+        real.model_dir(MODELS[name].SPEC, found, prepare=True)
 
 
 def prepare(name: str, dtype: str = "float32") -> RealLM | None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from kvviz.ui.app import presenter, urlstate
+from kvviz.ui.app import presenter, urlstate, waiting
 from kvviz.ui.app.i18n import LANGS, t
 from kvviz.ui.app.pages import BY_TITLE, PAGES, Place, places
 from kvviz.ui.app.share import copy_link
@@ -52,7 +52,7 @@ def _forget_other_page(page: str) -> None:
 
 def page_setup(title_key: str) -> None:
     """Call first on every page (``title_key``: its declaration's, kvviz/ui/app/pages.py): config, sidebar
-    navigation, language."""
+    navigation, language; on a fresh server, the wait for the warm-up's steps of this page."""
     _forget_other_page(title_key)
     presenter.init_from_url()
     st.set_page_config(page_title=f"kvviz · {t(title_key)}", page_icon=ICON, layout="wide",
@@ -76,6 +76,9 @@ def page_setup(title_key: str) -> None:
         for page in PAGES:                      # kvviz/ui/app/pages.py: every page, in teaching order
             st.page_link(page.script, label=t(page.label_key), icon=page.icon)
     urlstate.notice_slot()
+    # a fresh server's warm-up may still be importing the page or making its default run: the page
+    # waits for it with a progress message (kvviz/ui/app/waiting.py) instead of computing a copy
+    waiting.for_page(title_key)
 
 
 def page_foot() -> None:

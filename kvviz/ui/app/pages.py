@@ -26,7 +26,7 @@ class PageSpec:
     key: str                        # its strings' section: <key>.title, nav.<key>, home.blurb_<key>
     script: str                     # Streamlit's script, relative to the repository
     icon: str                       # the sidebar's icon
-    body: str | None = None         # the module of its body: imported and warmed before the first visitor
+    body: str | None = None         # the module of its body: imported and warmed by the server's warm-up
     charts: bool = True             # draws plotly charts: the page starts loading plotly.js first
     # where it shows the stepper: "" at its own address (presenter mode then keeps the first paint blank
     # until the step is drawn, serve_files.HOLD_SCRIPT), a query for a view with one ("tab=Batching"), None

@@ -23,11 +23,15 @@ index.html, whose code cannot tell the page's name from a base path, so it first
 is (``window.__streamlit.BACKEND_BASE_URL``, the setting Streamlit reads for it, computed in the
 browser from its own address, so a proxy's prefix is kept), and the first health check is the one
 that answers.
+
+``/_kvviz/ready`` (below any prefix) answers where the server's background warm-up stands
+(kvviz/ui/app/warmup.py), as JSON: the tests' server and the benchmarks wait for ``"ready": true``.
 """
 from __future__ import annotations
 
 import functools
 import gzip
+import json
 import mimetypes
 from pathlib import Path
 from typing import NamedTuple
@@ -35,12 +39,15 @@ from typing import NamedTuple
 from streamlit import file_util
 from streamlit.source_util import page_icon_and_name
 
+from kvviz.ui.app import warmup_state
 from kvviz.ui.app.pages import PAGES
 from kvviz.ui.components.plotly_js import PLOTLY_BUNDLE, STATIC
 
 MAX_FILE = 1_000_000                    # bytes; larger frontend files are left to Streamlit
 CACHE_FOREVER = b"public, immutable, max-age=31536000"
 BUNDLE_PATH = "/app/static/" + PLOTLY_BUNDLE
+READY_PATH = "/_kvviz/ready"             # the warm-up's status (``ready``), below any base path
+HEALTH_PATH = "/_stcore/health"
 PAGES_DIR = Path(__file__).resolve().parents[3] / "pages"
 NO_CACHE = b"no-cache"                  # as Streamlit sends index.html: asked for again on every visit
 # before Streamlit's code: the app's base is the page's address without its last segment (the page)
@@ -53,10 +60,12 @@ BASE_URL_SCRIPT = (b"<script>window.__streamlit = Object.assign({BACKEND_BASE_UR
 # too late: its element's code is loaded lazily, after the title is painted). On those addresses
 # the main column stays blank from the first paint until the stepper has fitted the step to the
 # screen (step_view.js removes the class), an error or a warning came instead (the Real LLM's weights
-# missing, say), or 6 s passed.
+# missing, say), a fresh server's warm-up is being waited for (kvviz/ui/app/waiting.py ``WAIT_KEY``), or
+# 6 s passed.
 STEPPING_PAGES = tuple(page.url[1:] for page in PAGES if page.opens_on_stepper)      # kvviz/ui/app/pages.py
 HOLD_SCRIPT = ("<style>html.kvs-hold [data-testid='stMainBlockContainer']:not(:has("
                "[data-testid='stAlertContentError'], [data-testid='stAlertContentWarning'], "
+               "[class*='st-key-kv_wait_'], "
                "[data-testid='stException'])) "
                "{ visibility: hidden; }</style><script>(() => { "
                "const page = location.pathname.replace(/\\/$/, '').split('/').pop(); "
@@ -148,23 +157,32 @@ def _header(scope: dict, name: bytes) -> bytes:
     return b",".join(v for k, v in scope.get("headers", []) if k.lower() == name)
 
 
+def ready() -> Asset:
+    """``/_kvviz/ready``: where the server's warm-up stands (kvviz/ui/app/warmup_state.py ``WarmUp.status``), as
+    JSON: ``ready`` is true once every page's default run and every real model are prepared."""
+    return Asset(json.dumps(warmup_state.STATE.status()).encode(), None, b"application/json")
+
+
 class ServeFromMemory:
-    """ASGI middleware for ``st.App``: GET/HEAD of the files ``find`` knows, from memory; every other
-    request (and ranges) passes through to Streamlit."""
+    """ASGI middleware for ``st.App``: GET/HEAD of the files ``find`` knows, from memory, and of
+    ``READY_PATH``; every other request (and ranges) passes through to Streamlit."""
 
     def __init__(self, app) -> None:
         self.app = app
 
     async def __call__(self, scope, receive, send) -> None:
         asset = None
+        path = scope.get("path", "")
+        if not path.endswith((READY_PATH, HEALTH_PATH)):      # a visitor's request: the warm-up lets it pass
+            warmup_state.STATE.visited()
         if scope["type"] == "http" and scope.get("method") in ("GET", "HEAD") and not _header(scope, b"range"):
-            asset = find(scope.get("path", ""))
+            asset = ready() if path.endswith(READY_PATH) else find(path)
         if asset is None:
             await self.app(scope, receive, send)
             return
         gzipped = asset.gzipped is not None and b"gzip" in _header(scope, b"accept-encoding")
         body = asset.gzipped if gzipped else asset.body
-        cache = NO_CACHE if asset.content_type.startswith(b"text/html") else CACHE_FOREVER
+        cache = NO_CACHE if asset.content_type.startswith((b"text/html", b"application/json")) else CACHE_FOREVER
         headers = [(b"content-type", asset.content_type), (b"content-length", str(len(body)).encode()),
                    (b"cache-control", cache), (b"x-content-type-options", b"nosniff")]
         if asset.gzipped is not None:

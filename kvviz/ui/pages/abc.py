@@ -34,7 +34,7 @@ def _run(text: str | None, new: int, rule: SelectionRule, seed: int) -> tuple[Ru
 
 
 def warm() -> None:
-    """The default visit's run and frames, made before the first visitor (kvviz/ui/app/warmup.py)."""
+    """The default visit's run and frames, made by the server's warm-up (kvviz/ui/app/warmup.py)."""
     _, key = _run(DEFAULT_PROMPT, DEFAULT_NEW, *default_rule("abc"))
     _payload(*key, "en")
 

@@ -162,7 +162,7 @@ def _evaluations() -> RunStore:
 
 
 def warm() -> None:
-    """The default visit's comparison and frames, made before the first visitor (kvviz/ui/app/warmup.py)."""
+    """The default visit's comparison and frames, made by the server's warm-up (kvviz/ui/app/warmup.py)."""
     tokens = tuple(prompt_tokens(GPTModel(_tiny()), DEFAULTS["sc_prompt"]))
     key = (tokens, DEFAULTS["sc_new"], VariantSettings.of(DEFAULTS["sc_kind"], DEFAULTS))
     _comparison(*key)

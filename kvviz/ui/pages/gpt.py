@@ -55,7 +55,7 @@ def _loop_times(ids: tuple[int, ...], new: int, rule_key: RuleKey, seed: int) ->
 
 
 def warm() -> None:
-    """The default visit's runs and frames, made before the first visitor (kvviz/ui/app/warmup.py)."""
+    """The default visit's runs and frames, made by the server's warm-up (kvviz/ui/app/warmup.py)."""
     model = GPTModel(_tiny())
     tokens = tuple(prompt_tokens(model, DEFAULT_PROMPT))
     rule, seed = default_rule("gpt")

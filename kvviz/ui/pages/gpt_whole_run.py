@@ -20,7 +20,7 @@ def _whole(key: tuple, _run: Run, _model: GPTModel, layer: int, head: int) -> Wh
 
 
 def warm(run: Run, model: GPTModel, key: tuple) -> None:
-    """The default view (layer 1, head 1), made before the first visitor."""
+    """The default view (layer 1, head 1), made by the server's warm-up."""
     _whole(key, run, model, 0, 0)
 
 

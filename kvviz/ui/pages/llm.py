@@ -7,8 +7,9 @@ cache of every layer), grouped K/V heads and rotary positions explained on the r
 and float32 against bfloat16 measured here. The file in pages/ only sets up the frame.
 
 The models come from the server's one service (kvviz/ui/app/models.py): which real models this server
-loads is the host's setting; their weights are prepared when the server starts (``warm``: converted
-once, or downloaded on Streamlit Community Cloud); a visitor's request never converts or downloads.
+loads is the host's setting; their weights are prepared by the server's warm-up (converted once, or
+downloaded on Streamlit Community Cloud), which also makes each model's default run (``warm_model``);
+a visitor's request never converts or downloads, and waits for the warm-up where it is not done yet.
 One generation runs at a time per model: the others wait with a message (``_runs``, a ``RunStore``
 per model). A model with sliding-window layers (Gemma 3) also gets the hybrid cache's section.
 """
@@ -29,7 +30,7 @@ from kvviz.measure.timing import DtypeComparison, measure_dtypes
 from kvviz.models import real, smollm2
 from kvviz.models.base import Keep
 from kvviz.models.real import ModelUnavailable, RealLM
-from kvviz.ui.app import fmt, models, nav, presenter, urlstate
+from kvviz.ui.app import fmt, models, nav, presenter, urlstate, waiting
 from kvviz.ui.app.i18n import t
 from kvviz.ui.app.turns import RunStore, my_turn
 from kvviz.ui.components import downloads, step_view
@@ -133,6 +134,11 @@ def _default_key(model: RealLM, long: bool = False) -> RunKey:
             model.SPEC.name)
 
 
+def is_long_default(model: RealLM, key: RunKey) -> bool:
+    """``key`` is the default run of kvviz's long text (the one the warm-up makes last, ``warm_late``)."""
+    return bool(_long_tokens(model)) and key == _default_key(model, long=True)
+
+
 def hybrid(model: RealLM) -> bool:
     """The model has sliding-window layers (the long text and the hybrid cache's section are its)."""
     return any(w is not None for w in model.windows)
@@ -149,28 +155,32 @@ def _long_tokens(model: RealLM) -> int:
         return 0
 
 
-def warm() -> None:
-    """Server start-up (kvviz/ui/app/warmup.py): for every real model this server loads, convert or
-    download the weights once (``models.prepare``), load the float32 ones, make the default run and
-    its frames (layer 1, head 1, English). The bfloat16 copy loads when first asked for; a hybrid
-    model's long text follows in the background (``warm_late``)."""
-    for name in models.enabled():
-        model = models.prepare(name, DEFAULT_DTYPE)       # the one place that converts or downloads
-        if model is None:
-            continue                                      # not installed: the page says how to get it
-        key = _default_key(model)
-        run = _generate(key)
-        _runs(name).put(key, run)
-        _payload(key, run, 0, 0, "en")
-        if llm_loop.offered(model):                       # tea / water, greedy's loop, the whole run
-            llm_loop.warm(functools.partial(models.real_model, name, DEFAULT_DTYPE))
+def warm_model(name: str) -> None:
+    """Server start-up (kvviz/ui/app/warmup.py, once the warm-up has prepared and loaded the model
+    ``name``): its default run and frames (layer 1, head 1, English) and, where offered, the loop
+    views. The run is made under the model's generation lock, as a visitor's: one who asks for it
+    meanwhile reads it from the store. The bfloat16 copy loads when first asked for; a hybrid model's
+    long text follows at the end of the warm-up (``warm_late``)."""
+    try:
+        model = models.real_model(name, DEFAULT_DTYPE)
+    except ModelUnavailable:
+        return                                            # not installed or not prepared: the page says so
+    key = _default_key(model)
+    store = _runs(name)
+    with store.running:
+        run = store.get(key)
+        if run is None:
+            run = _generate(key)
+            store.put(key, run)
+    _payload(key, run, 0, 0, "en")
+    if llm_loop.offered(model):                           # tea / water, greedy's loop, the whole run
+        llm_loop.warm(functools.partial(models.real_model, name, DEFAULT_DTYPE))
 
 
 def warm_late() -> None:
-    """After the start-up (kvviz/ui/app/warmup.py runs it in the background once the server answers):
-    a hybrid model's long text, its default run and frames (≈ 25 s for Gemma 3 here). It holds the
-    model's generation lock, so a visitor who asks for the long text meanwhile waits with a message
-    and then reads the run from the store."""
+    """The warm-up's last step (kvviz/ui/app/warmup.py): a hybrid model's long text, its default run and
+    frames (≈ 25 s for Gemma 3 here). A visitor who asks for the long text meanwhile waits for this
+    step with a progress message (``render``) and then reads the run from the store."""
     for name in models.enabled():
         try:
             model = models.real_model(name, DEFAULT_DTYPE)
@@ -511,6 +521,7 @@ def render() -> None:
     spec = models.spec(name)
     smol = name == models.DEFAULT_REAL
     st.title(t("llm.title") if smol else t("hybrid.title", title=spec.title))
+    waiting.wait_for(f"runs:{name}")          # a fresh server's warm-up may still be making the default run
     try:
         model = _model(name, DEFAULT_DTYPE)
     except ModelUnavailable as e:
@@ -538,6 +549,8 @@ def render() -> None:
     if got is None:
         return
     key, span, chat = got
+    if not waiting.done("late") and is_long_default(model, key):    # the warm-up's last step makes it
+        waiting.wait_for("late")
     try:
         with st.spinner(t("llm.loading", dtype=key[4])):
             run_model = _model(name, key[4])

@@ -240,7 +240,7 @@ def _sweep(s: Settings) -> tuple[SizePoint, ...]:
 
 
 def warm() -> None:
-    """The default visit's runs, frames and sections, made before the first visitor
+    """The default visit's runs, frames and sections, made by the server's warm-up
     (kvviz/ui/app/warmup.py)."""
     s = Settings.of(DEFAULTS)
     got = _served(s)

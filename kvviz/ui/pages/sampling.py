@@ -13,7 +13,7 @@ from kvviz.decoding.sampling import Sampler, Stage, draw_counts
 from kvviz.decoding.stepper import run_generation
 from kvviz.limits import MAX_DRAWS, MAX_NEW_TOKENS, MAX_SEED, MAX_TYPED_CHARS, LimitError
 from kvviz.models.registry import get_model
-from kvviz.ui.app import fmt, links, nav, pages, presenter, urlstate
+from kvviz.ui.app import fmt, links, models, nav, pages, presenter, urlstate
 from kvviz.ui.app.i18n import current_lang, join, t
 from kvviz.ui.app.perf import timed
 from kvviz.ui.app.runs import cached_run
@@ -285,9 +285,11 @@ def _questions() -> None:
 
 # ---------------------------------------------------------------- the page
 
-def warm() -> None:
-    """The default visit's cached results: the long tail's two distributions (kvviz/ui/app/warmup.py)."""
-    sampling_tail.warm()
+def warm_model(name: str) -> None:
+    """The default visit's cached results once the warm-up has loaded the real model ``name``
+    (kvviz/ui/app/warmup.py): SmolLM2's long tail, its two distributions."""
+    if name == models.DEFAULT_REAL:
+        sampling_tail.warm()
 
 
 @timed("sampling.render")

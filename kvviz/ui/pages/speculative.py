@@ -127,7 +127,7 @@ def _payload(ids: tuple[int, ...], new: int, gamma: int, rule_key: RuleKey, seed
 
 
 def warm() -> None:
-    """The default visit's runs and frames, made before the first visitor (kvviz/ui/app/warmup.py)."""
+    """The default visit's runs and frames, made by the server's warm-up (kvviz/ui/app/warmup.py)."""
     target, _ = _pair()
     ids = tuple(target.tokenizer.index[w] for w in prompt_tokens(target, DEFAULT_PROMPT))
     rule, seed = default_rule("sd")

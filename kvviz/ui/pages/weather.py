@@ -173,7 +173,7 @@ def render() -> None:
 # ---------------------------------------------------------------- the stepper
 
 def warm() -> None:
-    """The default visit's run and frames, made before the first visitor (kvviz/ui/app/warmup.py)."""
+    """The default visit's run and frames, made by the server's warm-up (kvviz/ui/app/warmup.py)."""
     key = RunSettings.of(SEED_PROMPT, DEFAULT_NEW, check_values({w: DEFAULT_VALUES[w] for w in VOCAB}), False,
                          *default_rule("weather"))
     _run(key)

@@ -164,3 +164,16 @@ def test_mla_shapes_deepseek():
     v2 = cost.DEEPSEEK_V2
     assert (v2.n_layers, v2.latent_elements, v2.expanded_elements) == (60, 576, 40_960)
     assert 1 - v2.latent_elements / v2.expanded_elements == pytest.approx(0.9859, abs=1e-4)
+
+
+def test_kv_sharing_bars_leave_room_for_the_end_bars_value_labels():
+    """A bar's value label ("3.15 MB") is wider than the bar: the first and last were cut at the plot's
+    edges (".15 MB"). The labels are drawn unclipped and the axis reaches beyond both end bars."""
+    from kvviz.viz.cost import kv_sharing_bars
+
+    names = ["MQA 1", "GQA 2", "GQA 3", "MHA 12"]
+    fig = kv_sharing_bars(names, [3_145_728, 6_291_456, 9_437_184, 37_748_736], 3, {"x": "x", "y": "y", "title": "t"})
+    bar = fig.data[0]
+    assert bar.cliponaxis is False and list(bar.text)[0] == "3.15 MB"
+    low, high = fig.layout.xaxis.range
+    assert low <= -0.9 and high >= len(names) - 0.1           # ≥ 0.4 of a category beyond each end bar's edge

@@ -91,9 +91,12 @@ def kv_sharing_bars(names: Sequence[str], totals: Sequence[int], highlight: int,
     colors = [COLORS["focus"] if i == highlight else COLORS["bar"] for i in range(len(names))]
     fig = go.Figure(go.Bar(x=list(names), y=[float(v) for v in totals], marker_color=colors,
                            text=[human_bytes(v) for v in totals], textposition="outside",
-                           textfont=dict(size=15), hovertemplate="%{x}: %{y:,} B<extra></extra>"))
+                           textfont=dict(size=15), cliponaxis=False, constraintext="none",
+                           hovertemplate="%{x}: %{y:,} B<extra></extra>"))
     fig.update_yaxes(title=labels["y"], range=[0, float(max(totals)) * 1.25])
-    fig.update_xaxes(title=labels["x"], type="category")
+    # a value label is wider than its bar ("3.15 MB"): room beyond the first and last bars, so that
+    # neither end's label is cut at the plot's edge
+    fig.update_xaxes(title=labels["x"], type="category", range=[-0.9, len(names) - 0.1])
     return theme.style(fig, labels["title"], height=380)
 
 

@@ -142,3 +142,25 @@ def test_a_self_drafted_run_on_the_tiny_gpt_is_one_stepper_event_per_round(sourc
     # the frames say nothing measured: a second run's frames are the same, byte for byte
     assert frames_speculative.build(run(), VOCAB, 0, 0, translator("en"), n_layers=model.n_layers).to_json() \
         == pl.to_json()
+
+
+def test_a_greedy_drafts_table_shows_the_probability_its_chart_draws_beside_q_one():
+    """A greedy draft proposes its largest: q(x) = 1 (one-hot), while the chart beside the table draws
+    the draft's softmax (0.998, say). The table shows both, so the numbers on screen agree."""
+    from kvviz.ui.frames import speculative as frames
+    from kvviz.ui.frames import translator
+    from kvviz.viz.logits import top_probs_bar_spec
+
+    target, draft = load_tiny_gpt(), load_draft_gpt()
+    vocab = target.tokenizer.vocab
+    spec = speculative_generate(GPTModel(target), GPTModel(draft), target.tokenizer.encode("It is rainy in London"),
+                                6, 3, keep_attention=True)
+    rd, tr = spec.rounds[0], translator("en")
+    tbl = frames.proposals_table(spec, rd, len(rd.proposals) - 1, vocab, tr)["tbl"]
+    assert tbl["cols"][-2:] == ["q(x)", "probability"]
+    for k, (row, pr) in enumerate(zip(tbl["rows"], rd.proposals)):
+        assert row[3] == "1.000"                                      # greedy's q is one-hot
+        probs = frames.next_token_probs(rd.draft_logits[k])
+        bars = top_probs_bar_spec(probs, vocab, pr.token, "")["data"][0]
+        drawn = dict(zip(bars["y"], bars["text"]))[vocab[pr.token]]
+        assert row[4] == drawn

@@ -369,11 +369,18 @@ def draft_probs_blocks(pl: Payload, spec: Speculation, rd: SpeculativeRound, i: 
 
 
 def proposals_table(spec: Speculation, rd: SpeculativeRound, upto: int, vocab: Sequence[str], tr: Tr) -> dict:
-    """The proposals so far with the probability the draft gave each."""
+    """The proposals so far with the probability the draft gave each. A greedy draft's q is one-hot
+    (q(x) = 1: it always proposes its largest), so the table also shows the softmax probability the
+    chart beside it draws for x (0.998, say), and the two never seem to disagree."""
     lang = getattr(tr, "lang", "en")
-    rows = [[k + 1, rd.start + 1 + k, vocab[pr.token], _n(pr.q, lang)] for k, pr in enumerate(rd.proposals[: upto + 1])]
-    return table_block([tr("speculative.col_proposal"), tr("charts.col_position"), tr("charts.col_token"), "q(x)"],
-                       rows, title=f"**{tr('speculative.proposals_title')}**", row_marks=[(upto, "bold")])
+    shown = rd.proposals[: upto + 1]
+    rows = [[k + 1, rd.start + 1 + k, vocab[pr.token], _n(pr.q, lang)] for k, pr in enumerate(shown)]
+    head = [tr("speculative.col_proposal"), tr("charts.col_position"), tr("charts.col_token"), "q(x)"]
+    if greedy(spec):
+        head.append(tr("speculative.q_axis"))
+        for k, (row, pr) in enumerate(zip(rows, shown)):
+            row.append(_n(next_token_probs(rd.draft_logits[k])[pr.token], lang))
+    return table_block(head, rows, title=f"**{tr('speculative.proposals_title')}**", row_marks=[(upto, "bold")])
 
 
 def build(spec: Speculation, vocab: Sequence[str], layer: int, head: int, tr: Tr, *, n_layers: int = 0) -> Payload:

